@@ -1,0 +1,228 @@
+"""Object storage for datasets: an fsspec adapter with range reads and atomic create.
+
+Local paths, ``file://``, ``memory://`` and ``gs://`` (gcsfs) are supported.  Commits rely on
+:meth:`ObjectStore.put_if_absent`, which is atomic on every backend: local = write a temp file
+then ``os.link`` (EEXIST = lost race); GCS = an upload with ``ifGenerationMatch=0`` (HTTP 412 =
+lost race, surfaced by gcsfs as ``FileExistsError``); memory = a locked check-and-set.
+Never ``exists()`` then write (FORMAT_NOTES.md §12).
+"""
+
+import os
+import posixpath
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any, BinaryIO
+
+import fsspec
+
+from .errors import LanceOpsError
+
+_MEMORY_LOCK = threading.Lock()
+
+if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" not in os.environ:
+    # Without it gcsfs probes a gRPC endpoint before every bucket call (60 s against emulators).
+    os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
+
+class ObjectStoreError(LanceOpsError):
+    """A storage call failed (names the path and the operation)."""
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """Return ``(protocol, path)`` for a URI or local path; local paths become absolute."""
+    if "://" not in uri:
+        return "file", os.path.abspath(uri)
+    protocol, rest = uri.split("://", 1)
+    if protocol == "file":
+        return "file", os.path.abspath("/" + rest.lstrip("/")) if rest.startswith("/") else os.path.abspath(rest)
+    if protocol == "memory":
+        return protocol, "/" + rest.strip("/")
+    return protocol, rest.rstrip("/")
+
+
+class ObjectStore:
+    """Storage rooted at a dataset URI; every method takes paths relative to the root.
+
+    Args:
+        uri: dataset root (local path, ``file://``, ``memory://`` or ``gs://``).
+        storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``).
+    """
+
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.protocol, self.root = split_uri(uri)
+        self.storage_options = dict(storage_options or {})
+        self.is_local = self.protocol == "file"
+        self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
+
+    # ------------------------------------------------------------------ paths
+    def full_path(self, rel: str) -> str:
+        """Absolute backend path of ``rel``; refuses paths that would leave the dataset root."""
+        if rel.startswith("/") or "\\" in rel:
+            raise ObjectStoreError(f"{self.uri}: path {rel!r} is absolute; dataset paths must be relative")
+        norm = posixpath.normpath(rel)
+        if norm == ".." or norm.startswith("../"):
+            raise ObjectStoreError(f"{self.uri}: path {rel!r} points outside the dataset root")
+        return posixpath.join(self.root, norm) if norm != "." else self.root
+
+    # ------------------------------------------------------------------ reads
+    def read(self, rel: str) -> bytes:
+        """Whole object."""
+        path = self.full_path(rel)
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise ObjectStoreError(f"{path}: read failed: {e}") from e
+
+    def read_range(self, rel: str, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start``."""
+        if length <= 0:
+            return b""
+        path = self.full_path(rel)
+        if self.is_local:
+            with open(path, "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        return self.fs.cat_file(path, start=start, end=start + length)
+
+    def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Several ``(start, length)`` ranges of one object (one open for local files)."""
+        path = self.full_path(rel)
+        if self.is_local:
+            out = []
+            with open(path, "rb") as f:
+                for start, length in ranges:
+                    f.seek(start)
+                    out.append(f.read(length) if length > 0 else b"")
+            return out
+        if not ranges:
+            return []
+        return list(self.fs.cat_ranges([path] * len(ranges), [s for s, _ in ranges], [s + n for s, n in ranges]))
+
+    def size(self, rel: str) -> int:
+        path = self.full_path(rel)
+        if self.is_local:
+            return os.stat(path).st_size
+        return int(self.fs.size(path))
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.exists(self.full_path(rel)))
+
+    def list_dir(self, rel: str) -> list[str]:
+        """File names (not paths) directly under ``rel``; empty if the directory is absent."""
+        path = self.full_path(rel)
+        if self.is_local:
+            try:
+                return [e.name for e in os.scandir(path) if e.is_file()]
+            except FileNotFoundError:
+                return []
+        try:
+            if self.protocol not in ("memory",):
+                self.fs.invalidate_cache(path)
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        return [posixpath.basename(e["name"].rstrip("/")) for e in entries if e.get("type") == "file"]
+
+    def list_files(self, rel: str) -> Iterator[tuple[str, int, float | None]]:
+        """``(relative path, size, mtime or None)`` of every file below ``rel``, recursively."""
+        base = self.full_path(rel)
+        if self.is_local:
+            for dirpath, _dirs, files in os.walk(base):
+                for name in files:
+                    full = os.path.join(dirpath, name)
+                    st = os.stat(full)
+                    yield os.path.relpath(full, self.root), st.st_size, st.st_mtime
+            return
+        if self.protocol != "memory":
+            self.fs.invalidate_cache(base)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return
+        for full, info in found.items():
+            mtime = info.get("mtime") or info.get("updated") or info.get("created")
+            if hasattr(mtime, "timestamp"):
+                mtime = mtime.timestamp()
+            elif isinstance(mtime, str):
+                from datetime import datetime
+
+                mtime = datetime.fromisoformat(mtime.replace("Z", "+00:00")).timestamp()
+            yield posixpath.relpath(full, self.root), int(info.get("size") or 0), mtime
+
+    # ----------------------------------------------------------------- writes
+    def open_output(self, rel: str) -> BinaryIO:
+        """A writable binary stream for a new object (data files: unique names, no race)."""
+        path = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "wb")
+        return self.fs.open(path, "wb")
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write a whole object (overwrites).  Local writes go through a temp file + rename."""
+        path = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            return
+        self.fs.pipe_file(path, data)
+
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` with ``data``; return False if it already existed.
+
+        Readers never see a partial object: local writes a temp file, fsyncs it and links it
+        into place; GCS relies on the ``ifGenerationMatch=0`` precondition.
+        """
+        path = self.full_path(rel)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            # the temp name must not end in "manifest": listings ignore it
+            tmp = f"{path}#{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        if self.protocol == "memory":
+            with _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    return False
+                self.fs.pipe_file(path, data)
+                return True
+        try:
+            self.fs.pipe_file(path, data, mode="create")
+        except FileExistsError:
+            return False
+        finally:
+            try:
+                self.fs.invalidate_cache(posixpath.dirname(path))
+            except Exception:  # pragma: no cover - cache invalidation is best effort
+                pass
+        return True
+
+    def delete(self, rel: str) -> None:
+        """Remove an object; a missing one is not an error."""
+        path = self.full_path(rel)
+        try:
+            if self.is_local:
+                os.unlink(path)
+            else:
+                self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def copy(self, src_rel: str, dst_rel: str) -> None:
+        self.fs.copy(self.full_path(src_rel), self.full_path(dst_rel))
