@@ -54,7 +54,11 @@ class ObjectStore:
         self.protocol, self.root = split_uri(uri)
         self.storage_options = dict(storage_options or {})
         self.is_local = self.protocol == "file"
-        self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        opts = dict(self.storage_options)
+        if self.protocol not in ("file", "memory"):
+            # Another process may commit at any time: never answer exists()/size() from a stale listing.
+            opts.setdefault("use_listings_cache", False)
+        self.fs = fsspec.filesystem(self.protocol, **opts)
 
     # ------------------------------------------------------------------ paths
     def full_path(self, rel: str) -> str:
@@ -100,7 +104,11 @@ class ObjectStore:
             return out
         if not ranges:
             return []
-        return list(self.fs.cat_ranges([path] * len(ranges), [s for s, _ in ranges], [s + n for s, n in ranges]))
+        return list(
+            self.fs.cat_ranges(
+                [path] * len(ranges), [s for s, _ in ranges], [s + n for s, n in ranges], on_error="raise"
+            )
+        )
 
     def size(self, rel: str) -> int:
         path = self.full_path(rel)
@@ -202,10 +210,18 @@ class ObjectStore:
                     return False
                 self.fs.pipe_file(path, data)
                 return True
+        # A retried create whose first answer was lost gets 412 although our bytes landed: tag the
+        # object with a token and, on a 412, check whose object is there.
+        token = uuid.uuid4().hex
         try:
-            self.fs.pipe_file(path, data, mode="create")
+            self.fs.pipe_file(path, data, mode="create", metadata={"lance-ops-writer": token})
         except FileExistsError:
-            return False
+            try:
+                self.fs.invalidate_cache(path)
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                return False
+            return (info.get("metadata") or {}).get("lance-ops-writer") == token
         finally:
             try:
                 self.fs.invalidate_cache(posixpath.dirname(path))

@@ -1,0 +1,191 @@
+"""Apply an operation to the previous manifest: the next version's manifest (FORMAT_NOTES.md §9).
+
+Fragment ids and stable row ids are assigned here, at commit time, so concurrent writers
+never collide: new fragments get ``max_fragment_id + 1, ...``; with stable row ids new rows
+get ``next_row_id, ...`` and both version sequences start at the new version.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from . import rowids
+from .errors import IncompatibleTransactionError
+from .fragment import FragmentMetadata
+from .manifest import FLAG_STABLE_ROW_IDS, Manifest
+from .operations import (
+    Append,
+    Delete,
+    Overwrite,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Unmodelled,
+    Update,
+    UpdateConfig,
+)
+from .transaction import Transaction
+
+
+class _Ids:
+    """Hands out fragment ids and row ids for one new manifest."""
+
+    def __init__(self, max_fragment_id: int | None, next_row_id: int, stable: bool, version: int) -> None:
+        self.next_fragment_id = -1 if max_fragment_id is None else max_fragment_id
+        self.next_row_id = next_row_id
+        self.stable = stable
+        self.version = version
+
+    def new_fragment(self, frag: FragmentMetadata) -> FragmentMetadata:
+        self.next_fragment_id += 1
+        changes: dict[str, object] = {"id": self.next_fragment_id}
+        if self.stable:
+            n = frag.physical_rows
+            if frag.row_ids is None:
+                changes["row_ids"] = rowids.encode_row_ids(
+                    np.arange(self.next_row_id, self.next_row_id + n, dtype=np.uint64)
+                )
+                self.next_row_id += n
+            if frag.created_at_versions is None:
+                changes["created_at_versions"] = rowids.constant_versions(n, self.version)
+            changes["last_updated_at_versions"] = rowids.constant_versions(n, self.version)
+        else:
+            changes.update(row_ids=None, created_at_versions=None, last_updated_at_versions=None)
+        return frag.with_changes(**changes)
+
+
+def _created_versions_for(prev: Manifest, row_ids: np.ndarray) -> bytes:
+    """created_at of preserved row ids, looked up in the previous version (vectorised)."""
+    all_ids, all_created = [], []
+    for f in prev.fragments:
+        if f.row_ids is None:
+            continue
+        ids = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)
+        all_ids.append(ids)
+        if f.created_at_versions is not None:
+            all_created.append(rowids.decode_versions(f.created_at_versions, expected_len=f.physical_rows))
+        else:
+            all_created.append(np.ones(len(ids), dtype=np.uint64))
+    if not all_ids:
+        return rowids.constant_versions(len(row_ids), 1)
+    ids = np.concatenate(all_ids)
+    created = np.concatenate(all_created)
+    order = np.argsort(ids, kind="stable")
+    ids, created = ids[order], created[order]
+    pos = np.searchsorted(ids, row_ids)
+    pos = np.clip(pos, 0, len(ids) - 1)
+    found = ids[pos] == row_ids
+    out = np.where(found, created[pos], np.uint64(prev.version))
+    return rowids.encode_versions(out.astype(np.uint64))
+
+
+def build_manifest(
+    prev: Manifest | None,
+    txn: Transaction,
+    version: int,
+    *,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str = "2.0",
+    load_version: Callable[[int], Manifest] | None = None,
+) -> Manifest:
+    """The manifest of ``version`` = ``txn.operation`` applied to ``prev`` (None = new dataset)."""
+    op = txn.operation
+    if prev is None and not isinstance(op, Overwrite):
+        raise IncompatibleTransactionError(f"a {op.name} cannot create a dataset; write an Overwrite first")
+    stable = prev.uses_stable_row_ids if prev is not None else enable_stable_row_ids
+    ids = _Ids(
+        prev.max_fragment_id if prev is not None else None,
+        prev.next_row_id if prev is not None else 0,
+        stable,
+        version,
+    )
+    base = prev
+    if isinstance(op, Overwrite):
+        config = dict(prev.config) if prev is not None else {}
+        if op.config_upsert_values:
+            config.update(op.config_upsert_values)
+        flags = FLAG_STABLE_ROW_IDS if stable else 0
+        new = Manifest(
+            schema=op.schema,
+            fragments=(),
+            version=version,
+            reader_feature_flags=flags,
+            writer_feature_flags=flags,
+            max_fragment_id=prev.max_fragment_id if prev is not None else None,
+            next_row_id=prev.next_row_id if prev is not None else 0,
+            data_storage_version=prev.data_storage_version if prev is not None else data_storage_version,
+            config=config,
+            table_metadata=dict(prev.table_metadata) if prev is not None else {},
+        )
+        frags = [ids.new_fragment(f) for f in op.fragments]
+    elif isinstance(op, Restore):
+        if load_version is None:
+            raise ValueError("Restore needs load_version")
+        old = load_version(op.version)
+        assert base is not None
+        new = old.with_changes(
+            max_fragment_id=max(x for x in (base.max_fragment_id, old.max_fragment_id, -1) if x is not None),
+            next_row_id=max(base.next_row_id, old.next_row_id),
+        )
+        frags = list(old.fragments)
+        ids.next_fragment_id = new.max_fragment_id if new.max_fragment_id is not None else -1
+    else:
+        assert base is not None
+        new = base
+        frags = list(base.fragments)
+        if isinstance(op, Append):
+            frags += [ids.new_fragment(f) for f in op.fragments]
+        elif isinstance(op, Delete):
+            frags = _replace(frags, op.updated_fragments, removed=op.deleted_fragment_ids)
+        elif isinstance(op, Update):
+            frags = _replace(frags, op.updated_fragments, removed=op.removed_fragment_ids)
+            for f in op.new_fragments:
+                if stable and f.row_ids is not None and f.created_at_versions is None:
+                    preserved = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)
+                    f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
+                frags.append(ids.new_fragment(f))
+        elif isinstance(op, Rewrite):
+            old_ids = {f.id for g in op.groups for f in g.old_fragments}
+            # Old fragments already gone were deleted by a transaction this one was rebased over.
+            kept = [f for f in frags if f.id not in old_ids]
+            # New fragments keep the ids reserved for them (ReserveFragments, as pylance);
+            # a placeholder 0 or a colliding id gets a fresh one.
+            taken = {f.id for f in kept}
+            new_frags = []
+            for g in op.groups:
+                for f in g.new_fragments:
+                    if f.id == 0 or f.id in taken:
+                        ids.next_fragment_id += 1
+                        f = f.with_changes(id=ids.next_fragment_id)
+                    taken.add(f.id)
+                    new_frags.append(f)
+            frags = kept + new_frags
+        elif isinstance(op, ReserveFragments):
+            ids.next_fragment_id += op.num_fragments
+        elif isinstance(op, UpdateConfig):
+            config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
+            config.update(op.upsert_values)
+            new = new.with_changes(config=config)
+        elif isinstance(op, Unmodelled):
+            raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
+    max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
+    new = new.with_changes(
+        fragments=tuple(sorted(frags, key=lambda f: f.id)),
+        version=version,
+        timestamp_ns=time.time_ns(),
+        max_fragment_id=max_id if max_id >= 0 else None,
+        next_row_id=ids.next_row_id,
+        transaction_file=txn.file_name,
+        tag="",
+    )
+    reader, writer = new.computed_flags()
+    return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _replace(
+    frags: list[FragmentMetadata], updated: Sequence[FragmentMetadata], *, removed: Sequence[int]
+) -> list[FragmentMetadata]:
+    by_id = {f.id: f for f in updated}
+    gone = set(removed)
+    return [by_id.get(f.id, f) for f in frags if f.id not in gone]

@@ -1,0 +1,158 @@
+"""Tags and cleanup of old versions (spec "Dataset cleanup"; pylance ``cleanup_old_versions``).
+
+Tags live in ``_refs/tags/{name}.json`` as pylance writes them.  Cleanup removes manifests older
+than the cut, and the ``.txn``, data and deletion files that only removed versions reference;
+never a file a retained or tagged version uses.  Files no version references at all (left by
+failed or killed writers) are removed once older than a grace period.
+"""
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from .errors import LanceOpsError
+from .deletion import deletion_file_path
+from .manifest import VERSIONS_DIR, Manifest, NamingScheme, list_versions, manifest_path, read_manifest
+from .store import ObjectStore
+
+TAGS_DIR = "_refs/tags"
+DEFAULT_ORPHAN_GRACE = timedelta(days=7)
+
+
+class TagError(LanceOpsError):
+    """A tag does not exist, already exists, or names a missing version."""
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    bytes_removed: int = 0
+    old_versions: int = 0
+    data_files_removed: int = 0
+    transaction_files_removed: int = 0
+    deletion_files_removed: int = 0
+    index_files_removed: int = 0
+    failed_deletes: int = 0
+    removed_paths: tuple[str, ...] = ()
+
+
+class Tags:
+    """``ds.tags``: named versions that cleanup keeps."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def _path(self, name: str) -> str:
+        if not name or "/" in name or name.startswith(".") or "\\" in name:
+            raise ValueError(f"invalid tag name {name!r}")
+        return f"{TAGS_DIR}/{name}.json"
+
+    def list(self) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for fname in sorted(self._store.list_dir(TAGS_DIR)):
+            if fname.endswith(".json"):
+                raw = json.loads(self._store.read(f"{TAGS_DIR}/{fname}"))
+                out[fname[: -len(".json")]] = {"version": int(raw["version"]), "manifest_size": raw.get("manifestSize")}
+        return out
+
+    def get_version(self, name: str) -> int:
+        try:
+            raw = json.loads(self._store.read(self._path(name)))
+        except FileNotFoundError:
+            raise TagError(f"{self._store.uri}: tag {name!r} does not exist") from None
+        return int(raw["version"])
+
+    def create(self, name: str, version: int) -> None:
+        scheme, versions = list_versions(self._store)
+        if version not in versions:
+            raise TagError(f"{self._store.uri}: cannot tag version {version}: it does not exist")
+        assert scheme is not None
+        size = self._store.size(manifest_path(scheme, version))
+        now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        body = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
+                "manifestSize": size, "metadata": {}}
+        if not self._store.put_if_absent(self._path(name), json.dumps(body, indent=2).encode()):
+            raise TagError(f"{self._store.uri}: tag {name!r} already exists")
+
+    def delete(self, name: str) -> None:
+        if not self._store.exists(self._path(name)):
+            raise TagError(f"{self._store.uri}: tag {name!r} does not exist")
+        self._store.delete(self._path(name))
+
+
+def _files_of(m: Manifest) -> set[str]:
+    files = {f"data/{df.path}" for f in m.fragments for df in f.files}
+    files |= {deletion_file_path(f.id, f.deletion_file.to_proto()) for f in m.fragments if f.deletion_file}
+    if m.transaction_file:
+        files.add(f"_transactions/{m.transaction_file}")
+    return files
+
+
+def cleanup_old_versions(
+    store: ObjectStore,
+    *,
+    older_than: timedelta = timedelta(days=14),
+    retain_versions: int = 1,
+    dry_run: bool = False,
+    delete_unverified: bool = False,
+    orphan_grace: timedelta = DEFAULT_ORPHAN_GRACE,
+) -> CleanupStats:
+    """Remove versions older than ``older_than`` beyond the newest ``retain_versions``, and their files.
+
+    Args:
+        dry_run: report what would be removed, remove nothing.
+        delete_unverified: also remove unreferenced files younger than ``orphan_grace``
+            (only safe when no writer is running).
+    """
+    if retain_versions < 1:
+        raise ValueError(f"retain_versions must be at least 1, got {retain_versions}")
+    scheme, versions = list_versions(store)
+    if not versions:
+        return CleanupStats()
+    assert scheme is not None
+    now_ns = time.time_ns()
+    cut_ns = now_ns - int(older_than.total_seconds() * 1e9)
+    tagged = {int(t["version"]) for t in Tags(store).list().values()}  # type: ignore[call-overload]
+    manifests = {v: read_manifest(store, v, scheme).manifest for v in versions}
+    keep = set(versions[-retain_versions:]) | {v for v in versions if v in tagged}
+    keep |= {v for v, m in manifests.items() if m.timestamp_ns >= cut_ns}
+    drop = [v for v in versions if v not in keep]
+    kept_files: set[str] = set()
+    for v in keep:
+        kept_files |= _files_of(manifests[v])
+    dropped_files: set[str] = set()
+    for v in drop:
+        dropped_files |= _files_of(manifests[v])
+    grace_cut = now_ns / 1e9 - (0 if delete_unverified else max(orphan_grace, older_than).total_seconds())
+    candidates: dict[str, int] = {}
+    for prefix in ("data", "_deletions", "_transactions"):
+        for rel, size, mtime in store.list_files(prefix):
+            if rel in kept_files:
+                continue
+            if rel in dropped_files or (mtime is not None and mtime < grace_cut):
+                candidates[rel] = size
+    removed = [manifest_path(scheme, v) for v in drop]
+    sizes = {p: store.size(p) for p in removed}
+    stats = dict(data=0, txn=0, dele=0)
+    failed = 0
+    for rel in sorted(candidates):
+        stats["data" if rel.startswith("data/") else "txn" if rel.startswith("_transactions/") else "dele"] += 1
+    if not dry_run:
+        # Manifests first: a version disappears before its files do, so no reader sees a hole.
+        for rel in removed + sorted(candidates):
+            try:
+                store.delete(rel)
+            except OSError:
+                failed += 1
+    return CleanupStats(
+        bytes_removed=sum(candidates.values()) + sum(sizes.values()),
+        old_versions=len(drop),
+        data_files_removed=stats["data"],
+        transaction_files_removed=stats["txn"],
+        deletion_files_removed=stats["dele"],
+        failed_deletes=failed,
+        removed_paths=tuple(removed + sorted(candidates)),
+    )
+
+
+__all__ = ["CleanupStats", "TagError", "Tags", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR"]

@@ -1,0 +1,148 @@
+"""The commit loop: write the .txn, build the manifest on the latest version, create it atomically.
+
+On a lost race, every transaction committed since ``read_version`` is loaded (inline section
+first, else the ``.txn`` file; a version with neither is a conflict) and checked against ours
+(:mod:`.conflict`); compatible ones are rebased over, otherwise a typed
+:class:`CommitConflictError` is raised.  Retries back off with jitter.
+"""
+
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .build import build_manifest
+from .conflict import check
+from .errors import (
+    CommitConflictError,
+    DatasetAlreadyExistsError,
+    DatasetNotFoundError,
+    RetryableCommitConflictError,
+)
+from .manifest import (
+    Manifest,
+    NamingScheme,
+    check_flags,
+    list_versions,
+    read_manifest,
+    write_manifest_if_absent,
+    write_version_hint,
+)
+from .operations import Operation, Overwrite
+from .rebase import RebaseState, rebase
+from .store import ObjectStore
+from .transaction import Transaction, decode_transaction, read_transaction_file, write_transaction_file
+
+DEFAULT_MAX_RETRIES = 20
+
+
+def load_transaction(store: ObjectStore, version: int, scheme: NamingScheme) -> Transaction:
+    """The transaction that produced ``version`` (inline copy preferred)."""
+    mf = read_manifest(store, version, scheme)
+    if mf.transaction is not None:
+        return decode_transaction(mf.transaction, store.full_path(f"_versions/{scheme.file_name(version)}"))
+    if mf.manifest.transaction_file:
+        return read_transaction_file(store, mf.manifest.transaction_file)
+    raise RetryableCommitConflictError(
+        f"{store.uri}: version {version} has no transaction (inline or file); cannot check for conflicts",
+        conflicting_version=version,
+    )
+
+
+def commit_transaction(
+    store: ObjectStore,
+    txn: Transaction,
+    *,
+    create: bool = False,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str = "2.0",
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> Manifest:
+    """Commit ``txn``; return the manifest of the version it became.
+
+    Args:
+        create: the dataset must not exist yet (``mode="create"``).
+        enable_stable_row_ids, data_storage_version: settings of a new dataset.
+        max_retries: lost races to retry before giving up with CommitConflictError.
+    """
+    written: Transaction | None = None
+    rebase_state: RebaseState | None = None
+    checked_up_to = txn.read_version
+    attempt = 0
+    while True:
+        scheme, versions = list_versions(store)
+        latest = versions[-1] if versions else 0
+        if create and latest > 0:
+            raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
+        if latest == 0 and not isinstance(txn.operation, Overwrite):
+            raise DatasetNotFoundError(f"{store.uri}: no dataset to apply a {txn.operation.name} to")
+        scheme = scheme or NamingScheme.V2
+        prev = None
+        if latest > 0:
+            prev = read_manifest(store, latest, scheme).manifest
+            check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
+            if txn.read_version > latest:
+                raise CommitConflictError(
+                    f"{store.uri}: read_version {txn.read_version} is newer than the latest version {latest}"
+                )
+            # A create (Overwrite at read_version 0) replaces whatever is there.
+            for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
+                if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
+                    break
+                common = check(txn, load_transaction(store, v, scheme), v)
+                if common:
+                    if rebase_state is None:
+                        rebase_state = RebaseState(read_manifest(store, txn.read_version, scheme).manifest)
+                    theirs = read_manifest(store, v, scheme).manifest
+                    txn = rebase(store, txn, common, theirs, rebase_state, stable_row_ids=theirs.uses_stable_row_ids)
+                checked_up_to = v
+        if written is not txn:  # first attempt, or rebased since: the .txn matches the inline copy
+            write_transaction_file(store, txn)
+            written = txn
+
+        def load(v: int) -> Manifest:
+            return read_manifest(store, v, scheme).manifest
+
+        new = build_manifest(
+            prev,
+            txn,
+            latest + 1,
+            enable_stable_row_ids=enable_stable_row_ids,
+            data_storage_version=data_storage_version,
+            load_version=load,
+        )
+        if write_manifest_if_absent(store, new, txn.to_proto(), scheme):
+            write_version_hint(store, new.version)
+            return new
+        attempt += 1
+        if attempt > max_retries:
+            raise CommitConflictError(
+                f"{store.uri}: gave up after {max_retries} lost races committing {txn.operation.name} "
+                f"(read version {txn.read_version})",
+                read_version=txn.read_version,
+                conflicting_version=latest + 1,
+                operation=txn.operation,
+            )
+        # Back off with jitter so racing writers spread out.
+        time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+
+
+def commit(
+    uri: str,
+    operation: Operation,
+    *,
+    read_version: int,
+    storage_options: Mapping[str, Any] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
+) -> "Any":
+    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset."""
+    from .dataset import LanceDataset
+
+    store = ObjectStore(uri, storage_options)
+    txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    manifest = commit_transaction(
+        store, txn, enable_stable_row_ids=enable_stable_row_ids, max_retries=max_retries
+    )
+    return LanceDataset._from_manifest(store, manifest)

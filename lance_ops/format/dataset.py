@@ -1,0 +1,462 @@
+"""The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from .cleanup import CleanupStats, Tags
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .commit import commit_transaction
+from .errors import DatasetNotFoundError
+from .fragment import FragmentMetadata
+from .manifest import Manifest, NamingScheme, check_flags, list_versions, read_manifest
+from .operations import Append, Overwrite
+from .scan import DEFAULT_BATCH_SIZE, plan_scan, scan
+from .schema import LanceSchema
+from .store import ObjectStore
+from .transaction import Transaction
+from .write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    WriteMode,
+    conform_batch,
+    iter_batches,
+    normalize_storage_version,
+    write_fragment_files,
+)
+
+
+def try_open_latest(store: ObjectStore) -> Manifest | None:
+    """The latest manifest, or None when there is no dataset at the store's root."""
+    scheme, versions = list_versions(store)
+    if not versions:
+        return None
+    assert scheme is not None
+    return read_manifest(store, versions[-1], scheme).manifest
+
+
+class LanceFragment:
+    """One fragment of a dataset version (read-only view)."""
+
+    def __init__(self, ds: "LanceDataset", meta: FragmentMetadata) -> None:
+        self._ds = ds
+        self.metadata = meta
+
+    @property
+    def fragment_id(self) -> int:
+        return self.metadata.id
+
+    @property
+    def physical_rows(self) -> int:
+        return self.metadata.physical_rows
+
+    @property
+    def deletion_file(self) -> Any:
+        return self.metadata.deletion_file
+
+    def count_rows(self, filter: pc.Expression | None = None) -> int:
+        if filter is None:
+            return self.metadata.num_rows
+        return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
+
+    def to_batches(self, columns: Sequence[str] | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        return self._ds.to_batches(columns=columns, fragments=[self.metadata], **kwargs)
+
+    def to_table(self, columns: Sequence[str] | None = None, **kwargs: Any) -> pa.Table:
+        return self._ds.to_table(columns=columns, fragments=[self.metadata], **kwargs)
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+class LanceDataset:
+    """A Lance dataset checked out at one version."""
+
+    def __init__(self, uri: str, *, version: int | None = None, storage_options: Mapping[str, Any] | None = None):
+        self._store = ObjectStore(uri, storage_options)
+        self._storage_options = dict(storage_options or {})
+        scheme, versions = list_versions(self._store)
+        if not versions:
+            raise DatasetNotFoundError(f"{uri}: no Lance dataset here (no manifests in _versions/)")
+        assert scheme is not None
+        self._scheme = scheme
+        target = versions[-1] if version is None else int(version)
+        if target not in versions:
+            raise DatasetNotFoundError(f"{uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})")
+        self._manifest = read_manifest(self._store, target, scheme).manifest
+        check_flags(
+            self._manifest.reader_feature_flags,
+            self._manifest.writer_feature_flags,
+            path=uri,
+            for_write=False,
+        )
+        if self._manifest.data_storage_version != "2.0":
+            from .errors import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(
+                f"{uri}: version {target} uses Lance file format {self._manifest.data_storage_version or 'legacy (0.1)'}; "
+                "lance_ops reads and writes file format 2.0 only (datasets created with data_storage_version='2.0')"
+            )
+
+    @classmethod
+    def _from_manifest(cls, store: ObjectStore, manifest: Manifest) -> "LanceDataset":
+        self = cls.__new__(cls)
+        self._store = store
+        self._storage_options = dict(store.storage_options)
+        self._scheme = list_versions(store)[0] or NamingScheme.V2
+        self._manifest = manifest
+        return self
+
+    # ----------------------------------------------------------- properties
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def version(self) -> int:
+        return self._manifest.version
+
+    @property
+    def latest_version(self) -> int:
+        return list_versions(self._store)[1][-1]
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        return self._manifest.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._manifest.schema.to_arrow()
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        return self._manifest.uses_stable_row_ids
+
+    @property
+    def data_storage_version(self) -> str:
+        return self._manifest.data_storage_version
+
+    @property
+    def config(self) -> dict[str, str]:
+        return dict(self._manifest.config)
+
+    @property
+    def max_field_id(self) -> int:
+        return self._manifest.schema.max_field_id()
+
+    # ------------------------------------------------------------- versions
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version: ``{"version", "timestamp", "metadata"}`` (summary stats as pylance)."""
+        out = []
+        for v in list_versions(self._store)[1]:
+            m = read_manifest(self._store, v, self._scheme).manifest
+            out.append(
+                {
+                    "version": v,
+                    "timestamp": datetime.fromtimestamp(m.timestamp_ns / 1e9, tz=timezone.utc).replace(tzinfo=None),
+                    "metadata": _summary(m),
+                }
+            )
+        return out
+
+    def checkout_version(self, version: int) -> "LanceDataset":
+        return LanceDataset(self.uri, version=version, storage_options=self._storage_options)
+
+    def checkout_latest(self) -> "LanceDataset":
+        return LanceDataset(self.uri, storage_options=self._storage_options)
+
+    # ---------------------------------------------------------------- reads
+    def get_fragments(self) -> list[LanceFragment]:
+        return [LanceFragment(self, f) for f in self._manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        f = self._manifest.fragment(fragment_id)
+        return LanceFragment(self, f) if f is not None else None
+
+    def count_rows(self, filter: pc.Expression | None = None) -> int:
+        if filter is None:
+            return sum(f.num_rows for f in self._manifest.fragments)
+        return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        fragments: Sequence[FragmentMetadata] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        return scan(
+            self._store,
+            self._manifest,
+            plan,
+            fragments=fragments,
+            limit=limit,
+            offset=offset,
+            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        )
+
+    def to_table(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        fragments: Sequence[FragmentMetadata] | None = None,
+    ) -> pa.Table:
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        batches = scan(
+            self._store,
+            self._manifest,
+            plan,
+            fragments=fragments,
+            limit=limit,
+            offset=offset,
+            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        )
+        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    # ------------------------------------------------------------ mutations
+    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
+        txn = Transaction(self.version, operation, properties=dict(properties or {}))
+        manifest = commit_transaction(self._store, txn)
+        return LanceDataset._from_manifest(self._store, manifest)
+
+    def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
+        """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+        from .mutate import plan_delete
+        from .operations import Delete
+
+        updated, removed, total = plan_delete(self._store, self._manifest, predicate)
+        if total == 0:
+            return self
+        return self._commit(Delete(updated, removed, str(predicate)), transaction_properties)
+
+    def update(
+        self,
+        values: Mapping[str, Any],
+        where: pc.Expression | None = None,
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> "LanceDataset":
+        """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None).
+
+        With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
+        ``_row_last_updated_at_version`` becomes the new version.
+        """
+        from .mutate import plan_update
+        from .operations import Update
+
+        removed, updated, new, total = plan_update(
+            self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
+        )
+        if total == 0:
+            return self
+        field_ids = [self.lance_schema.field(n).id for n in values]
+        return self._commit(
+            Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids), transaction_properties
+        )
+
+    def restore(self, version: int | None = None) -> "LanceDataset":
+        """Make ``version`` (default: the checked-out one) the latest, as a new version."""
+        from .operations import Restore
+
+        target = self.version if version is None else version
+        read_manifest(self._store, target, self._scheme)  # must exist
+        txn = Transaction(self.latest_version, Restore(target))
+        return LanceDataset._from_manifest(self._store, commit_transaction(self._store, txn))
+
+    def update_config(self, upsert_values: Mapping[str, str]) -> "LanceDataset":
+        """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``)."""
+        from .operations import UpdateConfig
+
+        return self._commit(UpdateConfig({str(k): str(v) for k, v in upsert_values.items()}))
+
+    def delete_config_keys(self, keys: Sequence[str]) -> "LanceDataset":
+        from .operations import UpdateConfig
+
+        return self._commit(UpdateConfig({}, list(keys)))
+
+    # ---------------------------------------------------------- maintenance
+    def compact_files(self, **options: Any) -> Any:
+        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+        from .maintenance.compaction import compact_files
+
+        return compact_files(self, **options)
+
+    def materialize_deletions(self, threshold: float = 0.1, **options: Any) -> Any:
+        """Rewrite fragments whose deleted fraction is at least ``threshold``, dropping deleted rows."""
+        from .maintenance.compaction import compact_files
+
+        return compact_files(self, only_deletions=True, materialize_deletions_threshold=threshold, **options)
+
+    def change_feed(self, begin_version: int, end_version: int | None = None) -> pa.Table:
+        """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns."""
+        from .maintenance.change_feed import change_feed_batches, change_feed_schema
+
+        end = self.version if end_version is None else end_version
+        schema = change_feed_schema(self.checkout_version(end).schema)
+        return pa.Table.from_batches(list(change_feed_batches(self, begin_version, end)), schema=schema)
+
+    # ------------------------------------------------------- tags, cleanup
+    @property
+    def tags(self) -> "Tags":
+        from .cleanup import Tags
+
+        return Tags(self._store)
+
+    def create_tag(self, name: str, version: int) -> None:
+        self.tags.create(name, version)
+
+    def delete_tag(self, name: str) -> None:
+        self.tags.delete(name)
+
+    def cleanup_old_versions(
+        self,
+        older_than: "timedelta | None" = None,
+        retain_versions: int = 1,
+        *,
+        dry_run: bool = False,
+        delete_unverified: bool = False,
+    ) -> "CleanupStats":
+        """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`)."""
+        from datetime import timedelta
+
+        from .cleanup import cleanup_old_versions
+
+        return cleanup_old_versions(
+            self._store,
+            older_than=timedelta(days=14) if older_than is None else older_than,
+            retain_versions=retain_versions,
+            dry_run=dry_run,
+            delete_unverified=delete_unverified,
+        )
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
+        return Scanner(self, columns, filter, kw)
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+class Scanner:
+    """A deferred scan (``ds.scanner(...).to_table()``), as in pylance."""
+
+    def __init__(self, ds: LanceDataset, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
+        self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        kw = self._kw
+        return plan_scan(
+            self._ds.lance_schema, self._columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
+        ).out_schema
+
+    def to_table(self) -> pa.Table:
+        return self._ds.to_table(self._columns, self._filter, **self._kw)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return self._ds.to_batches(self._columns, self._filter, **self._kw)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        return sum(b.num_rows for b in self.to_batches())
+
+
+def _summary(m: Manifest) -> dict[str, str]:
+    files = sum(len(f.files) for f in m.fragments)
+    deleted = sum(f.num_deleted_rows for f in m.fragments)
+    physical = sum(f.physical_rows for f in m.fragments)
+    return {
+        "total_data_file_rows": str(physical),
+        "total_data_files": str(files),
+        "total_deletion_file_rows": str(deleted),
+        "total_deletion_files": str(sum(1 for f in m.fragments if f.deletion_file is not None)),
+        "total_files_size": str(sum(df.file_size_bytes for f in m.fragments for df in f.files)),
+        "total_fragments": str(len(m.fragments)),
+        "total_rows": str(physical - deleted),
+    }
+
+
+def dataset(uri: str, *, version: int | None = None, storage_options: Mapping[str, Any] | None = None) -> LanceDataset:
+    """Open the dataset at ``uri`` (latest version, or ``version``)."""
+    return LanceDataset(uri, version=version, storage_options=storage_options)
+
+
+def write_dataset(
+    data: Any,
+    uri: str,
+    *,
+    mode: WriteMode = "create",
+    schema: pa.Schema | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+) -> LanceDataset:
+    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
+
+    Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
+    stays bounded by one batch plus one page per column.
+    """
+    if mode not in ("create", "append", "overwrite"):
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    store = ObjectStore(uri, storage_options)
+    existing = try_open_latest(store)
+    if existing is not None and mode == "create":
+        from .errors import DatasetAlreadyExistsError
+
+        raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
+    data_schema, batches = iter_batches(data, schema)
+    props = dict(transaction_properties or {})
+    if existing is not None and mode == "append":
+        check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
+        normalize_storage_version(existing.data_storage_version)
+        lance_schema = existing.schema
+        lance_schema.check_compatible(schema or data_schema, context=uri)
+        frags = write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
+        txn = Transaction(existing.version, Append(frags), properties=props)
+        manifest = commit_transaction(store, txn)
+        return LanceDataset._from_manifest(store, manifest)
+    version = (
+        normalize_storage_version(existing.data_storage_version)
+        if existing is not None and data_storage_version is None
+        else normalize_storage_version(data_storage_version)
+    )
+    target = schema or data_schema
+    lance_schema = LanceSchema.from_arrow(target)
+    frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
+                                 max_rows_per_file=max_rows_per_file)
+    read_version = existing.version if existing is not None else 0
+    txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
+    manifest = commit_transaction(
+        store,
+        txn,
+        create=existing is None and mode == "create",
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=version,
+    )
+    return LanceDataset._from_manifest(store, manifest)

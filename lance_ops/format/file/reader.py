@@ -1,0 +1,499 @@
+"""Lance v2 data file reader, format 2.0 (FORMAT_NOTES.md §3, §4.4).
+
+Opening reads the footer and all file metadata with at most two range reads (the last 64 KiB,
+then whatever of the metadata lies before it).  Reading decodes only the requested columns and
+only the pages overlapping the requested rows; each page's buffers are fetched with one
+``read_ranges`` call.  Files of version 2.1/2.2 open (schema and row count are available) but
+reading their data raises :class:`UnsupportedFeatureError`.
+"""
+
+import bisect
+import posixpath
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
+
+from .._proto import encodings_v2_0_pb2 as epb
+from .._proto import file2_pb2, file_pb2
+from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from ..schema import LanceField, LanceSchema
+from ..store import ObjectStore
+from .encodings import (
+    ARRAY_ENCODING_URL,
+    COLUMN_ENCODING_URL,
+    PAGE_LAYOUT_21_URL,
+    ListPage,
+    PageBuffers,
+    bool_to_bitmap,
+    decode_array,
+)
+
+__all__ = ["DataFileReader", "TAIL_BYTES"]
+
+FOOTER = struct.Struct("<QQQIIHH4s")
+MAGIC = b"LANC"
+#: bytes read from the end of the file on open
+TAIL_BYTES = 64 * 1024
+
+#: sanity bound on the rows of one page (a page is decoded whole)
+_MAX_PAGE_ROWS = 2**32
+
+_VERSIONS = {(0, 3): (2, 0), (2, 0): (2, 0), (2, 1): (2, 1), (2, 2): (2, 2), (2, 3): (2, 3)}
+
+
+@dataclass
+class _Page:
+    row_start: int
+    length: int
+    ranges: list[tuple[int, int]]
+    encoding: epb.ArrayEncoding
+    item_start: int = 0  # list offsets pages: index of the page's first item in the item column
+    num_items: int = 0
+
+
+def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    if not chunks:
+        return pa.array([], type=dtype)
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays(chunks)
+
+
+class _Column:
+    """Reads rows ``[start, end)`` of one field (and its subtree) as Arrow chunks."""
+
+    dtype: pa.DataType
+    num_rows: int
+
+    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
+        raise NotImplementedError
+
+    def read(self, start: int, end: int) -> pa.Array:
+        return _concat(self.read_chunks(start, end), self.dtype)
+
+    def expect_rows(self, n: int) -> None:
+        """Check (from metadata only) that this column and its children hold ``n`` rows."""
+        raise NotImplementedError
+
+
+class _PagedColumn(_Column):
+    """A column with pages; decoded pages are cached while a scan is still inside them."""
+
+    def __init__(self, reader: "DataFileReader", column: int, fld: LanceField, dtype: pa.DataType) -> None:
+        self.reader = reader
+        self.column = column
+        self.field = fld
+        self.dtype = dtype
+        self.pages = reader._column_pages(column)
+        self.starts = [p.row_start for p in self.pages]
+        self.num_rows = self.pages[-1].row_start + self.pages[-1].length if self.pages else 0
+        self._cache: dict[int, Any] = {}
+
+    def expect_rows(self, n: int) -> None:
+        if self.num_rows != n:
+            raise CorruptFileError(
+                self.reader.path,
+                f"column {self.column} (field {self.field.name!r}) has {self.num_rows} rows in its pages, expected {n}",
+            )
+
+    def _check_range(self, start: int, end: int) -> None:
+        if end > self.num_rows:
+            raise CorruptFileError(
+                self.reader.path,
+                f"column {self.column} (field {self.field.name!r}) has {self.num_rows} rows, {end} needed",
+            )
+
+    def _decoded(self, i: int) -> Any:
+        hit = self._cache.get(i)
+        if hit is not None:
+            return hit
+        page = self.pages[i]
+        out = self.reader._decode_page(self.column, page, self.dtype)
+        self._cache[i] = out
+        return out
+
+    def _overlapping(self, start: int, end: int) -> Iterator[tuple[int, int, int]]:
+        """(page index, first row in page, end row in page) for pages overlapping [start, end)."""
+        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        keep: dict[int, Any] = {}
+        while i < len(self.pages) and self.pages[i].row_start < end:
+            p = self.pages[i]
+            lo = max(start, p.row_start) - p.row_start
+            hi = min(end, p.row_start + p.length) - p.row_start
+            if hi > lo:
+                yield i, lo, hi
+                if p.row_start + p.length > end and i in self._cache:
+                    keep[i] = self._cache[i]
+            i += 1
+        # a sequential scan resumes inside the last page; anything before it is done
+        self._cache = keep
+
+
+class _LeafColumn(_PagedColumn):
+    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
+        self._check_range(start, end)
+        out = []
+        for i, lo, hi in self._overlapping(start, end):
+            arr = self._decoded(i)
+            out.append(arr if (lo == 0 and hi == len(arr)) else arr.slice(lo, hi - lo))
+        return out
+
+
+class _ListColumn(_PagedColumn):
+    def __init__(
+        self, reader: "DataFileReader", column: int, fld: LanceField, dtype: pa.DataType, child: _Column
+    ) -> None:
+        super().__init__(reader, column, fld, dtype)
+        self.child = child
+        self.large = pa.types.is_large_list(dtype)
+        item = 0
+        for p in self.pages:
+            kind = p.encoding.WhichOneof("array_encoding")
+            if kind != "list":
+                raise CorruptFileError(reader.path, f"column {column} is a list but has a {kind!r} page")
+            p.item_start = item
+            p.num_items = int(p.encoding.list.num_items)
+            item += p.num_items
+        self.total_items = item
+
+    def expect_rows(self, n: int) -> None:
+        super().expect_rows(n)
+        self.child.expect_rows(self.total_items)
+
+    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
+        self._check_range(start, end)
+        out = []
+        for i, lo, hi in self._overlapping(start, end):
+            lp: ListPage = self._decoded(i)
+            page = self.pages[i]
+            if lp.ends.size != page.length:
+                raise CorruptFileError(
+                    self.reader.path, f"list page of column {self.column} decoded {lp.ends.size} rows"
+                )
+            first = int(lp.ends[lo - 1]) if lo else 0
+            last = int(lp.ends[hi - 1])
+            items = self.child.read(page.item_start + first, page.item_start + last)
+            n = hi - lo
+            offsets = np.empty(n + 1, dtype=np.int64 if self.large else np.int32)
+            offsets[0] = 0
+            offsets[1:] = lp.ends[lo:hi] - np.uint64(first)
+            vbuf = bool_to_bitmap(lp.valid[lo:hi]) if lp.valid is not None else None
+            out.append(pa.Array.from_buffers(self.dtype, n, [vbuf, pa.py_buffer(offsets)], children=[items]))
+        return out
+
+
+class _StructColumn(_Column):
+    def __init__(self, dtype: pa.DataType, children: list[_Column]) -> None:
+        self.dtype = dtype
+        self.children = children
+
+    def expect_rows(self, n: int) -> None:
+        for c in self.children:
+            c.expect_rows(n)
+
+    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
+        kids = [c.read(start, end) for c in self.children]
+        arr = pa.Array.from_buffers(self.dtype, end - start, [None], null_count=0, children=kids)
+        return [arr]
+
+
+class DataFileReader:
+    """Reads one Lance v2 data file (format 2.0).
+
+    Attributes:
+        num_rows: rows in the file (FileDescriptor.length).
+        schema: the file's Lance schema (field ids are the dataset's).
+        version: ``(major, minor)`` of the file format: footer (0,3)/(2,0) -> (2,0), (2,1), (2,2).
+
+    Raises:
+        CorruptFileError: wrong magic, truncated file, lengths beyond the file size, bad protobuf.
+        UnsupportedFeatureError: legacy (v1) files.
+    """
+
+    def __init__(self, store: ObjectStore, rel_path: str, *, file_size: int | None = None) -> None:
+        self.store = store
+        self.rel_path = rel_path
+        try:
+            self.path = store.full_path(rel_path)
+        except Exception:
+            self.path = posixpath.join(str(getattr(store, "uri", "")), rel_path)
+        size = store.size(rel_path) if file_size is None else int(file_size)
+        self.file_size = size
+        if size < FOOTER.size:
+            raise CorruptFileError(
+                self.path, f"file of {size} bytes is too small for a Lance footer ({FOOTER.size})"
+            )
+        tail_len = min(size, TAIL_BYTES)
+        tail_start = size - tail_len
+        tail = store.read_range(rel_path, tail_start, tail_len)
+        if len(tail) != tail_len:
+            raise CorruptFileError(
+                self.path, f"expected {tail_len} bytes at offset {tail_start}, got {len(tail)} (truncated?)"
+            )
+        a, b, c, ngb, ncols, major, minor, magic = FOOTER.unpack_from(tail, tail_len - FOOTER.size)
+        if magic != MAGIC:
+            raise CorruptFileError(
+                self.path, f"bad magic {magic!r} (expected {MAGIC!r}): not a Lance file or truncated"
+            )
+        if (major, minor) in ((0, 1), (0, 2)) or (major, minor) not in _VERSIONS:
+            raise UnsupportedFeatureError(
+                f"{self.path}: Lance file format {major}.{minor} is not supported (only v2 files)"
+            )
+        self.footer_version = (major, minor)
+        self.version = _VERSIONS[(major, minor)]
+        meta_end = size - FOOTER.size
+        if ngb < 1:
+            raise CorruptFileError(self.path, "file has no global buffers (FileDescriptor missing)")
+        if not (a <= meta_end and b + 16 * ncols <= meta_end and c + 16 * ngb <= meta_end):
+            raise CorruptFileError(
+                self.path,
+                f"footer points beyond the file (column meta {a}, CMO {b} x{ncols}, GBO {c} x{ngb}, "
+                f"metadata ends at {meta_end})",
+            )
+        self.num_columns = ncols
+        self._base = tail_start
+        self._buf = tail
+
+        def table(pos: int, count: int) -> np.ndarray:
+            raw = self._meta_bytes(pos, 16 * count)
+            return np.frombuffer(raw, dtype="<u8").reshape(count, 2).astype(np.int64)
+
+        lo = min(a, b, c)
+        if c >= tail_start:
+            g = table(c, ngb)
+            g0 = int(g[0, 0])
+            if 0 <= g0 < lo and int(g[0, 1]) <= meta_end - g0:
+                lo = g0
+        if lo < tail_start:
+            extra = store.read_range(rel_path, lo, tail_start - lo)
+            if len(extra) != tail_start - lo:
+                raise CorruptFileError(self.path, f"short read of metadata at {lo} (truncated?)")
+            self._buf = extra + tail
+            self._base = lo
+        self._gbo = table(c, ngb)
+        self._cmo = table(b, ncols)
+        for what, tab in (("global buffer", self._gbo), ("column metadata", self._cmo)):
+            bad = (tab[:, 0] < 0) | (tab[:, 1] < 0) | (tab[:, 0] + tab[:, 1] > meta_end)
+            if bad.any():
+                k = int(np.argmax(bad))
+                raise CorruptFileError(
+                    self.path,
+                    f"{what} {k} at {int(tab[k, 0])} (+{int(tab[k, 1])}) lies beyond the file metadata",
+                )
+        fd_bytes = self.global_buffer(0)
+        try:
+            self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
+        except DecodeError as e:
+            raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
+        try:
+            self.schema = LanceSchema.from_proto(
+                self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
+            )
+        except SchemaError as e:
+            raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
+        self.num_rows = int(self.file_descriptor.length)
+        self._column_of = {f.id: i for i, f in enumerate(self.schema.fields)}
+        self._pages_cache: dict[int, list[_Page]] = {}
+
+    # ------------------------------------------------------------------ metadata
+    def _meta_bytes(self, pos: int, length: int) -> bytes:
+        rel = pos - self._base
+        if rel < 0 or rel + length > len(self._buf):
+            # only for odd files whose metadata is not at the end
+            data = self.store.read_range(self.rel_path, pos, length)
+            if len(data) != length:
+                raise CorruptFileError(self.path, f"short read of {length} bytes at {pos}")
+            return data
+        return self._buf[rel : rel + length]
+
+    def global_buffer(self, index: int) -> bytes:
+        """Raw bytes of global buffer ``index`` (0 = FileDescriptor)."""
+        pos, size = (int(x) for x in self._gbo[index])
+        return self._meta_bytes(pos, size)
+
+    def column_metadata(self, column: int) -> file2_pb2.ColumnMetadata:
+        """The ``ColumnMetadata`` protobuf of a column."""
+        if not 0 <= column < self.num_columns:
+            raise CorruptFileError(
+                self.path, f"column {column} requested but the file has {self.num_columns}"
+            )
+        pos, size = (int(x) for x in self._cmo[column])
+        try:
+            return file2_pb2.ColumnMetadata.FromString(self._meta_bytes(pos, size))
+        except DecodeError as e:
+            raise CorruptFileError(self.path, f"cannot decode metadata of column {column}: {e}") from e
+
+    def _column_pages(self, column: int) -> list[_Page]:
+        cached = self._pages_cache.get(column)
+        if cached is not None:
+            return cached
+        cm = self.column_metadata(column)
+        if cm.encoding.WhichOneof("location") == "direct":
+            ce_any = self._any(cm.encoding.direct.encoding, f"column {column} encoding")
+            if ce_any.type_url == COLUMN_ENCODING_URL:
+                ce = epb.ColumnEncoding.FromString(ce_any.value)
+                if ce.WhichOneof("column_encoding") == "blob":
+                    raise UnsupportedFeatureError(f"{self.path}: blob column encoding (column {column})")
+        pages = []
+        row = 0
+        for k, p in enumerate(cm.pages):
+            where = f"column {column} page {k}"
+            if p.encoding.WhichOneof("location") != "direct":
+                raise UnsupportedFeatureError(f"{self.path}: {where} has a non-direct encoding")
+            page_any = self._any(p.encoding.direct.encoding, where)
+            if page_any.type_url == PAGE_LAYOUT_21_URL:
+                raise UnsupportedFeatureError(
+                    f"{self.path}: {where} uses a 2.1+ structural page layout (file version "
+                    f"{self.version[0]}.{self.version[1]}); only 2.0 files can be read"
+                )
+            if page_any.type_url != ARRAY_ENCODING_URL:
+                raise UnsupportedFeatureError(
+                    f"{self.path}: {where} has unknown encoding {page_any.type_url!r}"
+                )
+            try:
+                encoding = epb.ArrayEncoding.FromString(page_any.value)
+            except DecodeError as e:
+                raise CorruptFileError(self.path, f"cannot decode encoding of {where}: {e}") from e
+            if len(p.buffer_offsets) != len(p.buffer_sizes):
+                raise CorruptFileError(
+                    self.path, f"{where} has {len(p.buffer_offsets)} offsets but {len(p.buffer_sizes)} sizes"
+                )
+            ranges = list(
+                zip((int(x) for x in p.buffer_offsets), (int(x) for x in p.buffer_sizes), strict=True)
+            )
+            for pos, size in ranges:
+                if pos + size > self.file_size:
+                    raise CorruptFileError(
+                        self.path,
+                        f"{where} buffer at {pos} (+{size}) lies beyond the file size {self.file_size}",
+                    )
+            if p.length > _MAX_PAGE_ROWS:
+                raise CorruptFileError(self.path, f"{where} claims {p.length} rows")
+            pages.append(_Page(row_start=row, length=int(p.length), ranges=ranges, encoding=encoding))
+            row += int(p.length)
+        self._pages_cache[column] = pages
+        return pages
+
+    def _any(self, data: bytes, what: str) -> any_pb2.Any:
+        try:
+            return any_pb2.Any.FromString(data)
+        except DecodeError as e:
+            raise CorruptFileError(self.path, f"cannot decode {what}: {e}") from e
+
+    def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+        raw = self.store.read_ranges(self.rel_path, page.ranges) if page.ranges else []
+        bufs = []
+        for (pos, size), data in zip(page.ranges, raw, strict=True):
+            if len(data) != size:
+                raise CorruptFileError(
+                    self.path, f"short read of page buffer at {pos}: {len(data)} of {size} bytes"
+                )
+            bufs.append(pa.py_buffer(data))
+        ctx = PageBuffers(self.path, bufs)
+        out = decode_array(ctx, page.encoding, page.length, dtype)
+        if isinstance(out, pa.Array) and len(out) != page.length:
+            raise CorruptFileError(
+                self.path, f"page of column {column} decoded {len(out)} rows, expected {page.length}"
+            )
+        return out
+
+    # ------------------------------------------------------------------ columns
+    def _check_readable(self) -> None:
+        if self.version != (2, 0):
+            raise UnsupportedFeatureError(
+                f"{self.path}: Lance file version {self.version[0]}.{self.version[1]} cannot be read "
+                "(only 2.0 encodings are implemented)"
+            )
+
+    def _build(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+        column = self._column_of[fld.id]
+        if column >= self.num_columns:
+            raise CorruptFileError(
+                self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
+            )
+        children = self.schema.children(fld.id)
+        if pa.types.is_struct(dtype):
+            return _StructColumn(dtype, [self._build(c, dtype.field(i).type) for i, c in enumerate(children)])
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return _ListColumn(self, column, fld, dtype, self._build(children[0], dtype.value_type))
+        if pa.types.is_map(dtype):
+            raise UnsupportedFeatureError(f"{self.path}: map columns cannot be read from a 2.0 file")
+        return _LeafColumn(self, column, fld, dtype)
+
+    def _columns(self, field_ids: Sequence[int] | None) -> tuple[pa.Schema, list[_Column]]:
+        self._check_readable()
+        if field_ids is None:
+            field_ids = [f.id for f in self.schema.top_level()]
+        try:
+            projected = self.schema.project_ids(list(field_ids))
+        except SchemaError as e:
+            raise SchemaError(f"{self.path}: {e}") from None
+        out_schema = projected.to_arrow()
+        cols = [
+            self._build(self.schema.field_by_id(fid), out_schema.field(i).type)
+            for i, fid in enumerate(field_ids)
+        ]
+        for c in cols:
+            c.expect_rows(self.num_rows)
+        return out_schema, cols
+
+    def _range(self, offset: int, length: int | None) -> tuple[int, int]:
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError(f"offset and length must be non-negative, got offset={offset} length={length}")
+        start = min(offset, self.num_rows)
+        end = self.num_rows if length is None else min(self.num_rows, offset + length)
+        return start, max(start, end)
+
+    # ------------------------------------------------------------------ reads
+    def read(
+        self,
+        field_ids: Sequence[int] | None = None,
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        batch_size: int = 65536,
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield batches of rows ``[offset, offset+length)`` for the top-level ``field_ids``.
+
+        Output schema is ``schema.project_ids(field_ids).to_arrow()`` (requested order).
+
+        Raises:
+            UnsupportedFeatureError: the file is not format 2.0, or uses an unknown encoding.
+            CorruptFileError: the data does not decode.
+            SchemaError: an id that is not a top-level field of the file.
+        """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        out_schema, cols = self._columns(field_ids)
+        start, end = self._range(offset, length)
+        return self._iter(out_schema, cols, start, end, batch_size)
+
+    def _iter(
+        self, schema: pa.Schema, cols: list[_Column], start: int, end: int, batch_size: int
+    ) -> Iterator[pa.RecordBatch]:
+        pos = start
+        while pos < end:
+            stop = min(end, pos + batch_size)
+            arrays = [c.read(pos, stop) for c in cols]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            pos = stop
+
+    def read_table(
+        self, field_ids: Sequence[int] | None = None, *, offset: int = 0, length: int | None = None
+    ) -> pa.Table:
+        """Rows ``[offset, offset+length)`` as a table; chunks follow the file's pages."""
+        out_schema, cols = self._columns(field_ids)
+        start, end = self._range(offset, length)
+        if start == end:
+            return out_schema.empty_table()
+        arrays = [
+            pa.chunked_array(c.read_chunks(start, end), type=out_schema.field(i).type)
+            for i, c in enumerate(cols)
+        ]
+        return pa.Table.from_arrays(arrays, schema=out_schema)

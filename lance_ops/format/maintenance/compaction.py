@@ -1,0 +1,293 @@
+"""Compaction that keeps stable row ids and row versions (pylance ``optimize.compact_files``).
+
+Plan: adjacent fragments that are small (fewer than ``target_rows_per_fragment`` rows) or carry
+enough deletions (``materialize_deletions_threshold``) are binned into tasks, as pylance plans;
+a bin of one fragment without deletions to materialise is dropped.  Execute: read the live rows
+of a task's fragments and write them into new fragments; with stable row ids each new fragment
+carries the rows' ids (one segment per old fragment) and both version sequences.  Commit:
+reserve fragment ids (ReserveFragments), then one Rewrite of every finished task.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import rowids
+from ..commit import commit_transaction
+from ..errors import LanceOpsError
+from ..fragment import FragmentMetadata
+from ..manifest import Manifest
+from ..operations import ReserveFragments, Rewrite, RewriteGroup
+from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
+from ..store import ObjectStore
+from ..transaction import Transaction
+from ..write import write_fragment_files
+
+CONFIG_PREFIX = "lance.compaction."
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """Options named and defaulted as pylance's ``compact_files``."""
+
+    target_rows_per_fragment: int = 1_048_576
+    max_rows_per_group: int = 1024
+    materialize_deletions: bool = True
+    materialize_deletions_threshold: float = 0.1
+    max_source_fragments: int | None = None
+    only_deletions: bool = False  # deletion materialisation: rewrite each qualifying fragment alone
+
+    @classmethod
+    def resolve(cls, config: Mapping[str, str], **overrides: Any) -> "CompactionOptions":
+        """Defaults, then ``lance.compaction.*`` table config, then explicit arguments."""
+        values: dict[str, Any] = {}
+        for f in cls.__dataclass_fields__.values():
+            key = CONFIG_PREFIX + f.name
+            if key in config:
+                raw = config[key]
+                if f.name in ("materialize_deletions", "only_deletions"):
+                    values[f.name] = raw.strip().lower() in ("1", "true", "yes")
+                elif f.name == "materialize_deletions_threshold":
+                    values[f.name] = float(raw)
+                else:
+                    values[f.name] = int(raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        opts = cls(**values)
+        if opts.target_rows_per_fragment <= 0:
+            raise ValueError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
+        if not 0 <= opts.materialize_deletions_threshold <= 1:
+            raise ValueError(
+                f"materialize_deletions_threshold must be in [0, 1], got {opts.materialize_deletions_threshold}"
+            )
+        return opts
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """One group of adjacent fragments rewritten together (picklable)."""
+
+    uri: str
+    read_version: int
+    fragments: tuple[FragmentMetadata, ...]
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    target_rows_per_fragment: int = 1_048_576
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    uri: str
+    read_version: int
+    tasks: tuple[CompactionTask, ...]
+    options: CompactionOptions
+
+    @property
+    def source_fragments(self) -> int:
+        return sum(len(t.fragments) for t in self.tasks)
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What a task wrote (its new fragments have placeholder id 0 until commit)."""
+
+    task: CompactionTask
+    new_fragments: tuple[FragmentMetadata, ...]
+    rows: int
+
+
+@dataclass(frozen=True)
+class CompactionMetrics:
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    rows_rewritten: int = 0
+    version: int | None = None
+    failed_tasks: tuple[str, ...] = ()
+    dry_run: bool = False
+
+
+def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
+    """(is a candidate, has deletions worth materialising)."""
+    deleted_ratio = frag.num_deleted_rows / frag.physical_rows if frag.physical_rows else 0.0
+    has_deletions = opts.materialize_deletions and frag.num_deleted_rows > 0 and (
+        deleted_ratio >= opts.materialize_deletions_threshold
+    )
+    if opts.only_deletions:
+        return has_deletions, has_deletions
+    small = frag.num_rows < opts.target_rows_per_fragment
+    return small or has_deletions, has_deletions
+
+
+def plan_compaction(
+    manifest: Manifest,
+    uri: str,
+    options: CompactionOptions,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CompactionPlan:
+    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows."""
+    opts = options
+    bins: list[list[FragmentMetadata]] = []
+    current: list[FragmentMetadata] = []
+    current_rows = 0
+    current_has_del = False
+
+    def flush() -> None:
+        nonlocal current, current_rows, current_has_del
+        if len(current) > 1 or (len(current) == 1 and current_has_del):
+            bins.append(current)
+        current, current_rows, current_has_del = [], 0, False
+
+    for frag in sorted(manifest.fragments, key=lambda f: f.id):
+        is_candidate, has_del = _candidate(frag, opts)
+        if not is_candidate:
+            flush()
+            continue
+        if opts.only_deletions:
+            current, current_has_del = [frag], True
+            flush()
+            continue
+        if current and current_rows + frag.num_rows > opts.target_rows_per_fragment:
+            flush()
+        current.append(frag)
+        current_rows += frag.num_rows
+        current_has_del = current_has_del or has_del
+    flush()
+    if opts.max_source_fragments is not None:
+        limited, used = [], 0
+        for b in bins:
+            if used + len(b) > opts.max_source_fragments:
+                break
+            limited.append(b)
+            used += len(b)
+        bins = limited
+    so = dict(storage_options or {})
+    tasks = tuple(
+        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
+    )
+    return CompactionPlan(uri, manifest.version, tasks, opts)
+
+
+def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
+    """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing."""
+    from ..dataset import LanceDataset
+
+    if manifest is None:
+        manifest = LanceDataset(task.uri, version=task.read_version, storage_options=task.storage_options).manifest
+    store = ObjectStore(task.uri, task.storage_options)
+    stable = manifest.uses_stable_row_ids
+    names = [f.name for f in manifest.schema.top_level()]
+    meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
+    plan = plan_scan(manifest.schema, names + meta, None, False, False)
+    ids_parts: list[np.ndarray] = []
+    created: list[np.ndarray] = []
+    updated: list[np.ndarray] = []
+    part_of: list[np.ndarray] = []  # old-fragment index of every row, to keep one segment per old fragment
+
+    def rows() -> Any:
+        for k, frag in enumerate(task.fragments):
+            for b in scan_fragment(store, manifest, frag, plan):
+                if stable:
+                    ids_parts.append(b.column(ROW_ID).to_numpy())
+                    created.append(b.column(CREATED_AT).to_numpy())
+                    updated.append(b.column(UPDATED_AT).to_numpy())
+                    part_of.append(np.full(b.num_rows, k, dtype=np.int32))
+                yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
+
+    frags = write_fragment_files(store, rows(), manifest.schema, max_rows_per_file=task.target_rows_per_fragment)
+    total = sum(f.physical_rows for f in frags)
+    if stable and frags:
+        ids = np.concatenate(ids_parts).astype(np.uint64)
+        c = np.concatenate(created).astype(np.uint64)
+        u = np.concatenate(updated).astype(np.uint64)
+        parts = np.concatenate(part_of)
+        out, pos = [], 0
+        for f in frags:
+            n = f.physical_rows
+            sl = slice(pos, pos + n)
+            p = parts[sl]
+            bounds = np.flatnonzero(np.diff(p)) + 1
+            segments = np.split(ids[sl], bounds)
+            out.append(
+                f.with_changes(
+                    row_ids=rowids.encode_row_id_segments(segments),
+                    created_at_versions=rowids.encode_versions(c[sl]),
+                    last_updated_at_versions=rowids.encode_versions(u[sl]),
+                )
+            )
+            pos += n
+        frags = out
+    return RewriteResult(task, tuple(frags), total)
+
+
+def commit_compaction(
+    plan: CompactionPlan,
+    results: Sequence[RewriteResult],
+    *,
+    failed: Sequence[str] = (),
+    transaction_properties: Mapping[str, str] | None = None,
+) -> CompactionMetrics:
+    """Reserve fragment ids, then commit one Rewrite of every finished task."""
+    done = [r for r in results if r.task.fragments]
+    if not done:
+        return CompactionMetrics(failed_tasks=tuple(failed))
+    store = ObjectStore(plan.uri, plan.tasks[0].storage_options if plan.tasks else None)
+    n_new = sum(len(r.new_fragments) for r in done)
+    props = dict(transaction_properties or {})
+    reserved = commit_transaction(store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props))
+    assert reserved.max_fragment_id is not None
+    next_id = reserved.max_fragment_id - n_new + 1
+    groups = []
+    for r in done:
+        new_frags = []
+        for f in r.new_fragments:
+            new_frags.append(f.with_changes(id=next_id))
+            next_id += 1
+        groups.append(RewriteGroup(r.task.fragments, new_frags))
+    manifest = commit_transaction(store, Transaction(plan.read_version, Rewrite(groups), properties=props))
+    return CompactionMetrics(
+        fragments_removed=sum(len(r.task.fragments) for r in done),
+        fragments_added=n_new,
+        files_removed=sum(len(f.files) for r in done for f in r.task.fragments),
+        files_added=sum(len(f.files) for r in done for f in r.new_fragments),
+        rows_rewritten=sum(r.rows for r in done),
+        version=manifest.version,
+        failed_tasks=tuple(failed),
+    )
+
+
+def compact_files(
+    ds: Any,
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    max_source_fragments: int | None = None,
+    only_deletions: bool | None = None,
+    dry_run: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
+) -> CompactionMetrics:
+    """In-process compaction of a LanceDataset (plan, execute every task, commit)."""
+    opts = CompactionOptions.resolve(
+        ds.config,
+        target_rows_per_fragment=target_rows_per_fragment,
+        max_rows_per_group=max_rows_per_group,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        max_source_fragments=max_source_fragments,
+        only_deletions=only_deletions,
+    )
+    plan = plan_compaction(ds.manifest, ds.uri, opts, storage_options=ds._storage_options)
+    if dry_run or not plan.tasks:
+        return CompactionMetrics(fragments_removed=plan.source_fragments, dry_run=dry_run)
+    results, failed = [], []
+    for task in plan.tasks:
+        try:
+            results.append(execute_task(task, manifest=ds.manifest))
+        except LanceOpsError as e:
+            failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
+    return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)

@@ -1,0 +1,303 @@
+"""Manifests: the on-disk layout, version naming, latest-version discovery and feature flags.
+
+Layout (FORMAT_NOTES.md §7.1)::
+
+    [u32 len][IndexSection]      optional
+    [u32 len][Transaction]       inline copy of the .txn (offset in Manifest field 23)
+    [u32 len][Manifest]          <- manifest_pos
+    [i64 manifest_pos][i16 0][i16 2]["LANC"]
+
+Names (§2): V2 ``%020d.manifest % (2**64 - 1 - version)`` (default), V1 ``{version}.manifest``.
+"""
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from google.protobuf.message import DecodeError
+
+from ._proto import table_pb2, transaction_pb2
+from .errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from .fragment import FragmentMetadata
+from .schema import LanceSchema
+from .store import ObjectStore
+
+VERSIONS_DIR = "_versions"
+MAGIC = b"LANC"
+FOOTER = struct.Struct("<qhh4s")
+U64_MAX = 2**64 - 1
+# A manifest larger than this is treated as corrupt rather than read into memory.
+MAX_MANIFEST_BYTES = 1 << 31
+
+FLAG_DELETION_FILES = 1
+FLAG_STABLE_ROW_IDS = 2
+FLAG_USE_V2_FORMAT_DEPRECATED = 4
+FLAG_TABLE_CONFIG = 8
+KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_USE_V2_FORMAT_DEPRECATED | FLAG_TABLE_CONFIG
+KNOWN_WRITER_FLAGS = KNOWN_READER_FLAGS
+
+WRITER_LIBRARY = "lance_ops"
+
+
+class NamingScheme(Enum):
+    V1 = 1
+    V2 = 2
+
+    def file_name(self, version: int) -> str:
+        if self is NamingScheme.V2:
+            return f"{U64_MAX - version:020d}.manifest"
+        return f"{version}.manifest"
+
+
+def parse_manifest_name(name: str) -> tuple[NamingScheme, int] | None:
+    """``(scheme, version)`` of a manifest file name, or None for other files (temps, hint, detached)."""
+    if not name.endswith(".manifest"):
+        return None
+    stem = name[: -len(".manifest")]
+    if not stem.isdigit():
+        return None  # detached ("d...") or foreign names
+    if len(name) == 29:
+        return NamingScheme.V2, U64_MAX - int(stem)
+    return NamingScheme.V1, int(stem)
+
+
+def list_versions(store: ObjectStore) -> tuple[NamingScheme | None, list[int]]:
+    """Naming scheme and sorted versions present in ``_versions/`` (one listing)."""
+    schemes: set[NamingScheme] = set()
+    versions: list[int] = []
+    for name in store.list_dir(VERSIONS_DIR):
+        parsed = parse_manifest_name(name)
+        if parsed is None:
+            continue
+        schemes.add(parsed[0])
+        versions.append(parsed[1])
+    if len(schemes) > 1:
+        raise CorruptFileError(
+            store.full_path(VERSIONS_DIR), "manifests use both the V1 and the V2 naming scheme"
+        )
+    versions.sort()
+    return (schemes.pop() if schemes else None), versions
+
+
+def check_flags(reader: int, writer: int, *, path: str, for_write: bool) -> None:
+    """Refuse feature flags lance_ops does not implement (FORMAT_NOTES.md §7.3)."""
+    unknown = reader & ~KNOWN_READER_FLAGS
+    if for_write:
+        unknown |= writer & ~KNOWN_WRITER_FLAGS
+    if unknown:
+        bits = [1 << i for i in range(64) if unknown >> i & 1]
+        raise UnsupportedFeatureError(
+            f"{path}: feature flag(s) {bits} are not supported by lance_ops "
+            f"(reader_feature_flags={reader}, writer_feature_flags={writer})"
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One dataset version.  ``extra`` keeps proto fields lance_ops does not model."""
+
+    schema: LanceSchema
+    fragments: tuple[FragmentMetadata, ...]
+    version: int
+    timestamp_ns: int = 0
+    reader_feature_flags: int = 0
+    writer_feature_flags: int = 0
+    max_fragment_id: int | None = None
+    transaction_file: str = ""
+    writer_library: str = WRITER_LIBRARY
+    writer_version: str = ""
+    next_row_id: int = 0
+    data_storage_version: str = "2.0"
+    config: Mapping[str, str] = field(default_factory=dict)
+    table_metadata: Mapping[str, str] = field(default_factory=dict)
+    tag: str = ""
+    index_section: bytes | None = None  # raw IndexSection bytes, carried forward unchanged
+    base_paths: tuple[bytes, ...] = ()  # raw BasePath messages
+    branch: str | None = None
+
+    @property
+    def uses_stable_row_ids(self) -> bool:
+        return bool(self.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+
+    def fragment(self, fragment_id: int) -> FragmentMetadata | None:
+        for f in self.fragments:
+            if f.id == fragment_id:
+                return f
+        return None
+
+    def with_changes(self, **changes: object) -> "Manifest":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def computed_flags(self) -> tuple[int, int]:
+        """Feature flags as pylance 14 sets them for this content (§7.3)."""
+        flags = 0
+        if any(f.deletion_file is not None for f in self.fragments):
+            flags |= FLAG_DELETION_FILES
+        if self.uses_stable_row_ids:
+            flags |= FLAG_STABLE_ROW_IDS
+        writer = flags | (FLAG_TABLE_CONFIG if self.config else 0)
+        return flags, writer
+
+    # ---------------------------------------------------------------- protobuf
+    @classmethod
+    def from_proto(cls, m: table_pb2.Manifest, *, index_section: bytes | None = None, where: str = "") -> "Manifest":
+        return cls(
+            schema=LanceSchema.from_proto(m.fields, dict(m.schema_metadata)),
+            fragments=tuple(FragmentMetadata.from_proto(f, where=where) for f in m.fragments),
+            version=m.version,
+            timestamp_ns=m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos,
+            reader_feature_flags=m.reader_feature_flags,
+            writer_feature_flags=m.writer_feature_flags,
+            max_fragment_id=m.max_fragment_id if m.HasField("max_fragment_id") else None,
+            transaction_file=m.transaction_file,
+            writer_library=m.writer_version.library,
+            writer_version=m.writer_version.version,
+            next_row_id=m.next_row_id,
+            data_storage_version=m.data_format.version or "",
+            config=dict(m.config),
+            table_metadata=dict(m.table_metadata),
+            tag=m.tag,
+            index_section=index_section,
+            base_paths=tuple(b.SerializeToString() for b in m.base_paths),
+            branch=m.branch if m.HasField("branch") else None,
+        )
+
+    def to_proto(self) -> table_pb2.Manifest:
+        from . import __version__
+
+        m = table_pb2.Manifest(
+            fields=self.schema.to_proto(),
+            fragments=[f.to_proto() for f in sorted(self.fragments, key=lambda f: f.id)],
+            version=self.version,
+            tag=self.tag,
+            reader_feature_flags=self.reader_feature_flags,
+            writer_feature_flags=self.writer_feature_flags,
+            transaction_file=self.transaction_file,
+            next_row_id=self.next_row_id,
+        )
+        m.schema_metadata.update(self.schema.metadata)
+        m.timestamp.seconds, m.timestamp.nanos = divmod(self.timestamp_ns, 1_000_000_000)
+        if self.max_fragment_id is not None:
+            m.max_fragment_id = self.max_fragment_id
+        m.writer_version.library = WRITER_LIBRARY
+        m.writer_version.version = __version__
+        m.data_format.file_format = "lance"
+        m.data_format.version = self.data_storage_version
+        m.config.update(self.config)
+        m.table_metadata.update(self.table_metadata)
+        for raw in self.base_paths:
+            m.base_paths.add().ParseFromString(raw)
+        if self.branch is not None:
+            m.branch = self.branch
+        return m
+
+
+# -------------------------------------------------------------------- file I/O
+def _u32_section(payload: bytes) -> bytes:
+    return struct.pack("<I", len(payload)) + payload
+
+
+def encode_manifest_file(manifest: Manifest, transaction: transaction_pb2.Transaction | None) -> bytes:
+    """Bytes of a manifest file: [index section][inline txn][manifest][footer]."""
+    parts: list[bytes] = []
+    pos = 0
+    m = manifest.to_proto()
+    if manifest.index_section is not None:
+        m.index_section = pos
+        sec = _u32_section(manifest.index_section)
+        parts.append(sec)
+        pos += len(sec)
+    if transaction is not None:
+        m.transaction_section = pos
+        sec = _u32_section(transaction.SerializeToString())
+        parts.append(sec)
+        pos += len(sec)
+    parts.append(_u32_section(m.SerializeToString()))
+    parts.append(FOOTER.pack(pos, 0, 2, MAGIC))
+    return b"".join(parts)
+
+
+def _section(data: bytes, offset: int, path: str, what: str) -> bytes:
+    if offset < 0 or offset + 4 > len(data):
+        raise CorruptFileError(path, f"{what} offset {offset} is outside the file ({len(data)} bytes)")
+    (n,) = struct.unpack_from("<I", data, offset)
+    if offset + 4 + n > len(data):
+        raise CorruptFileError(path, f"{what} at {offset} claims {n} bytes but the file has {len(data)}")
+    return data[offset + 4 : offset + 4 + n]
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    manifest: Manifest
+    transaction: bytes | None  # inline Transaction bytes, when present
+    proto: table_pb2.Manifest
+
+
+def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
+    """Parse a whole manifest file; every problem is a CorruptFileError naming ``path``."""
+    if len(data) < FOOTER.size + 4:
+        raise CorruptFileError(path, f"file is {len(data)} bytes, too short for a manifest")
+    pos, _major, _minor, magic = FOOTER.unpack_from(data, len(data) - FOOTER.size)
+    if magic != MAGIC:
+        raise CorruptFileError(path, f"bad magic {magic!r}, expected {MAGIC!r}")
+    body_end = len(data) - FOOTER.size
+    if pos < 0 or pos + 4 > body_end:
+        raise CorruptFileError(path, f"manifest position {pos} is outside the file ({len(data)} bytes)")
+    body = _section(data[:body_end], pos, path, "manifest")
+    m = table_pb2.Manifest()
+    try:
+        m.ParseFromString(body)
+    except DecodeError as e:
+        raise CorruptFileError(path, f"manifest protobuf does not decode: {e}") from e
+    index = None
+    if m.HasField("index_section"):
+        index = _section(data[:pos], m.index_section, path, "index section")
+    txn = None
+    if m.HasField("transaction_section"):
+        txn = _section(data[:pos], m.transaction_section, path, "inline transaction")
+    elif m.HasField("transaction_section_deprecated"):
+        txn = _section(data[:pos], m.transaction_section_deprecated, path, "inline transaction")
+    try:
+        manifest = Manifest.from_proto(m, index_section=index, where=path)
+    except (ValueError, KeyError) as e:
+        raise CorruptFileError(path, f"manifest content is invalid: {e}") from e
+    return ManifestFile(manifest, txn, m)
+
+
+def manifest_path(scheme: NamingScheme, version: int) -> str:
+    return f"{VERSIONS_DIR}/{scheme.file_name(version)}"
+
+
+def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> ManifestFile:
+    rel = manifest_path(scheme, version)
+    try:
+        size = store.size(rel)
+    except FileNotFoundError:
+        raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
+    if size > MAX_MANIFEST_BYTES:
+        raise CorruptFileError(store.full_path(rel), f"manifest is {size} bytes, larger than the limit")
+    data = store.read(rel)
+    mf = decode_manifest_file(data, store.full_path(rel))
+    if mf.manifest.version != version:
+        raise CorruptFileError(
+            store.full_path(rel), f"file name says version {version} but the manifest says {mf.manifest.version}"
+        )
+    return mf
+
+
+def write_manifest_if_absent(
+    store: ObjectStore, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
+) -> bool:
+    """Atomically create the manifest of ``manifest.version``; False if that version already exists."""
+    data = encode_manifest_file(manifest, transaction)
+    return store.put_if_absent(manifest_path(scheme, manifest.version), data)
+
+
+def write_version_hint(store: ObjectStore, version: int) -> None:
+    """``_versions/latest_version_hint.json`` (advisory, local filesystems only, as pylance)."""
+    if store.is_local:
+        try:
+            store.put(f"{VERSIONS_DIR}/latest_version_hint.json", b'{"version":%d}' % version)
+        except OSError:
+            pass  # the hint is advisory; a failure must not fail a commit that already landed

@@ -1,0 +1,162 @@
+"""Row mutations: delete and update (spec "Deletion", FORMAT_NOTES.md §8.1-§8.3, §11).
+
+Both work fragment by fragment on live rows only: a predicate is evaluated per fragment with
+``_rowaddr``; deleted rows go into the fragment's deletion file (the union with its old one);
+a fragment whose rows are all deleted leaves the manifest.  Update with stable row ids writes
+the new rows to new fragments that keep each row's ``_rowid`` and ``_row_created_at_version``.
+"""
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from . import rowids
+from .deletion import read_deletion_file, write_deletion_file
+from .errors import SchemaError
+from .fragment import DeletionFile, FragmentMetadata
+from .manifest import Manifest
+from .scan import CREATED_AT, ROW_ADDR, ROW_ID, plan_scan, scan_fragment
+from .store import ObjectStore
+from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+
+LOCAL_MASK = np.uint64(0xFFFFFFFF)
+
+
+def deleted_offsets(store: ObjectStore, frag: FragmentMetadata) -> np.ndarray:
+    """The fragment's currently deleted local offsets (sorted uint32)."""
+    if frag.deletion_file is None:
+        return np.empty(0, dtype=np.uint32)
+    return read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+
+
+def with_deletions(
+    store: ObjectStore, frag: FragmentMetadata, new_offsets: np.ndarray, read_version: int
+) -> FragmentMetadata | None:
+    """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone."""
+    merged = np.union1d(deleted_offsets(store, frag), new_offsets.astype(np.uint32))
+    if merged.size >= frag.physical_rows:
+        return None
+    df = write_deletion_file(store, frag.id, read_version, merged)
+    return frag.with_changes(deletion_file=DeletionFile.from_proto(df))
+
+
+def _matching_offsets(
+    store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, predicate: pc.Expression | None
+) -> np.ndarray:
+    plan = plan_scan(manifest.schema, [ROW_ADDR], predicate, False, False)
+    parts = [
+        b.column(0).to_numpy() & LOCAL_MASK for b in scan_fragment(store, manifest, frag, plan)
+    ]
+    return np.concatenate(parts).astype(np.uint32) if parts else np.empty(0, dtype=np.uint32)
+
+
+def plan_delete(
+    store: ObjectStore, manifest: Manifest, predicate: pc.Expression | None
+) -> tuple[list[FragmentMetadata], list[int], int]:
+    """Write deletion files for the rows matching ``predicate``.
+
+    Returns:
+        (updated fragments, ids of fragments deleted entirely, number of rows deleted)
+    """
+    updated, removed, total = [], [], 0
+    for frag in manifest.fragments:
+        offsets = _matching_offsets(store, manifest, frag, predicate)
+        if offsets.size == 0:
+            continue
+        total += int(offsets.size)
+        new = with_deletions(store, frag, offsets, manifest.version)
+        if new is None:
+            removed.append(frag.id)
+        else:
+            updated.append(new)
+    return updated, removed, total
+
+
+def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
+    """``table`` with the SET columns replaced by their expressions or scalars (vectorised)."""
+    exprs: dict[str, Any] = {}
+    for name in table.column_names:
+        if name in values:
+            v = values[name]
+            typ = schema.field(name).type
+            expr = v if isinstance(v, pc.Expression) else pc.scalar(pa.scalar(v, type=typ))
+            exprs[name] = expr.cast(typ) if isinstance(v, pc.Expression) else expr
+        else:
+            exprs[name] = pc.field(name)
+    out = pads.dataset(table).to_table(columns=exprs)
+    return pa.Table.from_arrays(
+        [out.column(n).cast(schema.field(n).type) for n in table.column_names], schema=table.schema
+    )
+
+
+def plan_update(
+    store: ObjectStore,
+    manifest: Manifest,
+    values: Mapping[str, Any],
+    where: pc.Expression | None,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> tuple[list[int], list[FragmentMetadata], list[FragmentMetadata], int]:
+    """Rewrite the matching rows with new values.
+
+    Returns:
+        (removed fragment ids, updated fragments, new fragments, rows updated)
+    """
+    arrow = manifest.schema.to_arrow()
+    for name in values:
+        if name not in arrow.names:
+            raise SchemaError(f"update: column {name!r} is not in the dataset schema {arrow.names}")
+    if not values:
+        raise ValueError("update needs at least one column to set")
+    stable = manifest.uses_stable_row_ids
+    user_cols = list(arrow.names)
+    meta = [ROW_ADDR] + ([ROW_ID, CREATED_AT] if stable else [])
+    plan = plan_scan(manifest.schema, user_cols + meta, where, False, False)
+    removed: list[int] = []
+    updated: list[FragmentMetadata] = []
+    kept_ids: list[np.ndarray] = []
+    kept_created: list[np.ndarray] = []
+    total = 0
+
+    def new_rows() -> Iterator[pa.RecordBatch]:
+        nonlocal total
+        for frag in manifest.fragments:
+            offsets = []
+            for b in scan_fragment(store, manifest, frag, plan):
+                offsets.append(b.column(ROW_ADDR).to_numpy() & LOCAL_MASK)
+                if stable:
+                    kept_ids.append(b.column(ROW_ID).to_numpy())
+                    kept_created.append(b.column(CREATED_AT).to_numpy())
+                t = pa.Table.from_batches([b.select(user_cols)])
+                yield from _evaluate(t, values, arrow).to_batches()
+            if not offsets:
+                continue
+            off = np.concatenate(offsets).astype(np.uint32)
+            total += int(off.size)
+            new = with_deletions(store, frag, off, manifest.version)
+            if new is None:
+                removed.append(frag.id)
+            else:
+                updated.append(new)
+
+    frags = write_fragment_files(store, new_rows(), manifest.schema, max_rows_per_file=max_rows_per_file)
+    if stable and frags:
+        ids = np.concatenate(kept_ids).astype(np.uint64)
+        created = np.concatenate(kept_created).astype(np.uint64)
+        pos = 0
+        out = []
+        for f in frags:
+            n = f.physical_rows
+            out.append(
+                f.with_changes(
+                    row_ids=rowids.encode_row_ids(ids[pos : pos + n]),
+                    created_at_versions=rowids.encode_versions(created[pos : pos + n]),
+                )
+            )
+            pos += n
+        frags = out
+    return removed, updated, frags, total

@@ -1,0 +1,196 @@
+"""Operations a transaction can carry, as data (spec "Transaction", FORMAT_NOTES.md §9).
+
+Each class maps to one ``Transaction.operation`` oneof case.  Fragments are
+:class:`FragmentMetadata`; everything here is picklable so Spark executors can build
+operations and the driver commit them.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ._proto import transaction_pb2
+from .fragment import FragmentMetadata
+from .schema import LanceSchema
+
+T = transaction_pb2.Transaction
+
+
+def _frags(protos: Sequence) -> list[FragmentMetadata]:  # type: ignore[type-arg]
+    return [FragmentMetadata.from_proto(f) for f in protos]
+
+
+@dataclass(frozen=True)
+class Append:
+    """Add new fragments (ids and row ids are assigned at commit)."""
+
+    fragments: Sequence[FragmentMetadata]
+    name = "append"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.append.fragments.extend(f.to_proto() for f in self.fragments)
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    """Replace all fragments and the schema (also how a dataset is created)."""
+
+    fragments: Sequence[FragmentMetadata]
+    schema: LanceSchema
+    config_upsert_values: Mapping[str, str] | None = None
+    name = "overwrite"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.overwrite.fragments.extend(f.to_proto() for f in self.fragments)
+        t.overwrite.schema.extend(self.schema.to_proto())
+        t.overwrite.schema_metadata.update(self.schema.metadata)
+        if self.config_upsert_values:
+            t.overwrite.config_upsert_values.update(self.config_upsert_values)
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Fragments with new deletion files, and fragments deleted entirely."""
+
+    updated_fragments: Sequence[FragmentMetadata]
+    deleted_fragment_ids: Sequence[int]
+    predicate: str = ""
+    name = "delete"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.delete.updated_fragments.extend(f.to_proto() for f in self.updated_fragments)
+        t.delete.deleted_fragment_ids.extend(self.deleted_fragment_ids)
+        t.delete.predicate = self.predicate
+
+
+@dataclass(frozen=True)
+class Update:
+    """Rows rewritten: old rows tombstoned (updated/removed fragments), new rows in new fragments."""
+
+    removed_fragment_ids: Sequence[int]
+    updated_fragments: Sequence[FragmentMetadata]
+    new_fragments: Sequence[FragmentMetadata]
+    fields_modified: Sequence[int] = ()
+    fields_for_preserving_frag_bitmap: Sequence[int] = ()
+    name = "update"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        u = t.update
+        u.removed_fragment_ids.extend(self.removed_fragment_ids)
+        u.updated_fragments.extend(f.to_proto() for f in self.updated_fragments)
+        u.new_fragments.extend(f.to_proto() for f in self.new_fragments)
+        u.fields_modified.extend(self.fields_modified)
+        u.fields_for_preserving_frag_bitmap.extend(self.fields_for_preserving_frag_bitmap)
+
+
+@dataclass(frozen=True)
+class RewriteGroup:
+    old_fragments: Sequence[FragmentMetadata]
+    new_fragments: Sequence[FragmentMetadata]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Compaction: groups of old fragments replaced by new ones holding the same rows."""
+
+    groups: Sequence[RewriteGroup]
+    name = "rewrite"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        for g in self.groups:
+            pg = t.rewrite.groups.add()
+            pg.old_fragments.extend(f.to_proto() for f in g.old_fragments)
+            pg.new_fragments.extend(f.to_proto() for f in g.new_fragments)
+
+
+@dataclass(frozen=True)
+class ReserveFragments:
+    num_fragments: int
+    name = "reserve_fragments"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.reserve_fragments.num_fragments = self.num_fragments
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """Upsert and delete table config keys (``lance.compaction.*`` and user keys)."""
+
+    upsert_values: Mapping[str, str] = field(default_factory=dict)
+    delete_keys: Sequence[str] = ()
+    name = "update_config"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        cu = t.update_config.config_updates
+        for k, v in self.upsert_values.items():
+            cu.update_entries.add(key=k, value=v)
+        for k in self.delete_keys:
+            cu.update_entries.add(key=k)
+
+
+@dataclass(frozen=True)
+class Restore:
+    version: int
+    name = "restore"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.restore.version = self.version
+
+
+@dataclass(frozen=True)
+class Unmodelled:
+    """An operation lance_ops reads but does not apply (CreateIndex, Merge, Project, ...)."""
+
+    name: str
+    raw: bytes = b""
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:  # pragma: no cover - never committed
+        raise TypeError(f"lance_ops cannot commit a {self.name} operation")
+
+
+Operation = Append | Overwrite | Delete | Update | Rewrite | ReserveFragments | UpdateConfig | Restore | Unmodelled
+
+
+def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
+    """Decode the operation oneof of a Transaction."""
+    kind = t.WhichOneof("operation")
+    if kind == "append":
+        return Append(_frags(t.append.fragments))
+    if kind == "overwrite":
+        o = t.overwrite
+        return Overwrite(
+            _frags(o.fragments),
+            LanceSchema.from_proto(o.schema, dict(o.schema_metadata)),
+            dict(o.config_upsert_values) or None,
+        )
+    if kind == "delete":
+        d = t.delete
+        return Delete(_frags(d.updated_fragments), list(d.deleted_fragment_ids), d.predicate)
+    if kind == "update":
+        u = t.update
+        return Update(
+            list(u.removed_fragment_ids),
+            _frags(u.updated_fragments),
+            _frags(u.new_fragments),
+            list(u.fields_modified),
+            list(u.fields_for_preserving_frag_bitmap),
+        )
+    if kind == "rewrite":
+        groups = [RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in t.rewrite.groups]
+        if not groups and (t.rewrite.old_fragments or t.rewrite.new_fragments):
+            groups = [RewriteGroup(_frags(t.rewrite.old_fragments), _frags(t.rewrite.new_fragments))]
+        return Rewrite(groups)
+    if kind == "reserve_fragments":
+        return ReserveFragments(t.reserve_fragments.num_fragments)
+    if kind == "update_config":
+        uc = t.update_config
+        upserts = dict(uc.upsert_values)
+        deletes = list(uc.delete_keys)
+        for e in uc.config_updates.update_entries:
+            if e.HasField("value"):
+                upserts[e.key] = e.value
+            else:
+                deletes.append(e.key)
+        return UpdateConfig(upserts, deletes)
+    if kind == "restore":
+        return Restore(t.restore.version)
+    return Unmodelled(kind or "unknown")

@@ -1,0 +1,190 @@
+"""Writing data: uncommitted fragments (``write_fragments``) and ``write_dataset``.
+
+Fragments are written as Lance 2.0 data files under ``data/``; nothing is visible until a
+transaction referencing them commits, so a failed writer leaves only orphan files (removed
+by cleanup).
+"""
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from .errors import SchemaError, UnsupportedFeatureError
+from .file.writer import DataFileWriter, data_file_field_info
+from .fragment import DataFile, FragmentMetadata
+from .schema import LanceSchema
+from .store import ObjectStore
+
+DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
+DATA_DIR = "data"
+WriteMode = Literal["create", "append", "overwrite"]
+
+_VERSION_ALIASES = {"2.0": "2.0", "legacy": "legacy", "0.1": "legacy", "stable": "2.2", "next": "2.3"}
+
+
+def normalize_storage_version(version: str | None) -> str:
+    """``data_storage_version`` as pylance names it; lance_ops writes 2.0 only (for now)."""
+    v = _VERSION_ALIASES.get(version or "2.0", version or "2.0")
+    if v != "2.0":
+        raise UnsupportedFeatureError(
+            f"data_storage_version {version!r} (file format {v}) is not supported by lance_ops yet; use '2.0'"
+        )
+    return v
+
+
+def random_data_file_name() -> str:
+    """24 binary digits + 26 hex chars + ``.lance``, from a random uuid (as pylance names files)."""
+    raw = os.urandom(16)
+    bits = "".join(f"{b:08b}" for b in raw[:3])
+    return bits + raw[3:].hex()[:26] + ".lance"
+
+
+def iter_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """(schema, batches) for a Table, RecordBatch, RecordBatchReader, Dataset-like or iterable of batches."""
+    if isinstance(data, pa.Table):
+        return data.schema, iter(data.to_batches())
+    if isinstance(data, pa.RecordBatch):
+        return data.schema, iter([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.schema, iter(data)
+    if hasattr(data, "to_batches") and hasattr(data, "schema"):
+        return data.schema, iter(data.to_batches())
+    if isinstance(data, Iterable):
+        it = iter(data)
+        if schema is not None:
+            return schema, it
+        first = next(it, None)
+        if first is None:
+            raise ValueError("write needs a schema when the data has no batches")
+        if isinstance(first, pa.Table):
+            first_batches = first.to_batches()
+            rest = (b for t in it for b in (t.to_batches() if isinstance(t, pa.Table) else [t]))
+            return first.schema, _chain(first_batches, rest)
+        return first.schema, _chain([first], it)
+    raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or RecordBatchReader")
+
+
+def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from head
+    yield from rest
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordBatch:
+    """Reorder ``batch`` to ``target``'s columns; types must match exactly (no silent casts)."""
+    if batch.schema.names == target.names and all(
+        a.type == b.type for a, b in zip(batch.schema, target, strict=True)
+    ):
+        cols = batch.columns
+    else:
+        missing = [n for n in target.names if n not in batch.schema.names]
+        extra = [n for n in batch.schema.names if n not in target.names]
+        if missing or extra:
+            raise SchemaError(f"{where}: data columns {batch.schema.names} do not match the schema {target.names}"
+                              f" (missing {missing}, unexpected {extra})")
+        cols = []
+        for f in target:
+            col = batch.column(f.name)
+            if col.type != f.type:
+                raise SchemaError(f"{where}: column {f.name!r} has type {col.type}, the dataset has {f.type}")
+            cols.append(col)
+    for f, col in zip(target, cols, strict=True):
+        if not f.nullable and col.null_count:
+            raise SchemaError(f"{where}: column {f.name!r} is not nullable but the data has {col.null_count} nulls")
+    return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+def write_fragment_files(
+    store: ObjectStore,
+    batches: Iterator[pa.RecordBatch],
+    schema: LanceSchema,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[FragmentMetadata]:
+    """Stream batches into data files of at most ``max_rows_per_file`` rows; one fragment per file."""
+    if max_rows_per_file <= 0:
+        raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+    target = schema.to_arrow()
+    fields, columns = data_file_field_info(schema)
+    frags: list[FragmentMetadata] = []
+    writer: DataFileWriter | None = None
+    sink = None
+    name = ""
+
+    def close() -> None:
+        nonlocal writer, sink
+        assert writer is not None and sink is not None
+        rows = writer.num_rows
+        size = writer.finish()
+        sink.close()
+        frags.append(
+            FragmentMetadata(
+                id=0,
+                files=(DataFile(name, tuple(fields), tuple(columns), 2, 0, size),),
+                physical_rows=rows,
+            )
+        )
+        writer = sink = None
+
+    try:
+        for batch in batches:
+            batch = conform_batch(batch, target, store.uri)
+            pos = 0
+            while pos < batch.num_rows:
+                if writer is None:
+                    name = random_data_file_name()
+                    sink = store.open_output(f"{DATA_DIR}/{name}")
+                    writer = DataFileWriter(sink, schema)
+                take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
+                writer.write_batch(batch.slice(pos, take))
+                pos += take
+                if writer.num_rows >= max_rows_per_file:
+                    close()
+        if writer is not None and writer.num_rows > 0:
+            close()
+    except BaseException:
+        if sink is not None:
+            sink.close()
+            store.delete(f"{DATA_DIR}/{name}")
+        for f in frags:
+            for df in f.files:
+                store.delete(f"{DATA_DIR}/{df.path}")
+        raise
+    if writer is not None and sink is not None:  # opened but empty
+        sink.close()
+        store.delete(f"{DATA_DIR}/{name}")
+    return frags
+
+
+def write_fragments(
+    data: Any,
+    uri: str,
+    *,
+    schema: pa.Schema | LanceSchema | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    storage_options: Mapping[str, Any] | None = None,
+    data_storage_version: str | None = None,
+) -> list[FragmentMetadata]:
+    """Write data files for ``uri`` without committing; returns picklable fragment metadata.
+
+    The field ids come from ``schema`` when it is a LanceSchema, else from the dataset at
+    ``uri`` if one exists, else they are assigned from 0.  Commit the result with
+    ``commit(uri, Append(fragments), read_version=...)``.
+    """
+    from .dataset import try_open_latest
+
+    store = ObjectStore(uri, storage_options)
+    arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
+    data_schema, batches = iter_batches(data, arrow_schema)
+    if isinstance(schema, LanceSchema):
+        lance_schema = schema
+    else:
+        existing = try_open_latest(store)
+        if existing is not None:
+            lance_schema = existing.schema
+            normalize_storage_version(existing.data_storage_version)
+        else:
+            normalize_storage_version(data_storage_version)
+            lance_schema = LanceSchema.from_arrow(arrow_schema or data_schema)
+    return write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
