@@ -9,10 +9,10 @@ failed or killed writers) are removed once older than a grace period.
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from .errors import LanceOpsError
 from .deletion import deletion_file_path
+from .errors import LanceOpsError
 from .manifest import VERSIONS_DIR, Manifest, NamingScheme, list_versions, manifest_path, read_manifest
 from .store import ObjectStore
 
@@ -68,7 +68,7 @@ class Tags:
             raise TagError(f"{self._store.uri}: cannot tag version {version}: it does not exist")
         assert scheme is not None
         size = self._store.size(manifest_path(scheme, version))
-        now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         body = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
                 "manifestSize": size, "metadata": {}}
         if not self._store.put_if_absent(self._path(name), json.dumps(body, indent=2).encode()):

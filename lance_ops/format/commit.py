@@ -100,7 +100,7 @@ def commit_transaction(
             write_transaction_file(store, txn)
             written = txn
 
-        def load(v: int) -> Manifest:
+        def load(v: int, scheme: NamingScheme = scheme) -> Manifest:
             return read_manifest(store, v, scheme).manifest
 
         new = build_manifest(

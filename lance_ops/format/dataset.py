@@ -1,7 +1,7 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class LanceDataset:
             out.append(
                 {
                     "version": v,
-                    "timestamp": datetime.fromtimestamp(m.timestamp_ns / 1e9, tz=timezone.utc).replace(tzinfo=None),
+                    "timestamp": datetime.fromtimestamp(m.timestamp_ns / 1e9, tz=UTC).replace(tzinfo=None),
                     "metadata": _summary(m),
                 }
             )

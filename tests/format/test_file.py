@@ -696,3 +696,34 @@ def test_corrupt_tables_and_pages(good_file):
     struct.pack_into("<Q", bad, off_pos + 8 * 999, 10**6)
     with pytest.raises(CorruptFileError):
         _open(tmp_path, bytes(bad))
+
+
+def test_unknown_encoding_and_raw_zstd(good_file):
+    from google.protobuf import any_pb2
+
+    from lance_ops.format._proto import encodings_v2_0_pb2 as epb
+    from lance_ops.format.file import encodings
+
+    tmp_path, data = good_file
+    reader = DataFileReader(ObjectStore(str(tmp_path)), "f.lance")
+    cm = reader.column_metadata(0)
+    e = epb.ArrayEncoding()
+    e.constant.value = b"\x01"
+    cm.pages[0].encoding.direct.encoding = any_pb2.Any(
+        type_url=encodings.ARRAY_ENCODING_URL, value=e.SerializeToString()
+    ).SerializeToString()
+    with pytest.raises(UnsupportedFeatureError, match="'constant'"):
+        _open(tmp_path, _rebuild(data, {0: cm.SerializeToString()}))
+    assert "constant" not in encodings.DECODERS and "binary" in encodings.DECODERS
+    # zstd buffers: with the u64 length prefix (what 2.0 writes) and as a raw frame
+    payload = b"lance " * 1000
+    ctx = encodings.PageBuffers("x", [])
+    comp = epb.Compression(scheme="zstd")
+    prefixed = pa.py_buffer(encodings.compress_zstd(payload, None))
+    raw = pa.py_buffer(pa.Codec("zstd").compress(payload, asbytes=True))
+    assert encodings.decompress(ctx, prefixed, comp).to_pybytes() == payload
+    assert encodings.decompress(ctx, raw, comp).to_pybytes() == payload
+    with pytest.raises(UnsupportedFeatureError, match="lz4"):
+        encodings.decompress(ctx, raw, epb.Compression(scheme="lz4"))
+    with pytest.raises(CorruptFileError):
+        encodings.decompress(ctx, pa.py_buffer(prefixed.to_pybytes()[:20]), comp)

@@ -15,7 +15,7 @@ first version in ``(begin, end]`` whose manifest no longer has the row.
 """
 
 from collections.abc import Iterator
-from datetime import timezone
+from datetime import UTC
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +56,7 @@ def change_feed_batches(ds, begin_version: int, end_version: int) -> Iterator[pa
     schema = change_feed_schema(end.schema)
     user = end.schema.names
     timestamps = {
-        v["version"]: v["timestamp"].replace(tzinfo=timezone.utc)
+        v["version"]: v["timestamp"].replace(tzinfo=UTC)
         for v in ds.versions()
         if begin_version < v["version"] <= end_version
     }
