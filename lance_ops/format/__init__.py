@@ -33,6 +33,7 @@ from .operations import (
     Update,
     UpdateConfig,
 )
+from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .schema import LanceSchema
 from .write import write_fragments
 
@@ -53,6 +54,9 @@ __all__ = [
     "LanceFragment",
     "LanceOpsError",
     "LanceSchema",
+    "ManifestStore",
+    "ManifestStoreConflict",
+    "SQLiteManifestStore",
     "Overwrite",
     "ReserveFragments",
     "Restore",

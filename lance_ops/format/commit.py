@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .build import build_manifest
+from .commit_handler import CommitHandler, ConditionalPutCommitHandler, commit_handler_for
 from .conflict import check
 from .errors import (
     CommitConflictError,
@@ -23,11 +24,10 @@ from .manifest import (
     Manifest,
     NamingScheme,
     check_flags,
-    list_versions,
     read_manifest,
-    write_manifest_if_absent,
     write_version_hint,
 )
+from .manifest_store import ManifestStore
 from .operations import Operation, Overwrite
 from .rebase import RebaseState, rebase
 from .store import ObjectStore
@@ -36,9 +36,11 @@ from .transaction import Transaction, decode_transaction, read_transaction_file,
 DEFAULT_MAX_RETRIES = 20
 
 
-def load_transaction(store: ObjectStore, version: int, scheme: NamingScheme) -> Transaction:
-    """The transaction that produced ``version`` (inline copy preferred)."""
-    mf = read_manifest(store, version, scheme)
+def load_transaction(
+    store: ObjectStore, version: int, scheme: NamingScheme, *, handler: CommitHandler | None = None
+) -> Transaction:
+    """The transaction that produced ``version`` (inline copy preferred; read through ``handler``)."""
+    mf = handler.read_manifest(version) if handler is not None else read_manifest(store, version, scheme)
     if mf.transaction is not None:
         return decode_transaction(mf.transaction, store.full_path(f"_versions/{scheme.file_name(version)}"))
     if mf.manifest.transaction_file:
@@ -57,6 +59,7 @@ def commit_transaction(
     enable_stable_row_ids: bool = False,
     data_storage_version: str = "2.0",
     max_retries: int = DEFAULT_MAX_RETRIES,
+    handler: CommitHandler | None = None,
 ) -> Manifest:
     """Commit ``txn``; return the manifest of the version it became.
 
@@ -64,13 +67,16 @@ def commit_transaction(
         create: the dataset must not exist yet (``mode="create"``).
         enable_stable_row_ids, data_storage_version: settings of a new dataset.
         max_retries: lost races to retry before giving up with CommitConflictError.
+        handler: lists, reads and creates versions (default: conditional put on ``store``).
     """
+    if handler is None:
+        handler = ConditionalPutCommitHandler(store)
     written: Transaction | None = None
     rebase_state: RebaseState | None = None
     checked_up_to = txn.read_version
     attempt = 0
     while True:
-        scheme, versions = list_versions(store)
+        scheme, versions = handler.list_versions()
         latest = versions[-1] if versions else 0
         if create and latest > 0:
             raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
@@ -79,7 +85,7 @@ def commit_transaction(
         scheme = scheme or NamingScheme.V2
         prev = None
         if latest > 0:
-            prev = read_manifest(store, latest, scheme).manifest
+            prev = handler.read_manifest(latest).manifest
             check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
             if txn.read_version > latest:
                 raise CommitConflictError(
@@ -89,19 +95,23 @@ def commit_transaction(
             for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
                 if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
                     break
-                common = check(txn, load_transaction(store, v, scheme), v)
+                other = load_transaction(store, v, scheme, handler=handler)
+                common = check(txn, other, v)
                 if common:
                     if rebase_state is None:
-                        rebase_state = RebaseState(read_manifest(store, txn.read_version, scheme).manifest)
-                    theirs = read_manifest(store, v, scheme).manifest
-                    txn = rebase(store, txn, common, theirs, rebase_state, stable_row_ids=theirs.uses_stable_row_ids)
+                        rebase_state = RebaseState(handler.read_manifest(txn.read_version).manifest)
+                    theirs = handler.read_manifest(v).manifest
+                    txn = rebase(
+                        store, txn, common, theirs, rebase_state,
+                        stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
+                    )
                 checked_up_to = v
         if written is not txn:  # first attempt, or rebased since: the .txn matches the inline copy
             write_transaction_file(store, txn)
             written = txn
 
-        def load(v: int, scheme: NamingScheme = scheme) -> Manifest:
-            return read_manifest(store, v, scheme).manifest
+        def load(v: int, handler: CommitHandler = handler) -> Manifest:
+            return handler.read_manifest(v).manifest
 
         new = build_manifest(
             prev,
@@ -111,7 +121,7 @@ def commit_transaction(
             data_storage_version=data_storage_version,
             load_version=load,
         )
-        if write_manifest_if_absent(store, new, txn.to_proto(), scheme):
+        if handler.put_manifest_if_absent(new, txn.to_proto(), scheme):
             write_version_hint(store, new.version)
             return new
         attempt += 1
@@ -136,13 +146,19 @@ def commit(
     max_retries: int = DEFAULT_MAX_RETRIES,
     enable_stable_row_ids: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
 ) -> "Any":
-    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset."""
+    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
+
+    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
+    path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    """
     from .dataset import LanceDataset
 
     store = ObjectStore(uri, storage_options)
+    handler = commit_handler_for(store, manifest_store)
     txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
     manifest = commit_transaction(
-        store, txn, enable_stable_row_ids=enable_stable_row_ids, max_retries=max_retries
+        store, txn, enable_stable_row_ids=enable_stable_row_ids, max_retries=max_retries, handler=handler
     )
-    return LanceDataset._from_manifest(store, manifest)
+    return LanceDataset._from_manifest(store, manifest, handler)

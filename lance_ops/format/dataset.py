@@ -13,9 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .commit import commit_transaction
+from .commit_handler import CommitHandler, ConditionalPutCommitHandler, commit_handler_for
 from .errors import DatasetNotFoundError
 from .fragment import FragmentMetadata
-from .manifest import Manifest, NamingScheme, check_flags, list_versions, read_manifest
+from .manifest import Manifest, NamingScheme, check_flags
+from .manifest_store import ManifestStore
 from .operations import Append, Overwrite
 from .scan import DEFAULT_BATCH_SIZE, plan_scan, scan
 from .schema import LanceSchema
@@ -31,13 +33,11 @@ from .write import (
 )
 
 
-def try_open_latest(store: ObjectStore) -> Manifest | None:
+def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
     """The latest manifest, or None when there is no dataset at the store's root."""
-    scheme, versions = list_versions(store)
-    if not versions:
-        return None
-    assert scheme is not None
-    return read_manifest(store, versions[-1], scheme).manifest
+    handler = handler or ConditionalPutCommitHandler(store)
+    latest = handler.latest_version()
+    return handler.read_manifest(latest).manifest if latest else None
 
 
 class LanceFragment:
@@ -77,10 +77,18 @@ class LanceFragment:
 class LanceDataset:
     """A Lance dataset checked out at one version."""
 
-    def __init__(self, uri: str, *, version: int | None = None, storage_options: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        uri: str,
+        *,
+        version: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        manifest_store: "ManifestStore | str | None" = None,
+    ):
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
-        scheme, versions = list_versions(self._store)
+        self._handler = commit_handler_for(self._store, manifest_store)
+        scheme, versions = self._handler.list_versions()
         if not versions:
             raise DatasetNotFoundError(f"{uri}: no Lance dataset here (no manifests in _versions/)")
         assert scheme is not None
@@ -88,7 +96,7 @@ class LanceDataset:
         target = versions[-1] if version is None else int(version)
         if target not in versions:
             raise DatasetNotFoundError(f"{uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})")
-        self._manifest = read_manifest(self._store, target, scheme).manifest
+        self._manifest = self._handler.read_manifest(target).manifest
         check_flags(
             self._manifest.reader_feature_flags,
             self._manifest.writer_feature_flags,
@@ -104,11 +112,14 @@ class LanceDataset:
             )
 
     @classmethod
-    def _from_manifest(cls, store: ObjectStore, manifest: Manifest) -> "LanceDataset":
+    def _from_manifest(
+        cls, store: ObjectStore, manifest: Manifest, handler: CommitHandler | None = None
+    ) -> "LanceDataset":
         self = cls.__new__(cls)
         self._store = store
         self._storage_options = dict(store.storage_options)
-        self._scheme = list_versions(store)[0] or NamingScheme.V2
+        self._handler = handler or ConditionalPutCommitHandler(store)
+        self._scheme = self._handler.list_versions()[0] or NamingScheme.V2
         self._manifest = manifest
         return self
 
@@ -123,7 +134,7 @@ class LanceDataset:
 
     @property
     def latest_version(self) -> int:
-        return list_versions(self._store)[1][-1]
+        return self._handler.latest_version()
 
     @property
     def manifest(self) -> Manifest:
@@ -157,8 +168,8 @@ class LanceDataset:
     def versions(self) -> list[dict[str, Any]]:
         """Every version: ``{"version", "timestamp", "metadata"}`` (summary stats as pylance)."""
         out = []
-        for v in list_versions(self._store)[1]:
-            m = read_manifest(self._store, v, self._scheme).manifest
+        for v in self._handler.list_versions()[1]:
+            m = self._handler.read_manifest(v).manifest
             out.append(
                 {
                     "version": v,
@@ -169,10 +180,17 @@ class LanceDataset:
         return out
 
     def checkout_version(self, version: int) -> "LanceDataset":
-        return LanceDataset(self.uri, version=version, storage_options=self._storage_options)
+        return LanceDataset(
+            self.uri,
+            version=version,
+            storage_options=self._storage_options,
+            manifest_store=self._handler.manifest_store,
+        )
 
     def checkout_latest(self) -> "LanceDataset":
-        return LanceDataset(self.uri, storage_options=self._storage_options)
+        return LanceDataset(
+            self.uri, storage_options=self._storage_options, manifest_store=self._handler.manifest_store
+        )
 
     # ---------------------------------------------------------------- reads
     def get_fragments(self) -> list[LanceFragment]:
@@ -238,8 +256,8 @@ class LanceDataset:
     # ------------------------------------------------------------ mutations
     def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
         txn = Transaction(self.version, operation, properties=dict(properties or {}))
-        manifest = commit_transaction(self._store, txn)
-        return LanceDataset._from_manifest(self._store, manifest)
+        manifest = commit_transaction(self._store, txn, handler=self._handler)
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
         """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
@@ -282,9 +300,10 @@ class LanceDataset:
         from .operations import Restore
 
         target = self.version if version is None else version
-        read_manifest(self._store, target, self._scheme)  # must exist
+        self._handler.read_manifest(target)  # must exist
         txn = Transaction(self.latest_version, Restore(target))
-        return LanceDataset._from_manifest(self._store, commit_transaction(self._store, txn))
+        manifest = commit_transaction(self._store, txn, handler=self._handler)
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
     def update_config(self, upsert_values: Mapping[str, str]) -> "LanceDataset":
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``)."""
@@ -344,6 +363,7 @@ class LanceDataset:
 
         from .cleanup import cleanup_old_versions
 
+        self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
             self._store,
             older_than=timedelta(days=14) if older_than is None else older_than,
@@ -400,9 +420,19 @@ def _summary(m: Manifest) -> dict[str, str]:
     }
 
 
-def dataset(uri: str, *, version: int | None = None, storage_options: Mapping[str, Any] | None = None) -> LanceDataset:
-    """Open the dataset at ``uri`` (latest version, or ``version``)."""
-    return LanceDataset(uri, version=version, storage_options=storage_options)
+def dataset(
+    uri: str,
+    *,
+    version: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+) -> LanceDataset:
+    """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
+    or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
+    """
+    return LanceDataset(uri, version=version, storage_options=storage_options, manifest_store=manifest_store)
 
 
 def write_dataset(
@@ -416,16 +446,20 @@ def write_dataset(
     data_storage_version: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
 ) -> LanceDataset:
     """Write ``data`` as a new dataset, or append to / overwrite an existing one.
 
     Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
-    stays bounded by one batch plus one page per column.
+    stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
+    external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
+    the object store's conditional put; every writer of the dataset must use the same one.
     """
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
     store = ObjectStore(uri, storage_options)
-    existing = try_open_latest(store)
+    handler = commit_handler_for(store, manifest_store)
+    existing = try_open_latest(store, handler)
     if existing is not None and mode == "create":
         from .errors import DatasetAlreadyExistsError
 
@@ -439,8 +473,8 @@ def write_dataset(
         lance_schema.check_compatible(schema or data_schema, context=uri)
         frags = write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = commit_transaction(store, txn)
-        return LanceDataset._from_manifest(store, manifest)
+        manifest = commit_transaction(store, txn, handler=handler)
+        return LanceDataset._from_manifest(store, manifest, handler)
     version = (
         normalize_storage_version(existing.data_storage_version)
         if existing is not None and data_storage_version is None
@@ -458,5 +492,6 @@ def write_dataset(
         create=existing is None and mode == "create",
         enable_stable_row_ids=enable_stable_row_ids,
         data_storage_version=version,
+        handler=handler,
     )
-    return LanceDataset._from_manifest(store, manifest)
+    return LanceDataset._from_manifest(store, manifest, handler)

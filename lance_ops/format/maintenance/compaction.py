@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from .. import rowids
 from ..commit import commit_transaction
+from ..commit_handler import commit_handler_for
 from ..errors import LanceOpsError
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
@@ -82,6 +83,7 @@ class CompactionPlan:
     read_version: int
     tasks: tuple[CompactionTask, ...]
     options: CompactionOptions
+    manifest_store: Any = None  # picklable ManifestStore (or spec string) when commits go through one
 
     @property
     def source_fragments(self) -> int:
@@ -127,6 +129,7 @@ def plan_compaction(
     options: CompactionOptions,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    manifest_store: Any = None,
 ) -> CompactionPlan:
     """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows."""
     opts = options
@@ -168,7 +171,7 @@ def plan_compaction(
     tasks = tuple(
         CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
     )
-    return CompactionPlan(uri, manifest.version, tasks, opts)
+    return CompactionPlan(uri, manifest.version, tasks, opts, manifest_store)
 
 
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
@@ -235,9 +238,12 @@ def commit_compaction(
     if not done:
         return CompactionMetrics(failed_tasks=tuple(failed))
     store = ObjectStore(plan.uri, plan.tasks[0].storage_options if plan.tasks else None)
+    handler = commit_handler_for(store, plan.manifest_store)
     n_new = sum(len(r.new_fragments) for r in done)
     props = dict(transaction_properties or {})
-    reserved = commit_transaction(store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props))
+    reserved = commit_transaction(
+        store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props), handler=handler
+    )
     assert reserved.max_fragment_id is not None
     next_id = reserved.max_fragment_id - n_new + 1
     groups = []
@@ -247,7 +253,9 @@ def commit_compaction(
             new_frags.append(f.with_changes(id=next_id))
             next_id += 1
         groups.append(RewriteGroup(r.task.fragments, new_frags))
-    manifest = commit_transaction(store, Transaction(plan.read_version, Rewrite(groups), properties=props))
+    manifest = commit_transaction(
+        store, Transaction(plan.read_version, Rewrite(groups), properties=props), handler=handler
+    )
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
         fragments_added=n_new,
@@ -281,7 +289,9 @@ def compact_files(
         max_source_fragments=max_source_fragments,
         only_deletions=only_deletions,
     )
-    plan = plan_compaction(ds.manifest, ds.uri, opts, storage_options=ds._storage_options)
+    plan = plan_compaction(
+        ds.manifest, ds.uri, opts, storage_options=ds._storage_options, manifest_store=ds._handler.manifest_store
+    )
     if dry_run or not plan.tasks:
         return CompactionMetrics(fragments_removed=plan.source_fragments, dry_run=dry_run)
     results, failed = [], []

@@ -1,0 +1,181 @@
+"""Commit handlers: how versions are listed, read and atomically created (FORMAT_NOTES.md §12).
+
+The commit loop and dataset opening talk to a :class:`CommitHandler` and never to the
+mechanism behind it:
+
+* :class:`ConditionalPutCommitHandler` -- the object store's put-if-absent creates
+  ``_versions/*.manifest`` (local filesystems, GCS, S3, memory; §12.1-12.2);
+* :class:`ExternalManifestCommitHandler` -- a KV :class:`.manifest_store.ManifestStore` decides
+  who gets a version, for object stores without conditional put (spec "External Manifest Store";
+  §12.3).  Listing and reading finalize a commit whose writer stopped after the KV put.
+
+Every writer of one dataset must use the same mechanism (spec "Committing Datasets").
+"""
+
+import logging
+import os
+from typing import Protocol
+
+from . import manifest as _m
+from ._proto import transaction_pb2
+from .errors import CorruptFileError
+from .manifest import Manifest, ManifestFile, NamingScheme
+from .manifest_store import (
+    ManifestStore,
+    commit_external,
+    open_manifest_store,
+    resolve_latest,
+    resolve_latest_location,
+    resolve_version,
+    scheme_of_path,
+)
+from .store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+class CommitHandler(Protocol):
+    """Versions of one dataset: list, read, and create one atomically.
+
+    Attributes:
+        store: the dataset's object store.
+        manifest_store: the KV store commits go through, or None (conditional put).
+    """
+
+    store: ObjectStore
+    manifest_store: ManifestStore | None
+
+    def list_versions(self) -> tuple[NamingScheme | None, list[int]]:
+        """Naming scheme (None when there is no dataset) and the readable versions, ascending."""
+        ...
+
+    def latest_version(self) -> int:
+        """The latest version, 0 when there is no dataset."""
+        ...
+
+    def read_manifest(self, version: int) -> ManifestFile:
+        """The manifest file of ``version``.
+
+        Raises:
+            DatasetNotFoundError: no such version.
+            CorruptFileError: the manifest does not decode or cannot be finalized.
+        """
+        ...
+
+    def put_manifest_if_absent(
+        self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
+    ) -> bool:
+        """Atomically create ``manifest.version``; False if another writer has that version."""
+        ...
+
+
+class ConditionalPutCommitHandler:
+    """Commits by the object store's put-if-absent on the final ``_versions/`` path (§12.1-12.2)."""
+
+    manifest_store: ManifestStore | None = None
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._scheme: NamingScheme | None = None  # fixed once the dataset has one version
+
+    def __repr__(self) -> str:
+        return f"ConditionalPutCommitHandler({self.store.uri!r})"
+
+    def list_versions(self) -> tuple[NamingScheme | None, list[int]]:
+        scheme, versions = _m.list_versions(self.store)
+        if scheme is not None:
+            self._scheme = scheme
+        return scheme, versions
+
+    def latest_version(self) -> int:
+        versions = self.list_versions()[1]
+        return versions[-1] if versions else 0
+
+    def read_manifest(self, version: int) -> ManifestFile:
+        if self._scheme is None:
+            self.list_versions()
+        return _m.read_manifest(self.store, version, self._scheme or NamingScheme.V2)
+
+    def put_manifest_if_absent(
+        self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
+    ) -> bool:
+        if not _m.write_manifest_if_absent(self.store, manifest, transaction, scheme):
+            return False
+        self._scheme = scheme
+        return True
+
+
+class ExternalManifestCommitHandler:
+    """Commits through a :class:`ManifestStore` (staged manifest, KV put, finalize; §12.3).
+
+    The KV store is the authority on the latest version once it holds the dataset; before that
+    (a dataset created by conditional put, or copied to a new URI) the ``_versions/`` listing is.
+    Versions are listed from ``_versions/`` after finalizing the latest, so versions removed by
+    cleanup disappear as they do for the other handler.
+    """
+
+    def __init__(self, store: ObjectStore, manifest_store: ManifestStore) -> None:
+        self.store = store
+        self.manifest_store: ManifestStore | None = manifest_store
+        self._mstore = manifest_store
+        self._scheme: NamingScheme | None = None
+
+    def __repr__(self) -> str:
+        return f"ExternalManifestCommitHandler({self.store.uri!r}, {self._mstore!r})"
+
+    def list_versions(self) -> tuple[NamingScheme | None, list[int]]:
+        latest = resolve_latest_location(self.store, self._mstore)  # finalizes a stopped commit
+        scheme, versions = _m.list_versions(self.store)
+        if latest is None:
+            if scheme is not None:
+                self._scheme = scheme
+            return scheme, versions
+        kv_scheme = scheme_of_path(latest.path, latest.version)
+        if scheme is not None and scheme is not kv_scheme:
+            raise CorruptFileError(
+                self.store.full_path(_m.VERSIONS_DIR),
+                f"manifests use the {scheme.name} naming scheme, the manifest store the {kv_scheme.name} one",
+            )
+        if versions and versions[-1] > latest.version:
+            log.warning(
+                "%s: _versions/ has versions up to %d beyond the manifest store's latest %d "
+                "(written without the manifest store?); they are ignored",
+                self.store.uri,
+                versions[-1],
+                latest.version,
+            )
+        versions = [v for v in versions if v <= latest.version]
+        if not versions or versions[-1] != latest.version:
+            versions.append(latest.version)
+        self._scheme = kv_scheme
+        return kv_scheme, versions
+
+    def latest_version(self) -> int:
+        return resolve_latest(self.store, self._mstore) or 0
+
+    def read_manifest(self, version: int) -> ManifestFile:
+        rel = resolve_version(self.store, self._mstore, version, self._scheme)
+        return _m.read_manifest(self.store, version, scheme_of_path(rel, version))
+
+    def put_manifest_if_absent(
+        self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
+    ) -> bool:
+        data = _m.encode_manifest_file(manifest, transaction)
+        if not commit_external(self.store, self._mstore, manifest.version, data, scheme):
+            return False
+        self._scheme = scheme
+        return True
+
+
+def commit_handler_for(
+    store: ObjectStore, manifest_store: "ManifestStore | str | os.PathLike[str] | None" = None
+) -> CommitHandler:
+    """The handler for a dataset: conditional put, or the given KV store.
+
+    Args:
+        manifest_store: None (conditional put), a :class:`ManifestStore`, or a SQLite file path /
+            ``sqlite:///`` URL for :class:`.manifest_store.SQLiteManifestStore`.
+    """
+    if manifest_store is None:
+        return ConditionalPutCommitHandler(store)
+    return ExternalManifestCommitHandler(store, open_manifest_store(manifest_store))
