@@ -13,10 +13,19 @@ from datetime import UTC, datetime, timedelta
 
 from .deletion import deletion_file_path
 from .errors import LanceOpsError
-from .manifest import VERSIONS_DIR, Manifest, NamingScheme, list_versions, manifest_path, read_manifest
+from .manifest import (
+    VERSIONS_DIR,
+    Manifest,
+    NamingScheme,
+    list_versions,
+    manifest_path,
+    parse_manifest_name,
+    read_manifest,
+)
 from .store import ObjectStore
 
 TAGS_DIR = "_refs/tags"
+HINT_FILE = "latest_version_hint.json"
 DEFAULT_ORPHAN_GRACE = timedelta(days=7)
 
 
@@ -33,6 +42,7 @@ class CleanupStats:
     deletion_files_removed: int = 0
     index_files_removed: int = 0
     failed_deletes: int = 0
+    temporary_files_removed: int = 0  # commit temp files left in _versions/ by killed writers
     removed_paths: tuple[str, ...] = ()
 
 
@@ -123,7 +133,9 @@ def cleanup_old_versions(
     dropped_files: set[str] = set()
     for v in drop:
         dropped_files |= _files_of(manifests[v])
-    grace_cut = now_ns / 1e9 - (0 if delete_unverified else max(orphan_grace, older_than).total_seconds())
+    # As pylance: an unreferenced file is removed once it is older than the grace period,
+    # whatever ``older_than`` says (a file no manifest names is not a version).
+    grace_cut = now_ns / 1e9 - (0 if delete_unverified else orphan_grace.total_seconds())
     candidates: dict[str, int] = {}
     for prefix in ("data", "_deletions", "_transactions"):
         for rel, size, mtime in store.list_files(prefix):
@@ -131,6 +143,14 @@ def cleanup_old_versions(
                 continue
             if rel in dropped_files or (mtime is not None and mtime < grace_cut):
                 candidates[rel] = size
+    # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
+    temps: dict[str, int] = {}
+    for rel, size, mtime in store.list_files(VERSIONS_DIR):
+        name = rel.rsplit("/", 1)[-1]
+        if "/" in rel[len(VERSIONS_DIR) + 1 :] or parse_manifest_name(name) is not None or name == HINT_FILE:
+            continue
+        if mtime is not None and mtime < grace_cut:
+            temps[rel] = size
     removed = [manifest_path(scheme, v) for v in drop]
     sizes = {p: store.size(p) for p in removed}
     stats = dict(data=0, txn=0, dele=0)
@@ -139,19 +159,20 @@ def cleanup_old_versions(
         stats["data" if rel.startswith("data/") else "txn" if rel.startswith("_transactions/") else "dele"] += 1
     if not dry_run:
         # Manifests first: a version disappears before its files do, so no reader sees a hole.
-        for rel in removed + sorted(candidates):
+        for rel in removed + sorted(candidates) + sorted(temps):
             try:
                 store.delete(rel)
             except OSError:
                 failed += 1
     return CleanupStats(
-        bytes_removed=sum(candidates.values()) + sum(sizes.values()),
+        bytes_removed=sum(candidates.values()) + sum(sizes.values()) + sum(temps.values()),
         old_versions=len(drop),
         data_files_removed=stats["data"],
         transaction_files_removed=stats["txn"],
         deletion_files_removed=stats["dele"],
         failed_deletes=failed,
-        removed_paths=tuple(removed + sorted(candidates)),
+        temporary_files_removed=len(temps),
+        removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
     )
 
 

@@ -15,7 +15,7 @@ from .errors import RetryableCommitConflictError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
 from .mutate import deleted_offsets, with_deletions
-from .operations import Delete, Rewrite, RewriteGroup, Update
+from .operations import Delete, Operation, Rewrite, RewriteGroup, Update
 from .store import ObjectStore
 from .transaction import Transaction
 
@@ -27,12 +27,15 @@ class RebaseState:
         self.seen: dict[int, FragmentMetadata] = {f.id: f for f in read_manifest.fragments}
 
 
-def _retry(txn: Transaction, version: int, why: str) -> RetryableCommitConflictError:
+def _retry_error(txn: Transaction, version: int, why: str, other: Operation | None = None) -> RetryableCommitConflictError:
+    name = f" ({other.name})" if other is not None else ""
     return RetryableCommitConflictError(
-        f"{txn.operation.name} planned on version {txn.read_version} cannot be rebased over version {version}: {why}",
+        f"{txn.operation.name} planned on version {txn.read_version} cannot be rebased over version "
+        f"{version}{name}: {why}",
         read_version=txn.read_version,
         conflicting_version=version,
         operation=txn.operation,
+        other_operation=other,
     )
 
 
@@ -52,10 +55,21 @@ def rebase(
     state: RebaseState,
     *,
     stable_row_ids: bool,
+    other: Operation | None = None,
 ) -> Transaction:
-    """``txn`` adjusted to sit on top of ``theirs_manifest`` for the fragments in ``common``."""
+    """``txn`` adjusted to sit on top of ``theirs_manifest`` for the fragments in ``common``.
+
+    Args:
+        other: the operation committed as ``theirs_manifest`` (named in conflict errors).
+
+    Raises:
+        RetryableCommitConflictError: the two cannot be reconciled row by row.
+    """
     op = txn.operation
     v = theirs_manifest.version
+
+    def _retry(txn: Transaction, version: int, why: str) -> RetryableCommitConflictError:
+        return _retry_error(txn, version, why, other)
     if isinstance(op, Delete | Update):
         updated = {f.id: f for f in op.updated_fragments}
         removed = set(op.deleted_fragment_ids if isinstance(op, Delete) else op.removed_fragment_ids)

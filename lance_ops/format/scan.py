@@ -6,8 +6,12 @@ Rows come out fragment by fragment, batch by batch (bounded memory).  Metadata c
 ``_row_last_updated_at_version`` (1 where a fragment carries no sequence, as pylance).
 """
 
+import os
+import queue
 import re
-from collections.abc import Iterator, Sequence
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,6 +226,91 @@ def scan_fragment(
         yield pa.RecordBatch.from_arrays([out.column(n) for n in plan.output], schema=plan.out_schema)
 
 
+#: fragments read concurrently by :func:`scan` (the one being consumed plus read-ahead)
+FRAGMENT_READAHEAD = max(2, min(4, os.cpu_count() or 2))
+#: decoded batches a read-ahead fragment may hold before it waits for the consumer
+BATCH_READAHEAD = 4
+
+_DONE = object()
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _FragmentProducer:
+    """Runs one fragment's :func:`scan_fragment` in a thread, batches into a bounded queue.
+
+    File reads (``preadv``) and the NumPy/Arrow kernels release the GIL, so fragments decode in
+    parallel with the consumer.  Memory per producer: ``BATCH_READAHEAD`` batches plus the
+    pages it is decoding.
+    """
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], stop: threading.Event) -> None:
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=BATCH_READAHEAD)
+        self._batches = batches
+        self._stop = stop
+        self._thread = threading.Thread(target=self._run, name="lance_ops-scan", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for b in self._batches:
+                if not self._put(b):
+                    return
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            self._put(_Failed(e))
+            return
+        finally:
+            close = getattr(self._batches, "close", None)
+            if close is not None and self._stop.is_set():
+                close()
+        self._put(_DONE)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            item = self.queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            yield item  # type: ignore[misc]
+
+
+def _read_ahead(
+    frags: Sequence[FragmentMetadata],
+    read: Callable[[FragmentMetadata], Iterator[pa.RecordBatch]],
+    depth: int,
+) -> Iterator[tuple[FragmentMetadata, Iterator[pa.RecordBatch]]]:
+    """``(fragment, its batches)`` in order, with up to ``depth`` fragments decoding at once."""
+    if depth <= 1 or len(frags) <= 1:
+        for f in frags:
+            yield f, read(f)
+        return
+    stop = threading.Event()
+    running: deque[tuple[FragmentMetadata, _FragmentProducer]] = deque()
+    nxt = 0
+    try:
+        while nxt < len(frags) or running:
+            while nxt < len(frags) and len(running) < depth:
+                running.append((frags[nxt], _FragmentProducer(read(frags[nxt]), stop)))
+                nxt += 1
+            frag, producer = running.popleft()
+            yield frag, iter(producer)
+    finally:
+        stop.set()  # producers of fragments nobody will read stop at their next batch
+
+
 def scan(
     store: ObjectStore,
     manifest: Manifest,
@@ -231,17 +320,36 @@ def scan(
     limit: int | None = None,
     offset: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    readahead: int = FRAGMENT_READAHEAD,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the dataset (or the given fragments) with limit/offset over the filtered rows."""
+    """Stream the dataset (or the given fragments) with limit/offset over the filtered rows.
+
+    Batches come out in fragment order; up to ``readahead`` fragments are read and decoded
+    concurrently in background threads (bounded memory: a few batches and pages each).
+    """
     skip = offset or 0
     remaining = limit
     if remaining is not None and remaining <= 0:
         return
+    todo = []
     for frag in fragments if fragments is not None else manifest.fragments:
         if plan.filter is None and skip >= frag.num_rows and frag.num_rows >= 0:
             skip -= frag.num_rows
             continue
-        for b in scan_fragment(store, manifest, frag, plan, batch_size=batch_size):
+        todo.append(frag)
+    if remaining is not None and plan.filter is None:
+        # without a filter the fragments needed are known up front: no wasted read-ahead
+        need, cut = remaining + skip, 0
+        while cut < len(todo) and need > 0:
+            need -= todo[cut].num_rows
+            cut += 1
+        todo = todo[:cut]
+
+    def read(frag: FragmentMetadata) -> Iterator[pa.RecordBatch]:
+        return scan_fragment(store, manifest, frag, plan, batch_size=batch_size)
+
+    for _frag, batches in _read_ahead(todo, read, readahead):
+        for b in batches:
             if skip:
                 if skip >= b.num_rows:
                     skip -= b.num_rows

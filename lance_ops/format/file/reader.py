@@ -8,6 +8,7 @@ reading their data raises :class:`UnsupportedFeatureError`.
 """
 
 import bisect
+import os
 import posixpath
 import struct
 from collections.abc import Iterator, Sequence
@@ -63,6 +64,35 @@ def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     if len(chunks) == 1:
         return chunks[0]
     return pa.concat_arrays(chunks)
+
+
+def _pread_buffers(path: str, ranges: Sequence[tuple[int, int]], where: str) -> list[pa.Buffer]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        out = []
+        for pos, size in ranges:
+            buf = pa.allocate_buffer(size)
+            got = 0
+            view = memoryview(buf)
+            while got < size:
+                n = _preadv(fd, view[got:], pos + got)
+                if n <= 0:
+                    raise CorruptFileError(
+                        where, f"short read of page buffer at {pos}: {got} of {size} bytes (truncated?)"
+                    )
+                got += n
+            out.append(buf)
+        return out
+    finally:
+        os.close(fd)
+
+
+def _preadv(fd: int, view: memoryview, offset: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], offset)
+    data = os.pread(fd, len(view), offset)  # pragma: no cover - platforms without preadv
+    view[: len(data)] = data
+    return len(data)
 
 
 class _Column:
@@ -298,6 +328,8 @@ class DataFileReader:
         except SchemaError as e:
             raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
         self.num_rows = int(self.file_descriptor.length)
+        # the preadv fast path only for the plain local store (wrappers keep their read_ranges)
+        self._local_path = self.path if type(store) is ObjectStore and store.is_local else None
         self._column_of = {f.id: i for i, f in enumerate(self.schema.fields)}
         self._pages_cache: dict[int, list[_Page]] = {}
 
@@ -386,16 +418,29 @@ class DataFileReader:
         except DecodeError as e:
             raise CorruptFileError(self.path, f"cannot decode {what}: {e}") from e
 
-    def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
-        raw = self.store.read_ranges(self.rel_path, page.ranges) if page.ranges else []
+    def read_buffers(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        """The bytes of ``(offset, size)`` ranges of the file, as Arrow buffers.
+
+        Local files are read with ``preadv`` straight into buffers from Arrow's memory pool:
+        the pool recycles page-sized blocks, where a fresh ``bytes`` per page costs page faults
+        that halve the scan speed.  Other stores go through ``ObjectStore.read_ranges``.
+        """
+        if not ranges:
+            return []
+        if self._local_path is not None:
+            return _pread_buffers(self._local_path, ranges, self.path)
+        raw = self.store.read_ranges(self.rel_path, list(ranges))
         bufs = []
-        for (pos, size), data in zip(page.ranges, raw, strict=True):
+        for (pos, size), data in zip(ranges, raw, strict=True):
             if len(data) != size:
                 raise CorruptFileError(
                     self.path, f"short read of page buffer at {pos}: {len(data)} of {size} bytes"
                 )
-            bufs.append(pa.py_buffer(data))
-        ctx = PageBuffers(self.path, bufs)
+            bufs.append(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
+        return bufs
+
+    def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+        ctx = PageBuffers(self.path, self.read_buffers(page.ranges))
         out = decode_array(ctx, page.encoding, page.length, dtype)
         if isinstance(out, pa.Array) and len(out) != page.length:
             raise CorruptFileError(

@@ -1,0 +1,527 @@
+"""Building blocks for engines that spread reads and the change feed over many workers.
+
+Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark executors.
+
+- :func:`scan_fragment_range`: the live rows among physical rows ``[offset, offset+length)`` of
+  one fragment, with user and metadata columns, so one large fragment can feed several tasks.
+  An optional filter over the metadata columns runs *before* any data page is decoded, so a
+  scan for "rows changed after version v" reads only the batches that hold such rows.
+- :func:`fragment_rows`: a fragment's row ids, versions and deletion mask from metadata alone
+  (manifest sequences and deletion files; no data file is opened).
+- Change feed as plan / execute (same semantics and output as
+  :func:`lance_ops.format.maintenance.change_feed.change_feed_batches`, FORMAT_NOTES.md §13):
+  :func:`plan_change_feed` works on metadata only (driver side) and yields picklable
+  :class:`ChangeFeedTask`\\ s; :func:`execute_change_feed_task` runs one anywhere.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import rowids
+from ..commit import load_transaction
+from ..deletion import read_deletion_file
+from ..errors import CorruptFileError, DatasetNotFoundError, SchemaError, UnsupportedFeatureError
+from ..file.reader import DataFileReader
+from ..fragment import FragmentMetadata
+from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
+from ..operations import Append, ReserveFragments, UpdateConfig
+from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
+from ..store import ObjectStore
+from .change_feed import change_feed_schema
+
+DEFAULT_BATCH_SIZE = 131072
+_INDEX = "__lance_ops_row_index"
+
+__all__ = [
+    "ChangeFeedPlan",
+    "ChangeFeedTask",
+    "FragmentRows",
+    "commit_timestamp_micros",
+    "execute_change_feed_task",
+    "fragment_rows",
+    "id_removing_versions",
+    "light_manifest",
+    "live_row_ids",
+    "open_manifest",
+    "plan_change_feed",
+    "scan_fragment_range",
+]
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def open_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manifest, NamingScheme]:
+    """The manifest of ``version`` (latest if None) and the naming scheme, with one listing."""
+    scheme, versions = list_versions(store)
+    if not versions or scheme is None:
+        raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
+    target = versions[-1] if version is None else int(version)
+    if target not in versions:
+        raise DatasetNotFoundError(
+            f"{store.uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})"
+        )
+    return read_manifest(store, target, scheme).manifest, scheme
+
+
+def light_manifest(manifest: Manifest) -> Manifest:
+    """``manifest`` without its fragment list: what a task needs to scan fragments it is given."""
+    return manifest.with_changes(fragments=(), index_section=None)
+
+
+def commit_timestamp_micros(manifest: Manifest) -> int:
+    """Commit time in microseconds since the epoch, rounded exactly as ``LanceDataset.versions()``
+    and the in-process change feed round it (so both feeds agree to the microsecond)."""
+    ts = datetime.fromtimestamp(manifest.timestamp_ns / 1e9, tz=timezone.utc)
+    return int(ts.timestamp() * 1_000_000)
+
+
+# --------------------------------------------------------------------------- metadata-only rows
+
+
+@dataclass(frozen=True)
+class FragmentRows:
+    """Per physical row of one fragment, from metadata only.
+
+    ``ids`` are stable row ids (row addresses without stable ids); ``created``/``updated`` are
+    the version columns (1 where the fragment carries no sequence, as pylance); ``live`` is
+    False for deleted rows.
+    """
+
+    fragment_id: int
+    ids: np.ndarray
+    created: np.ndarray
+    updated: np.ndarray
+    live: np.ndarray
+
+
+def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> FragmentRows:
+    """Row ids, both versions and the live mask of ``frag`` without opening a data file."""
+    n = frag.physical_rows
+    if manifest.uses_stable_row_ids:
+        if frag.row_ids is None:
+            raise CorruptFileError(store.uri, f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.decode_row_ids(frag.row_ids, expected_len=n)
+    else:
+        ids = (np.uint64(frag.id) << np.uint64(32)) + np.arange(n, dtype=np.uint64)
+    ones = np.ones(n, dtype=np.uint64)
+    created = (
+        rowids.decode_versions(frag.created_at_versions, expected_len=n)
+        if frag.created_at_versions is not None
+        else ones
+    )
+    updated = (
+        rowids.decode_versions(frag.last_updated_at_versions, expected_len=n)
+        if frag.last_updated_at_versions is not None
+        else ones
+    )
+    live = np.ones(n, dtype=bool)
+    if frag.deletion_file is not None:
+        live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n)] = False
+    return FragmentRows(frag.id, ids, created, updated, live)
+
+
+def live_row_ids(store: ObjectStore, manifest: Manifest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, created, updated) of every live row of ``manifest``, sorted by id; metadata only."""
+    ids, created, updated = [], [], []
+    for frag in manifest.fragments:
+        r = fragment_rows(store, manifest, frag)
+        ids.append(r.ids[r.live])
+        created.append(r.created[r.live])
+        updated.append(r.updated[r.live])
+    if not ids:
+        empty = np.empty(0, dtype=np.uint64)
+        return empty, empty, empty
+    all_ids = np.concatenate(ids)
+    order = np.argsort(all_ids, kind="stable")
+    return all_ids[order], np.concatenate(created)[order], np.concatenate(updated)[order]
+
+
+def _member(sorted_ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is ``values[i]`` in ``sorted_ids``, its position there)."""
+    if sorted_ids.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool), np.zeros(values.size, dtype=np.intp)
+    pos = np.clip(np.searchsorted(sorted_ids, values), 0, sorted_ids.size - 1)
+    return sorted_ids[pos] == values, pos
+
+
+# --------------------------------------------------------------------------- range scans
+
+
+def _data_sources(manifest: Manifest, frag: FragmentMetadata, names: Sequence[str]) -> list[tuple[Any, list[int]]]:
+    """(data file, field ids it serves) for the top-level columns ``names``; first file wins."""
+    schema = manifest.schema
+    wanted = [schema.field(n).id for n in names]
+    covered: set[int] = set()
+    out = []
+    for df in frag.files:
+        in_file = set(df.fields)
+        ids = [fid for fid in wanted if fid in in_file and fid not in covered]
+        if ids:
+            covered.update(ids)
+            out.append((df, ids))
+    return out
+
+
+class _RangeColumns:
+    """Decodes rows ``[start, stop)`` of some top-level columns of one fragment, in any order of
+    increasing ranges, keeping decoded pages while a scan is still inside them."""
+
+    def __init__(self, store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.target = manifest.schema.project(self.names).to_arrow() if self.names else pa.schema([])
+        self.by_id: dict[int, Any] = {}
+        for df, ids in _data_sources(manifest, frag, self.names):
+            reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+            if reader.num_rows != frag.physical_rows:
+                raise CorruptFileError(
+                    store.full_path(f"data/{df.path}"),
+                    f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
+                )
+            # DataFileReader.read() builds fresh column decoders (and drops their page cache) on
+            # every call; skipping batches needs long-lived decoders, hence the private helper.
+            _, cols = reader._columns(ids)
+            for fid, col in zip(ids, cols, strict=True):
+                self.by_id[fid] = col
+        self.ids = [manifest.schema.field(n).id for n in self.names]
+
+    def read(self, start: int, stop: int) -> list[pa.Array]:
+        n = stop - start
+        return [
+            self.by_id[fid].read(start, stop) if fid in self.by_id else pa.nulls(n, type=self.target.field(i).type)
+            for i, fid in enumerate(self.ids)
+        ]
+
+
+def scan_fragment_range(
+    store: ObjectStore,
+    manifest: Manifest,
+    frag: FragmentMetadata,
+    columns: Sequence[str],
+    *,
+    offset: int = 0,
+    length: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    meta_filter: pc.Expression | None = None,
+    rows: FragmentRows | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Live rows among physical rows ``[offset, offset+length)`` of ``frag``.
+
+    Args:
+        columns: user columns and metadata columns (``_rowid``, ``_rowaddr``,
+            ``_row_created_at_version``, ``_row_last_updated_at_version``; uint64) in output order.
+        meta_filter: an expression over metadata columns only, evaluated before data pages are
+            decoded; batches without a matching row are never read.
+        rows: the fragment's :func:`fragment_rows`, if the caller already has them.
+
+    Yields:
+        Non-empty batches with exactly ``columns``; the union over a fragment's ranges equals a
+        whole-fragment scan (``LanceDataset.to_batches(fragments=[frag])``).
+    """
+    names = {f.name for f in manifest.schema.top_level()}
+    for c in columns:
+        if c not in names and c not in META_COLUMNS:
+            raise SchemaError(f"column {c!r} is not in the dataset schema {sorted(names)}")
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    user = [c for c in columns if c not in META_COLUMNS]
+    meta = [c for c in columns if c in META_COLUMNS]
+    start = max(0, int(offset))
+    stop = frag.physical_rows if length is None else min(frag.physical_rows, start + int(length))
+    if start >= stop:
+        return
+    r = rows if rows is not None else fragment_rows(store, manifest, frag)
+    data = _RangeColumns(store, manifest, frag, user) if user else None
+    arrow = manifest.schema.to_arrow()
+    out_schema = pa.schema(
+        [pa.field(c, pa.uint64()) if c in META_COLUMNS else arrow.field(c) for c in columns], metadata=arrow.metadata
+    )
+    base = np.uint64(frag.id) << np.uint64(32)
+    for s in range(start, stop, batch_size):
+        e = min(stop, s + batch_size)
+        keep = np.flatnonzero(r.live[s:e])
+        if keep.size == 0:
+            continue
+        meta_cols: dict[str, np.ndarray] = {}
+        if meta or meta_filter is not None:
+            meta_cols = {
+                ROW_ID: r.ids[s:e],
+                ROW_ADDR: base + np.arange(s, e, dtype=np.uint64),
+                CREATED_AT: r.created[s:e],
+                UPDATED_AT: r.updated[s:e],
+            }
+        if meta_filter is not None:
+            t = pa.table({k: pa.array(v[keep], type=pa.uint64()) for k, v in meta_cols.items()})
+            t = t.append_column(_INDEX, pa.array(keep))
+            keep = t.filter(meta_filter).column(_INDEX).to_numpy()
+            if keep.size == 0:
+                continue
+        full = keep.size == e - s
+        cols: dict[str, pa.Array] = {}
+        if data is not None:
+            idx = None if full else pa.array(keep)
+            for name, arr in zip(user, data.read(s, e), strict=True):
+                cols[name] = arr if idx is None else arr.take(idx)
+        for name in meta:
+            v = meta_cols[name]
+            cols[name] = pa.array(v if full else v[keep], type=pa.uint64())
+        yield pa.RecordBatch.from_arrays([cols[c] for c in columns], schema=out_schema)
+
+
+def row_ranges(frag: FragmentMetadata, rows_per_range: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` pieces of at most ``rows_per_range`` physical rows covering ``frag``."""
+    if rows_per_range <= 0:
+        raise ValueError(f"rows_per_range must be positive, got {rows_per_range}")
+    n = frag.physical_rows
+    if n == 0:
+        return []
+    pieces = -(-n // rows_per_range)
+    size = -(-n // pieces)
+    return [(o, min(size, n - o)) for o in range(0, n, size)]
+
+
+# --------------------------------------------------------------------------- change feed
+
+
+def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
+    """Versions in ``(begin, end]`` whose transaction may make a live row id disappear.
+
+    Appends, fragment reservations and config changes never remove a row; everything else
+    (Delete, Update, Overwrite, Restore, Rewrite, operations lance_ops does not model, or a
+    version whose transaction cannot be read) is a candidate.
+    """
+    out = []
+    for v in range(begin + 1, end + 1):
+        try:
+            op = load_transaction(store, v, scheme).operation
+        except Exception:  # no or unreadable transaction: assume the worst
+            out.append(v)
+            continue
+        if not isinstance(op, Append | ReserveFragments | UpdateConfig):
+            out.append(v)
+    return out
+
+
+@dataclass(frozen=True)
+class ChangeFeedTask:
+    """One fragment (range) to scan for change rows (picklable).
+
+    ``kind`` "end": inserts and update post-images among the rows of a fragment of the end
+    version.  ``kind`` "begin": update pre-images and deletes among the rows of a fragment of
+    the begin version; ``pre_ids``/``pre_versions`` and ``dead_ids``/``dead_versions`` (sorted
+    by id) say which row ids to emit and their commit versions.
+    """
+
+    kind: str
+    uri: str
+    storage_options: Mapping[str, Any]
+    manifest: Manifest  # light (no fragment list): schema and flags of the version scanned
+    fragment: FragmentMetadata
+    offset: int
+    length: int
+    begin: int
+    end: int
+    user_schema: pa.Schema  # the end version's user columns (output columns)
+    timestamps: Mapping[int, int]  # version -> commit time (microseconds, UTC)
+    pre_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    pre_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    dead_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    dead_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+
+
+@dataclass(frozen=True)
+class ChangeFeedPlan:
+    begin: int
+    end: int
+    schema: pa.Schema  # change_feed_schema of the end version
+    tasks: tuple[ChangeFeedTask, ...]
+
+
+def plan_change_feed(
+    uri: str,
+    begin_version: int,
+    end_version: int,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    rows_per_task: int = 1_048_576,
+) -> ChangeFeedPlan:
+    """Plan the change feed of ``(begin_version, end_version]`` from metadata alone.
+
+    Raises:
+        ValueError: not ``0 <= begin <= end``.
+        UnsupportedFeatureError: the end version has no stable row ids.
+        DatasetNotFoundError: a version does not exist.
+    """
+    if begin_version < 0 or end_version < begin_version:
+        raise ValueError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
+    so = dict(storage_options or {})
+    store = ObjectStore(uri, so)
+    end_m, scheme = open_manifest(store, end_version)
+    if not end_m.uses_stable_row_ids:
+        raise UnsupportedFeatureError(
+            f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
+        )
+    user_schema = end_m.schema.to_arrow()
+    schema = change_feed_schema(user_schema)
+    if begin_version == end_version:
+        return ChangeFeedPlan(begin_version, end_version, schema, ())
+    b, e = np.uint64(begin_version), np.uint64(end_version)
+    manifests = {end_version: end_m}
+
+    def at(v: int) -> Manifest:
+        if v not in manifests:
+            manifests[v] = read_manifest(store, v, scheme).manifest
+        return manifests[v]
+
+    stamps = {v: commit_timestamp_micros(at(v)) for v in range(begin_version + 1, end_version + 1)}
+    light_end = light_manifest(end_m)
+    tasks: list[ChangeFeedTask] = []
+    end_ids, end_created, end_updated = [], [], []
+    for frag in end_m.fragments:
+        r = fragment_rows(store, end_m, frag)
+        live_ids = r.ids[r.live]
+        end_ids.append(live_ids)
+        end_created.append(r.created[r.live])
+        end_updated.append(r.updated[r.live])
+        changed = r.live & (
+            ((r.created > b) & (r.created <= e)) | ((r.created <= b) & (r.updated > b) & (r.updated <= e))
+        )
+        for off, n in row_ranges(frag, rows_per_task):
+            if changed[off : off + n].any():
+                tasks.append(
+                    ChangeFeedTask("end", uri, so, light_end, frag, off, n, begin_version, end_version,
+                                   user_schema, stamps)
+                )
+    if begin_version == 0:
+        return ChangeFeedPlan(begin_version, end_version, schema, tuple(tasks))
+
+    ids = np.concatenate(end_ids) if end_ids else np.empty(0, dtype=np.uint64)
+    created = np.concatenate(end_created) if end_created else np.empty(0, dtype=np.uint64)
+    updated = np.concatenate(end_updated) if end_updated else np.empty(0, dtype=np.uint64)
+    order = np.argsort(ids, kind="stable")
+    ids, created, updated = ids[order], created[order], updated[order]
+    is_post = (created <= b) & (updated > b) & (updated <= e)
+    post_ids, post_versions = ids[is_post], updated[is_post]
+
+    begin_m = at(begin_version)
+    light_begin = light_manifest(begin_m)
+    candidates = id_removing_versions(store, scheme, begin_version, end_version)
+    removal_live: dict[int, np.ndarray] = {}
+
+    def first_gone(dead: np.ndarray) -> np.ndarray:
+        """For row ids live at begin and gone at end: the first version without them."""
+        out = np.full(dead.size, end_version, dtype=np.uint64)
+        pending = np.ones(dead.size, dtype=bool)
+        for v in candidates[:-1]:
+            if v not in removal_live:
+                removal_live[v] = live_row_ids(store, at(v))[0]
+            present, _ = _member(removal_live[v], dead)
+            newly = pending & ~present
+            out[newly] = v
+            pending &= present
+            if not pending.any():
+                break
+        if candidates:
+            out[pending] = candidates[-1]
+        return out
+
+    for frag in begin_m.fragments:
+        r = fragment_rows(store, begin_m, frag)
+        for off, n in row_ranges(frag, rows_per_task):
+            sl = slice(off, off + n)
+            live_ids = r.ids[sl][r.live[sl]]
+            if live_ids.size == 0:
+                continue
+            alive, _ = _member(ids, live_ids)
+            dead = np.sort(live_ids[~alive])
+            pre_mask, pos = _member(post_ids, live_ids)
+            pre = live_ids[pre_mask]
+            pre_v = post_versions[pos[pre_mask]]
+            if dead.size == 0 and pre.size == 0:
+                continue
+            o = np.argsort(pre, kind="stable")
+            tasks.append(
+                ChangeFeedTask(
+                    "begin", uri, so, light_begin, frag, off, n, begin_version, end_version, user_schema, stamps,
+                    pre_ids=pre[o], pre_versions=pre_v[o], dead_ids=dead, dead_versions=first_gone(dead),
+                )
+            )
+    return ChangeFeedPlan(begin_version, end_version, schema, tuple(tasks))
+
+
+def _emit(
+    batch: pa.RecordBatch, task: ChangeFeedTask, schema: pa.Schema, kinds: pa.Array, versions: np.ndarray
+) -> pa.RecordBatch:
+    user = task.user_schema
+    cols = []
+    for f in user:
+        col = batch.column(f.name)
+        cols.append(col if col.type == f.type else col.cast(f.type))
+    v = versions.astype(np.uint64)
+    micros = np.fromiter((task.timestamps[int(x)] for x in v), dtype=np.int64, count=v.size)
+    cols += [
+        batch.column(ROW_ID),
+        kinds,
+        pa.array(v, type=pa.uint64()),
+        pa.array(micros, type=pa.timestamp("us", tz="UTC")),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def execute_change_feed_task(task: ChangeFeedTask, *, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """Change rows of one task, with :func:`change_feed_schema` of the end version's columns."""
+    store = ObjectStore(task.uri, task.storage_options)
+    schema = change_feed_schema(task.user_schema)
+    user = task.user_schema.names
+    have = {f.name for f in task.manifest.schema.top_level()}
+    missing = [c for c in user if c not in have]
+    if missing:
+        raise SchemaError(f"{task.uri}: version {task.manifest.version} has no column(s) {missing} of the end version")
+    b = pa.scalar(task.begin, pa.uint64())
+    e = pa.scalar(task.end, pa.uint64())
+    created, updated = pc.field(CREATED_AT), pc.field(UPDATED_AT)
+
+    def const(kind: str, n: int) -> pa.Array:
+        return pa.array([kind], type=pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+
+    if task.kind == "end":
+        inserted = (created > b) & (created <= e)
+        post = (created <= b) & (updated > b) & (updated <= e)
+        cols = list(user) + [ROW_ID, CREATED_AT, UPDATED_AT]
+        for batch in scan_fragment_range(
+            store, task.manifest, task.fragment, cols, offset=task.offset, length=task.length,
+            batch_size=batch_size, meta_filter=inserted | post,
+        ):
+            c = batch.column(CREATED_AT).to_numpy()
+            u = batch.column(UPDATED_AT).to_numpy()
+            ins = (c > task.begin) & (c <= task.end)
+            if ins.any():
+                part = batch.filter(pa.array(ins)) if not ins.all() else batch
+                yield _emit(part, task, schema, const("insert", part.num_rows), c[ins])
+            if (~ins).any():
+                part = batch.filter(pa.array(~ins))
+                yield _emit(part, task, schema, const("update_postimage", part.num_rows), u[~ins])
+        return
+    if task.kind != "begin":
+        raise ValueError(f"unknown change feed task kind {task.kind!r}")
+    wanted = np.union1d(task.pre_ids, task.dead_ids)
+    id_filter = pc.field(ROW_ID).isin(pa.array(wanted, type=pa.uint64()))
+    for batch in scan_fragment_range(
+        store, task.manifest, task.fragment, list(user) + [ROW_ID], offset=task.offset, length=task.length,
+        batch_size=batch_size, meta_filter=id_filter,
+    ):
+        rid = batch.column(ROW_ID).to_numpy()
+        is_pre, pos = _member(task.pre_ids, rid)
+        if is_pre.any():
+            part = batch.filter(pa.array(is_pre))
+            yield _emit(part, task, schema, const("update_preimage", part.num_rows), task.pre_versions[pos[is_pre]])
+        is_dead, dpos = _member(task.dead_ids, rid)
+        if is_dead.any():
+            part = batch.filter(pa.array(is_dead))
+            yield _emit(part, task, schema, const("delete", part.num_rows), task.dead_versions[dpos[is_dead]])
