@@ -1,66 +1,275 @@
-"""``make demo``: write a local dataset, append, time-travel and print a summary.
+"""``make demo``: the whole maintenance pipeline through Dagster, in this process.
 
-Runs on the embedded default (a dataset under ``.lance_ops/demo``).  Exits non-zero if any
-check fails.
+On the embedded default (``.lance_ops/demo``: a local dataset, its change feed sink and a
+Dagster instance; Spark ``local[*]``), with one SparkSession for every run:
+
+1. create the dataset (stable row ids) from generated rows with the Spark append job;
+2. delete rows, then let the compaction sensor decide: it requests a deletion
+   materialisation, which runs;
+3. append more batches and upsert rows; the sensor now requests a compaction, which runs;
+   a second tick requests nothing;
+4. the new-versions sensor adds a change-feed partition per version, and one backfill run
+   rebuilds the change feed of every version;
+5. the asset checks run; a summary table is printed.
+
+Exits 0 only if every run succeeded, every check passed and the results match the in-process
+oracle (``lance_ops.format``).  ``DAGSTER_HOME=.lance_ops/demo/dagster_home make ui`` shows
+the runs afterwards.
 """
 
+import argparse
 import shutil
 import sys
 import time
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-import lance_ops.format as lf
-
-ROOT = Path(".lance_ops") / "demo" / "events"
-
-
-def _batch(start: int, n: int) -> pa.Table:
-    ids = np.arange(start, start + n, dtype=np.int64)
-    return pa.table(
-        {
-            "id": ids,
-            "kind": pa.array(np.array(["click", "view", "buy"])[ids % 3]),
-            "amount": (ids % 97).astype(np.float64) * 1.25,
-        }
-    )
+DEMO_DIR = Path(".lance_ops") / "demo"
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1
+"""
 
 
-def main() -> int:
-    if ROOT.exists():
-        shutil.rmtree(ROOT)
-    uri = str(ROOT)
-    t0 = time.perf_counter()
-    lf.write_dataset(_batch(0, 200_000), uri, enable_stable_row_ids=True, max_rows_per_file=50_000)
-    for i in range(1, 4):
-        lf.write_dataset(_batch(200_000 * i, 20_000), uri, mode="append")
-    ds = lf.dataset(uri)
-    elapsed = time.perf_counter() - t0
-    checks = {
-        "4 versions": [v["version"] for v in ds.versions()] == [1, 2, 3, 4],
-        "rows": ds.count_rows() == 260_000,
-        "time travel to v1": ds.checkout_version(1).count_rows() == 200_000,
-        "stable row ids are dense": ds.to_table(columns=["_rowid"])["_rowid"].to_numpy().tolist()
-        == list(range(260_000)),
-        "created_at of the last append": set(
-            ds.to_table(columns=["_row_created_at_version"], filter=pc.field("id") >= 600_000)[
-                "_row_created_at_version"
-            ].to_pylist()
+class Demo:
+    def __init__(self, root: Path, *, master: str | None, out: Any) -> None:
+        from dagster import DagsterInstance
+
+        from lance_ops.assets.definitions import build_definitions
+        from lance_ops.assets.settings import DEFAULT_CONFIG_YAML, parse_settings
+
+        self.root = root
+        self.out = out
+        text = DEFAULT_CONFIG_YAML.replace(".lance_ops/demo/", "")
+        if master:
+            text = text.replace("master: local[*]", f"master: {master}")
+        self.settings = parse_settings(text, base_dir=root, source_path="<embedded default>")
+        self.d = self.settings.datasets[0]
+        self.defs = build_definitions(self.settings)
+        home = root / "dagster_home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").write_text(DAGSTER_YAML)
+        self.instance = DagsterInstance.from_config(str(home))
+        self.failures: list[str] = []
+        self.cursors: dict[str, str] = {}
+        self.runs: list[tuple[str, float, bool]] = []
+        self.t0 = time.perf_counter()
+
+    # ---------------------------------------------------------------- helpers
+    def log(self, msg: str) -> None:
+        print(f"[{time.perf_counter() - self.t0:6.1f}s] {msg}", file=self.out, flush=True)
+
+    def expect(self, ok: bool, what: str) -> None:
+        if not ok:
+            self.failures.append(what)
+        self.log(f"  [{'ok' if ok else 'FAILED'}] {what}")
+
+    def run(self, job: str, config: Any = None, **kwargs: Any) -> Any:
+        from dagster import RunConfig
+
+        from lance_ops.assets.ops import op_name
+
+        name = f"{self.d.name}_{job}"
+        run_config = kwargs.pop("run_config", None)
+        if run_config is None and config is not None:
+            run_config = RunConfig(ops={op_name(self.d.name, job): config})
+        # Quiet console: the demo prints its own log.
+        run_config = (run_config.to_config_dict() if isinstance(run_config, RunConfig) else dict(run_config or {}))
+        run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+        t = time.perf_counter()
+        result = self.defs.resolve_job_def(name).execute_in_process(
+            run_config=run_config, instance=self.instance, raise_on_error=False, **kwargs
         )
-        == {4},
-    }
-    print(f"dataset {uri}: {len(ds.versions())} versions, {len(ds.get_fragments())} fragments, "
-          f"{ds.count_rows()} rows, written in {elapsed:.2f}s")
-    print(f"{'version':>8} {'rows':>10} {'fragments':>10}")
-    for v in ds.versions():
-        md = v["metadata"]
-        print(f"{v['version']:>8} {md['total_rows']:>10} {md['total_fragments']:>10}")
-    for name, ok in checks.items():
-        print(f"  [{'ok' if ok else 'FAILED'}] {name}")
-    return 0 if all(checks.values()) else 1
+        secs = time.perf_counter() - t
+        self.runs.append((name, secs, result.success))
+        versions = [m.event_specific_data.materialization.tags.get("dagster/data_version")
+                    for m in result.get_asset_materialization_events()
+                    if m.event_specific_data.materialization.asset_key.path == [self.d.name]]
+        self.log(f"run {name}: {'SUCCESS' if result.success else 'FAILURE'} in {secs:.1f}s"
+                 + (f", versions {', '.join(v for v in versions if v)}" if versions else ""))
+        if not result.success:
+            self.failures.append(f"run {name} failed")
+            for ev in result.all_events:
+                if ev.event_type_value == "STEP_FAILURE" and ev.event_specific_data.error:
+                    print(ev.event_specific_data.error.to_string(), file=sys.stderr)
+        return result
+
+    def tick(self, sensor_name: str) -> Any:
+        from dagster import build_sensor_context
+
+        from lance_ops.assets.ops import resource_key
+
+        sensor = self.defs.get_sensor_def(f"{self.d.name}_{sensor_name}")
+        ctx = build_sensor_context(
+            instance=self.instance, cursor=self.cursors.get(sensor.name),
+            resources={resource_key(self.d.name): self.defs.resources[resource_key(self.d.name)]},
+        )
+        result = sensor(ctx)
+        new_cursor = getattr(result, "cursor", None)
+        if new_cursor:
+            self.cursors[sensor.name] = new_cursor  # the daemon keeps this in the instance
+        return result
+
+    def maintenance_tick(self) -> list[Any]:
+        result = self.tick("compaction_sensor")
+        requests = list(getattr(result, "run_requests", None) or [])
+        if not requests:
+            reason = getattr(result, "skip_reason", None) or result
+            self.log(f"compaction sensor: no request ({getattr(reason, 'skip_message', reason)})")
+        for r in requests:
+            self.log(f"compaction sensor: requests {r.job_name} (run key {r.run_key}; {r.tags.get('lance_ops/reason')})")
+        return requests
+
+    # ------------------------------------------------------------------- steps
+    def pipeline(self) -> int:
+        from dagster import AssetKey
+
+        import lance_ops.format as lf
+        from lance_ops.assets.configs import AppendConfig, DeleteConfig, UpsertConfig
+        from lance_ops.assets.stats import manifest_stats
+
+        d = self.d
+        self.log(f"dataset {d.name} at {d.uri}; change feed sink {d.change_feed.sink_uri}")
+        self.log(f"Spark {self.settings.spark.master}; Dagster instance {self.root / 'dagster_home'}")
+
+        self.run("append", AppendConfig(rows=20_000, max_rows_per_file=10_000))
+        ds = lf.dataset(d.uri)
+        self.expect(ds.has_stable_row_ids and ds.count_rows() == 20_000, "created with stable row ids, 20000 rows")
+        self.expect(not self.maintenance_tick(), "below the policy: the compaction sensor requests nothing")
+
+        self.run("delete", DeleteConfig(where="id % 4 = 0"))
+        requests = self.maintenance_tick()
+        self.expect([r.job_name for r in requests] == [f"{d.name}_materialize_deletions"],
+                    "25% deleted: the sensor requests one deletion materialisation")
+        for r in requests:
+            self.run(r.job_name.removeprefix(f"{d.name}_"), run_config=r.run_config, tags=r.tags)
+        ds = lf.dataset(d.uri)
+        self.expect(all(f.deletion_file is None for f in ds.get_fragments()) and ds.count_rows() == 15_000,
+                    "deletions materialised: no deletion file left, 15000 rows")
+
+        for _ in range(3):
+            self.run("append", AppendConfig(rows=2_000))
+        self.run("upsert", UpsertConfig(start_id=25_000, rows=2_000))
+        before = lf.dataset(d.uri)
+        frags_before = len(before.get_fragments())
+        ids_before = before.to_table(columns=["_rowid"])["_rowid"].to_numpy()
+        requests = self.maintenance_tick()
+        self.expect([r.job_name for r in requests] == [f"{d.name}_compact"],
+                    f"{frags_before} small fragments: the sensor requests one compaction")
+        for r in requests:
+            self.run("compact", run_config=r.run_config, tags=r.tags)
+        after = lf.dataset(d.uri)
+        frags_after = len(after.get_fragments())
+        self.expect(frags_after < frags_before, f"compaction: {frags_before} -> {frags_after} fragments")
+        ids_after = after.to_table(columns=["_rowid"])["_rowid"].to_numpy()
+        self.expect(sorted(ids_before.tolist()) == sorted(ids_after.tolist()), "compaction kept every _rowid")
+        self.expect(not self.maintenance_tick(), "next tick: nothing to do")
+
+        result = self.tick("new_versions_sensor")
+        keys: list[str] = []
+        for req in getattr(result, "dynamic_partitions_requests", None) or []:
+            keys += list(req.partition_keys)
+            self.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        latest = after.version
+        self.expect(keys == [str(v) for v in range(1, latest + 1)],
+                    f"new-versions sensor: one partition per version (1..{latest})")
+        cf = self.run("change_feed_partitions",
+                      tags={"dagster/asset_partition_range_start": "1",
+                            "dagster/asset_partition_range_end": str(latest)})
+        mats = cf.get_asset_materialization_events()
+        self.expect(len({m.partition for m in mats}) == latest, f"change feed backfill: {latest} partitions, 1 run")
+        counts: dict[str, dict[str, int]] = {}
+        if mats:
+            counts = mats[0].event_specific_data.materialization.metadata["changes_by_version"].value  # type: ignore[assignment]
+
+        checks = self.run("checks")
+        evaluations = checks.get_asset_check_evaluations() + cf.get_asset_check_evaluations()
+        for c in evaluations:
+            md = {k: v.value for k, v in c.metadata.items()}
+            self.expect(c.passed, f"check {c.asset_key.to_user_string()}:{c.check_name} {md}")
+        self.expect(len(evaluations) == 4, "4 asset checks evaluated")
+
+        # The oracle: the in-process change feed of each version, from lance_ops.format.
+        mismatches = []
+        for v in range(1, latest + 1):
+            table = after.change_feed(v - 1, v)
+            want = {k: int(n) for k, n in zip(*_value_counts(table["_change_type"]), strict=True)}
+            if counts.get(str(v), {}) != want:
+                mismatches.append(f"v{v}: sink {counts.get(str(v))} oracle {want}")
+        self.expect(not mismatches, "change feed per version equals the in-process oracle"
+                    + (f" ({'; '.join(mismatches)})" if mismatches else ""))
+
+        # Summary
+        from lance_ops.assets.stats import transaction_of
+        from lance_ops.format.store import ObjectStore
+
+        store = ObjectStore(d.uri)
+        rows = []
+        for v in range(1, latest + 1):
+            m = after.checkout_version(v).manifest
+            st = manifest_stats(m, small_fragment_rows=d.policy.target_rows_per_fragment)
+            txn = transaction_of(store, v)
+            c = counts.get(str(v), {})
+            rows.append({
+                "version": v, "operation": txn.operation.name if txn else "?", "rows": st["rows"],
+                "fragments": st["fragments"], "deleted": st["deleted_rows"],
+                "insert": c.get("insert", 0), "update": c.get("update_postimage", 0), "delete": c.get("delete", 0),
+            })
+        from lance_ops.cli import format_table
+
+        print("\nversions and their changes", file=self.out)
+        print(format_table(rows), file=self.out)
+        totals = {k: sum(r[k] for r in rows) for k in ("insert", "update", "delete")}
+        print(f"\nfragments before compaction {frags_before}, after {frags_after}; rows {after.count_rows()}; "
+              f"changes: {totals['insert']} inserts, {totals['update']} updates, {totals['delete']} deletes", file=self.out)
+        materialized = self.instance.fetch_materializations(AssetKey([d.name]), limit=100).records
+        print(f"Dagster recorded {len(materialized)} materialisations of asset '{d.name}' "
+              f"(data versions {sorted(int(r.asset_materialization.tags['dagster/data_version']) for r in materialized)}) "
+              f"in {len(self.runs)} runs", file=self.out)
+        print("runs: " + ", ".join(f"{n.removeprefix(d.name + '_')} {s:.1f}s" for n, s, _ in self.runs), file=self.out)
+        if self.failures:
+            print(f"\nDEMO FAILED ({len(self.failures)}):", file=self.out)
+            for f in self.failures:
+                print(f"  - {f}", file=self.out)
+            return 1
+        print(f"\ndemo OK in {time.perf_counter() - self.t0:.1f}s: every run succeeded and every check passed",
+              file=self.out)
+        return 0
+
+
+def _value_counts(col: Any) -> tuple[list[str], list[int]]:
+    import pyarrow.compute as pc
+
+    vc = pc.value_counts(col).to_pylist() if len(col) else []
+    return [r["values"] for r in vc], [r["counts"] for r in vc]
+
+
+def main(argv: Sequence[str] | None = None, *, out: Any = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lance_ops.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=str(DEMO_DIR), help="where the demo writes (wiped first)")
+    parser.add_argument("--master", default=None, help="Spark master (default: the embedded local[*])")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", module="dagster")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    root = Path(args.root).resolve()
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    import logging
+
+    logging.getLogger("dagster").setLevel(logging.WARNING)
+    demo = Demo(root, master=args.master, out=out or sys.stdout)
+    try:
+        return demo.pipeline()
+    finally:
+        demo.instance.dispose()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from .deletion import deletion_file_path
-from .errors import LanceOpsError
+from .errors import CorruptFileError, LanceOpsError
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -57,20 +57,30 @@ class Tags:
             raise ValueError(f"invalid tag name {name!r}")
         return f"{TAGS_DIR}/{name}.json"
 
+    def _load(self, rel: str) -> dict[str, object]:
+        """A tag file's JSON; CorruptFileError when it is not a tag (cleanup must not guess)."""
+        data = self._store.read(rel)
+        try:
+            raw = json.loads(data)
+            version = raw["version"]
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ValueError(f"version {version!r} is not a positive integer")
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(self._store.full_path(rel), f"not a tag file: {e}") from e
+        return {"version": version, "manifest_size": raw.get("manifestSize")}
+
     def list(self) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}
         for fname in sorted(self._store.list_dir(TAGS_DIR)):
             if fname.endswith(".json"):
-                raw = json.loads(self._store.read(f"{TAGS_DIR}/{fname}"))
-                out[fname[: -len(".json")]] = {"version": int(raw["version"]), "manifest_size": raw.get("manifestSize")}
+                out[fname[: -len(".json")]] = self._load(f"{TAGS_DIR}/{fname}")
         return out
 
     def get_version(self, name: str) -> int:
         try:
-            raw = json.loads(self._store.read(self._path(name)))
+            return int(self._load(self._path(name))["version"])  # type: ignore[call-overload]
         except FileNotFoundError:
             raise TagError(f"{self._store.uri}: tag {name!r} does not exist") from None
-        return int(raw["version"])
 
     def create(self, name: str, version: int) -> None:
         scheme, versions = list_versions(self._store)
@@ -79,7 +89,7 @@ class Tags:
         assert scheme is not None
         size = self._store.size(manifest_path(scheme, version))
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        body = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
+        body: dict[str, object] = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
                 "manifestSize": size, "metadata": {}}
         if not self._store.put_if_absent(self._path(name), json.dumps(body, indent=2).encode()):
             raise TagError(f"{self._store.uri}: tag {name!r} already exists")
@@ -109,10 +119,19 @@ def cleanup_old_versions(
 ) -> CleanupStats:
     """Remove versions older than ``older_than`` beyond the newest ``retain_versions``, and their files.
 
+    As pylance: a version goes when it is older than ``older_than``, not among the newest
+    ``retain_versions`` and not tagged; so do the data, deletion and ``.txn`` files only such
+    versions name.  Files no version names (left by failed or killed writers) go once older
+    than ``orphan_grace`` (7 days, whatever ``older_than`` is), as do commit temp files left
+    in ``_versions/``.
+
     Args:
         dry_run: report what would be removed, remove nothing.
         delete_unverified: also remove unreferenced files younger than ``orphan_grace``
             (only safe when no writer is running).
+
+    Raises:
+        CorruptFileError: a manifest or tag file does not decode (nothing is removed then).
     """
     if retain_versions < 1:
         raise ValueError(f"retain_versions must be at least 1, got {retain_versions}")
@@ -148,6 +167,10 @@ def cleanup_old_versions(
     for rel, size, mtime in store.list_files(VERSIONS_DIR):
         name = rel.rsplit("/", 1)[-1]
         if "/" in rel[len(VERSIONS_DIR) + 1 :] or parse_manifest_name(name) is not None or name == HINT_FILE:
+            continue
+        if ".manifest-" in name:
+            # an external manifest store's staging copy: possibly the only copy of a committed
+            # version not finalized yet (manifest_store.py); never ours to remove
             continue
         if mtime is not None and mtime < grace_cut:
             temps[rel] = size

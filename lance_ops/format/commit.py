@@ -31,7 +31,13 @@ from .manifest_store import ManifestStore
 from .operations import Operation, Overwrite
 from .rebase import RebaseState, rebase
 from .store import ObjectStore
-from .transaction import Transaction, decode_transaction, read_transaction_file, write_transaction_file
+from .transaction import (
+    Transaction,
+    decode_transaction,
+    read_transaction_file,
+    validate_operation,
+    write_transaction_file,
+)
 
 DEFAULT_MAX_RETRIES = 20
 
@@ -71,6 +77,7 @@ def commit_transaction(
     """
     if handler is None:
         handler = ConditionalPutCommitHandler(store)
+    validate_operation(txn.operation)  # before anything is written
     written: Transaction | None = None
     rebase_state: RebaseState | None = None
     checked_up_to = txn.read_version

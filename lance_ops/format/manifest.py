@@ -11,14 +11,14 @@ Names (§2): V2 ``%020d.manifest % (2**64 - 1 - version)`` (default), V1 ``{vers
 """
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from google.protobuf.message import DecodeError
 
 from ._proto import table_pb2, transaction_pb2
-from .errors import CorruptFileError, DatasetNotFoundError, UnsupportedFeatureError
+from .errors import CorruptFileError, DatasetNotFoundError, SchemaError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -58,6 +58,8 @@ def parse_manifest_name(name: str) -> tuple[NamingScheme, int] | None:
     if not stem.isdigit():
         return None  # detached ("d...") or foreign names
     if len(name) == 29:
+        if int(stem) > U64_MAX:
+            return None  # not a version any writer can produce
         return NamingScheme.V2, U64_MAX - int(stem)
     return NamingScheme.V1, int(stem)
 
@@ -260,9 +262,57 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         txn = _section(data[:pos], m.transaction_section_deprecated, path, "inline transaction")
     try:
         manifest = Manifest.from_proto(m, index_section=index, where=path)
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
         raise CorruptFileError(path, f"manifest content is invalid: {e}") from e
+    names = [f.name for f in manifest.schema.top_level()]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise CorruptFileError(path, f"the schema has duplicate column names {dup}")
+    check_fragments(manifest.fragments, path)
+    if manifest.transaction_file and not is_plain_name(manifest.transaction_file):
+        raise CorruptFileError(
+            path, f"transaction_file {manifest.transaction_file!r} is not a plain file name in _transactions/"
+        )
     return ManifestFile(manifest, txn, m)
+
+
+#: A fragment's rows are addressed by a u32 offset (row address = fragment id << 32 | offset).
+MAX_FRAGMENT_ROWS = 2**32
+
+
+def is_plain_name(name: str) -> bool:
+    """A single path component: no separators, not ``.``/``..``, no NUL."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
+def is_safe_relative_path(path: str) -> bool:
+    """Relative, ``/``-separated, without ``.``/``..``/empty components (stays below its base)."""
+    if not path or path.startswith("/") or "\\" in path or "\0" in path:
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def check_fragments(fragments: Sequence[FragmentMetadata], path: str) -> None:
+    """Refuse fragments whose data file paths could leave ``data/`` or whose sizes are absurd.
+
+    Raises:
+        CorruptFileError: naming ``path`` (the manifest or transaction holding the fragments).
+    """
+    for f in fragments:
+        if f.physical_rows > MAX_FRAGMENT_ROWS:
+            raise CorruptFileError(
+                path, f"fragment {f.id} claims {f.physical_rows} rows, more than a fragment can address (2**32)"
+            )
+        if f.deletion_file is not None and f.deletion_file.num_deleted_rows > f.physical_rows:
+            raise CorruptFileError(
+                path,
+                f"fragment {f.id} deletes {f.deletion_file.num_deleted_rows} rows of its {f.physical_rows}",
+            )
+        for df in f.files:
+            if not is_safe_relative_path(df.path):
+                raise CorruptFileError(
+                    path, f"fragment {f.id} names data file {df.path!r}: not a relative path inside data/"
+                )
 
 
 def manifest_path(scheme: NamingScheme, version: int) -> str:

@@ -107,7 +107,7 @@ def _array_values(arr: rowids_pb2.EncodedU64Array, path: str, what: str) -> np.n
         return _EMPTY_U64
     if base + int(values.max()) > _U64_MAX:
         raise CorruptFileError(path, f"{what}: base {base} + offset {int(values.max())} overflows u64")
-    return values.astype(np.uint64) + np.uint64(base)
+    return _offsets_plus(values, base)
 
 
 def _encode_array(values: np.ndarray) -> rowids_pb2.EncodedU64Array:
@@ -192,12 +192,20 @@ def segment_len(seg: rowids_pb2.U64Segment, *, path: str = "<inline>") -> int:
     return _array_len(getattr(seg, kind), path, f"{kind} segment")
 
 
+def _offsets_plus(offsets: np.ndarray, start: int) -> np.ndarray:
+    """``offsets + start`` as uint64, in place on the converted copy (one temporary, not two)."""
+    out = offsets.astype(np.uint64)
+    if start:
+        out += np.uint64(start)
+    return out
+
+
 def _segment_values(seg: rowids_pb2.U64Segment, path: str) -> np.ndarray:
     """Materialise one segment; the caller has bounded ``segment_len(seg)`` beforehand."""
     kind = seg.WhichOneof("segment")
     if kind == "range":
         start, end = int(seg.range.start), int(seg.range.end)
-        return np.arange(end - start, dtype=np.uint64) + np.uint64(start)
+        return np.arange(start, end, dtype=np.uint64)
     if kind == "range_with_holes":
         rwh = seg.range_with_holes
         start, end = int(rwh.start), int(rwh.end)
@@ -211,12 +219,12 @@ def _segment_values(seg: rowids_pb2.U64Segment, path: str) -> np.ndarray:
                 )
         keep = np.ones(end - start, dtype=bool)
         keep[(holes - np.uint64(start)).astype(np.intp)] = False
-        return np.flatnonzero(keep).astype(np.uint64) + np.uint64(start)
+        return _offsets_plus(np.flatnonzero(keep), start)
     if kind == "range_with_bitmap":
         rwb = seg.range_with_bitmap
         start, end = int(rwb.start), int(rwb.end)
         bits = np.unpackbits(np.frombuffer(rwb.bitmap, dtype=np.uint8), count=end - start, bitorder="little")
-        return np.flatnonzero(bits).astype(np.uint64) + np.uint64(start)
+        return _offsets_plus(np.flatnonzero(bits), start)
     values = _array_values(getattr(seg, kind), path, f"{kind} segment")
     if kind == "sorted_array" and values.size > 1 and np.any(values[1:] < values[:-1]):
         raise CorruptFileError(path, "sorted_array segment is not sorted")
@@ -313,6 +321,9 @@ def decode_row_ids(data: bytes, *, expected_len: int | None = None, path: str = 
     parts = [_segment_values(s, path) for s, n in zip(seq.segments, lens, strict=True) if n]
     if not parts:
         return _EMPTY_U64.copy()
+    if len(parts) == 1:
+        # a fresh array unless the segment is a raw u64 array viewing the message bytes
+        return parts[0] if parts[0].flags.owndata and parts[0].flags.writeable else parts[0].copy()
     return np.concatenate(parts)
 
 

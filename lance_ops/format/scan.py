@@ -6,13 +6,10 @@ Rows come out fragment by fragment, batch by batch (bounded memory).  Metadata c
 ``_row_last_updated_at_version`` (1 where a fragment carries no sequence, as pylance).
 """
 
-import os
-import queue
 import re
-import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +18,7 @@ import pyarrow.compute as pc
 from . import rowids
 from .deletion import read_deletion_file
 from .errors import SchemaError
-from .file.reader import DataFileReader
+from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import FragmentMetadata
 from .manifest import Manifest
 from .schema import LanceSchema
@@ -44,6 +41,12 @@ class ScanPlan:
     output: tuple[str, ...]  # final column order
     filter: pc.Expression | None
     out_schema: pa.Schema  # schema of every batch yielded
+    filter_columns: tuple[str, ...] = ()  # a superset of the columns the filter references
+
+    @property
+    def filter_is_metadata_only(self) -> bool:
+        """The filter reads only metadata columns: it can run before any data file is opened."""
+        return self.filter is not None and all(c in META_COLUMNS for c in self.filter_columns)
 
 
 def plan_scan(
@@ -68,20 +71,22 @@ def plan_scan(
     if with_row_address and ROW_ADDR not in output:
         output.append(ROW_ADDR)
     needed = set(output)
+    filter_cols: tuple[str, ...] = ()
     if filter is not None:
         if isinstance(filter, str):
             raise TypeError("filter must be a pyarrow.compute.Expression (SQL strings are not supported)")
         # A superset of the referenced columns: every name that occurs as a token of the expression.
         text = str(filter)
         tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
-        needed |= {n for n in (*names, *META_COLUMNS) if n in tokens or f'"{n}"' in text}
+        filter_cols = tuple(n for n in (*names, *META_COLUMNS) if n in tokens or f'"{n}"' in text)
+        needed |= set(filter_cols)
     data_cols = tuple(n for n in names if n in needed)
     meta_cols = tuple(m for m in META_COLUMNS if m in needed)
     arrow = schema.to_arrow()
     out_schema = pa.schema(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
-    return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema)
+    return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema, filter_cols)
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
@@ -109,8 +114,12 @@ def _fragment_data(
     frag: FragmentMetadata,
     names: Sequence[str],
     batch_size: int,
+    prefetch: PagePrefetcher | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of the fragment's physical rows (deleted rows included) with the given columns."""
+    """Batches of the fragment's physical rows (deleted rows included) with the given columns.
+
+    Opening (footers, page tables, prefetch scheduling) happens now; reading when iterated.
+    """
     schema = manifest.schema
     wanted = schema.project(list(names)) if names else None
     target = wanted.to_arrow() if wanted is not None else pa.schema([])
@@ -118,21 +127,14 @@ def _fragment_data(
     sources = []
     covered: dict[int, int] = {}
     for i, df in enumerate(frag.files):
-        ids = [fid for fid in top_ids if fid in set(df.fields) and fid not in covered]
+        in_file = set(df.fields)
+        ids = [fid for fid in top_ids if fid in in_file and fid not in covered]
         if ids:
             for fid in ids:
                 covered[fid] = i
             sources.append((df, ids))
     if not names or not sources:
-        done = 0
-        while done < frag.physical_rows:
-            n = min(batch_size, frag.physical_rows - done)
-            cols = [pa.nulls(n, type=f.type) for f in target]
-            yield pa.RecordBatch.from_arrays(cols, schema=target) if names else pa.RecordBatch.from_pydict(
-                {"__n": pa.nulls(n)}
-            ).select([])
-            done += n
-        return
+        return _null_batches(frag.physical_rows, names, target, batch_size)
     streams = []
     for df, ids in sources:
         reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
@@ -143,11 +145,28 @@ def _fragment_data(
                 store.full_path(f"data/{df.path}"),
                 f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
             )
-        gen = reader.read(ids, batch_size=batch_size)
+        gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
+    return _merge_streams(streams, top_ids, target)
+
+
+def _null_batches(rows: int, names: Sequence[str], target: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
+    done = 0
+    while done < rows:
+        n = min(batch_size, rows - done)
+        cols = [pa.nulls(n, type=f.type) for f in target]
+        yield pa.RecordBatch.from_arrays(cols, schema=target) if names else pa.RecordBatch.from_pydict(
+            {"__n": pa.nulls(n)}
+        ).select([])
+        done += n
+
+
+def _merge_streams(
+    streams: list[tuple[list[int], Iterator[pa.RecordBatch]]], top_ids: list[int], target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     if len(streams) == 1 and len(top_ids) == len(streams[0][0]):
-        for b in streams[0][1]:
-            yield pa.RecordBatch.from_arrays(b.columns, schema=target)
+        # columns in ``top_ids`` order; the caller names them (file schemas may use old names)
+        yield from streams[0][1]
         return
     iters = [s[1] for s in streams]
     while True:
@@ -171,13 +190,30 @@ def scan_fragment(
     plan: ScanPlan,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    prefetch: PagePrefetcher | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Live rows of one fragment with ``plan.output`` columns, filter applied."""
+    """Live rows of one fragment with ``plan.output`` columns, filter applied.
+
+    With ``prefetch`` the fragment's pages are read and decoded in the background.
+    """
+    yield from _open_fragment(store, manifest, frag, plan, batch_size, prefetch)
+
+
+def _open_fragment(
+    store: ObjectStore,
+    manifest: Manifest,
+    frag: FragmentMetadata,
+    plan: ScanPlan,
+    batch_size: int,
+    prefetch: PagePrefetcher | None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`scan_fragment`, with the opening done eagerly (so a scan can open ahead)."""
     live = None
     if frag.deletion_file is not None:
         deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
-        live = np.ones(frag.physical_rows, dtype=bool)
-        live[deleted] = False
+        if len(deleted):
+            live = np.ones(frag.physical_rows, dtype=bool)
+            live[deleted] = False
     meta = set(plan.meta_columns)
     ids = versions_c = versions_u = None
     if ROW_ID in meta and manifest.uses_stable_row_ids:
@@ -190,27 +226,84 @@ def scan_fragment(
         versions_c = rowids.decode_versions(frag.created_at_versions, expected_len=frag.physical_rows)
     if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
         versions_u = rowids.decode_versions(frag.last_updated_at_versions, expected_len=frag.physical_rows)
+    if plan.filter_is_metadata_only:
+        # Evaluate the filter once for the whole fragment, before any data is read: fragments
+        # without a match (most of them, for version-range filters) are never opened.
+        live = _metadata_filter(frag, plan, live, ids, versions_c, versions_u)
+        if live is None:
+            return iter(())
+        plan = replace(plan, filter=None)
+    data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch)
+    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u)
 
+
+def _metadata_filter(
+    frag: FragmentMetadata,
+    plan: ScanPlan,
+    live: np.ndarray | None,
+    ids: np.ndarray | None,
+    versions_c: np.ndarray | None,
+    versions_u: np.ndarray | None,
+) -> np.ndarray | None:
+    """Mask of the live rows matching a metadata-only filter; None when no row matches."""
+    rows = np.flatnonzero(live) if live is not None else np.arange(frag.physical_rows, dtype=np.int64)
+    if rows.size == 0:
+        return None
+    cols: dict[str, pa.Array] = {}
+    addr = None
+    for name in plan.filter_columns:
+        if name in (ROW_ADDR, ROW_ID) and addr is None:
+            addr = (np.uint64(frag.id) << np.uint64(32)) + rows.astype(np.uint64)
+        if name == ROW_ADDR:
+            cols[name] = pa.array(addr, type=pa.uint64())
+        elif name == ROW_ID:
+            cols[name] = pa.array(ids[rows] if ids is not None else addr, type=pa.uint64())
+        else:
+            seq = versions_c if name == CREATED_AT else versions_u
+            values = seq[rows] if seq is not None else np.ones(rows.size, dtype=np.uint64)
+            cols[name] = pa.array(values, type=pa.uint64())
+    cols[_ROW_INDEX] = pa.array(rows)
+    hits = pa.table(cols).filter(plan.filter).column(_ROW_INDEX).to_numpy()
+    if hits.size == 0:
+        return None
+    mask = np.zeros(frag.physical_rows, dtype=bool)
+    mask[hits] = True
+    return mask
+
+
+_ROW_INDEX = "__lance_ops_row_index"
+
+
+def _fragment_batches(
+    frag: FragmentMetadata,
+    plan: ScanPlan,
+    data: Iterator[pa.RecordBatch],
+    live: np.ndarray | None,
+    meta: set[str],
+    ids: np.ndarray | None,
+    versions_c: np.ndarray | None,
+    versions_u: np.ndarray | None,
+) -> Iterator[pa.RecordBatch]:
+    out_names = list(plan.output)
+    data_names = list(plan.data_columns)
+    passthrough = out_names == data_names and not meta
     start = 0
-    for batch in _fragment_data(store, manifest, frag, plan.data_columns, batch_size):
+    for batch in data:
         n = batch.num_rows
         stop = start + n
-        cols = dict(zip(batch.schema.names, batch.columns, strict=True))
-        if meta:
-            addr = (np.uint64(frag.id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
-            if ROW_ADDR in meta:
-                cols[ROW_ADDR] = pa.array(addr, type=pa.uint64())
-            if ROW_ID in meta:
-                cols[ROW_ID] = pa.array(ids[start:stop] if ids is not None else addr, type=pa.uint64())
-            one = None
-            for name, seq in ((CREATED_AT, versions_c), (UPDATED_AT, versions_u)):
-                if name in meta:
-                    if seq is not None:
-                        cols[name] = pa.array(seq[start:stop], type=pa.uint64())
-                    else:
-                        one = one if one is not None else pa.array(np.ones(n, dtype=np.uint64))
-                        cols[name] = one
-        out = pa.RecordBatch.from_pydict(cols) if cols else batch
+        if passthrough and live is None and plan.filter is None:
+            start = stop
+            if n:
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=plan.out_schema)
+            continue
+        if meta or batch.schema.names != data_names:
+            # columns by position: a data file may still carry a column's old name
+            cols = dict(zip(data_names, batch.columns, strict=True))
+            if meta:
+                _add_metadata_columns(cols, meta, frag.id, start, stop, ids, versions_c, versions_u)
+            out = pa.RecordBatch.from_pydict(cols) if cols else batch
+        else:
+            out = batch
         if live is not None:
             mask = live[start:stop]
             if not mask.all():
@@ -223,92 +316,42 @@ def scan_fragment(
             out = out.to_batches()[0]
         if out.num_rows == 0:
             continue
-        yield pa.RecordBatch.from_arrays([out.column(n) for n in plan.output], schema=plan.out_schema)
+        if out.schema.names == out_names:
+            yield pa.RecordBatch.from_arrays(out.columns, schema=plan.out_schema)
+        else:
+            yield pa.RecordBatch.from_arrays([out.column(n) for n in out_names], schema=plan.out_schema)
 
 
-#: fragments read concurrently by :func:`scan` (the one being consumed plus read-ahead)
-FRAGMENT_READAHEAD = max(2, min(4, os.cpu_count() or 2))
-#: decoded batches a read-ahead fragment may hold before it waits for the consumer
-BATCH_READAHEAD = 4
-
-_DONE = object()
-
-
-class _Failed:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-class _FragmentProducer:
-    """Runs one fragment's :func:`scan_fragment` in a thread, batches into a bounded queue.
-
-    File reads (``preadv``) and the NumPy/Arrow kernels release the GIL, so fragments decode in
-    parallel with the consumer.  Memory per producer: ``BATCH_READAHEAD`` batches plus the
-    pages it is decoding.
-    """
-
-    def __init__(self, batches: Iterator[pa.RecordBatch], stop: threading.Event) -> None:
-        self.queue: queue.Queue[object] = queue.Queue(maxsize=BATCH_READAHEAD)
-        self._batches = batches
-        self._stop = stop
-        self._thread = threading.Thread(target=self._run, name="lance_ops-scan", daemon=True)
-        self._thread.start()
-
-    def _put(self, item: object) -> bool:
-        while not self._stop.is_set():
-            try:
-                self.queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            for b in self._batches:
-                if not self._put(b):
-                    return
-        except BaseException as e:  # handed to the consumer, which re-raises it
-            self._put(_Failed(e))
-            return
-        finally:
-            close = getattr(self._batches, "close", None)
-            if close is not None and self._stop.is_set():
-                close()
-        self._put(_DONE)
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        while True:
-            item = self.queue.get()
-            if item is _DONE:
-                return
-            if isinstance(item, _Failed):
-                raise item.exc
-            yield item  # type: ignore[misc]
+def _add_metadata_columns(
+    cols: dict[str, pa.Array],
+    meta: set[str],
+    frag_id: int,
+    start: int,
+    stop: int,
+    ids: np.ndarray | None,
+    versions_c: np.ndarray | None,
+    versions_u: np.ndarray | None,
+) -> None:
+    """The metadata columns of physical rows ``[start, stop)`` of fragment ``frag_id``."""
+    addr = (np.uint64(frag_id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
+    if ROW_ADDR in meta:
+        cols[ROW_ADDR] = pa.array(addr, type=pa.uint64())
+    if ROW_ID in meta:
+        cols[ROW_ID] = pa.array(ids[start:stop] if ids is not None else addr, type=pa.uint64())
+    one = None
+    for name, seq in ((CREATED_AT, versions_c), (UPDATED_AT, versions_u)):
+        if name in meta:
+            if seq is not None:
+                cols[name] = pa.array(seq[start:stop], type=pa.uint64())
+            else:
+                one = one if one is not None else pa.array(np.ones(stop - start, dtype=np.uint64))
+                cols[name] = one
 
 
-def _read_ahead(
-    frags: Sequence[FragmentMetadata],
-    read: Callable[[FragmentMetadata], Iterator[pa.RecordBatch]],
-    depth: int,
-) -> Iterator[tuple[FragmentMetadata, Iterator[pa.RecordBatch]]]:
-    """``(fragment, its batches)`` in order, with up to ``depth`` fragments decoding at once."""
-    if depth <= 1 or len(frags) <= 1:
-        for f in frags:
-            yield f, read(f)
-        return
-    stop = threading.Event()
-    running: deque[tuple[FragmentMetadata, _FragmentProducer]] = deque()
-    nxt = 0
-    try:
-        while nxt < len(frags) or running:
-            while nxt < len(frags) and len(running) < depth:
-                running.append((frags[nxt], _FragmentProducer(read(frags[nxt]), stop)))
-                nxt += 1
-            frag, producer = running.popleft()
-            yield frag, iter(producer)
-    finally:
-        stop.set()  # producers of fragments nobody will read stop at their next batch
+#: bytes of pages a scan reads and decodes ahead of the consumer (see PagePrefetcher)
+PREFETCH_BYTES = 64 * 1024 * 1024
+#: fragments a scan opens ahead of the one being consumed, so reads continue across files
+FRAGMENT_LOOKAHEAD = 1
 
 
 def scan(
@@ -320,12 +363,14 @@ def scan(
     limit: int | None = None,
     offset: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    readahead: int = FRAGMENT_READAHEAD,
+    prefetch_bytes: int | None = PREFETCH_BYTES,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the dataset (or the given fragments) with limit/offset over the filtered rows.
 
-    Batches come out in fragment order; up to ``readahead`` fragments are read and decoded
-    concurrently in background threads (bounded memory: a few batches and pages each).
+    Batches come out in fragment order.  Pages are read and decoded by a background thread up
+    to ``prefetch_bytes`` ahead of the consumer, across fragment boundaries (the next fragment
+    is opened while the current one is consumed); ``prefetch_bytes=None`` reads inline.
+    Memory stays bounded by the prefetch budget plus the batch being consumed.
     """
     skip = offset or 0
     remaining = limit
@@ -344,21 +389,27 @@ def scan(
             need -= todo[cut].num_rows
             cut += 1
         todo = todo[:cut]
-
-    def read(frag: FragmentMetadata) -> Iterator[pa.RecordBatch]:
-        return scan_fragment(store, manifest, frag, plan, batch_size=batch_size)
-
-    for _frag, batches in _read_ahead(todo, read, readahead):
-        for b in batches:
-            if skip:
-                if skip >= b.num_rows:
-                    skip -= b.num_rows
-                    continue
-                b = b.slice(skip)
-                skip = 0
-            if remaining is not None:
-                if b.num_rows >= remaining:
-                    yield b.slice(0, remaining)
-                    return
-                remaining -= b.num_rows
-            yield b
+    prefetch = PagePrefetcher(budget_bytes=prefetch_bytes) if prefetch_bytes and todo else None
+    opened: deque[Iterator[pa.RecordBatch]] = deque()
+    nxt = 0
+    try:
+        while opened or nxt < len(todo):
+            while nxt < len(todo) and len(opened) <= (FRAGMENT_LOOKAHEAD if prefetch else 0):
+                opened.append(_open_fragment(store, manifest, todo[nxt], plan, batch_size, prefetch))
+                nxt += 1
+            for b in opened.popleft():
+                if skip:
+                    if skip >= b.num_rows:
+                        skip -= b.num_rows
+                        continue
+                    b = b.slice(skip)
+                    skip = 0
+                if remaining is not None:
+                    if b.num_rows >= remaining:
+                        yield b.slice(0, remaining)
+                        return
+                    remaining -= b.num_rows
+                yield b
+    finally:
+        if prefetch is not None:
+            prefetch.close()

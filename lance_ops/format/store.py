@@ -12,6 +12,7 @@ import posixpath
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import fsspec
@@ -27,6 +28,23 @@ if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" not in os.environ:
 
 class ObjectStoreError(LanceOpsError):
     """A storage call failed (names the path and the operation)."""
+
+
+class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
+    """The object does not exist.  Also a ``FileNotFoundError``, so callers may catch either."""
+
+
+@contextmanager
+def _storage_errors(path: str, what: str) -> Iterator[None]:
+    """Turn OS errors of a storage call into typed errors naming ``path``."""
+    try:
+        yield
+    except ObjectStoreError:
+        raise
+    except FileNotFoundError as e:
+        raise ObjectNotFoundError(f"{path}: {what} failed: no such object") from e
+    except OSError as e:
+        raise ObjectStoreError(f"{path}: {what} failed: {e}") from e
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -72,49 +90,53 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ reads
     def read(self, rel: str) -> bytes:
-        """Whole object."""
+        """Whole object.
+
+        Raises:
+            ObjectNotFoundError: no such object (also a FileNotFoundError).
+            ObjectStoreError: any other storage failure.
+        """
         path = self.full_path(rel)
-        try:
+        with _storage_errors(path, "read"):
             return self.fs.cat_file(path)
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            raise ObjectStoreError(f"{path}: read failed: {e}") from e
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
-        """``length`` bytes from ``start``."""
+        """``length`` bytes from ``start`` (fewer at the end of the object)."""
         if length <= 0:
             return b""
         path = self.full_path(rel)
-        if self.is_local:
-            with open(path, "rb") as f:
-                f.seek(start)
-                return f.read(length)
-        return self.fs.cat_file(path, start=start, end=start + length)
+        with _storage_errors(path, f"read of {length} bytes at {start}"):
+            if self.is_local:
+                with open(path, "rb") as f:
+                    f.seek(start)
+                    return f.read(length)
+            return self.fs.cat_file(path, start=start, end=start + length)
 
     def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, length)`` ranges of one object (one open for local files)."""
         path = self.full_path(rel)
-        if self.is_local:
-            out = []
-            with open(path, "rb") as f:
-                for start, length in ranges:
-                    f.seek(start)
-                    out.append(f.read(length) if length > 0 else b"")
-            return out
-        if not ranges:
-            return []
-        return list(
-            self.fs.cat_ranges(
-                [path] * len(ranges), [s for s, _ in ranges], [s + n for s, n in ranges], on_error="raise"
+        with _storage_errors(path, f"read of {len(ranges)} ranges"):
+            if self.is_local:
+                out = []
+                with open(path, "rb") as f:
+                    for start, length in ranges:
+                        f.seek(start)
+                        out.append(f.read(length) if length > 0 else b"")
+                return out
+            if not ranges:
+                return []
+            return list(
+                self.fs.cat_ranges(
+                    [path] * len(ranges), [s for s, _ in ranges], [s + n for s, n in ranges], on_error="raise"
+                )
             )
-        )
 
     def size(self, rel: str) -> int:
         path = self.full_path(rel)
-        if self.is_local:
-            return os.stat(path).st_size
-        return int(self.fs.size(path))
+        with _storage_errors(path, "size"):
+            if self.is_local:
+                return os.stat(path).st_size
+            return int(self.fs.size(path))
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from ._proto import transaction_pb2
-from .errors import CorruptFileError
-from .operations import Operation, operation_from_proto
+from .errors import CorruptFileError, SchemaError
+from .fragment import FragmentMetadata
+from .manifest import check_fragments, is_plain_name
+from .operations import Append, Delete, Operation, Overwrite, Rewrite, Update, operation_from_proto
 from .store import ObjectStore
 
 TRANSACTIONS_DIR = "_transactions"
@@ -47,15 +49,49 @@ class Transaction:
 
 
 def decode_transaction(data: bytes, path: str) -> Transaction:
+    """A Transaction from ``.txn`` bytes (or a manifest's inline copy) read from ``path``.
+
+    Raises:
+        CorruptFileError: the bytes do not decode, or the content is invalid (bad schema, a
+            data file path leaving ``data/``, absurd row counts), naming ``path``.
+        UnsupportedFeatureError: fragments use features lance_ops does not read.
+    """
     t = transaction_pb2.Transaction()
     try:
         t.ParseFromString(data)
     except DecodeError as e:
         raise CorruptFileError(path, f"transaction protobuf does not decode: {e}") from e
     try:
-        return Transaction.from_proto(t)
-    except (ValueError, KeyError) as e:
+        txn = Transaction.from_proto(t)
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
         raise CorruptFileError(path, f"transaction content is invalid: {e}") from e
+    check_fragments(operation_fragments(txn.operation), path)
+    return txn
+
+
+def validate_operation(op: Operation) -> None:
+    """Refuse an operation whose fragments would make the committed manifest unreadable.
+
+    Raises:
+        ValueError: a data file path that is absolute or leaves ``data/``, or absurd row counts.
+    """
+    try:
+        check_fragments(operation_fragments(op), f"{op.name} operation")
+    except CorruptFileError as e:
+        raise ValueError(e.problem) from None
+
+
+def operation_fragments(op: Operation) -> list[FragmentMetadata]:
+    """Every fragment an operation carries (new, updated and old ones)."""
+    if isinstance(op, Append | Overwrite):
+        return list(op.fragments)
+    if isinstance(op, Delete):
+        return list(op.updated_fragments)
+    if isinstance(op, Update):
+        return [*op.updated_fragments, *op.new_fragments]
+    if isinstance(op, Rewrite):
+        return [f for g in op.groups for f in (*g.old_fragments, *g.new_fragments)]
+    return []
 
 
 def write_transaction_file(store: ObjectStore, txn: Transaction) -> bytes:
@@ -66,8 +102,13 @@ def write_transaction_file(store: ObjectStore, txn: Transaction) -> bytes:
 
 
 def read_transaction_file(store: ObjectStore, name: str) -> Transaction:
+    if not is_plain_name(name):
+        raise CorruptFileError(store.full_path(TRANSACTIONS_DIR), f"transaction file name {name!r} is not a plain name")
     rel = f"{TRANSACTIONS_DIR}/{name}"
-    size = store.size(rel)
+    try:
+        size = store.size(rel)
+    except FileNotFoundError as e:
+        raise CorruptFileError(store.full_path(rel), "transaction file named by the manifest does not exist") from e
     if size > MAX_TXN_BYTES:
         raise CorruptFileError(store.full_path(rel), f"transaction file is {size} bytes, larger than the limit")
     return decode_transaction(store.read(rel), store.full_path(rel))

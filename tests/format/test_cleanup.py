@@ -242,3 +242,22 @@ def test_cleanup_of_a_pylance_history(tmp_path):
     for v, t in latest.items():
         assert lf.dataset(uri, version=v).to_table(columns=COLS + META).equals(t)
         assert lance.dataset(uri, version=v).to_table(columns=COLS + META).equals(t)
+
+
+def test_commit_temp_files_go_but_staged_manifests_stay(ds_uri):
+    """Temp files of killed committers in _versions/ are orphans; an external manifest store's
+    staging copy (``<name>.manifest-<uuid>``) may be the only copy of a committed version."""
+    versions = os.path.join(ds_uri, "_versions")
+    temp = "18446744073709551607.manifest#0123abcd.tmp"
+    staged = "18446744073709551607.manifest-8d3c1f6e-0000-4000-8000-000000000000"
+    hint_temp = "latest_version_hint.json.tmp-0123abcd"
+    for name in (temp, staged, hint_temp):
+        open(os.path.join(versions, name), "wb").write(b"partial")
+    stats = lf.dataset(ds_uri).cleanup_old_versions(older_than=timedelta(days=1))
+    assert stats.temporary_files_removed == 0  # young: a committer may be between write and link
+    stats = lf.dataset(ds_uri).cleanup_old_versions(older_than=timedelta(days=1), delete_unverified=True)
+    assert stats.temporary_files_removed == 2
+    left = set(os.listdir(versions))
+    assert staged in left and temp not in left and hint_temp not in left
+    assert "latest_version_hint.json" in left
+    assert lf.dataset(ds_uri).version == lance.dataset(ds_uri).version == 7

@@ -348,3 +348,30 @@ def test_failed_commit_keeps_error_fields_for_retry_loops(templates, tmp_path):
     assert "version 2" in str(e) and "version 3" in str(e)
     rid = lf.dataset(uri).to_table(columns=["_rowid"])["_rowid"].to_numpy()
     assert np.array_equal(rid, np.arange(40, 45, dtype=np.uint64))
+
+
+def test_updates_of_other_rows_in_one_fragment_both_land(templates, tmp_path):
+    uri = fresh(templates, tmp_path, "ds")
+    b = plan("update", uri, 2, where=pc.field("id").isin([21, 29]), value="B")
+    plan("update", uri, 2, where=pc.field("id") == 25, value="A")()
+    b()
+    rows = {r["id"]: r for r in lf.dataset(uri).to_table(columns=COLS + META).to_pylist()}
+    assert [rows[i]["val"] for i in (21, 25, 29)] == ["B", "A", "B"]
+    assert [rows[i]["_rowid"] for i in (21, 25, 29)] == [21, 25, 29]
+    assert [rows[i]["_row_last_updated_at_version"] for i in (21, 25, 29)] == [4, 3, 4]
+    assert lf.dataset(uri).manifest.fragment(2).deletion_file.num_deleted_rows == 3
+    assert sorted(rows) == list(range(40))
+    assert_pylance_agrees(uri)
+
+
+def test_merged_deletion_vector_crosses_into_a_bitmap(tmp_path):
+    uri = str(tmp_path / "big")
+    lf.write_dataset(simple_table(0, 8000), uri, enable_stable_row_ids=True)
+    b = plan("delete", uri, 1, where=pc.field("id") >= 5000)  # 3000 rows: .arrow
+    plan("delete", uri, 1, where=pc.field("id") < 3000)()  # 3000 rows: .arrow
+    ds = b()
+    df = ds.manifest.fragment(0).deletion_file
+    assert (df.extension, df.num_deleted_rows) == ("bin", 6000)
+    assert live_ids(uri) == list(range(3000, 5000))
+    assert lance.dataset(uri).count_rows() == 2000
+    assert_pylance_agrees(uri)

@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reliability"))
 
-import lance_ops.format as lf  # noqa: E402
 from _stress_workers import WORKERS, run_worker, table  # noqa: E402
 from test_stress import check_history  # noqa: E402
 
+import lance_ops.format as lf  # noqa: E402
 from lance_ops.format.commit import load_transaction  # noqa: E402
 from lance_ops.format.manifest import list_versions  # noqa: E402
 from lance_ops.format.store import ObjectStore  # noqa: E402

@@ -107,3 +107,30 @@ def run_worker(
         else:
             rep.failures.append(("gave up", f"{kind} after {max_attempts} retryable conflicts"))
     return rep
+
+
+def run_compactor(uri: str, rounds: int, seed: int, max_attempts: int = 50) -> Report:
+    """Compact (and materialise deletions) ``rounds`` times while the others commit.
+
+    Reported as ``worker = -1``; a compaction's versions (ReserveFragments + Rewrite) are found
+    from the transactions afterwards.  A retryable conflict (e.g. a compaction racing another
+    compaction, or deletes without stable row ids) is redone on the latest version.
+    """
+    rng = random.Random(seed)
+    rep = Report(-1)
+    for _ in range(rounds):
+        for _attempt in range(max_attempts):
+            try:
+                lf.dataset(uri).compact_files(target_rows_per_fragment=rng.choice([150, 400, 1000]),
+                                              materialize_deletions_threshold=0.05)
+                break
+            except lf.RetryableCommitConflictError:
+                rep.retries += 1
+            except lf.LanceOpsError as e:
+                rep.failures.append((type(e).__name__, str(e)))
+                break
+            except Exception:  # noqa: BLE001 - reported to the parent, which fails the test
+                rep.untyped.append(traceback.format_exc())
+                break
+        time.sleep(rng.uniform(0, 0.05))
+    return rep

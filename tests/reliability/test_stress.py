@@ -4,6 +4,7 @@ Invariants: versions 1..N without gaps, every reported commit owns exactly one v
 committed append is lost unless a committed delete removed it, no row id is duplicated, the
 last committed update of every row wins, and every failure is a typed LanceOpsError (only
 incompatible config races on the shared key are expected).  pylance reads the result.
+A second run races three such writers against a process that keeps compacting.
 """
 
 import multiprocessing as mp
@@ -13,16 +14,17 @@ import time
 
 import lance
 import numpy as np
-from _stress_workers import WORKERS, Report, run_worker, table
+from _stress_workers import WORKERS, Report, run_compactor, run_worker, table
 
 import lance_ops.format as lf
+from lance_ops.format.commit import load_transaction
 from lance_ops.format.manifest import list_versions
 from lance_ops.format.store import ObjectStore
 
 COMMITS = 25
 
 
-def check_history(uri: str, reports: list[Report], storage_options=None) -> None:
+def check_history(uri: str, reports: list[Report], storage_options=None, compaction_versions=()) -> None:
     for r in reports:
         assert not r.untyped, "\n".join(r.untyped)
         for kind, msg in r.failures:
@@ -32,7 +34,7 @@ def check_history(uri: str, reports: list[Report], storage_options=None) -> None
     _scheme, versions = list_versions(store)
     n = versions[-1]
     assert versions == list(range(1, n + 1))
-    claimed = [v for r in reports for v in r.versions]
+    claimed = [v for r in reports for v in r.versions] + list(compaction_versions)
     assert sorted(claimed) == list(range(2, n + 1)), "every commit is exactly one version"
 
     ds = lf.dataset(uri, storage_options=storage_options)
@@ -68,15 +70,18 @@ def check_history(uri: str, reports: list[Report], storage_options=None) -> None
         assert config["shared"] == max(shared)[1]
 
 
-def _child(uri: str, worker: int, barrier, queue) -> None:
+def _child(uri: str, worker: int, commits: int, barrier, queue) -> None:
     barrier.wait(timeout=60)  # start together: the commits must really race
-    queue.put(run_worker(uri, worker, COMMITS, 7))
+    if worker < 0:
+        queue.put(run_compactor(uri, commits, 3))
+    else:
+        queue.put(run_worker(uri, worker, commits, 7))
 
 
-def run_processes(uri: str) -> list[Report]:
+def run_processes(uri: str, workers=tuple(range(WORKERS)), commits: int = 25) -> list[Report]:
     ctx = mp.get_context("spawn")
-    barrier, queue = ctx.Barrier(WORKERS), ctx.Queue()
-    procs = [ctx.Process(target=_child, args=(uri, w, barrier, queue)) for w in range(WORKERS)]
+    barrier, queue = ctx.Barrier(len(workers)), ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(uri, w, commits, barrier, queue)) for w in workers]
     for p in procs:
         p.start()
     reports: list[Report] = []
@@ -94,13 +99,15 @@ def run_processes(uri: str) -> list[Report]:
     return sorted(reports, key=lambda r: r.worker)
 
 
-def rebased_commits(uri: str) -> int:
-    """Versions whose transaction was planned on an older version than the one before it."""
-    from lance_ops.format.commit import load_transaction
-
+def transactions(uri: str) -> dict[int, object]:
     store = ObjectStore(uri)
     scheme, versions = list_versions(store)
-    return sum(load_transaction(store, v, scheme).read_version < v - 1 for v in versions[1:])
+    return {v: load_transaction(store, v, scheme) for v in versions}
+
+
+def rebased_commits(uri: str) -> int:
+    """Versions whose transaction was planned on an older version than the one before it."""
+    return sum(t.read_version < v - 1 for v, t in transactions(uri).items() if v > 1)
 
 
 def test_four_processes_mixed_commits(tmp_path):
@@ -120,3 +127,25 @@ def test_four_processes_mixed_commits(tmp_path):
         assert a.equals(b), f"version {v}"
     # the file tree holds nothing but what lance_ops wrote on purpose
     assert not [f for f in os.listdir(os.path.join(uri, "_versions")) if f.endswith(".tmp")]
+
+
+def test_mixed_commits_racing_compaction(tmp_path):
+    """Three writers delete/update/append while a fourth process keeps compacting the same
+    fragments: lost compactions are rebased (stable row ids) and no delete or update is lost."""
+    uri = str(tmp_path / "ds")
+    lf.write_dataset(table(list(range(400)), "init"), uri, enable_stable_row_ids=True, max_rows_per_file=50)
+    reports = run_processes(uri, workers=(0, 1, 2, -1), commits=12)
+    compactor = reports[0]
+    assert compactor.worker == -1 and not compactor.untyped and not compactor.failures, compactor
+    workers = reports[1:]
+    txns = transactions(uri)
+    compaction = [v for v, t in txns.items() if t.operation.name in ("reserve_fragments", "rewrite")]
+    rewrites = [v for v, t in txns.items() if t.operation.name == "rewrite"]
+    assert len(rewrites) >= 2, "the compactor hardly ran"
+    # a compaction that lost the race to a delete/update was rebased, not thrown away
+    assert any(txns[v].read_version < v - 2 for v in rewrites)
+    check_history(uri, workers, compaction_versions=compaction)
+    latest = lf.dataset(uri).version
+    cols = ["id", "val", "_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
+    for v in sorted({latest // 2, latest}):
+        assert lf.dataset(uri, version=v).to_table(columns=cols).equals(lance.dataset(uri, version=v).to_table(columns=cols))

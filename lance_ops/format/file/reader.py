@@ -11,7 +11,10 @@ import bisect
 import os
 import posixpath
 import struct
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +38,7 @@ from .encodings import (
     decode_array,
 )
 
-__all__ = ["DataFileReader", "TAIL_BYTES"]
+__all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 
 FOOTER = struct.Struct("<QQQIIHH4s")
 MAGIC = b"LANC"
@@ -64,6 +67,35 @@ def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     if len(chunks) == 1:
         return chunks[0]
     return pa.concat_arrays(chunks)
+
+
+#: parsed footers of local files, keyed by (path, size, stat size, mtime, inode): data files are
+#: immutable once written, and a rewrite under the same name changes the stat key
+_METADATA_CACHE: "OrderedDict[tuple[Any, ...], dict[str, Any]]" = OrderedDict()
+_METADATA_CACHE_LOCK = threading.Lock()
+_METADATA_CACHE_ENTRIES = 1024
+_METADATA_CACHE_MAX_BYTES = 1 << 20  # per file; bigger metadata is not cached
+_CACHED_ATTRS = (
+    "file_size", "footer_version", "version", "num_columns", "_base", "_buf", "_gbo", "_cmo",
+    "file_descriptor", "schema", "num_rows", "_column_of", "_pages_cache",
+)
+
+
+def _metadata_cache_get(key: tuple[Any, ...]) -> dict[str, Any] | None:
+    with _METADATA_CACHE_LOCK:
+        hit = _METADATA_CACHE.get(key)
+        if hit is not None:
+            _METADATA_CACHE.move_to_end(key)
+        return hit
+
+
+def _metadata_cache_put(key: tuple[Any, ...], state: dict[str, Any]) -> None:
+    if len(state["_buf"]) > _METADATA_CACHE_MAX_BYTES:
+        return
+    with _METADATA_CACHE_LOCK:
+        _METADATA_CACHE[key] = state
+        while len(_METADATA_CACHE) > _METADATA_CACHE_ENTRIES:
+            _METADATA_CACHE.popitem(last=False)
 
 
 def _pread_buffers(path: str, ranges: Sequence[tuple[int, int]], where: str) -> list[pa.Buffer]:
@@ -95,6 +127,89 @@ def _preadv(fd: int, view: memoryview, offset: int) -> int:
     return len(data)
 
 
+class PagePrefetcher:
+    """Reads and decodes the pages a scan will need next, in background threads, in read order.
+
+    A sequential reader (:meth:`DataFileReader.read` with ``prefetch=``) schedules its pages in
+    the order it will consume them; a scan may schedule the next file's pages while it still
+    consumes the current one.  At most ``budget_bytes`` of submitted pages wait untaken, so
+    memory stays bounded whatever the file and page sizes.  ``preadv`` and the NumPy/Arrow
+    kernels release the GIL, so I/O and decoding overlap with the consumer's work.
+
+    Only the consuming thread calls :meth:`schedule`, :meth:`take` and :meth:`close`; worker
+    threads only run ``DataFileReader._decode_page``.  Create one per scan and close it (the
+    pool is per instance: a process forked mid-scan never inherits a half-dead shared pool).
+    """
+
+    def __init__(self, *, budget_bytes: int = 64 * 1024 * 1024, threads: int = 1) -> None:
+        if budget_bytes <= 0 or threads <= 0:
+            raise ValueError(f"budget_bytes and threads must be positive, got {budget_bytes}, {threads}")
+        self.budget_bytes = budget_bytes
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: deque[tuple[_PagedColumn, int, int]] = deque()
+        self._futures: dict[tuple[int, int], tuple[Future[Any], int]] = {}
+        self._inflight = 0
+        self._closed = False
+
+    def schedule(self, pages: Sequence[tuple["_PagedColumn", int]]) -> None:
+        """Queue ``(column, page index)`` pairs, in the order they will be taken."""
+        for column, i in pages:
+            nbytes = sum(size for _, size in column.pages[i].ranges)
+            self._pending.append((column, i, nbytes))
+            column._scheduled.add(i)
+        self._pump()
+
+    def _submit_head(self) -> None:
+        column, i, nbytes = self._pending.popleft()
+        if i not in column._scheduled:  # decoded directly meanwhile
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="lance_ops-prefetch")
+        fut = self._pool.submit(column.reader._decode_page, column.column, column.pages[i], column.dtype)
+        self._futures[(id(column), i)] = (fut, nbytes)
+        self._inflight += nbytes
+
+    def _pump(self) -> None:
+        while self._pending and not self._closed:
+            if self._inflight and self._inflight + self._pending[0][2] > self.budget_bytes:
+                return
+            self._submit_head()
+
+    def take(self, column: "_PagedColumn", i: int) -> Any:
+        """The decoded page ``i`` of ``column`` (waiting for it; submitting it first if needed)."""
+        column._scheduled.discard(i)
+        key = (id(column), i)
+        while key not in self._futures and self._pending and not self._closed:
+            self._submit_head()  # read out of order: force the queue up to this page
+        entry = self._futures.pop(key, None)
+        if entry is None:
+            return column.reader._decode_page(column.column, column.pages[i], column.dtype)
+        fut, nbytes = entry
+        try:
+            return fut.result()
+        finally:
+            self._inflight -= nbytes
+            self._pump()
+
+    def close(self) -> None:
+        """Drop what was not taken; running reads finish in the background and are discarded."""
+        self._closed = True
+        self._pending.clear()
+        for fut, _ in self._futures.values():
+            fut.cancel()
+        self._futures.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> "PagePrefetcher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class _Column:
     """Reads rows ``[start, end)`` of one field (and its subtree) as Arrow chunks."""
 
@@ -124,6 +239,8 @@ class _PagedColumn(_Column):
         self.starts = [p.row_start for p in self.pages]
         self.num_rows = self.pages[-1].row_start + self.pages[-1].length if self.pages else 0
         self._cache: dict[int, Any] = {}
+        self._prefetch: PagePrefetcher | None = None
+        self._scheduled: set[int] = set()
 
     def expect_rows(self, n: int) -> None:
         if self.num_rows != n:
@@ -143,10 +260,19 @@ class _PagedColumn(_Column):
         hit = self._cache.get(i)
         if hit is not None:
             return hit
-        page = self.pages[i]
-        out = self.reader._decode_page(self.column, page, self.dtype)
+        if self._prefetch is not None and i in self._scheduled:
+            out = self._prefetch.take(self, i)
+        else:
+            out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
         self._cache[i] = out
         return out
+
+    def pages_overlapping(self, start: int, end: int) -> list[int]:
+        if start >= end or not self.pages:
+            return []
+        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        j = bisect.bisect_left(self.starts, end)
+        return [k for k in range(i, j) if self.pages[k].length]
 
     def _overlapping(self, start: int, end: int) -> Iterator[tuple[int, int, int]]:
         """(page index, first row in page, end row in page) for pages overlapping [start, end)."""
@@ -253,6 +379,27 @@ class DataFileReader:
             self.path = store.full_path(rel_path)
         except Exception:
             self.path = posixpath.join(str(getattr(store, "uri", "")), rel_path)
+        # the preadv fast path only for the plain local store (wrappers keep their read_ranges)
+        self._local_path = self.path if type(store) is ObjectStore and store.is_local else None
+        key = None
+        if self._local_path is not None:
+            try:
+                st = os.stat(self._local_path)
+            except OSError:
+                st = None  # the ordinary path below reports it
+            if st is not None:
+                if file_size is None:
+                    file_size = st.st_size
+                key = (self._local_path, int(file_size), st.st_size, st.st_mtime_ns, st.st_ino)
+                cached = _metadata_cache_get(key)
+                if cached is not None:
+                    self.__dict__.update(cached)
+                    return
+        self._open(store, rel_path, file_size)
+        if key is not None:
+            _metadata_cache_put(key, {k: self.__dict__[k] for k in _CACHED_ATTRS})
+
+    def _open(self, store: ObjectStore, rel_path: str, file_size: int | None) -> None:
         size = store.size(rel_path) if file_size is None else int(file_size)
         self.file_size = size
         if size < FOOTER.size:
@@ -261,7 +408,7 @@ class DataFileReader:
             )
         tail_len = min(size, TAIL_BYTES)
         tail_start = size - tail_len
-        tail = store.read_range(rel_path, tail_start, tail_len)
+        tail = self._read_meta_range(tail_start, tail_len)
         if len(tail) != tail_len:
             raise CorruptFileError(
                 self.path, f"expected {tail_len} bytes at offset {tail_start}, got {len(tail)} (truncated?)"
@@ -301,7 +448,7 @@ class DataFileReader:
             if 0 <= g0 < lo and int(g[0, 1]) <= meta_end - g0:
                 lo = g0
         if lo < tail_start:
-            extra = store.read_range(rel_path, lo, tail_start - lo)
+            extra = self._read_meta_range(lo, tail_start - lo)
             if len(extra) != tail_start - lo:
                 raise CorruptFileError(self.path, f"short read of metadata at {lo} (truncated?)")
             self._buf = extra + tail
@@ -328,10 +475,28 @@ class DataFileReader:
         except SchemaError as e:
             raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
         self.num_rows = int(self.file_descriptor.length)
-        # the preadv fast path only for the plain local store (wrappers keep their read_ranges)
-        self._local_path = self.path if type(store) is ObjectStore and store.is_local else None
         self._column_of = {f.id: i for i, f in enumerate(self.schema.fields)}
         self._pages_cache: dict[int, list[_Page]] = {}
+        # keep only the metadata (the tail read may have pulled in the end of the data)
+        first = min(a, b, c, int(self._gbo[:, 0].min()), int(self._cmo[:, 0].min()) if ncols else a)
+        if first > self._base:
+            self._buf = self._buf[first - self._base :]
+            self._base = first
+
+    def _read_meta_range(self, start: int, length: int) -> bytes:
+        if self._local_path is None:
+            return self.store.read_range(self.rel_path, start, length)
+        fd = os.open(self._local_path, os.O_RDONLY)
+        try:
+            out = os.pread(fd, length, start)
+            while len(out) < length:
+                more = os.pread(fd, length - len(out), start + len(out))
+                if not more:
+                    break
+                out += more
+            return out
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ metadata
     def _meta_bytes(self, pos: int, length: int) -> bytes:
@@ -503,10 +668,13 @@ class DataFileReader:
         offset: int = 0,
         length: int | None = None,
         batch_size: int = 65536,
+        prefetch: PagePrefetcher | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Yield batches of rows ``[offset, offset+length)`` for the top-level ``field_ids``.
 
         Output schema is ``schema.project_ids(field_ids).to_arrow()`` (requested order).
+        With ``prefetch``, the pages of the range are scheduled on it now (in the order the
+        batches will need them) and decoded in the background.
 
         Raises:
             UnsupportedFeatureError: the file is not format 2.0, or uses an unknown encoding.
@@ -517,7 +685,28 @@ class DataFileReader:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         out_schema, cols = self._columns(field_ids)
         start, end = self._range(offset, length)
+        if prefetch is not None:
+            self._schedule(prefetch, cols, start, end)
         return self._iter(out_schema, cols, start, end, batch_size)
+
+    @staticmethod
+    def _schedule(prefetch: PagePrefetcher, cols: list[_Column], start: int, end: int) -> None:
+        """Schedule the row-aligned leaf pages of ``[start, end)`` (lists' items are read on demand)."""
+        leaves: list[_LeafColumn] = []
+        stack = list(reversed(cols))
+        while stack:
+            c = stack.pop()
+            if isinstance(c, _LeafColumn):
+                leaves.append(c)
+            elif isinstance(c, _StructColumn):
+                stack.extend(reversed(c.children))
+        order = []
+        for k, c in enumerate(leaves):
+            c._prefetch = prefetch
+            for i in c.pages_overlapping(start, end):
+                order.append((c.pages[i].row_start, k, i))
+        order.sort()
+        prefetch.schedule([(leaves[k], i) for _, k, i in order])
 
     def _iter(
         self, schema: pa.Schema, cols: list[_Column], start: int, end: int, batch_size: int

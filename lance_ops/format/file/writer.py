@@ -11,7 +11,10 @@ end offsets and ``null_adjustment``, FixedSizeList, List offsets, SimpleStruct, 
 for Arrow dictionary columns); all buffers are padded to 64 bytes with ``0x48``.
 """
 
+import bisect
 import struct
+import threading
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
@@ -39,6 +42,10 @@ FOOTER_VERSION = {"2.0": (0, 3)}
 _COMPRESSION_KEY = "lance-encoding:compression"
 _COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
 _BINARY_TYPES = (pa.string(), pa.binary(), pa.large_string(), pa.large_binary())
+#: writes smaller than this go straight to the stream until the background writer has started
+_SMALL_WRITE = 64 * 1024
+#: a background writer thread with nothing to write for this long exits (restarted on demand)
+_IDLE_EXIT_S = 2.0
 
 
 def _any(type_url: str, msg: Any) -> bytes:
@@ -55,17 +62,34 @@ _COLUMN_ENCODING = _column_encoding_bytes()
 
 
 class _Sink:
-    """Tracks the write position and pads buffers to 64 bytes."""
+    """Tracks the write position and pads buffers to 64 bytes.
 
-    def __init__(self, f: BinaryIO) -> None:
+    With ``background_bytes`` the writes go to the stream from one background thread, in
+    order, while the caller encodes the next pages; at most that many bytes wait in the queue
+    (the caller blocks beyond it).  A failed write is raised by the next :meth:`write` or by
+    :meth:`drain`, which :meth:`DataFileWriter.finish` calls before writing the footer.
+    """
+
+    def __init__(self, f: BinaryIO, background_bytes: int = 0) -> None:
         self.f = f
         self.pos = 0
+        self._cap = background_bytes
+        self._queue: deque[memoryview | None] = deque()  # None: stop
+        self._queued = 0
+        self._cv = threading.Condition()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
 
     def write(self, data: Any) -> None:
         mv = memoryview(data)
-        if mv.nbytes:
+        n = mv.nbytes
+        if not n:
+            return
+        if self._cap <= 0 or n < _SMALL_WRITE and self._thread is None:
             self.f.write(mv)
-            self.pos += mv.nbytes
+        else:
+            self._enqueue(mv, n)
+        self.pos += n
 
     def write_buffer(self, data: Any) -> tuple[int, int]:
         start = self.pos
@@ -73,9 +97,54 @@ class _Sink:
         size = self.pos - start
         pad = -size % ALIGN
         if pad:
-            self.f.write(PAD_BYTE * pad)
-            self.pos += pad
+            self.write(PAD_BYTE * pad)
         return start, size
+
+    def _enqueue(self, mv: memoryview, n: int) -> None:
+        with self._cv:
+            while self._error is None and self._queued and self._queued + n > self._cap:
+                self._cv.wait()
+            if self._error is not None:
+                raise self._error
+            self._queue.append(mv)
+            self._queued += n
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lance_ops-write", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue:
+                    # an abandoned writer (an exception between writes) must not pin a thread
+                    if not self._cv.wait(timeout=_IDLE_EXIT_S) and not self._queue:
+                        self._thread = None
+                        return
+                mv = self._queue.popleft()
+                if mv is None:
+                    self._thread = None
+                    self._cv.notify_all()
+                    return
+            try:
+                if self._error is None:
+                    self.f.write(mv)
+            except BaseException as e:  # raised in the caller's thread by write()/drain()
+                self._error = e
+            with self._cv:
+                self._queued -= mv.nbytes
+                self._cv.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every queued byte is written; re-raise a failed write."""
+        with self._cv:
+            if self._thread is not None:
+                self._queue.append(None)
+                self._cv.notify_all()
+                while self._thread is not None:
+                    self._cv.wait()
+        if self._error is not None:
+            raise self._error
 
 
 class _Counter:
@@ -151,7 +220,9 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, int, pa.Buffer]:
     bufs = arr.buffers()
     offs = _binary_offsets(arr)
     base = int(offs[0])
-    ends = (offs[1:] - base).astype(np.uint64)
+    ends = offs[1:].astype(np.uint64)
+    if base:
+        ends -= np.uint64(base)
     total = int(offs[-1]) - base
     adj = total + 1
     if arr.null_count:
@@ -233,6 +304,26 @@ def _cuts_cumulative(cum: np.ndarray, limit: int) -> list[int]:
     return [0, *inner.tolist(), n]
 
 
+def _cuts_binary(offs: np.ndarray, limit: int) -> list[int]:
+    """:func:`_cuts_cumulative` of a binary array's page bytes (8-byte offset + data per row).
+
+    The same cut points, found by bisection over the ``len + 1`` Arrow offsets instead of
+    materialising the cumulative sizes (three full-length temporaries per page flush).
+    """
+    n = offs.size - 1
+    base = int(offs[0])
+
+    def upto(i: int) -> int:  # bytes of rows [0, i)
+        return int(offs[i]) - base + 8 * i
+
+    total = upto(n)
+    if total <= limit:
+        return [0, n]
+    rows = range(1, n + 1)
+    cuts = {min(max(bisect.bisect_left(rows, t, key=upto) + 1, 1), n - 1) for t in range(limit, total, limit)}
+    return [0, *sorted(cuts), n] if n > 1 else [0, n]
+
+
 # ------------------------------------------------------------------------------ column encoders
 class _FieldEncoder:
     """Encodes one Lance field (and its subtree) into one or more columns."""
@@ -289,10 +380,7 @@ class _LeafEncoder(_FieldEncoder):
         limit = self.w.max_page_bytes
         if not self.binary:
             return _cuts_uniform(len(arr), self.row_bytes, limit)
-        n = len(arr)
-        offs = _binary_offsets(arr)
-        cum = (offs[1:] - offs[0]).astype(np.int64) + 8 * np.arange(1, n + 1, dtype=np.int64)
-        return _cuts_cumulative(cum, limit)
+        return _cuts_binary(_binary_offsets(arr), limit)
 
     def flush(self, final: bool) -> None:
         if not self.queue:
@@ -423,6 +511,10 @@ class DataFileWriter:
         version: file format version; only ``"2.0"`` is supported.
         max_page_bytes: target encoded size of a page; columns are split into pages of about
             this size.
+        background_write_bytes: page bytes that may wait for a background thread writing them
+            to ``sink`` while the next pages are encoded (0: write inline).  Every byte is in
+            ``sink`` when :meth:`finish` returns; a failed write is raised by a later
+            :meth:`write_batch` or by :meth:`finish`.
 
     Raises:
         UnsupportedFeatureError: a version other than 2.0 or a type 2.0 cannot store (map).
@@ -435,6 +527,7 @@ class DataFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = 8 * 1024 * 1024,
+        background_write_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         if version not in FOOTER_VERSION:
             raise UnsupportedFeatureError(f"Lance file version {version!r} cannot be written (only 2.0)")
@@ -443,7 +536,7 @@ class DataFileWriter:
         self.schema = schema
         self.version = version
         self.max_page_bytes = int(max_page_bytes)
-        self._sink = _Sink(sink)
+        self._sink = _Sink(sink, background_write_bytes)
         self._num_rows = 0
         self._finished = False
         self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
@@ -568,6 +661,7 @@ class DataFileWriter:
                 column_meta_start, cmo_offset, gbo_offset, len(gbo), len(self._pages), major, minor, MAGIC
             )
         )
+        sink.drain()
         return sink.pos
 
 

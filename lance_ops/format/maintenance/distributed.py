@@ -16,7 +16,7 @@ Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark execu
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ def light_manifest(manifest: Manifest) -> Manifest:
 def commit_timestamp_micros(manifest: Manifest) -> int:
     """Commit time in microseconds since the epoch, rounded exactly as ``LanceDataset.versions()``
     and the in-process change feed round it (so both feeds agree to the microsecond)."""
-    ts = datetime.fromtimestamp(manifest.timestamp_ns / 1e9, tz=timezone.utc)
+    ts = datetime.fromtimestamp(manifest.timestamp_ns / 1e9, tz=UTC)
     return int(ts.timestamp() * 1_000_000)
 
 

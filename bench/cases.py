@@ -1,0 +1,460 @@
+"""The benchmark cases: what each variant runs, on which data, and the target it is held to.
+
+A case has timed *variants* (``lance_ops`` and ``pylance``; ``ipc`` for the physical limits;
+``local1``/``local2`` for Spark scaling) that the runner alternates within every repetition,
+and an untimed ``prepare(variant)`` that resets state (fresh output directory, fresh copy of a
+template dataset) before each timed run.
+"""
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance_ops.format as lf
+
+from .data import (
+    DELETE_PREDICATE_SQL,
+    Fixtures,
+    copy_dataset,
+    delete_predicate,
+    make_table,
+    read_ipc,
+    remove,
+    write_ipc,
+)
+
+MB = 1e6  # throughput in decimal MB/s of Arrow in-memory bytes
+
+
+@dataclass
+class Target:
+    """``ratio <= value`` (lance_ops time / pylance time) or ``speedup >= value``."""
+
+    metric: str  # "ratio" or "speedup"
+    value: float
+    text: str
+
+    def met(self, entry: dict[str, Any]) -> bool | None:
+        got = entry.get(self.metric)
+        if got is None:
+            return None
+        return bool(got <= self.value) if self.metric == "ratio" else bool(got >= self.value)
+
+
+@dataclass
+class Case:
+    name: str
+    variants: dict[str, Callable[[], Any]]
+    work: float  # units of work per run (MB, rows, commits, opens)
+    unit: str  # "MB/s", "rows/s", ...
+    reps: int
+    kind: str = "compare"  # "compare" | "limit" | "scaling"
+    prepare: Callable[[str], None] | None = None
+    target: Target | None = None
+    spark_variants: frozenset[str] = frozenset()
+    per_op: int = 1  # a timed run does this many operations; times are reported per operation
+    alternate: bool = True  # False: all repetitions of one variant, then the next (Spark masters)
+    limit_of: str | None = None  # limit cases: the case whose times they bound
+    extra: dict[str, Any] = field(default_factory=dict)
+    cleanup: Callable[[], None] | None = None
+    after: Callable[["Case"], None] | None = None
+
+
+class Skip(Exception):
+    """A case that cannot run here (the message says why)."""
+
+
+# ------------------------------------------------------------------------------- Spark
+class SparkEnv:
+    """``lance_ops.jobs`` if it is importable and complete, and one SparkSession at a time."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._jobs: Any = None
+        self._problem: str | None = None if enabled else "Spark cases disabled (--no-spark)"
+        self._checked = not enabled
+        self._spark: Any = None
+        self._master: str | None = None
+
+    def jobs(self, *needed: str) -> Any:
+        if not self._checked:
+            self._checked = True
+            try:
+                self._jobs = importlib.import_module("lance_ops.jobs")
+            except Exception as e:  # any import failure: report and skip, never crash the run
+                self._problem = f"lance_ops.jobs does not import ({type(e).__name__}: {e})"
+        if self._problem:
+            raise Skip(self._problem)
+        missing = [n for n in ("spark_session", *needed) if not callable(getattr(self._jobs, n, None))]
+        if missing:
+            raise Skip(f"lance_ops.jobs has no {', '.join(missing)} yet")
+        return self._jobs
+
+    def session(self, master: str) -> Any:
+        """A session on ``master``, warmed up (Python workers started, lance_ops imported)."""
+        if self._spark is not None and self._master == master:
+            return self._spark
+        self.stop()
+        spark = self.jobs().spark_session(master=master)
+        got = spark.sparkContext.master
+        if got != master:
+            raise Skip(f"spark_session(master={master!r}) returned a session on {got!r}")
+        slots = int(master[len("local[") : -1]) if master.startswith("local[") else 2
+        # start every Python worker and import lance_ops in it, outside the timed runs
+        spark.sparkContext.parallelize(range(slots * 4), slots * 4).map(_warm).collect()
+        self._spark, self._master = spark, master
+        return spark
+
+    def stop(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = self._master = None
+
+
+def _warm(i: int) -> int:
+    import lance_ops.format  # noqa: F401
+
+    return i
+
+
+# ------------------------------------------------------------------------------- helpers
+def _pylance() -> Any:
+    import lance
+
+    return lance
+
+
+def _fresh_dirs(fx: Fixtures, stem: str, labels: list[str]) -> dict[str, str]:
+    return {v: fx.path(f"{stem}_{v}") for v in labels}
+
+
+# ------------------------------------------------------------------------------- cases
+def case_write(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    table = fx.table()
+    out = _fresh_dirs(fx, "write", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        remove(out[v])
+
+    return Case(
+        "write_10m",
+        {
+            "lance_ops": lambda: lf.write_dataset(table, out["lance_ops"], data_storage_version="2.0"),
+            "pylance": lambda: lance.write_dataset(table, out["pylance"], data_storage_version="2.0"),
+        },
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "throughput >= 1.0x pylance"),
+        extra={"rows": table.num_rows, "mb": round(table.nbytes / MB, 1)},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _scan(fx: Fixtures, p: Any, name: str, columns: list[str] | None, target: Target | None) -> Case:
+    lance = _pylance()
+    path = fx.scan_dataset()
+    table = fx.table()
+    nbytes = (table.select(columns) if columns else table).nbytes
+    bs = p.batch_size
+
+    def ours() -> int:
+        return sum(b.num_rows for b in lf.dataset(path).to_batches(columns=columns, batch_size=bs))
+
+    def theirs() -> int:
+        return sum(b.num_rows for b in lance.dataset(path).to_batches(columns=columns, batch_size=bs))
+
+    return Case(
+        name,
+        {"lance_ops": ours, "pylance": theirs},
+        work=nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        target=target,
+        extra={"rows": table.num_rows, "columns": columns or table.column_names, "batch_size": bs},
+    )
+
+
+def case_scan(fx: Fixtures, p: Any) -> Case:
+    return _scan(fx, p, "scan_10m", None, Target("ratio", 1 / 1.5, "throughput >= 1.5x pylance"))
+
+
+def case_scan_projection(fx: Fixtures, p: Any) -> Case:
+    return _scan(fx, p, "scan_projection", ["id", "x"], Target("ratio", 1 / 1.5, "throughput >= 1.5x pylance"))
+
+
+def case_append(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    out = _fresh_dirs(fx, "append", ["lance_ops", "pylance"])
+    n, rows = p.appends, p.append_rows
+    batches = [make_table(rows, start=(i + 1) * rows) for i in range(n)]
+    first = make_table(rows)
+
+    def prepare(v: str) -> None:
+        remove(out[v])
+        if v == "lance_ops":
+            lf.write_dataset(first, out[v], data_storage_version="2.0")
+        else:
+            lance.write_dataset(first, out[v], data_storage_version="2.0")
+
+    def ours() -> None:
+        for t in batches:
+            lf.write_dataset(t, out["lance_ops"], mode="append")
+
+    def theirs() -> None:
+        for t in batches:
+            lance.write_dataset(t, out["pylance"], mode="append")
+
+    def after(case: Case) -> None:
+        # the last lance_ops run left a (1 + appends)-version dataset: open_latest can use it
+        fx.adopt_versions_dataset(out["lance_ops"], n + 1)
+
+    return Case(
+        "append_commit",
+        {"lance_ops": ours, "pylance": theirs},
+        work=n,
+        unit="commits/s",
+        reps=p.small_reps,
+        prepare=prepare,
+        target=Target("ratio", 3.0, "commit latency <= 3x pylance"),
+        per_op=n,
+        extra={"appends": n, "rows_per_append": rows},
+        after=after,
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_open(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    path = fx.versions_dataset()
+    k = p.opens
+
+    def ours() -> int:
+        v = 0
+        for _ in range(k):
+            v = lf.dataset(path).version
+        return v
+
+    def theirs() -> int:
+        v = 0
+        for _ in range(k):
+            v = lance.dataset(path).version
+        return v
+
+    return Case(
+        "open_latest",
+        {"lance_ops": ours, "pylance": theirs},
+        work=k,
+        unit="opens/s",
+        reps=p.small_reps,
+        target=Target("ratio", 5.0, "open latency <= 5x pylance"),
+        per_op=k,
+        extra={"versions": lf.dataset(path).version, "opens_per_run": k},
+    )
+
+
+def case_delete(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    template = fx.fragments_dataset()
+    out = _fresh_dirs(fx, "delete", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "delete_10pct",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).delete(delete_predicate()),
+            "pylance": lambda: lance.dataset(out["pylance"]).delete(DELETE_PREDICATE_SQL),
+        },
+        work=p.delete_rows,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 2.0, "time <= 2x pylance"),
+        extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _compact_common(fx: Fixtures) -> tuple[str, int, int]:
+    template = fx.deleted_dataset()
+    live = lf.dataset(template).count_rows()
+    return template, fx.compaction_target(), live
+
+
+def case_compact_inprocess(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    template, target, live = _compact_common(fx)
+    out = _fresh_dirs(fx, "compact", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "compact_inprocess",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    lance = _pylance()
+    jobs = spark.jobs("compact")
+    template, target, live = _compact_common(fx)
+    session = spark.session("local[2]")
+    out = _fresh_dirs(fx, "spark_compact", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+        if v == "lance_ops":
+            spark.session("local[2]")  # still the live session (compact_scaling may follow)
+
+    return Case(
+        "compact_local2",
+        {
+            "lance_ops": lambda: jobs.compact(session, out["lance_ops"], target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.spark_reps,
+        prepare=prepare,
+        target=Target("ratio", 1.5, "time on local[2] <= 1.5x pylance"),
+        spark_variants=frozenset({"lance_ops"}),
+        extra={
+            "fragments": p.fragments,
+            "live_rows": live,
+            "target_rows_per_fragment": target,
+            "master": "local[2]",
+        },
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_compact_scaling(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    jobs = spark.jobs("compact")
+    template, target, live = _compact_common(fx)
+    out = _fresh_dirs(fx, "scaling", ["local1", "local2"])
+
+    masters = {"local1": "local[1]", "local2": "local[2]"}
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+        spark.session(masters[v])  # (re)start the session outside the timed region
+
+    def run(label: str) -> Callable[[], Any]:
+        def go() -> Any:
+            return jobs.compact(spark.session(masters[label]), out[label], target_rows_per_fragment=target)
+
+        return go
+
+    return Case(
+        "compact_scaling",
+        # local[2] first: it is usually the live session after compact_local2
+        {"local2": run("local2"), "local1": run("local1")},
+        work=live,
+        unit="rows/s",
+        reps=p.spark_reps,
+        kind="scaling",
+        alternate=False,  # a session restart per switch would dominate the run time
+        prepare=prepare,
+        target=Target("speedup", 1.8, "local[2] >= 1.8x faster than local[1]"),
+        spark_variants=frozenset({"local1", "local2"}),
+        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_change_feed(fx: Fixtures, p: Any) -> Case:
+    lance = _pylance()
+    path, begin, end = fx.feed_dataset()
+    n_feed = lf.dataset(path).change_feed(begin, end).num_rows
+
+    def ours() -> int:
+        return lf.dataset(path).change_feed(begin, end).num_rows
+
+    def theirs() -> int:
+        d = lance.dataset(path).delta(begin_version=begin, end_version=end)
+        return d.get_inserted_rows().read_all().num_rows + d.get_updated_rows().read_all().num_rows
+
+    return Case(
+        "change_feed",
+        {"lance_ops": ours, "pylance": theirs},
+        work=n_feed,
+        unit="rows/s",
+        reps=p.reps,
+        extra={
+            "base_rows": p.feed_rows,
+            "versions": f"({begin}, {end}]",
+            "feed_rows": n_feed,
+            "note": "lance_ops also emits update pre-images and deletes; pylance: inserted + updated",
+        },
+    )
+
+
+def case_ipc_write(fx: Fixtures, p: Any) -> Case:
+    table = fx.table()
+    path = fx.path("ipc_write.arrow")
+    return Case(
+        "ipc_limit_write",
+        {"ipc": lambda: write_ipc(table, path)},
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        kind="limit",
+        prepare=lambda v: os.path.exists(path) and os.remove(path),
+        limit_of="write_10m",
+        extra={"rows": table.num_rows},
+        cleanup=lambda: os.path.exists(path) and os.remove(path),
+    )
+
+
+def case_ipc_read(fx: Fixtures, p: Any) -> Case:
+    table = fx.table()
+    path = fx.ipc_file()
+    return Case(
+        "ipc_limit_read",
+        {"ipc": lambda: read_ipc(path)},
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        kind="limit",
+        limit_of="scan_10m",
+        extra={"rows": table.num_rows},
+    )
+
+
+#: every case in run order; Spark cases take the SparkEnv too
+CASES: dict[str, Callable[..., Case]] = {
+    "write_10m": case_write,
+    "ipc_limit_write": case_ipc_write,
+    "scan_10m": case_scan,
+    "scan_projection": case_scan_projection,
+    "ipc_limit_read": case_ipc_read,
+    "append_commit": case_append,
+    "open_latest": case_open,
+    "delete_10pct": case_delete,
+    "compact_inprocess": case_compact_inprocess,
+    "compact_local2": case_compact_local2,
+    "compact_scaling": case_compact_scaling,
+    "change_feed": case_change_feed,
+}
+SPARK_CASES = frozenset({"compact_local2", "compact_scaling"})
+

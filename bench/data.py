@@ -1,0 +1,168 @@
+"""Generated benchmark data and the datasets the cases start from.
+
+Every table has the same three columns, built with whole-array kernels (10M rows in ~1 s):
+
+- ``id``  int64, consecutive from ``start``;
+- ``x``   float64, ``((id * 7919) % 1000) / 1000``: exactly 10% of any 1,000 consecutive ids
+  have ``x < 0.1`` (7919 is prime to 1000), so a delete of ``x < 0.1`` removes exactly 10% of
+  every fragment whose size is a multiple of 1,000;
+- ``s``   string, ``"row-<id>"`` (10-15 bytes).
+
+Fixture datasets are written once per run by lance_ops (both libraries then read the same
+bytes) and copied for every repetition of a case that modifies them.
+"""
+
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lance_ops.format as lf
+
+
+def make_table(rows: int, start: int = 0) -> pa.Table:
+    """``rows`` rows of (id int64, x float64, s string), ids from ``start``; one chunk."""
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    x = ((ids * 7919) % 1000) / 1000.0
+    id_arr = pa.array(ids)
+    s = pc.binary_join_element_wise("row-", pc.cast(id_arr, pa.string()), "")
+    return pa.table({"id": id_arr, "x": pa.array(x), "s": s})
+
+
+DELETE_PREDICATE_SQL = "x < 0.1"
+
+
+def delete_predicate() -> pc.Expression:
+    return pc.field("x") < 0.1
+
+
+def copy_dataset(src: str, dst: str) -> str:
+    """A private copy of a dataset directory (hard links would share deletion state: copy)."""
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def remove(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Fixtures:
+    """Lazily built datasets under ``workdir``, shared by the cases of one run."""
+
+    def __init__(self, workdir: str, params: Any) -> None:
+        self.workdir = workdir
+        self.p = params
+        self._table: pa.Table | None = None
+        self._paths: dict[str, str] = {}
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.workdir, name)
+
+    # ----------------------------------------------------------------- write / scan
+    def table(self) -> pa.Table:
+        if self._table is None:
+            self._table = make_table(self.p.rows)
+        return self._table
+
+    def scan_dataset(self) -> str:
+        """The ``rows``-row table written by lance_ops (1M-row files), read by both libraries."""
+        if "scan" not in self._paths:
+            path = self.path("scan_ds")
+            remove(path)
+            lf.write_dataset(self.table(), path, data_storage_version="2.0")
+            self._paths["scan"] = path
+        return self._paths["scan"]
+
+    def ipc_file(self) -> str:
+        path = self.path("limit.arrow")
+        if not os.path.exists(path):
+            write_ipc(self.table(), path)
+        return path
+
+    # ------------------------------------------------------------- delete / compact
+    def fragments_dataset(self) -> str:
+        """``delete_rows`` rows in ``fragments`` equal fragments (template for delete)."""
+        if "frags" not in self._paths:
+            path = self.path("frags_ds")
+            remove(path)
+            rows, n = self.p.delete_rows, self.p.fragments
+            lf.write_dataset(make_table(rows), path, max_rows_per_file=rows // n, data_storage_version="2.0")
+            self._paths["frags"] = path
+        return self._paths["frags"]
+
+    def deleted_dataset(self) -> str:
+        """``fragments_dataset`` after deleting 10% of every fragment (template for compaction)."""
+        if "deleted" not in self._paths:
+            path = copy_dataset(self.fragments_dataset(), self.path("deleted_ds"))
+            lf.dataset(path).delete(delete_predicate())
+            self._paths["deleted"] = path
+        return self._paths["deleted"]
+
+    def compaction_target(self) -> int:
+        """``target_rows_per_fragment`` that bins the fragments into ``compact_tasks`` equal tasks.
+
+        With a target that is an exact multiple of the live rows per fragment, both planners
+        (pylance's and lance_ops') cut the 200 fragments into equal groups, so Spark's two
+        slots get the same work and local[1] vs local[2] measures scaling, not skew.
+        """
+        per_frag = (self.p.delete_rows // self.p.fragments) * 9 // 10
+        frags_per_task = max(1, self.p.fragments // self.p.compact_tasks)
+        return per_frag * frags_per_task
+
+    # --------------------------------------------------------------------- versions
+    def versions_dataset(self) -> str:
+        """A dataset with ``versions`` versions: a create, then small appends."""
+        if "versions" not in self._paths:
+            path = self.path("versions_ds")
+            remove(path)
+            small = make_table(self.p.append_rows)
+            lf.write_dataset(small, path, data_storage_version="2.0")
+            for i in range(1, self.p.versions):
+                lf.write_dataset(make_table(self.p.append_rows, start=i * self.p.append_rows), path, mode="append")
+            self._paths["versions"] = path
+        return self._paths["versions"]
+
+    def adopt_versions_dataset(self, path: str, versions: int) -> None:
+        """Reuse a dataset another case built, when it has the requested number of versions."""
+        if "versions" not in self._paths and versions == self.p.versions:
+            dst = self.path("versions_ds")
+            remove(dst)
+            os.replace(path, dst)
+            self._paths["versions"] = dst
+
+    # ------------------------------------------------------------------ change feed
+    def feed_dataset(self) -> tuple[str, int, int]:
+        """Stable-row-id dataset: v1 ``feed_rows`` rows, v2 +10% appended, v3 10% of v1 updated.
+
+        Returns (path, begin_version, end_version) for a feed over v2 and v3.
+        """
+        if "feed" not in self._paths:
+            path = self.path("feed_ds")
+            remove(path)
+            n = self.p.feed_rows
+            ds = lf.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.0")
+            ds = lf.write_dataset(make_table(n // 10, start=n), path, mode="append")
+            ds = lf.dataset(path).update({"s": "updated"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
+            self._paths["feed"] = path
+        return self._paths["feed"], 1, 3
+
+
+def write_ipc(table: pa.Table, path: str, *, batch_rows: int = 65536) -> None:
+    """The physical limit for writing: the same rows as an uncompressed Arrow IPC file."""
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table, max_chunksize=batch_rows)
+
+
+def read_ipc(path: str) -> int:
+    """The physical limit for a streaming scan: read every batch of the IPC file (copying)."""
+    rows = 0
+    with pa.OSFile(path, "rb") as src:
+        r = pa.ipc.open_file(src)
+        for i in range(r.num_record_batches):
+            rows += r.get_batch(i).num_rows
+    return rows

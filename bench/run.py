@@ -1,0 +1,355 @@
+"""``python -m bench.run``: lance_ops against pylance, same data, same process, alternating.
+
+Prints a Markdown table and, for a run of every case (or with ``--save``), writes
+``bench/results.json`` and ``bench/RESULTS.md``.  See ``bench/README.md``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from .cases import CASES, SPARK_CASES, Case, SparkEnv, Skip
+from .data import Fixtures
+from .measure import Sample, library_versions, machine, measure
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass
+class Params:
+    rows: int = 10_000_000
+    batch_size: int = 65536
+    appends: int = 500
+    append_rows: int = 100
+    versions: int = 501  # create + 500 appends: the append_commit dataset is reused when it ran
+    opens: int = 20
+    delete_rows: int = 2_000_000
+    fragments: int = 200
+    compact_tasks: int = 8
+    feed_rows: int = 1_000_000
+    reps: int = 5
+    small_reps: int = 3
+    spark_reps: int = 3
+
+
+QUICK = {
+    "rows": 2_000_000,
+    "appends": 100,
+    "versions": 101,
+    "opens": 10,
+    "delete_rows": 400_000,
+    "feed_rows": 200_000,
+    "reps": 3,
+    "small_reps": 2,
+    "spark_reps": 2,
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller data and fewer repetitions (~1 minute)")
+    ap.add_argument("--cases", help=f"comma-separated subset of: {', '.join(CASES)}")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    for name, default in vars(Params()).items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help=f"default {default}")
+    ap.add_argument("--no-spark", action="store_true", help="skip the Spark cases")
+    ap.add_argument("--workdir", help="where datasets are written (default: a temp dir, removed after)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--save", action="store_true", help="write results.json/RESULTS.md even for a subset")
+    ap.add_argument("--no-save", action="store_true", help="never write results.json/RESULTS.md")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--markdown", default=os.path.join(HERE, "RESULTS.md"))
+    return ap.parse_args(argv)
+
+
+def make_params(args: argparse.Namespace) -> Params:
+    p = Params()
+    if args.quick:
+        for k, v in QUICK.items():
+            setattr(p, k, v)
+    for k in vars(p):
+        v = getattr(args, k)
+        if v is not None:
+            setattr(p, k, v)
+    if args.appends is not None and args.versions is None:
+        p.versions = p.appends + 1
+    if p.delete_rows % (p.fragments * 1000):
+        raise SystemExit(
+            f"--delete-rows ({p.delete_rows}) must be a multiple of 1000 x --fragments ({p.fragments}) "
+            "so that x < 0.1 deletes exactly 10% of every fragment"
+        )
+    return p
+
+
+# ------------------------------------------------------------------------------ running
+def run_case(case: Case) -> dict[str, list[Sample]]:
+    """Every repetition runs every variant once; the order rotates so no variant always goes first.
+
+    Cases that set ``alternate=False`` run all repetitions of one variant, then the next.
+    """
+    labels = list(case.variants)
+    samples: dict[str, list[Sample]] = {v: [] for v in labels}
+    if case.alternate:
+        runs = [v for rep in range(case.reps) for v in labels[rep % len(labels) :] + labels[: rep % len(labels)]]
+    else:
+        runs = [v for v in labels for _ in range(case.reps)]
+    for v in runs:
+        if case.prepare is not None:
+            case.prepare(v)
+        s = measure(case.variants[v], watch_children=v in case.spark_variants)
+        s.seconds /= case.per_op
+        s.result = None
+        samples[v].append(s)
+    return samples
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _peak(ss: list[Sample]) -> float | None:
+    vals = [s.peak_mb for s in ss if s.peak_mb is not None]
+    return round(max(vals), 1) if vals else None
+
+
+def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
+    med = {v: _median([s.seconds for s in ss]) for v, ss in samples.items()}
+    work = case.work / case.per_op
+    entry: dict[str, Any] = {"name": case.name}
+    if case.kind == "compare":
+        lo, py = med["lance_ops"], med["pylance"]
+        entry.update(
+            lance_ops_s=_round(lo),
+            pylance_s=_round(py),
+            ratio=round(lo / py, 3) if py > 0 else None,
+            lance_ops_peak_mb=_peak(samples["lance_ops"]),
+            pylance_peak_mb=_peak(samples["pylance"]),
+            unit=case.unit,
+            lance_ops_throughput=_round(work / lo) if lo > 0 else None,
+            pylance_throughput=_round(work / py) if py > 0 else None,
+        )
+        ex = [s.executor_peak_mb for s in samples["lance_ops"] if s.executor_peak_mb is not None]
+        if ex:
+            entry["executor_peak_mb"] = round(max(ex), 1)
+    elif case.kind == "scaling":
+        l1, l2 = med["local1"], med["local2"]
+        entry.update(
+            lance_ops_s=_round(l2),
+            local1_s=_round(l1),
+            local2_s=_round(l2),
+            speedup=round(l1 / l2, 3) if l2 > 0 else None,
+            lance_ops_peak_mb=_peak(samples["local2"]),
+            unit=case.unit,
+            lance_ops_throughput=_round(work / l2) if l2 > 0 else None,
+        )
+        ex = [s.executor_peak_mb for ss in samples.values() for s in ss if s.executor_peak_mb is not None]
+        if ex:
+            entry["executor_peak_mb"] = round(max(ex), 1)
+    else:  # limit
+        t = med["ipc"]
+        entry.update(ipc_s=_round(t), unit=case.unit, ipc_throughput=_round(work / t) if t > 0 else None)
+        entry["limit_of"] = case.limit_of
+    if any(s.approx_peak for ss in samples.values() for s in ss):
+        entry["peak_is_upper_bound"] = True
+    entry["reps"] = case.reps
+    entry["all_s"] = {v: [_round(s.seconds) for s in ss] for v, ss in samples.items()}
+    if case.target is not None:
+        entry["target"] = case.target.text
+        entry["target_met"] = case.target.met(entry)
+    entry.update(case.extra)
+    return entry
+
+
+def _round(x: float) -> float:
+    if x != x:  # nan
+        return x
+    return float(f"{x:.4g}")
+
+
+def link_limits(entries: list[dict[str, Any]]) -> None:
+    """Put each limit next to the case it bounds: lance_ops and pylance time / IPC time."""
+    by_name = {e["name"]: e for e in entries}
+    for e in entries:
+        ref = by_name.get(e.get("limit_of") or "")
+        if ref and e.get("ipc_s"):
+            e["lance_ops_vs_limit"] = round(ref["lance_ops_s"] / e["ipc_s"], 2)
+            e["pylance_vs_limit"] = round(ref["pylance_s"] / e["ipc_s"], 2)
+
+
+# ------------------------------------------------------------------------------ report
+def _fmt_s(x: Any) -> str:
+    if x is None or x != x:
+        return "—"
+    if x >= 1:
+        return f"{x:.2f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.1f} ms"
+    return f"{x * 1e6:.0f} µs"
+
+
+def _fmt_rate(x: Any, unit: str) -> str:
+    if x is None:
+        return "—"
+    if x >= 1e6 and unit == "rows/s":
+        return f"{x / 1e6:.2f} M rows/s"
+    return f"{x:,.0f} {unit}"
+
+
+def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str) -> str:
+    lines = [
+        header,
+        "",
+        "| case | lance_ops | pylance | ratio | lance_ops rate | pylance rate | lance_ops peak | target | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for e in entries:
+        unit = e.get("unit", "")
+        met = e.get("target_met")
+        target = "" if "target" not in e else f"{'✅' if met else '❌'} {e['target']}"
+        notes = []
+        if e["name"].startswith("ipc_limit"):
+            lo, py = e.get("lance_ops_vs_limit"), e.get("pylance_vs_limit")
+            rate = _fmt_rate(e.get("ipc_throughput"), unit)
+            if lo is not None:
+                notes.append(f"{e['limit_of']}: lance_ops {lo}× / pylance {py}× the IPC time")
+            lines.append(f"| {e['name']} | {_fmt_s(e['ipc_s'])} (IPC) | | | {rate} | | | | {'; '.join(notes)} |")
+            continue
+        if "speedup" in e:
+            notes.append(f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}×")
+        if e.get("executor_peak_mb") is not None:
+            notes.append(f"executor peak {e['executor_peak_mb']:.0f} MB")
+        if e.get("pylance_peak_mb") is not None:
+            notes.append(f"pylance peak {e['pylance_peak_mb']:.0f} MB")
+        if e["name"] in ("append_commit", "open_latest"):
+            notes.append("per operation")
+        ratio = e.get("ratio")
+        peak = e.get("lance_ops_peak_mb")
+        lines.append(
+            "| {name} | {lo} | {py} | {ratio} | {lr} | {pr} | {peak} | {target} | {notes} |".format(
+                name=e["name"],
+                lo=_fmt_s(e.get("lance_ops_s")),
+                py=_fmt_s(e.get("pylance_s")),
+                ratio="—" if ratio is None else f"{ratio:.2f}",
+                lr=_fmt_rate(e.get("lance_ops_throughput"), unit),
+                pr=_fmt_rate(e.get("pylance_throughput"), unit),
+                peak="—" if peak is None else f"{peak:.0f} MB",
+                target=target,
+                notes="; ".join(notes),
+            )
+        )
+    for name, why in skipped.items():
+        lines.append(f"| {name} | skipped | | | | | | | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for name in CASES:
+            print(name)
+        return 0
+    p = make_params(args)
+    selected = list(CASES) if not args.cases else [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in selected if c not in CASES]
+    if unknown:
+        print(f"unknown case(s) {unknown}; choose from {list(CASES)}", file=sys.stderr)
+        return 2
+    selected = [c for c in CASES if c in selected]  # run order is fixed
+    full_run = set(selected) == set(CASES)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lance_ops_bench_")
+    os.makedirs(workdir, exist_ok=True)
+    fx = Fixtures(workdir, p)
+    spark = SparkEnv(enabled=not args.no_spark)
+    entries: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    started = time.time()
+    print(f"# bench: {', '.join(selected)}\n# params: {vars(p)}\n# workdir: {workdir}", flush=True)
+    try:
+        for name in selected:
+            t0 = time.perf_counter()
+            try:
+                factory = CASES[name]
+                case = factory(fx, p, spark) if name in SPARK_CASES else factory(fx, p)
+            except Skip as e:
+                skipped[name] = str(e)
+                print(f"- {name}: SKIPPED: {e}", flush=True)
+                continue
+            setup_s = time.perf_counter() - t0
+            try:
+                samples = run_case(case)
+            except Skip as e:
+                skipped[name] = str(e)
+                print(f"- {name}: SKIPPED: {e}", flush=True)
+                continue
+            except Exception as e:
+                skipped[name] = f"failed: {type(e).__name__}: {e}"
+                print(f"- {name}: FAILED", flush=True)
+                traceback.print_exc()
+                continue
+            finally:
+                if case.after is not None:
+                    case.after(case)
+                if case.cleanup is not None:
+                    case.cleanup()
+            entry = summarise(case, samples)
+            entries.append(entry)
+            print(f"- {name}: {_progress(entry)} (setup {setup_s:.1f} s, case {time.perf_counter() - t0:.1f} s)",
+                  flush=True)
+    finally:
+        spark.stop()
+        if not args.keep and not args.workdir:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    link_limits(entries)
+    mode = "quick" if args.quick else "default"
+    header = (
+        f"lance_ops vs pylance, `make bench{' QUICK=1' if args.quick else ''}` ({mode} sizes), "
+        f"{time.strftime('%Y-%m-%d')}, {machine()}; "
+        + ", ".join(f"{k} {v}" for k, v in library_versions().items())
+        + ". Times are medians; ratio = lance_ops / pylance (lower is better)."
+    )
+    table = markdown(entries, skipped, header)
+    print()
+    print(table)
+    print(f"total {time.time() - started:.0f} s")
+    if (full_run or args.save) and not args.no_save:
+        doc = {
+            "machine": machine(),
+            "versions": library_versions(),
+            "mode": mode,
+            "params": vars(p),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "cases": entries,
+            "skipped": skipped,
+        }
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        with open(args.markdown, "w") as f:
+            f.write(table)
+        print(f"wrote {args.out} and {args.markdown}")
+    return 0
+
+
+def _progress(e: dict[str, Any]) -> str:
+    if "ipc_s" in e:
+        return f"ipc {_fmt_s(e['ipc_s'])}"
+    if "speedup" in e:
+        return f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}"
+    return (
+        f"lance_ops {_fmt_s(e['lance_ops_s'])}, pylance {_fmt_s(e['pylance_s'])}, ratio {e['ratio']}, "
+        f"lance_ops peak {e['lance_ops_peak_mb']} MB"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

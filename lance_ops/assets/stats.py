@@ -1,0 +1,208 @@
+"""What Dagster records about a dataset version, read from manifests (no data scan) unless noted.
+
+``version_stats`` feeds the metadata of every materialisation and observation and the
+compaction sensor; ``fingerprint`` (a scan) backs the compaction asset check.
+"""
+
+import hashlib
+from collections.abc import Collection, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+import lance_ops.format as lf
+from lance_ops.format.commit import load_transaction
+from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.manifest import Manifest, list_versions
+from lance_ops.format.store import ObjectStore
+from lance_ops.format.transaction import Transaction
+
+# Transaction properties lance_ops stamps on every commit it makes from Dagster.
+RUN_ID_PROPERTY = "dagster/run_id"
+JOB_PROPERTY = "dagster/job"
+OPERATION_PROPERTY = "lance_ops/operation"
+
+# Operations that change files but no row (their change feed is empty).
+MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config"})
+
+VERSION_COLUMNS = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    version: int
+    rows: int
+    fragments: int
+    small_fragments: int
+    deleted_rows: int
+    deleted_ratio: float
+    bytes: int
+    file_version: str
+    last_operation: str
+    operation_run_id: str  # the Dagster run that committed it ("" when written outside Dagster)
+    timestamp: float
+
+    def as_metadata(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def transaction_of(store: ObjectStore, version: int) -> Transaction | None:
+    """The transaction that produced ``version``, or None when it has none (or cannot be read)."""
+    scheme = list_versions(store)[0]
+    if scheme is None:
+        return None
+    try:
+        return load_transaction(store, version, scheme)
+    except (LanceOpsError, FileNotFoundError):
+        return None
+
+
+def manifest_stats(manifest: Manifest, *, small_fragment_rows: int) -> dict[str, Any]:
+    """Fragment statistics of one manifest: pure metadata."""
+    frags = manifest.fragments
+    physical = sum(f.physical_rows for f in frags)
+    deleted = sum(f.num_deleted_rows for f in frags)
+    return {
+        "rows": physical - deleted,
+        "fragments": len(frags),
+        "small_fragments": sum(1 for f in frags if f.num_rows < small_fragment_rows),
+        "deleted_rows": deleted,
+        "deleted_ratio": round(deleted / physical, 6) if physical else 0.0,
+        "bytes": sum(df.file_size_bytes for f in frags for df in f.files),
+    }
+
+
+def version_stats(ds: lf.LanceDataset, store: ObjectStore, *, small_fragment_rows: int) -> VersionStats:
+    m = ds.manifest
+    txn = transaction_of(store, m.version)
+    return VersionStats(
+        version=m.version,
+        file_version=m.data_storage_version,
+        last_operation=txn.operation.name if txn else "unknown",
+        operation_run_id=str(txn.properties.get(RUN_ID_PROPERTY, "")) if txn else "",
+        timestamp=m.timestamp_ns / 1e9,
+        **manifest_stats(m, small_fragment_rows=small_fragment_rows),
+    )
+
+
+def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) -> int:
+    """Versions committed after the latest compaction (a Rewrite), counting at most ``limit``.
+
+    Reads transactions backwards from ``latest`` (manifest metadata only).  A Rewrite made by
+    deletion materialisation does not count as a compaction when lance_ops stamped it so.
+    """
+    count = 0
+    for v in range(latest, 0, -1):
+        txn = transaction_of(store, v)
+        if txn is not None and txn.operation.name == "rewrite":
+            if txn.properties.get(OPERATION_PROPERTY, "compact") != "materialize_deletions":
+                return count
+        elif txn is None or txn.operation.name not in MAINTENANCE_OPERATIONS:
+            count += 1
+        if count >= limit:
+            return count
+    return count
+
+
+def versions_by(store: ObjectStore, run_id: str, after: int) -> list[int]:
+    """Versions after ``after`` whose transaction carries ``run_id`` (what one Dagster run committed)."""
+    out = []
+    for v in list_versions(store)[1]:
+        if v > after:
+            txn = transaction_of(store, v)
+            if txn is not None and txn.properties.get(RUN_ID_PROPERTY) == run_id:
+                out.append(v)
+    return out
+
+
+def _row_hashes(batches: Iterator[pa.RecordBatch]) -> np.ndarray:
+    parts = []
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        df = batch.to_pandas()
+        for name, typ in zip(batch.schema.names, batch.schema.types, strict=True):
+            if pa.types.is_nested(typ) or pa.types.is_dictionary(typ):
+                df[name] = df[name].map(repr)  # lists/structs are not hashable as objects
+        parts.append(pd.util.hash_pandas_object(df, index=False).to_numpy(dtype=np.uint64))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+def fingerprint(ds: lf.LanceDataset, fragment_ids: Collection[int] | None = None) -> tuple[int, str]:
+    """(rows, digest) of the multiset of live rows: every user column, row id and both row versions.
+
+    Order-independent (per-row hashes are sorted before digesting), so a rewrite that keeps
+    every row, id and version leaves it unchanged.  Scans ``fragment_ids`` (default: all).
+    """
+    columns = list(ds.schema.names) + (VERSION_COLUMNS if ds.has_stable_row_ids else [])
+    if fragment_ids is None:
+        batches = ds.to_batches(columns=columns)
+    else:
+        frags = [f for f in ds.manifest.fragments if f.id in set(fragment_ids)]
+        batches = ds.to_batches(columns=columns, fragments=frags) if frags else iter(())
+    hashes = np.sort(_row_hashes(batches))
+    return len(hashes), f"{len(hashes)}:{hashlib.sha256(hashes.tobytes()).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class RewriteFingerprint:
+    """The rows a Rewrite at ``version`` moved: its old fragments at ``version - 1``, its new ones at ``version``."""
+
+    version: int
+    before: str
+    after: str
+    rows_before: int
+    rows_after: int
+
+
+def rewrite_groups(store: ObjectStore, version: int) -> tuple[set[int], set[int]]:
+    """(old fragment ids, new fragment ids) of the Rewrite that made ``version``."""
+    txn = transaction_of(store, version)
+    if txn is None or txn.operation.name != "rewrite":
+        raise ValueError(f"{store.uri}: version {version} was not made by a Rewrite "
+                         f"({txn.operation.name if txn else 'no transaction'})")
+    groups = txn.operation.groups  # type: ignore[union-attr]
+    return ({f.id for g in groups for f in g.old_fragments}, {f.id for g in groups for f in g.new_fragments})
+
+
+def rewrite_fingerprints(ds: lf.LanceDataset, store: ObjectStore, *, after_only: bool = False) -> RewriteFingerprint:
+    """Fingerprints of a Rewrite's rows before and after (``ds`` is checked out at the Rewrite's version)."""
+    old_ids, new_ids = rewrite_groups(store, ds.version)
+    rows_after, after = fingerprint(ds, new_ids)
+    if after_only:
+        return RewriteFingerprint(ds.version, "", after, 0, rows_after)
+    rows_before, before = fingerprint(ds.checkout_version(ds.version - 1), old_ids)
+    return RewriteFingerprint(ds.version, before, after, rows_before, rows_after)
+
+
+def rewrite_without_deletions(
+    store: ObjectStore, ds: lf.LanceDataset, *, extra_versions: Collection[int] = ()
+) -> tuple[list[int], list[str]]:
+    """Check deletion materialisations: (versions checked, problems).
+
+    A version is checked when its transaction is a Rewrite stamped ``materialize_deletions``
+    or when it is in ``extra_versions`` (versions Dagster recorded as deletion
+    materialisations).  A problem is a new fragment of that Rewrite that still has a
+    deletion file in the version the Rewrite made.  Manifest metadata only.
+    """
+    present = set(list_versions(store)[1])
+    checked: list[int] = []
+    problems: list[str] = []
+    for v in sorted(present):
+        txn = transaction_of(store, v)
+        if txn is None or txn.operation.name != "rewrite":
+            continue
+        if txn.properties.get(OPERATION_PROPERTY) != "materialize_deletions" and v not in extra_versions:
+            continue
+        checked.append(v)
+        new_ids = {f.id for g in txn.operation.groups for f in g.new_fragments}  # type: ignore[union-attr]
+        for frag in ds.checkout_version(v).manifest.fragments:
+            if frag.id in new_ids and frag.deletion_file is not None:
+                problems.append(
+                    f"version {v}: rewritten fragment {frag.id} has a deletion file "
+                    f"({frag.num_deleted_rows} deleted rows)"
+                )
+    return checked, problems

@@ -1,0 +1,330 @@
+"""``lance-ops``: inspect a dataset, or run a maintenance job as the launchpad would.
+
+    lance-ops inspect URI [--version N] [--storage-option KEY=VALUE ...]
+    lance-ops run JOB [--dataset NAME] [--config lance_ops.yaml] [job options]
+    lance-ops run compact --target-rows-per-fragment 100000 --dry-run
+
+``run`` executes the Dagster job ``<dataset>_<JOB>`` in this process (the instance in
+``$DAGSTER_HOME`` when set, else a throwaway one); its options are the fields of the job's
+launchpad Config.  Progress goes to stderr, results to stdout.
+"""
+
+import argparse
+import enum
+import os
+import sys
+import threading
+import time
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+JOB_CONFIGS = {
+    "append": "AppendConfig",
+    "delete": "DeleteConfig",
+    "upsert": "UpsertConfig",
+    "materialize_deletions": "MaterializeDeletionsConfig",
+    "compact": "CompactConfig",
+    "write_change_feed": "ChangeFeedConfig",
+    "cleanup_old_versions": "CleanupConfig",
+    "observe": None,
+    "checks": None,
+}
+ALIASES = {"change_feed": "write_change_feed", "cleanup": "cleanup_old_versions"}
+
+
+# ----------------------------------------------------------------------------- progress
+class Progress:
+    """A plain-text progress bar on stderr (determinate with ``total``, else elapsed time)."""
+
+    def __init__(self, label: str, total: int | None = None, *, stream: Any = None, width: int = 30) -> None:
+        self.label, self.total, self.width = label, total, width
+        self.stream = stream or sys.stderr
+        self.done = 0
+        self.t0 = time.perf_counter()
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = -1.0 if self.tty else self.t0
+
+    def update(self, done: int | None = None, note: str = "") -> None:
+        if done is not None:
+            self.done = done
+        now = time.perf_counter()
+        if not self.tty and now - self._last < 1.0 and (self.total is None or self.done < self.total):
+            return  # not a terminal: a line per second at most
+        self._last = now
+        elapsed = now - self.t0
+        if self.total:
+            frac = min(1.0, self.done / self.total)
+            bar = "#" * int(frac * self.width)
+            text = f"{self.label} [{bar:<{self.width}}] {self.done}/{self.total} {elapsed:5.1f}s {note}"
+        else:
+            pos = int(elapsed * 8) % self.width
+            bar = " " * pos + "<=>"
+            text = f"{self.label} [{bar[: self.width]:<{self.width}}] {elapsed:5.1f}s {note}"
+        self.stream.write(("\r" + text + "\033[K") if self.tty else text + "\n")
+        self.stream.flush()
+
+    def finish(self, note: str = "done") -> None:
+        self._last = -1.0
+        if self.total:
+            self.done = self.total
+        self.update(note=note)
+        if self.tty:
+            self.stream.write("\n")
+
+
+def track(items: Sequence[Any], label: str) -> Iterable[Any]:
+    bar = Progress(label, len(items))
+    for i, item in enumerate(items):
+        yield item
+        bar.update(i + 1)
+    bar.finish()
+
+
+# ------------------------------------------------------------------------------ tables
+def format_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+    if not rows:
+        return "(none)"
+    cols = list(columns or rows[0].keys())
+    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    numeric = [all(_is_num(r.get(c)) for r in rows) for c in cols]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+
+    out = [line(cols), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
+    return "\n".join(s.rstrip() for s in out)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return str(n)
+
+
+# ----------------------------------------------------------------------------- inspect
+def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int | None,
+                    small_fragment_rows: int, out: Any) -> int:
+    import lance_ops.format as lf
+    from lance_ops.assets.stats import manifest_stats, transaction_of
+    from lance_ops.format.manifest import list_versions, read_manifest
+    from lance_ops.format.store import ObjectStore
+
+    store = ObjectStore(uri, storage_options)
+    scheme, versions = list_versions(store)
+    if not versions:
+        print(f"no Lance dataset at {uri}", file=sys.stderr)
+        return 2
+    assert scheme is not None
+    rows = []
+    for v in track(versions, f"reading {len(versions)} manifests"):
+        m = read_manifest(store, v, scheme).manifest
+        txn = transaction_of(store, v)
+        st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
+        rows.append({
+            "version": v,
+            "timestamp": datetime.fromtimestamp(m.timestamp_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            "operation": txn.operation.name if txn else "?",
+            "rows": st["rows"],
+            "fragments": st["fragments"],
+            "small": st["small_fragments"],
+            "deleted": st["deleted_rows"],
+            "bytes": _human_bytes(st["bytes"]),
+            "run_id": (txn.properties.get("dagster/run_id", "") if txn else "")[:8],
+        })
+    ds = lf.dataset(uri, version=version, storage_options=storage_options)
+    m = ds.manifest
+    st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
+    print(f"dataset   {uri}", file=out)
+    print(f"version   {ds.version} (latest {versions[-1]}, {len(versions)} versions present)", file=out)
+    print(f"format    file {m.data_storage_version}, stable row ids {'on' if ds.has_stable_row_ids else 'off'}", file=out)
+    print(f"schema    {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}", file=out)
+    print(f"stats     {st['rows']} rows, {st['fragments']} fragments ({st['small_fragments']} smaller than "
+          f"{small_fragment_rows} rows), {st['deleted_rows']} deleted rows (ratio {st['deleted_ratio']:.4f}), "
+          f"{_human_bytes(st['bytes'])}", file=out)
+    print("\nversions", file=out)
+    print(format_table(rows), file=out)
+    print(f"\nfragments of version {ds.version}", file=out)
+    frags = [{
+        "id": f.id,
+        "physical_rows": f.physical_rows,
+        "deleted": f.num_deleted_rows,
+        "live_rows": f.num_rows,
+        "files": len(f.files),
+        "bytes": _human_bytes(sum(df.file_size_bytes for df in f.files)),
+        "deletion_file": f"{f.deletion_file.id}.{f.deletion_file.extension}" if f.deletion_file else "",
+    } for f in m.fragments]
+    print(format_table(frags), file=out)
+    return 0
+
+
+# --------------------------------------------------------------------------------- run
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return annotation, False
+
+
+def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list[str]:
+    """One option per Config field (``--target-rows-per-fragment``); returns the field names."""
+    names = []
+    for name, field in config_cls.model_fields.items():
+        typ, _ = _unwrap_optional(field.annotation)
+        flag = "--" + name.replace("_", "-")
+        helptext = field.description or ""
+        required = field.is_required()
+        default = None if required else field.get_default(call_default_factory=True)
+        default_text = "" if default is None else f" (default: {default})"
+        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": helptext + default_text}
+        if typ is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(typ) is list:
+            kwargs["nargs"] = "+"
+        elif isinstance(typ, type) and issubclass(typ, enum.Enum):
+            kwargs["choices"] = [e.value for e in typ]
+        elif typ in (int, float, str):
+            kwargs["type"] = typ
+        if required:
+            kwargs["required"] = True
+        parser.add_argument(flag, **kwargs)
+        names.append(name)
+    return names
+
+
+def run_job(job: str, dataset: str | None, config_path: str | None, options: dict[str, Any], out: Any) -> int:
+    import warnings
+
+    from dagster import DagsterInstance
+
+    from lance_ops.assets import configs
+    from lance_ops.assets.definitions import build_definitions
+    from lance_ops.assets.ops import op_name
+    from lance_ops.assets.settings import load_settings
+
+    warnings.filterwarnings("ignore", module="dagster")
+    settings = load_settings(config_path)
+    d = settings.dataset(dataset) if dataset else settings.datasets[0]
+    defs = build_definitions(settings)
+    job_name = f"{d.name}_{job}"
+    run_config: dict[str, Any] = {}
+    cls_name = JOB_CONFIGS[job]
+    if cls_name:
+        cfg = getattr(configs, cls_name)(**{k: v for k, v in options.items() if v is not None})
+        run_config = {"ops": {op_name(d.name, job): {"config": cfg.model_dump(mode="json", exclude_none=True)}}}
+    job_def = defs.resolve_job_def(job_name)
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["r"] = job_def.execute_in_process(run_config=run_config, instance=instance,
+                                                     raise_on_error=False)
+        except Exception as e:  # shown below; the bar thread must end either way
+            result["error"] = e
+
+    print(f"running {job_name} on {d.uri}", file=sys.stderr)
+    thread = threading.Thread(target=work, daemon=True)
+    bar = Progress(job_name)
+    thread.start()
+    while thread.is_alive():
+        bar.update()
+        thread.join(0.25)
+    if "error" in result:
+        bar.finish("failed")
+        print(f"error: {result['error']}", file=sys.stderr)
+        return 1
+    r = result["r"]
+    bar.finish("succeeded" if r.success else "FAILED")
+    print(f"run {r.run_id}: {'SUCCESS' if r.success else 'FAILURE'}", file=out)
+    mats = [e.event_specific_data.materialization for e in r.get_asset_materialization_events()]
+    obs = [e.event_specific_data.asset_observation for e in r.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+    keys = ("version", "rows", "fragments", "small_fragments", "deleted_rows", "last_operation")
+    table = [{"event": "materialization", "asset": m.asset_key.to_user_string(),
+              **{k: m.metadata[k].value for k in keys if k in m.metadata}} for m in mats]
+    table += [{"event": "observation", "asset": o.asset_key.to_user_string(),
+               **{k: o.metadata[k].value for k in keys if k in o.metadata}} for o in obs]
+    if table:
+        print(format_table(table, ["event", "asset", *keys]), file=out)
+    for ev in r.all_events:
+        if ev.event_type_value == "STEP_OUTPUT" and ev.event_specific_data.metadata:
+            md = {k: v.value for k, v in ev.event_specific_data.metadata.items()}
+            print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()), file=out)
+    checks = r.get_asset_check_evaluations()
+    for c in checks:
+        print(f"check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}", file=out)
+    if not r.success:
+        for ev in r.all_events:
+            if ev.event_type_value == "STEP_FAILURE":
+                print(ev.event_specific_data.error.to_string() if ev.event_specific_data.error else ev.message,
+                      file=sys.stderr)
+    return 0 if r.success and all(c.passed for c in checks) else 1
+
+
+# -------------------------------------------------------------------------------- main
+def _kv(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    k, v = text.split("=", 1)
+    return k, v
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
+    from lance_ops.assets import configs
+
+    parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_inspect = sub.add_parser("inspect", help="versions, fragments and stats of a dataset")
+    p_inspect.add_argument("uri")
+    p_inspect.add_argument("--version", type=int, default=None, help="fragments of this version (default latest)")
+    p_inspect.add_argument("--storage-option", action="append", type=_kv, default=[], metavar="KEY=VALUE")
+    p_inspect.add_argument("--small-fragment-rows", type=int, default=1_048_576,
+                           help="a fragment with fewer live rows is 'small' (default: 1048576)")
+    p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)")
+    jobs = p_run.add_subparsers(dest="job", required=True)
+    fields: dict[str, list[str]] = {}
+    for job, cls_name in JOB_CONFIGS.items():
+        cls = getattr(configs, cls_name) if cls_name else None
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls else f"{job} the dataset"
+        jp = jobs.add_parser(job, help=doc, description=doc,
+                             aliases=[a for a, t in ALIASES.items() if t == job])
+        jp.add_argument("--dataset", default=None, help="dataset name in the config (default: the first)")
+        jp.add_argument("--config", default=None, help="lance_ops.yaml (default: $LANCE_OPS_CONFIG, else the demo)")
+        fields[job] = add_config_options(jp, cls) if cls else []
+    return parser, fields
+
+
+def main(argv: Sequence[str] | None = None, *, out: Any = None,
+         runner: Callable[..., int] | None = None) -> int:
+    out = out or sys.stdout
+    parser, fields = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "inspect":
+        return inspect_dataset(args.uri, storage_options=dict(args.storage_option), version=args.version,
+                               small_fragment_rows=args.small_fragment_rows, out=out)
+    job = ALIASES.get(args.job, args.job)
+    options = {name: getattr(args, name) for name in fields[job]}
+    return (runner or run_job)(job, args.dataset, args.config, options, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

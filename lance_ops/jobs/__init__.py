@@ -1,0 +1,53 @@
+"""lance_ops.jobs: the Lance connector for Spark 4.3 (Python Data Source API) and maintenance jobs.
+
+Executors read and write Lance files through :mod:`lance_ops.format`; the driver plans and
+commits once.  Works on local masters and on clusters (``gs://`` through gcsfs; the workers
+need lance_ops installed and the same ``storage_options``)::
+
+    from lance_ops import jobs
+    spark = jobs.spark_session("local[2]")          # env for workers, UI off, sources registered
+    spark.read.format("lance").load(uri)            # options: version, with_metadata, storage_options
+    df.write.format("lance").mode("append").save(uri)
+    jobs.append(spark, uri, "/data/in.parquet", format="parquet")
+    jobs.delete(spark, uri, "id < 100")
+    jobs.upsert(spark, uri, updates_df, on=["id"])
+    jobs.compact(spark, uri)
+    jobs.materialize_deletions(spark, uri, threshold=0.1)
+    jobs.change_feed(spark, uri, 3, 7)              # DataFrame (Delta CDF columns)
+    jobs.write_change_feed(spark, uri, 3, 7, sink_uri, format="lance")
+    spark.readStream.format("lance_changes").option("startingVersion", 1).load(uri)
+
+Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``).
+"""
+
+from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
+from .compaction import InjectedTaskFailure, compact, materialize_deletions
+from .mutations import delete, upsert
+from .results import AppendResult, ChangeFeedWriteResult, CompactResult, DeleteResult, UpsertResult
+from .session import prepare_environment, register, spark_session
+from .source import LanceDataSource
+from .streaming import LanceChangesDataSource
+from .writes import append
+
+__all__ = [
+    "SINK_ROW_ID",
+    "AppendResult",
+    "ChangeFeedWriteResult",
+    "CompactResult",
+    "DeleteResult",
+    "InjectedTaskFailure",
+    "LanceChangesDataSource",
+    "LanceDataSource",
+    "UpsertResult",
+    "append",
+    "change_feed",
+    "compact",
+    "delete",
+    "materialize_deletions",
+    "prepare_environment",
+    "range_location",
+    "register",
+    "spark_session",
+    "upsert",
+    "write_change_feed",
+]

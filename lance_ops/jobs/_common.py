@@ -1,0 +1,79 @@
+"""Helpers shared by the jobs: reading a pinned version, sources, finding our commit."""
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from lance_ops.format.commit import load_transaction
+from lance_ops.format.errors import SchemaError
+from lance_ops.format.maintenance.distributed import open_manifest
+from lance_ops.format.manifest import Manifest, list_versions
+from lance_ops.format.store import ObjectStore
+from lance_ops.format.transaction import Transaction
+
+from ._options import source_options
+from ._types import META_COLUMNS, spark_schema
+
+
+def read_version(
+    spark: SparkSession,
+    uri: str,
+    manifest: Manifest,
+    columns: Sequence[str],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> DataFrame:
+    """``columns`` (user and metadata) of the version ``manifest`` through the lance data source."""
+    full = spark_schema(manifest.schema.to_arrow(), META_COLUMNS)
+    by_name = {f.name: f for f in full.fields}
+    missing = [c for c in columns if c not in by_name]
+    if missing:
+        raise SchemaError(f"{uri}: column(s) {missing} are not in version {manifest.version}")
+    schema = StructType([by_name[c] for c in columns])
+    opts = source_options(storage_options=storage_options, version=manifest.version, **options)
+    return spark.read.format("lance").schema(schema).options(**opts).load(uri)
+
+
+def as_dataframe(
+    spark: SparkSession, source: Any, format: str | None, options: Mapping[str, Any] | None
+) -> DataFrame:
+    """A DataFrame, or a path read with ``format`` (parquet, json, csv, lance, ...)."""
+    if isinstance(source, DataFrame):
+        return source
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a DataFrame or a path, got {type(source).__name__}")
+    if not format:
+        raise ValueError(f"reading {source!r} needs a format (parquet, json, csv, lance, ...)")
+    reader = spark.read.format(format)
+    for k, v in dict(options or {}).items():
+        reader = reader.option(k, str(v).lower() if isinstance(v, bool) else str(v))
+    return reader.load(source)
+
+
+def latest(uri: str, storage_options: Mapping[str, Any] | None) -> tuple[ObjectStore, Manifest]:
+    store = ObjectStore(uri, storage_options)
+    manifest, _ = open_manifest(store)
+    return store, manifest
+
+
+def find_commit(store: ObjectStore, after: int, key: str, value: str) -> tuple[int, Transaction] | None:
+    """The version after ``after`` whose transaction has property ``key`` = ``value``."""
+    scheme, versions = list_versions(store)
+    if scheme is None:
+        return None
+    for v in reversed([v for v in versions if v > after]):
+        txn = load_transaction(store, v, scheme)
+        if txn.properties.get(key) == value:
+            return v, txn
+    return None
+
+
+def referenced_columns(sql: str, names: Sequence[str]) -> list[str]:
+    """Columns of ``names`` that may occur in the SQL text ``sql`` (a superset: every identifier token)."""
+    tokens = {t.lower() for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+    quoted = {q.lower() for q in re.findall(r"`([^`]+)`", sql)}
+    return [n for n in names if n.lower() in tokens or n.lower() in quoted]

@@ -1,0 +1,216 @@
+"""The change data feed as Spark DataFrames, and writing it to a sink idempotently.
+
+``change_feed(spark, uri, begin, end)`` has every user column plus ``_rowid``,
+``_change_type`` in {insert, update_preimage, update_postimage, delete}, ``_commit_version``
+and ``_commit_timestamp`` (Delta CDF names).  ``begin`` is exclusive, ``end`` inclusive, and
+rows are evaluated on the ``end`` version (FORMAT_NOTES.md §13):
+
+- insert: live at end, ``begin < _row_created_at_version <= end`` (version = created);
+- update_postimage: live at end, created at or before begin,
+  ``begin < _row_last_updated_at_version <= end`` (version = last updated);
+- update_preimage: the same row ids read from ``begin``;
+- delete: row ids live at begin and gone at end, the row from begin; version = the first
+  version in ``(begin, end]`` without the id.
+
+It is built from reads of the two versions through the lance data source (version columns
+pushed down as filters, so only batches holding changed rows are decoded) and joins /
+anti-joins by ``_rowid``; it equals the in-process ``LanceDataset.change_feed``.
+Compaction and deletion materialisation keep row ids and versions: they add no rows.
+"""
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lance_ops.format.commit import commit_transaction
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.maintenance.distributed import (
+    commit_timestamp_micros,
+    id_removing_versions,
+    open_manifest,
+)
+from lance_ops.format.manifest import Manifest, list_versions, read_manifest
+from lance_ops.format.operations import Update
+from lance_ops.format.scan import CREATED_AT, ROW_ID, UPDATED_AT
+from lance_ops.format.store import ObjectStore
+from lance_ops.format.transaction import Transaction
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+
+from ._common import read_version
+from ._types import spark_schema
+from .mutations import committed_files, delete_deletion_files, plan_deletions, write_fragments_df
+from .results import ChangeFeedWriteResult
+from .source import delete_fragment_files, sweep_staging
+from .streaming import change_feed_spark_schema
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+#: ``_rowid`` is reserved in Lance (it is the sink's own row id), so a Lance sink stores the
+#: source row id under this name.
+SINK_ROW_ID = "_source_rowid"
+
+
+def change_feed(
+    spark: SparkSession,
+    uri: str,
+    begin_version: int,
+    end_version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> DataFrame:
+    """The changes of ``(begin_version, end_version]`` (end: latest by default) as a DataFrame.
+
+    Raises:
+        ValueError: not ``0 <= begin <= end``.
+        UnsupportedFeatureError: the dataset has no stable row ids.
+    """
+    so = dict(storage_options or {})
+    store = ObjectStore(uri, so)
+    end_m, scheme = open_manifest(store, end_version)
+    b, e = int(begin_version), end_m.version
+    if b < 0 or e < b:
+        raise ValueError(f"need 0 <= begin_version <= end_version, got ({b}, {e}]")
+    if not end_m.uses_stable_row_ids:
+        raise UnsupportedFeatureError(
+            f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
+        )
+    user_arrow = end_m.schema.to_arrow()
+    user = list(user_arrow.names)
+    out_schema = change_feed_spark_schema(user_arrow)
+    if b == e:
+        return spark.createDataFrame([], out_schema)
+    manifests: dict[int, Manifest] = {e: end_m}
+
+    def at(v: int) -> Manifest:
+        if v not in manifests:
+            manifests[v] = read_manifest(store, v, scheme).manifest
+        return manifests[v]
+
+    def read(m: Manifest, columns: list[str]) -> DataFrame:
+        return read_version(spark, uri, m, columns, storage_options=so)
+
+    types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
+    user_cols = [F.col(c).cast(types[c]).alias(c) for c in user]
+    created, updated = F.col(CREATED_AT), F.col(UPDATED_AT)
+    is_insert = (created > b) & (created <= e)
+    is_post = (created <= b) & (updated > b) & (updated <= e)
+
+    def emit(df: DataFrame, kind: str | Column, version: Column) -> DataFrame:
+        k = F.lit(kind) if isinstance(kind, str) else kind
+        return df.select(*user_cols, F.col(ROW_ID), k.alias(CHANGE_TYPE), version.cast("long").alias(COMMIT_VERSION))
+
+    # Two scans of the end version, each with its version filter pushed down.
+    parts = [
+        emit(read(end_m, user + [ROW_ID, CREATED_AT]).where(is_insert), "insert", created),
+        emit(read(end_m, user + [ROW_ID, CREATED_AT, UPDATED_AT]).where(is_post), "update_postimage", updated),
+    ]
+    candidates = id_removing_versions(store, scheme, b, e) if b > 0 else []
+    if candidates:
+        # Metadata-only scans (no data file is opened for _rowid and the version columns).
+        end_meta = read(end_m, [ROW_ID, CREATED_AT, UPDATED_AT]).select(
+            F.col(ROW_ID), F.when(is_post, updated).alias("_post_v"), F.lit(True).alias("_alive")
+        )
+        begin_m = at(b)
+        joined = read(begin_m, user + [ROW_ID]).join(end_meta, on=ROW_ID, how="left").where(
+            F.col("_post_v").isNotNull() | F.col("_alive").isNull()
+        )
+        gone: Column = F.lit(candidates[-1])
+        if len(candidates) > 1:
+            dead = read(begin_m, [ROW_ID]).join(read(end_m, [ROW_ID]), on=ROW_ID, how="left_anti")
+            firsts = None
+            for v in candidates[:-1]:
+                g = dead.join(read(at(v), [ROW_ID]), on=ROW_ID, how="left_anti").select(
+                    F.col(ROW_ID), F.lit(v).cast("long").alias("_gone")
+                )
+                firsts = g if firsts is None else firsts.unionByName(g)
+            assert firsts is not None
+            joined = joined.join(firsts.groupBy(ROW_ID).agg(F.min("_gone").alias("_gone")), on=ROW_ID, how="left")
+            gone = F.coalesce(F.col("_gone"), F.lit(candidates[-1]))
+        dead_row = F.col("_alive").isNull()
+        parts.append(
+            emit(joined, F.when(dead_row, "delete").otherwise("update_preimage"),
+                 F.when(dead_row, gone).otherwise(F.col("_post_v")))
+        )
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    stamps = [x for v in range(b + 1, e + 1) for x in (F.lit(v).cast("long"), F.lit(commit_timestamp_micros(at(v))))]
+    ts = F.timestamp_micros(F.element_at(F.create_map(*stamps), F.col(COMMIT_VERSION)))
+    return out.withColumn(COMMIT_TIMESTAMP, ts).select(*[f.name for f in out_schema.fields])
+
+
+def range_location(sink_uri: str, begin_version: int, end_version: int) -> str:
+    """Where a parquet sink keeps the changes of ``(begin, end]``."""
+    return f"{sink_uri.rstrip('/')}/_change_range={begin_version}-{end_version}"
+
+
+def write_change_feed(
+    spark: SparkSession,
+    uri: str,
+    begin_version: int,
+    end_version: int,
+    sink_uri: str,
+    *,
+    format: Literal["lance", "parquet"] = "lance",
+    storage_options: Mapping[str, Any] | None = None,
+    sink_storage_options: Mapping[str, Any] | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> ChangeFeedWriteResult:
+    """Write the change feed of ``(begin, end]`` to ``sink_uri``; re-running a range never duplicates.
+
+    - ``parquet``: the range goes to its own directory ``<sink>/_change_range=<begin>-<end>``,
+      replaced as a whole (Spark ``mode("overwrite")`` on that directory only).  Reading the
+      sink root shows ``_change_range`` as a partition column.  Ranges written must not overlap.
+    - ``lance``: one transaction (an Update) deletes the sink rows whose ``_commit_version`` is
+      in ``(begin, end]`` and adds the new ones, so the sink holds each version's changes once
+      whatever ranges were run, and a reader never sees a half-replaced range.  The source
+      ``_rowid`` is stored as ``_source_rowid`` (``_rowid`` is Lance's own).  The first run
+      creates the sink.
+    """
+    t0 = time.perf_counter()
+    df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options)
+    if format == "parquet":
+        location = range_location(sink_uri, begin_version, end_version)
+        df.write.mode("overwrite").parquet(location)
+        rows = spark.read.parquet(location).count()
+        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, rows, location, None,
+                                     time.perf_counter() - t0)
+    if format != "lance":
+        raise ValueError(f"format must be 'lance' or 'parquet', got {format!r}")
+    sink_so = dict(sink_storage_options or {})
+    df = df.withColumnRenamed(ROW_ID, SINK_ROW_ID)
+    sink = ObjectStore(sink_uri, sink_so)
+    _, versions = list_versions(sink)
+    if not versions:
+        from .writes import append
+
+        res = append(spark, sink_uri, df, max_rows_per_file=max_rows_per_file, storage_options=sink_so)
+        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, res.rows_written,
+                                     sink_uri, res.version, time.perf_counter() - t0)
+    sink_m, _ = open_manifest(sink)
+    where = f"{COMMIT_VERSION} > {int(begin_version)} AND {COMMIT_VERSION} <= {int(end_version)}"
+    updated, removed, _ = plan_deletions(spark, sink_uri, sink_m, where, sink_so)
+    write_id = uuid.uuid4().hex
+    new = write_fragments_df(df, sink_uri, sink_m.schema, sink_so, write_id, max_rows_per_file)
+    rows = sum(f.physical_rows for f in new)
+    if not new and not updated and not removed:
+        sweep_staging(sink, write_id, set())
+        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, 0, sink_uri, None,
+                                     time.perf_counter() - t0)
+    op = Update(removed, updated, new)
+    props = {"lance_ops.writer": "spark", "lance_ops.change_range": f"{begin_version}-{end_version}"}
+    try:
+        out = commit_transaction(sink, Transaction(sink_m.version, op, properties=props))
+    except BaseException:
+        delete_fragment_files(sink, new)
+        delete_deletion_files(sink, updated)
+        sweep_staging(sink, write_id, set())
+        raise
+    sweep_staging(sink, write_id, committed_files(new))
+    return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, rows, sink_uri, out.version,
+                                 time.perf_counter() - t0)

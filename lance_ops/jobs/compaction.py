@@ -1,0 +1,157 @@
+"""Compaction and deletion materialisation: plan on the driver, one Spark task per group, commit once.
+
+Rows keep ``_rowid`` and both version columns (the format's ``execute_task`` writes the row id
+and version sequences).  Partial progress: groups that finished are committed even when
+others failed; failures come back in ``CompactResult.failed_tasks``.  The commit is planned
+against the read version and rebased by the format's commit loop, so appends (or deletes of
+other rows, with stable row ids) committed meanwhile do not make it fail.
+"""
+
+import time
+import traceback
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from lance_ops.format.maintenance.compaction import (
+    CompactionOptions,
+    CompactionTask,
+    RewriteResult,
+    commit_compaction,
+    execute_task,
+    plan_compaction,
+)
+from lance_ops.format.maintenance.distributed import open_manifest
+from lance_ops.format.store import ObjectStore
+
+from .results import CompactResult
+from .source import delete_fragment_files
+
+TaskOutcome = tuple[int, RewriteResult | None, str | None]
+
+
+class InjectedTaskFailure(RuntimeError):
+    """Raised on an executor by a task listed in ``inject_task_failures`` (fault tests)."""
+
+
+def execute_task_safely(payload: tuple[int, CompactionTask, bool]) -> TaskOutcome:
+    """Executor side: ``(index, result, None)`` or ``(index, None, error)``; never raises.
+
+    A failing task leaves no files behind (``write_fragment_files`` removes what it wrote).
+    """
+    index, task, fail = payload
+    ids = [f.id for f in task.fragments]
+    try:
+        if fail:
+            raise InjectedTaskFailure(f"injected failure in compaction task {index}")
+        return index, execute_task(task), None
+    except Exception as e:  # reported to the driver, which commits the other groups
+        last = traceback.format_exception_only(type(e), e)[-1].strip()
+        return index, None, f"task {index} (fragments {ids}): {last}"
+
+
+def _compact(
+    spark: SparkSession,
+    uri: str,
+    overrides: Mapping[str, Any],
+    *,
+    dry_run: bool,
+    storage_options: Mapping[str, Any] | None,
+    read_version: int | None,
+    inject_task_failures: Collection[int],
+) -> CompactResult:
+    t0 = time.perf_counter()
+    so = dict(storage_options or {})
+    store = ObjectStore(uri, so)
+    manifest, _ = open_manifest(store, read_version)
+    opts = CompactionOptions.resolve(manifest.config, **overrides)
+    plan = plan_compaction(manifest, uri, opts, storage_options=so)
+    n = len(plan.tasks)
+
+    def result(**kw: Any) -> CompactResult:
+        base: dict[str, Any] = dict(
+            uri=uri, read_version=manifest.version, version=None, tasks_planned=n, tasks_succeeded=0,
+            fragments_removed=0, fragments_added=0, files_removed=0, files_added=0, rows_rewritten=0,
+            failed_tasks=(), dry_run=dry_run,
+        )
+        base.update(kw)
+        return CompactResult(**base, seconds=time.perf_counter() - t0)
+
+    if dry_run or n == 0:
+        return result(fragments_removed=plan.source_fragments if dry_run else 0)
+    inject = set(inject_task_failures)
+    payloads = [(i, t, i in inject) for i, t in enumerate(plan.tasks)]
+    outcomes = spark.sparkContext.parallelize(payloads, n).map(execute_task_safely).collect()
+    outcomes.sort(key=lambda o: o[0])
+    done = [r for _, r, _ in outcomes if r is not None]
+    failed = tuple(err for _, _, err in outcomes if err is not None)
+    if not done:
+        return result(failed_tasks=failed)
+    try:
+        metrics = commit_compaction(plan, done, failed=failed, transaction_properties={"lance_ops.writer": "spark"})
+    except BaseException:
+        delete_fragment_files(store, [f for r in done for f in r.new_fragments])
+        raise
+    return result(
+        version=metrics.version, tasks_succeeded=len(done), fragments_removed=metrics.fragments_removed,
+        fragments_added=metrics.fragments_added, files_removed=metrics.files_removed,
+        files_added=metrics.files_added, rows_rewritten=metrics.rows_rewritten, failed_tasks=failed,
+    )
+
+
+def compact(
+    spark: SparkSession,
+    uri: str,
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    max_source_fragments: int | None = None,
+    dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    read_version: int | None = None,
+    inject_task_failures: Collection[int] = (),
+) -> CompactResult:
+    """Compact small fragments (and materialise deletions) of the dataset at ``uri``.
+
+    Options left at None take the table config ``lance.compaction.<name>`` if set, else the
+    defaults: ``target_rows_per_fragment=1_048_576``, ``max_rows_per_group=1024``,
+    ``materialize_deletions=True``, ``materialize_deletions_threshold=0.1``,
+    ``max_source_fragments=None`` (no limit).
+
+    Args:
+        dry_run: plan only; ``fragments_removed`` says how many fragments would be rewritten.
+        read_version: plan against this version instead of the latest (the commit still lands
+            on top of whatever was committed since, as a concurrent compaction would).
+        inject_task_failures: indices of tasks that raise on their executor (fault tests).
+    """
+    overrides = dict(
+        target_rows_per_fragment=target_rows_per_fragment,
+        max_rows_per_group=max_rows_per_group,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        max_source_fragments=max_source_fragments,
+    )
+    return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
+                    read_version=read_version, inject_task_failures=inject_task_failures)
+
+
+def materialize_deletions(
+    spark: SparkSession,
+    uri: str,
+    threshold: float = 0.1,
+    *,
+    dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    read_version: int | None = None,
+    inject_task_failures: Collection[int] = (),
+) -> CompactResult:
+    """Rewrite (each on its own) the fragments whose deleted fraction is at least ``threshold``.
+
+    Deleted rows are dropped; live rows keep ``_rowid`` and both version columns.
+    """
+    overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold)
+    return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
+                    read_version=read_version, inject_task_failures=inject_task_failures)

@@ -1,0 +1,310 @@
+"""Row mutations as Spark jobs: ``delete`` (SQL predicate) and ``upsert`` (merge by key).
+
+Both read one pinned version through the lance data source, do the row work on executors
+grouped by fragment (deletion files with ``mutate.with_deletions``, new rows with
+``write_fragments``) and commit one transaction on the driver.  Concurrent commits are
+rebased by the format's commit loop (deletions of different rows merge) or fail with a
+typed conflict.  If the commit fails, the files the tasks wrote are deleted; a failing task
+deletes its own.
+"""
+
+import pickle
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lance_ops.format.commit import commit_transaction
+from lance_ops.format.deletion import deletion_file_path
+from lance_ops.format.errors import SchemaError
+from lance_ops.format.fragment import FragmentMetadata
+from lance_ops.format.manifest import Manifest
+from lance_ops.format.mutate import with_deletions
+from lance_ops.format.operations import Delete, Update
+from lance_ops.format.rowids import encode_row_ids, encode_versions
+from lance_ops.format.scan import CREATED_AT, ROW_ADDR, ROW_ID
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.store import ObjectStore
+from lance_ops.format.transaction import Transaction
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+
+from ._common import as_dataframe, latest, read_version, referenced_columns
+from ._types import META_COLUMNS, cast_batch, spark_schema
+from .results import DeleteResult, UpsertResult
+from .source import StagingStore, delete_fragment_files, sweep_staging
+
+LOCAL_MASK = 0xFFFFFFFF
+_PROPS = {"lance_ops.writer": "spark"}
+
+
+def delete_deletion_files(store: ObjectStore, frags: Sequence[FragmentMetadata]) -> None:
+    for f in frags:
+        if f.deletion_file is not None:
+            try:
+                store.delete(deletion_file_path(f.id, f.deletion_file.to_proto()))
+            except Exception:  # pragma: no cover - best effort
+                pass
+
+
+def write_fragments_df(
+    df: DataFrame,
+    uri: str,
+    schema: LanceSchema,
+    storage_options: Mapping[str, Any],
+    write_id: str,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[FragmentMetadata]:
+    """Write ``df`` as uncommitted fragments of the dataset at ``uri`` (one or more per partition).
+
+    Files are staged under ``write_id`` (see :class:`StagingStore`): if this fails, everything
+    the tasks wrote is deleted; after a commit, call ``sweep_staging(store, write_id, committed)``.
+    """
+    target = schema.to_arrow()
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = StagingStore(uri, storage_options, write_id)
+        frags = write_fragment_files(store, (cast_batch(b, target) for b in batches), schema,
+                                     max_rows_per_file=max_rows_per_file)
+        yield pa.record_batch({"payload": pa.array([pickle.dumps(list(frags))], pa.binary())})
+
+    try:
+        rows = df.mapInArrow(write, "payload binary").collect()
+    except BaseException:
+        sweep_staging(ObjectStore(uri, storage_options), write_id, set())
+        raise
+    return [f for r in rows for f in pickle.loads(r["payload"])]
+
+
+def committed_files(frags: Sequence[FragmentMetadata]) -> set[str]:
+    return {df.path for f in frags for df in f.files}
+
+
+# --------------------------------------------------------------------------- delete
+
+
+def _deletion_writer(
+    uri: str, storage_options: Mapping[str, Any], version: int, frags: Mapping[int, FragmentMetadata]
+) -> Callable[[pa.Table], pa.Table]:
+    """Executor side: one fragment's matching offsets -> its new deletion file."""
+
+    def write(table: pa.Table) -> pa.Table:
+        fid = int(table.column("fragment_id")[0].as_py())
+        offsets = np.unique(table.column("offset").to_numpy()).astype(np.uint32)
+        new = with_deletions(ObjectStore(uri, storage_options), frags[fid], offsets, version)
+        return pa.table(
+            {"fragment_id": pa.array([fid], pa.int64()), "deleted": pa.array([offsets.size], pa.int64()),
+             "fragment": pa.array([pickle.dumps(new)], pa.binary())}
+        )
+
+    return write
+
+
+def plan_deletions(
+    spark: SparkSession, uri: str, manifest: Manifest, where: str, storage_options: Mapping[str, Any]
+) -> tuple[list[FragmentMetadata], list[int], int]:
+    """Write, on executors, the deletion files for the rows of ``manifest`` matching ``where``.
+
+    Returns:
+        (updated fragments, ids of fragments now empty, rows deleted); nothing is committed.
+    """
+    names = [f.name for f in manifest.schema.top_level()]
+    cols = referenced_columns(where, names + [c for c in META_COLUMNS if c != ROW_ADDR]) + [ROW_ADDR]
+    df = read_version(spark, uri, manifest, cols, storage_options=storage_options)
+    matched = df.where(where).select(
+        F.shiftright(ROW_ADDR, 32).alias("fragment_id"), F.col(ROW_ADDR).bitwiseAND(F.lit(LOCAL_MASK)).alias("offset")
+    )
+    fn = _deletion_writer(uri, storage_options, manifest.version, {f.id: f for f in manifest.fragments})
+    rows = matched.groupBy("fragment_id").applyInArrow(fn, "fragment_id long, deleted long, fragment binary").collect()
+    updated, removed, total = [], [], 0
+    for r in sorted(rows, key=lambda r: r["fragment_id"]):
+        total += r["deleted"]
+        new = pickle.loads(r["fragment"])
+        if new is None:
+            removed.append(int(r["fragment_id"]))
+        else:
+            updated.append(new)
+    return updated, removed, total
+
+
+def delete(
+    spark: SparkSession, uri: str, where: str, *, storage_options: Mapping[str, Any] | None = None
+) -> DeleteResult:
+    """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
+
+    The predicate is evaluated on executors, fragment by fragment, and may use the metadata
+    columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
+    when no row matches (``result.version`` is None).
+    """
+    t0 = time.perf_counter()
+    so = dict(storage_options or {})
+    store, m = latest(uri, so)
+    updated, removed, total = plan_deletions(spark, uri, m, where, so)
+    if total == 0:
+        return DeleteResult(uri, m.version, None, 0, 0, 0, time.perf_counter() - t0)
+    try:
+        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_PROPS))
+    except BaseException:
+        delete_deletion_files(store, updated)
+        raise
+    return DeleteResult(uri, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- upsert
+
+
+def _upsert_writer(
+    uri: str,
+    storage_options: Mapping[str, Any],
+    manifest: Manifest,
+    frags: Mapping[int, FragmentMetadata],
+    max_rows_per_file: int,
+    write_id: str,
+) -> Callable[[tuple[pa.Scalar, ...], pa.Table], pa.Table]:
+    """Executor side: the joined rows of one group -> new fragments (+ the old fragment's deletions).
+
+    Group ``g >= 0``: source rows that matched rows of fragment ``g``; they are written with the
+    matched rows' ``_rowid`` and ``_row_created_at_version`` (stable row ids) and those rows are
+    deleted from fragment ``g``.  Group ``g < 0``: unmatched source rows (inserts, new ids).
+    """
+    schema = manifest.schema
+    target = schema.to_arrow()
+    stable = manifest.uses_stable_row_ids
+    version = manifest.version
+
+    def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
+        group = int(key[0].as_py())
+        store = StagingStore(uri, storage_options, write_id)
+        batches: Iterator[pa.RecordBatch] = (cast_batch(b, target) for b in table.to_batches())
+        new = write_fragment_files(store, batches, schema, max_rows_per_file=max_rows_per_file)
+        try:
+            if group < 0:
+                payload = pickle.dumps((None, list(new)))
+                kind = "insert"
+            else:
+                offsets = (table.column(ROW_ADDR).to_numpy().astype(np.uint64) & np.uint64(LOCAL_MASK)).astype(np.uint32)
+                if np.unique(offsets).size != offsets.size:
+                    raise ValueError(
+                        f"upsert: several source rows match the same target row (fragment {group}); "
+                        "the source must have at most one row per key"
+                    )
+                if stable:
+                    ids = table.column(ROW_ID).to_numpy().astype(np.uint64)
+                    created = table.column(CREATED_AT).to_numpy().astype(np.uint64)
+                    pos, out = 0, []
+                    for f in new:
+                        sl = slice(pos, pos + f.physical_rows)
+                        out.append(f.with_changes(row_ids=encode_row_ids(ids[sl]),
+                                                  created_at_versions=encode_versions(created[sl])))
+                        pos += f.physical_rows
+                    new = out
+                old = with_deletions(store, frags[group], offsets, version)
+                payload = pickle.dumps((old, list(new)))
+                kind = "update"
+        except BaseException:
+            delete_fragment_files(store, new)
+            raise
+        return pa.table(
+            {"kind": pa.array([kind]), "fragment_id": pa.array([group], pa.int64()),
+             "payload": pa.array([payload], pa.binary()), "rows": pa.array([table.num_rows], pa.int64())}
+        )
+
+    return write
+
+
+def upsert(
+    spark: SparkSession,
+    uri: str,
+    source: DataFrame | str,
+    on: Sequence[str],
+    *,
+    format: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    storage_options: Mapping[str, Any] | None = None,
+) -> UpsertResult:
+    """Merge ``source`` into the dataset by the key columns ``on``, in one Update commit.
+
+    Rows whose key matches a row of the dataset replace it and keep its ``_rowid`` and
+    ``_row_created_at_version`` (their ``_row_last_updated_at_version`` becomes the new
+    version); other rows are inserted with new row ids.  Keys are compared with SQL ``=`` (a
+    null key never matches).  The source must have exactly the dataset's columns; a target row
+    matched by several source rows is an error.
+    """
+    t0 = time.perf_counter()
+    on = [on] if isinstance(on, str) else list(on)
+    if not on:
+        raise ValueError("upsert needs at least one key column in `on`")
+    so = dict(storage_options or {})
+    store, m = latest(uri, so)
+    user_arrow = m.schema.to_arrow()
+    user = list(user_arrow.names)
+    src = as_dataframe(spark, source, format, options)
+    if sorted(src.columns) != sorted(user):
+        raise SchemaError(
+            f"{uri}: the upsert source has columns {sorted(src.columns)}, the dataset has {sorted(user)}"
+        )
+    missing_keys = [k for k in on if k not in user]
+    if missing_keys:
+        raise SchemaError(f"{uri}: key column(s) {missing_keys} are not in the dataset")
+    types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
+    src = src.select([F.col(c).cast(types[c]).alias(c) for c in user])
+    stable = m.uses_stable_row_ids
+    meta = [ROW_ADDR] + ([ROW_ID, CREATED_AT] if stable else [])
+    target = read_version(spark, uri, m, on + meta, storage_options=so)
+    joined = src.join(target, on=on, how="left")
+    inserts = max(1, spark.sparkContext.defaultParallelism)
+    group = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.hash(*[F.col(k) for k in on]), F.lit(inserts))).otherwise(
+        F.shiftright(ROW_ADDR, 32)
+    )
+    write_id = uuid.uuid4().hex
+    fn = _upsert_writer(uri, so, m, {f.id: f for f in m.fragments}, max_rows_per_file, write_id)
+    try:
+        rows = (
+            joined.select(*user, *meta, group.cast("long").alias("_group"))
+            .groupBy("_group")
+            .applyInArrow(fn, "kind string, fragment_id long, payload binary, rows long")
+            .collect()
+        )
+    except BaseException:
+        sweep_staging(store, write_id, set())
+        raise
+    removed: list[int] = []
+    updated: list[FragmentMetadata] = []
+    new_updates: list[FragmentMetadata] = []
+    new_inserts: list[FragmentMetadata] = []
+    n_updated = n_inserted = 0
+    for r in sorted(rows, key=lambda r: (r["kind"] != "update", abs(r["fragment_id"]))):
+        old, frags = pickle.loads(r["payload"])
+        if r["kind"] == "update":
+            n_updated += r["rows"]
+            new_updates += frags
+            if old is None:
+                removed.append(int(r["fragment_id"]))
+            else:
+                updated.append(old)
+        else:
+            n_inserted += r["rows"]
+            new_inserts += frags
+    new = new_updates + new_inserts
+    if not new:
+        sweep_staging(store, write_id, set())
+        return UpsertResult(uri, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
+    modified = [m.schema.field(c).id for c in user if c not in on]
+    op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
+    try:
+        out = commit_transaction(store, Transaction(m.version, op, properties=_PROPS))
+    except BaseException:
+        delete_fragment_files(store, new)
+        delete_deletion_files(store, updated)
+        sweep_staging(store, write_id, set())
+        raise
+    sweep_staging(store, write_id, committed_files(new))
+    return UpsertResult(
+        uri, m.version, out.version, n_updated, n_inserted, len(new), len(updated), len(removed),
+        time.perf_counter() - t0,
+    )

@@ -1,0 +1,104 @@
+"""Typed results of the jobs (with the metrics a scheduler records)."""
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class _Result:
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)  # type: ignore[call-overload]
+        rate = getattr(self, "rows_per_second", None)
+        if rate is not None:
+            out["rows_per_second"] = rate
+        return out
+
+
+def _rate(rows: int, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class AppendResult(_Result):
+    uri: str
+    version: int | None  # None: nothing was written (empty input)
+    rows_written: int
+    fragments_added: int
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return _rate(self.rows_written, self.seconds)
+
+
+@dataclass(frozen=True)
+class DeleteResult(_Result):
+    uri: str
+    read_version: int
+    version: int | None  # None: no row matched, nothing committed
+    rows_deleted: int
+    fragments_updated: int
+    fragments_removed: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class UpsertResult(_Result):
+    uri: str
+    read_version: int
+    version: int | None
+    rows_updated: int
+    rows_inserted: int
+    fragments_added: int
+    fragments_updated: int
+    fragments_removed: int
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return _rate(self.rows_updated + self.rows_inserted, self.seconds)
+
+
+@dataclass(frozen=True)
+class CompactResult(_Result):
+    """Compaction or deletion materialisation.
+
+    ``failed_tasks`` names every task that failed (its fragments and the error); the tasks
+    that finished were committed regardless (partial progress).
+    """
+
+    uri: str
+    read_version: int
+    version: int | None  # None: nothing committed (nothing to do, dry run, or every task failed)
+    tasks_planned: int
+    tasks_succeeded: int
+    fragments_removed: int
+    fragments_added: int
+    files_removed: int
+    files_added: int
+    rows_rewritten: int
+    failed_tasks: tuple[str, ...]
+    dry_run: bool
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return _rate(self.rows_rewritten, self.seconds)
+
+
+@dataclass(frozen=True)
+class ChangeFeedWriteResult(_Result):
+    uri: str
+    sink_uri: str
+    begin_version: int
+    end_version: int
+    format: str
+    rows_written: int
+    location: str  # the directory (parquet) or the sink dataset (lance) written
+    sink_version: int | None  # lance sink: the version committed
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return _rate(self.rows_written, self.seconds)

@@ -1,0 +1,176 @@
+"""The ``lance_changes`` data source: a Lance dataset's change feed as a stream (or a batch).
+
+Stream::
+
+    (spark.readStream.format("lance_changes").option("startingVersion", 2).load(uri)
+         .writeStream.trigger(availableNow=True)...)
+
+Offsets are Lance versions, ``{"version": v}``; a micro-batch ``(start, end]`` emits the change
+feed of those versions (``lance_ops.jobs.change_feed`` semantics: every user column, ``_rowid``,
+``_change_type``, ``_commit_version``, ``_commit_timestamp``).  ``startingVersion`` is the first
+version whose changes are read (default 1: every row ever inserted, then every change;
+``latest``: only commits made after the query starts).  ``maxVersionsPerTrigger`` caps the
+versions per micro-batch (a Lance version counts as one "file" for Spark's read limits).
+Trigger.AvailableNow is supported (the target is the latest version when the query starts).
+
+Batch (same rows as ``lance_ops.jobs.change_feed``)::
+
+    spark.read.format("lance_changes").option("startingVersion", 3).option("endingVersion", 7).load(uri)
+
+Planning reads metadata only (manifests, row id sequences, deletion files) in the driver-side
+reader; each partition is one :class:`~lance_ops.format.maintenance.distributed.ChangeFeedTask`
+run on an executor.  The dataset needs stable row ids.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.maintenance.distributed import (
+    execute_change_feed_task,
+    open_manifest,
+    plan_change_feed,
+)
+from lance_ops.format.manifest import list_versions
+from lance_ops.format.store import ObjectStore
+
+from ._options import get_int, storage_options
+from ._types import arrow_target, cast_batch, spark_schema
+
+CHANGE_COLUMNS = ("_rowid", "_change_type", "_commit_version", "_commit_timestamp")
+
+
+def change_feed_spark_schema(user: pa.Schema) -> StructType:
+    """Spark schema of the change feed for a dataset whose user columns are ``user``."""
+    fields = list(spark_schema(user).fields) + [
+        StructField("_rowid", LongType(), False),
+        StructField("_change_type", StringType(), False),
+        StructField("_commit_version", LongType(), False),
+        StructField("_commit_timestamp", TimestampType(), True),
+    ]
+    return StructType(fields)
+
+
+def _uri(options: Any) -> str:
+    path = options.get("path")
+    if not path:
+        raise ValueError("the lance_changes data source needs a path: .load(uri)")
+    return str(path)
+
+
+class LanceChangesDataSource(DataSource):
+    """``format("lance_changes")``: the change feed as a stream or a batch read."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lance_changes"
+
+    def schema(self) -> StructType:
+        store = ObjectStore(_uri(self.options), storage_options(self.options))
+        manifest, _ = open_manifest(store, get_int(self.options, "endingversion", None))
+        if not manifest.uses_stable_row_ids:
+            raise UnsupportedFeatureError(
+                f"{store.uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
+            )
+        return change_feed_spark_schema(manifest.schema.to_arrow())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return LanceChangesStreamReader(self.options, schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LanceChangesBatchReader(self.options, schema)
+
+
+class _ChangeReading:
+    uri: str
+    storage_options: dict[str, Any]
+    schema: StructType
+
+    def _partitions(self, begin: int, end: int) -> list[InputPartition]:
+        if end <= begin:
+            return []
+        plan = plan_change_feed(self.uri, begin, end, storage_options=self.storage_options)
+        return [InputPartition(t) for t in plan.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:
+            return
+        target = arrow_target(self.schema)
+        for batch in execute_change_feed_task(partition.value):
+            yield cast_batch(batch, target)
+
+
+class LanceChangesBatchReader(_ChangeReading, DataSourceReader):
+    """Changes of ``(startingVersion - 1, endingVersion]`` (ending: latest by default)."""
+
+    def __init__(self, options: Any, schema: StructType) -> None:
+        self.uri = _uri(options)
+        self.storage_options = storage_options(options)
+        self.schema = schema
+        store = ObjectStore(self.uri, self.storage_options)
+        end, _ = open_manifest(store, get_int(options, "endingversion", None))
+        self.end = end.version
+        start = get_int(options, "startingversion", 1)
+        assert start is not None
+        self.begin = max(0, start - 1)
+
+    def partitions(self) -> list[InputPartition]:
+        return self._partitions(self.begin, self.end) or [InputPartition(None)]
+
+
+class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Lance versions as offsets; lives in one long-lived Python worker on the driver."""
+
+    def __init__(self, options: Any, schema: StructType) -> None:
+        self.uri = _uri(options)
+        self.storage_options = storage_options(options)
+        self.schema = schema
+        raw = str(options.get("startingversion") or "1").strip().lower()
+        self.starting = None if raw == "latest" else int(raw)
+        if self.starting is not None and self.starting < 1:
+            raise ValueError(f"startingVersion must be >= 1 or 'latest', got {raw!r}")
+        self.max_versions = get_int(options, "maxversionspertrigger", None)
+        if self.max_versions is not None and self.max_versions <= 0:
+            raise ValueError(f"maxVersionsPerTrigger must be positive, got {self.max_versions}")
+        self.target: int | None = None
+
+    def _latest(self) -> int:
+        _, versions = list_versions(ObjectStore(self.uri, self.storage_options))
+        return versions[-1] if versions else 0
+
+    def initialOffset(self) -> dict:
+        if self.starting is None:
+            return {"version": self._latest()}
+        return {"version": self.starting - 1}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._latest()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxFiles(self.max_versions) if self.max_versions else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = int(start["version"])
+        end = self._latest() if self.target is None else self.target
+        if isinstance(limit, ReadMaxFiles):
+            end = min(end, begin + int(limit.max_files))
+        return {"version": max(begin, end)}
+
+    def reportLatestOffset(self) -> dict:
+        return {"version": self._latest()}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return self._partitions(int(start["version"]), int(end["version"]))
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: offsets are immutable dataset versions."""

@@ -1,0 +1,64 @@
+"""``append``: write a DataFrame (or files of any Spark format) into a Lance dataset."""
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from lance_ops.format.manifest import list_versions
+from lance_ops.format.operations import Append, Overwrite
+from lance_ops.format.store import ObjectStore
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+
+from ._common import as_dataframe, find_commit
+from ._options import source_options
+from .results import AppendResult
+from .source import WRITE_ID_PROPERTY
+
+
+def append(
+    spark: SparkSession,
+    uri: str,
+    source: DataFrame | str,
+    *,
+    format: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    enable_stable_row_ids: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> AppendResult:
+    """Append ``source`` to the dataset at ``uri`` in one commit (creating it if absent).
+
+    Args:
+        source: a DataFrame, or a path read with ``format`` (``parquet``, ``json``, ``csv``,
+            ``lance``, ...) and reader ``options``.
+        max_rows_per_file: rows per fragment file (each Spark task writes its own fragments).
+        enable_stable_row_ids: used only when the dataset is created by this append.
+        storage_options: for the dataset (gcsfs ``token``, ``endpoint_url``, ...).
+
+    Returns:
+        The version committed, rows and fragments written, and the wall time.
+    """
+    df = as_dataframe(spark, source, format, options)
+    store = ObjectStore(uri, storage_options)
+    _, versions = list_versions(store)
+    before = versions[-1] if versions else 0
+    write_id = uuid.uuid4().hex
+    opts = source_options(
+        storage_options=storage_options,
+        max_rows_per_file=max_rows_per_file,
+        enable_stable_row_ids=enable_stable_row_ids,
+        write_id=write_id,
+    )
+    t0 = time.perf_counter()
+    df.write.format("lance").mode("append").options(**opts).save(uri)
+    seconds = time.perf_counter() - t0
+    found = find_commit(store, before, WRITE_ID_PROPERTY, write_id)
+    if found is None:
+        return AppendResult(uri, None, 0, 0, seconds)
+    version, txn = found
+    op = txn.operation
+    frags = op.fragments if isinstance(op, Append | Overwrite) else ()
+    return AppendResult(uri, version, sum(f.physical_rows for f in frags), len(frags), seconds)
