@@ -145,9 +145,9 @@ class Fixtures:
             path = self.path("feed_ds")
             remove(path)
             n = self.p.feed_rows
-            ds = lf.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.0")
-            ds = lf.write_dataset(make_table(n // 10, start=n), path, mode="append")
-            ds = lf.dataset(path).update({"s": "updated"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
+            lf.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.0")
+            lf.write_dataset(make_table(n // 10, start=n), path, mode="append")
+            lf.dataset(path).update({"s": "updated"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
             self._paths["feed"] = path
         return self._paths["feed"], 1, 3
 

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from .cases import CASES, SPARK_CASES, Case, SparkEnv, Skip
+from .cases import CASES, SPARK_CASES, Case, Skip, SparkEnv
 from .data import Fixtures
 from .measure import Sample, library_versions, machine, measure
 
@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     entries: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     started = time.time()
+    load_start = _loadavg()
     print(f"# bench: {', '.join(selected)}\n# params: {vars(p)}\n# workdir: {workdir}", flush=True)
     try:
         for name in selected:
@@ -315,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         f"lance_ops vs pylance, `make bench{' QUICK=1' if args.quick else ''}` ({mode} sizes), "
         f"{time.strftime('%Y-%m-%d')}, {machine()}; "
         + ", ".join(f"{k} {v}" for k, v in library_versions().items())
+        + f"; load average {load_start} at start, {_loadavg()} at end"
         + ". Times are medians; ratio = lance_ops / pylance (lower is better)."
     )
     table = markdown(entries, skipped, header)
@@ -324,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if (full_run or args.save) and not args.no_save:
         doc = {
             "machine": machine(),
+            "load_average": {"start": load_start, "end": _loadavg()},
             "versions": library_versions(),
             "mode": mode,
             "params": vars(p),
@@ -338,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
             f.write(table)
         print(f"wrote {args.out} and {args.markdown}")
     return 0
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def _progress(e: dict[str, Any]) -> str:

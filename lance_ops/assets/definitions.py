@@ -66,8 +66,10 @@ def build_definitions(settings: Settings) -> Definitions:
         jobs += [
             define_asset_job(
                 f"{d.name}_checks",
-                selection=AssetSelection.checks_for_assets(AssetKey([d.name])),
-                description=f"Run the asset checks of {d.name}.",
+                selection=AssetSelection.checks_for_assets(
+                    AssetKey([d.name]), AssetKey([change_feed_asset_name(d.name)])
+                ),
+                description=f"Run the asset checks of {d.name} and its change feed.",
             ),
             define_asset_job(
                 f"{d.name}_change_feed_partitions",

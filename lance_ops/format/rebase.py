@@ -70,6 +70,7 @@ def rebase(
 
     def _retry(txn: Transaction, version: int, why: str) -> RetryableCommitConflictError:
         return _retry_error(txn, version, why, other)
+
     if isinstance(op, Delete | Update):
         updated = {f.id: f for f in op.updated_fragments}
         removed = set(op.deleted_fragment_ids if isinstance(op, Delete) else op.removed_fragment_ids)

@@ -91,8 +91,8 @@ def change_feed(
             manifests[v] = read_manifest(store, v, scheme).manifest
         return manifests[v]
 
-    def read(m: Manifest, columns: list[str]) -> DataFrame:
-        return read_version(spark, uri, m, columns, storage_options=so)
+    def read(m: Manifest, columns: list[str], **options: Any) -> DataFrame:
+        return read_version(spark, uri, m, columns, storage_options=so, **options)
 
     types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
     user_cols = [F.col(c).cast(types[c]).alias(c) for c in user]
@@ -104,10 +104,12 @@ def change_feed(
         k = F.lit(kind) if isinstance(kind, str) else kind
         return df.select(*user_cols, F.col(ROW_ID), k.alias(CHANGE_TYPE), version.cast("long").alias(COMMIT_VERSION))
 
-    # Two scans of the end version, each with its version filter pushed down.
+    # One scan of the end version; the reader selects inserted / updated rows from the version
+    # columns before decoding any data page.
+    changed = read(end_m, user + [ROW_ID, CREATED_AT, UPDATED_AT], changed_between=f"{b},{e}")
     parts = [
-        emit(read(end_m, user + [ROW_ID, CREATED_AT]).where(is_insert), "insert", created),
-        emit(read(end_m, user + [ROW_ID, CREATED_AT, UPDATED_AT]).where(is_post), "update_postimage", updated),
+        emit(changed, F.when(is_insert, "insert").otherwise("update_postimage"),
+             F.when(is_insert, created).otherwise(updated))
     ]
     candidates = id_removing_versions(store, scheme, b, e) if b > 0 else []
     if candidates:
@@ -121,15 +123,21 @@ def change_feed(
         )
         gone: Column = F.lit(candidates[-1])
         if len(candidates) > 1:
+            # first candidate version without the id = min(candidates - versions where it is live);
+            # the scans of row ids are metadata-only
             dead = read(begin_m, [ROW_ID]).join(read(end_m, [ROW_ID]), on=ROW_ID, how="left_anti")
-            firsts = None
+            live_at = None
             for v in candidates[:-1]:
-                g = dead.join(read(at(v), [ROW_ID]), on=ROW_ID, how="left_anti").select(
-                    F.col(ROW_ID), F.lit(v).cast("long").alias("_gone")
-                )
-                firsts = g if firsts is None else firsts.unionByName(g)
-            assert firsts is not None
-            joined = joined.join(firsts.groupBy(ROW_ID).agg(F.min("_gone").alias("_gone")), on=ROW_ID, how="left")
+                ids = read(at(v), [ROW_ID]).select(F.col(ROW_ID), F.lit(v).cast("long").alias("_v"))
+                live_at = ids if live_at is None else live_at.unionByName(ids)
+            assert live_at is not None
+            every = F.array(*[F.lit(v).cast("long") for v in candidates])
+            firsts = (
+                dead.join(live_at, on=ROW_ID, how="left")
+                .groupBy(ROW_ID)
+                .agg(F.array_min(F.array_except(every, F.collect_set("_v"))).alias("_gone"))
+            )
+            joined = joined.join(firsts, on=ROW_ID, how="left")
             gone = F.coalesce(F.col("_gone"), F.lit(candidates[-1]))
         dead_row = F.col("_alive").isNull()
         parts.append(

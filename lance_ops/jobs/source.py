@@ -10,7 +10,9 @@ One input partition per fragment (fragments larger than ``rows_per_partition`` a
 physical row range); simple comparisons on integer, string, boolean and date columns (and on
 the metadata columns) are pushed down; batches are cast exactly to the Arrow schema Spark
 expects.  Options: ``version``, ``storage_options`` (JSON) or ``storage.<key>``,
-``with_metadata``, ``rows_per_partition``, ``batch_size``.
+``with_metadata``, ``rows_per_partition``, ``batch_size``, ``changed_between`` ("b,e": only rows
+inserted or updated in versions ``(b, e]``, selected from metadata before any data is decoded;
+used by the change feed).
 
 Write::
 
@@ -83,6 +85,7 @@ from lance_ops.format.maintenance.distributed import (
     scan_fragment_range,
 )
 from lance_ops.format.manifest import Manifest
+from lance_ops.format.scan import CREATED_AT, UPDATED_AT
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, normalize_storage_version, write_fragment_files
@@ -214,7 +217,14 @@ def filter_expression(f: Filter, types: dict[str, DataType], literal_type: Any) 
     return None
 
 
-def _and(exprs: Sequence[pc.Expression]) -> pc.Expression | None:
+def changed_rows(begin: int, end: int) -> pc.Expression:
+    """Rows inserted or updated in ``(begin, end]`` (over the uint64 version columns)."""
+    b, e = pa.scalar(begin, pa.uint64()), pa.scalar(end, pa.uint64())
+    c, u = pc.field(CREATED_AT), pc.field(UPDATED_AT)
+    return ((c > b) & (c <= e)) | ((c <= b) & (u > b) & (u <= e))
+
+
+def _and(exprs: Sequence[pc.Expression | None]) -> pc.Expression | None:
     out = None
     for e in exprs:
         out = e if out is None else out & e
@@ -247,6 +257,8 @@ class LanceReader(DataSourceReader):
         self.rows_per_partition = get_int(options, "rows_per_partition", DEFAULT_ROWS_PER_PARTITION) or 1
         self.batch_size = get_int(options, "batch_size", DEFAULT_BATCH_SIZE) or DEFAULT_BATCH_SIZE
         self.pushed: list[Filter] = []
+        between = options.get("changed_between")
+        self.changed_between = tuple(int(x) for x in between.split(",")) if between else None
 
     def partitions(self) -> list[InputPartition]:
         store = ObjectStore(self.uri, self.storage_options)
@@ -278,6 +290,8 @@ class LanceReader(DataSourceReader):
             for f in self.pushed
             if _referenced(f) <= set(META_COLUMNS)
         ]
+        if self.changed_between is not None:
+            meta_exprs.append(changed_rows(*self.changed_between))
         meta_filter = _and([e for e in meta_exprs if e is not None])
         store = ObjectStore(self.uri, self.storage_options)
         for batch in scan_fragment_range(

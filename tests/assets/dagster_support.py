@@ -27,6 +27,7 @@ def settings_for(root: Path, *, rows: int = 4000, sink_format: str = "parquet", 
             "policy": pol,
         }},
     }
+    root.mkdir(parents=True, exist_ok=True)
     path = root / "lance_ops.yaml"
     path.write_text(yaml.safe_dump(doc))
     return parse_settings(path.read_text(), base_dir=root, source_path=str(path))

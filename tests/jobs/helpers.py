@@ -54,7 +54,7 @@ def normalize_feed(rows_: list[dict], *, with_timestamps: bool = True) -> list[t
         r = dict(r)
         ts = r.pop("_commit_timestamp")
         if ts is not None and getattr(ts, "tzinfo", None) is not None:
-            ts = ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            ts = ts.astimezone(dt.UTC).replace(tzinfo=None)
         out.append(tuple(sorted(r.items())) + ((("_commit_timestamp", ts),) if with_timestamps else ()))
     return sorted(out, key=repr)
 

@@ -271,7 +271,7 @@ def _split_adjusted(
     ctx: PageBuffers, raw: np.ndarray, adj: int, what: str
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Undo 2.0 null adjustment: values >= adj are nulls whose real end is ``v - adj``."""
-    if adj == 0 or raw.size == 0:
+    if adj == 0 or raw.size == 0 or int(raw.max()) < adj:  # max: one pass, no temporary
         ends, valid = raw, None
     else:
         null = raw >= np.uint64(adj)

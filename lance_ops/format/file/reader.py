@@ -9,7 +9,6 @@ reading their data raises :class:`UnsupportedFeatureError`.
 
 import bisect
 import os
-import posixpath
 import struct
 import threading
 from collections import OrderedDict, deque
@@ -27,7 +26,7 @@ from .._proto import encodings_v2_0_pb2 as epb
 from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
-from ..store import ObjectStore
+from ..store import ObjectNotFoundError, ObjectStore
 from .encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
@@ -148,7 +147,8 @@ class PagePrefetcher:
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[_PagedColumn, int, int]] = deque()
-        self._futures: dict[tuple[int, int], tuple[Future[Any], int]] = {}
+        # keyed by the column object itself (not its id: a freed column's id can be reused)
+        self._futures: dict[tuple[_PagedColumn, int], tuple[Future[Any], int]] = {}
         self._inflight = 0
         self._closed = False
 
@@ -167,7 +167,7 @@ class PagePrefetcher:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="lance_ops-prefetch")
         fut = self._pool.submit(column.reader._decode_page, column.column, column.pages[i], column.dtype)
-        self._futures[(id(column), i)] = (fut, nbytes)
+        self._futures[(column, i)] = (fut, nbytes)
         self._inflight += nbytes
 
     def _pump(self) -> None:
@@ -178,10 +178,15 @@ class PagePrefetcher:
 
     def take(self, column: "_PagedColumn", i: int) -> Any:
         """The decoded page ``i`` of ``column`` (waiting for it; submitting it first if needed)."""
+        key = (column, i)
+        if key not in self._futures and i in column._scheduled:
+            # still queued (over budget, or read out of order): submit up to it
+            while self._pending and not self._closed:
+                head_column, head_i, _ = self._pending[0]
+                self._submit_head()
+                if head_column is column and head_i == i:
+                    break
         column._scheduled.discard(i)
-        key = (id(column), i)
-        while key not in self._futures and self._pending and not self._closed:
-            self._submit_head()  # read out of order: force the queue up to this page
         entry = self._futures.pop(key, None)
         if entry is None:
             return column.reader._decode_page(column.column, column.pages[i], column.dtype)
@@ -375,10 +380,7 @@ class DataFileReader:
     def __init__(self, store: ObjectStore, rel_path: str, *, file_size: int | None = None) -> None:
         self.store = store
         self.rel_path = rel_path
-        try:
-            self.path = store.full_path(rel_path)
-        except Exception:
-            self.path = posixpath.join(str(getattr(store, "uri", "")), rel_path)
+        self.path = store.full_path(rel_path)  # refuses paths outside the dataset root
         # the preadv fast path only for the plain local store (wrappers keep their read_ranges)
         self._local_path = self.path if type(store) is ObjectStore and store.is_local else None
         key = None
@@ -400,7 +402,10 @@ class DataFileReader:
             _metadata_cache_put(key, {k: self.__dict__[k] for k in _CACHED_ATTRS})
 
     def _open(self, store: ObjectStore, rel_path: str, file_size: int | None) -> None:
-        size = store.size(rel_path) if file_size is None else int(file_size)
+        try:
+            size = store.size(rel_path) if file_size is None else int(file_size)
+        except FileNotFoundError as e:
+            raise ObjectNotFoundError(f"{self.path}: data file named by the manifest does not exist") from e
         self.file_size = size
         if size < FOOTER.size:
             raise CorruptFileError(
@@ -486,7 +491,10 @@ class DataFileReader:
     def _read_meta_range(self, start: int, length: int) -> bytes:
         if self._local_path is None:
             return self.store.read_range(self.rel_path, start, length)
-        fd = os.open(self._local_path, os.O_RDONLY)
+        try:
+            fd = os.open(self._local_path, os.O_RDONLY)
+        except FileNotFoundError as e:
+            raise ObjectNotFoundError(f"{self.path}: data file named by the manifest does not exist") from e
         try:
             out = os.pread(fd, length, start)
             while len(out) < length:
@@ -534,7 +542,10 @@ class DataFileReader:
         if cm.encoding.WhichOneof("location") == "direct":
             ce_any = self._any(cm.encoding.direct.encoding, f"column {column} encoding")
             if ce_any.type_url == COLUMN_ENCODING_URL:
-                ce = epb.ColumnEncoding.FromString(ce_any.value)
+                try:
+                    ce = epb.ColumnEncoding.FromString(ce_any.value)
+                except DecodeError as e:
+                    raise CorruptFileError(self.path, f"cannot decode encoding of column {column}: {e}") from e
                 if ce.WhichOneof("column_encoding") == "blob":
                     raise UnsupportedFeatureError(f"{self.path}: blob column encoding (column {column})")
         pages = []

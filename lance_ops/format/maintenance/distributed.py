@@ -30,7 +30,7 @@ from ..errors import CorruptFileError, DatasetNotFoundError, SchemaError, Unsupp
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
-from ..operations import Append, ReserveFragments, UpdateConfig
+from ..operations import Append, ReserveFragments, Rewrite, UpdateConfig
 from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
 from ..store import ObjectStore
 from .change_feed import change_feed_schema
@@ -292,9 +292,11 @@ def row_ranges(frag: FragmentMetadata, rows_per_range: int) -> list[tuple[int, i
 def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
     """Versions in ``(begin, end]`` whose transaction may make a live row id disappear.
 
-    Appends, fragment reservations and config changes never remove a row; everything else
-    (Delete, Update, Overwrite, Restore, Rewrite, operations lance_ops does not model, or a
-    version whose transaction cannot be read) is a candidate.
+    Appends, fragment reservations and config changes never remove a row, and neither does a
+    Rewrite (compaction keeps every live row with its id; one rebased over a concurrent delete
+    drops only rows that delete's own version already removed).  Everything else (Delete,
+    Update, Overwrite, Restore, operations lance_ops does not model, or a version whose
+    transaction cannot be read) is a candidate.
     """
     out = []
     for v in range(begin + 1, end + 1):
@@ -303,7 +305,7 @@ def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, e
         except Exception:  # no or unreadable transaction: assume the worst
             out.append(v)
             continue
-        if not isinstance(op, Append | ReserveFragments | UpdateConfig):
+        if not isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
             out.append(v)
     return out
 

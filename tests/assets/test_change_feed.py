@@ -1,0 +1,133 @@
+"""The change feed asset: one partition per version, rebuilt by an asset backfill in one run.
+
+The backfill goes through Dagster's own asset-backfill machinery (what the UI and
+``launchPartitionBackfill`` create), driven without the daemon; it uses internal ``dagster._``
+APIs (test-only, pinned by dagster 1.13.27 in this venv).
+"""
+
+import logging
+import textwrap
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, instance_for_test
+from dagster_support import NAME, checks, defs_for, run
+from datagen import simple_table
+
+import lance_ops.format as lf
+from lance_ops import jobs
+from lance_ops.assets.change_feed import partition_change_counts, partition_path
+from lance_ops.assets.sensors import build_sensors  # noqa: F401  (the sensor is reached through defs)
+
+SORT = [("_rowid", "ascending"), ("_change_type", "ascending")]
+COLUMNS = ["id", "val", "score", "_rowid", "_change_type", "_commit_version", "_commit_timestamp"]
+
+
+def build_history(uri: str) -> int:
+    """v1 create, v2 append, v3 delete, v4 update, v5-v6 compaction (maintenance only)."""
+    ds = lf.write_dataset(simple_table(0, 300), uri, enable_stable_row_ids=True, max_rows_per_file=100)
+    ds = lf.write_dataset(simple_table(300, 100), uri, mode="append")
+    ds = ds.delete(pc.field("id") < 50)
+    ds = ds.update({"val": "changed"}, where=(pc.field("id") >= 290) & (pc.field("id") < 310))
+    ds.compact_files(target_rows_per_fragment=10_000)
+    return lf.dataset(uri).version
+
+
+def backfill_all(instance, code_file, keys):
+    """Create an asset backfill of every partition and drive it to completion without the daemon."""
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.test_utils import create_test_daemon_workspace_context
+    from dagster._core.workspace.load_target import PythonFileTarget
+    from dagster._daemon.backfill import execute_backfill_iteration
+    from dagster._time import get_current_timestamp
+
+    target = PythonFileTarget(python_file=str(code_file), attribute="defs", working_directory=str(code_file.parent),
+                              location_name="lance_ops_test")
+    with create_test_daemon_workspace_context(target, instance) as wctx:
+        backfill = PartitionBackfill.from_asset_partitions(
+            backfill_id="cfall", asset_graph=wctx.create_request_context().asset_graph, partition_names=keys,
+            asset_selection=[AssetKey([f"{NAME}_change_feed"])], backfill_timestamp=get_current_timestamp(),
+            tags={}, dynamic_partitions_store=instance, all_partitions=False, title=None, description=None,
+            run_config=None,
+        )
+        instance.add_backfill(backfill)
+        for _ in range(20):
+            if instance.get_backfill("cfall").status != BulkActionStatus.REQUESTED:
+                break
+            list(execute_backfill_iteration(wctx, logging.getLogger("backfill")))
+        return instance.get_backfill("cfall")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, spark):
+    root = tmp_path_factory.mktemp("cf")
+    settings, defs = defs_for(root)
+    d = settings.datasets[0]
+    latest = build_history(d.uri)
+    code = root / "code_location.py"
+    code.write_text(textwrap.dedent(f"""
+        from lance_ops.assets.definitions import build_definitions
+        from lance_ops.assets.settings import load_settings
+        defs = build_definitions(load_settings({str(root / "lance_ops.yaml")!r}))
+    """))
+    return {"root": root, "d": d, "defs": defs, "latest": latest, "code": code}
+
+
+def sink_partition(d, v):
+    return pq.read_table(partition_path(d, v)).select(COLUMNS).sort_by(SORT)
+
+
+def test_backfill_over_every_version_equals_the_spark_change_feed(history, spark):
+    d, defs, latest = history["d"], history["defs"], history["latest"]
+    assert latest == 6
+    with instance_for_test(synchronous_run_coordinator=True, synchronous_run_launcher=True) as instance:
+        # The new-versions sensor adds the partitions (applied here as the daemon would).
+        from dagster import build_sensor_context
+
+        from lance_ops.assets.ops import resource_key
+
+        ctx = build_sensor_context(instance=instance, resources={resource_key(NAME): defs.resources[resource_key(NAME)]})
+        (add,) = defs.get_sensor_def(f"{NAME}_new_versions_sensor")(ctx).dynamic_partitions_requests
+        keys = list(add.partition_keys)
+        assert keys == ["1", "2", "3", "4", "5", "6"]
+        instance.add_dynamic_partitions(add.partitions_def_name, keys)
+
+        backfill = backfill_all(instance, history["code"], keys)
+        assert backfill.status.value == "COMPLETED_SUCCESS"
+        runs = instance.get_runs()
+        assert len(runs) == 1  # BackfillPolicy.single_run(): the whole range in one run
+        assert instance.get_materialized_partitions(AssetKey([f"{NAME}_change_feed"])) == set(keys)
+
+    for v in range(1, latest + 1):
+        ours = sink_partition(d, v)
+        spark_df = jobs.change_feed(spark, d.uri, v - 1, v).toArrow()
+        theirs = spark_df.select(COLUMNS).cast(ours.schema).sort_by(SORT)
+        assert ours.equals(theirs), f"partition {v} differs from jobs.change_feed({v - 1}, {v})"
+        oracle = lf.dataset(d.uri).change_feed(v - 1, v)
+        assert ours.num_rows == oracle.num_rows
+    counts = {v: partition_change_counts(d, v, {}) for v in range(1, latest + 1)}
+    assert counts == {
+        1: {"insert": 300}, 2: {"insert": 100}, 3: {"delete": 50},
+        4: {"update_preimage": 20, "update_postimage": 20}, 5: {}, 6: {},
+    }
+
+
+def test_partition_range_run_is_idempotent_and_runs_the_check(history, instance):
+    d, defs, latest = history["d"], history["defs"], history["latest"]
+    instance.add_dynamic_partitions(f"{NAME}_versions", [str(v) for v in range(1, latest + 1)])
+    tags = {"dagster/asset_partition_range_start": "3", "dagster/asset_partition_range_end": str(latest)}
+    first = run(defs, instance, "change_feed_partitions", tags=tags)
+    before = {v: sink_partition(d, v) for v in range(3, latest + 1)}
+    second = run(defs, instance, "change_feed_partitions", tags=tags)
+    for v in range(3, latest + 1):
+        assert sink_partition(d, v).equals(before[v])
+    for result in (first, second):
+        mats = result.get_asset_materialization_events()
+        assert sorted(int(m.partition) for m in mats) == [3, 4, 5, 6]
+        meta = mats[0].event_specific_data.materialization.metadata
+        assert meta["changes_by_version"].value == {"3": {"delete": 50},
+                                                    "4": {"update_preimage": 20, "update_postimage": 20},
+                                                    "5": {}, "6": {}}
+        check = checks(result)["maintenance_versions_empty"]
+        assert check.passed and check.metadata["versions"].value == ["5", "6"]

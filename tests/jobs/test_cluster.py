@@ -1,0 +1,99 @@
+"""The jobs on a real Spark standalone cluster: a master and two 1-core workers on 127.0.0.1."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import lance
+import pyspark
+import pytest
+from helpers import data_files, referenced_files, snapshot
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alive_workers(webui: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as r:
+            state = json.load(r)
+    except OSError:
+        return 0
+    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    home = os.path.dirname(pyspark.__file__)
+    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path / "logs"),
+               SPARK_WORKER_DIR=str(tmp_path / "work"), PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    spark_class = os.path.join(home, "bin", "spark-class")
+    port, webui = free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs = []
+
+    def start(name: str, *args: str) -> None:
+        log = open(tmp_path / f"{name}.log", "wb")
+        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(webui))
+        for i in range(2):
+            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
+                  "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(tmp_path / f"w{i}"), url)
+        deadline = time.monotonic() + 90
+        while alive_workers(webui) < 2:
+            assert time.monotonic() < deadline, "the standalone cluster did not come up"
+            assert all(p.poll() is None for p in procs), "a cluster process died"
+            time.sleep(0.5)
+        yield url, env
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+
+
+def test_jobs_on_a_standalone_cluster(cluster, tmp_path):
+    url, env = cluster
+    uri = str(tmp_path / "ds")
+    out = subprocess.run([sys.executable, os.path.join(HERE, "cluster_driver.py"), url, uri], env=env,
+                         capture_output=True, text=True, timeout=300)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    report = json.loads(lines[-1][len("REPORT "):])
+    assert report["executors"] == 2 and len(report["task_pids"]) >= 2  # two workers did the work
+    assert (report["append1"]["version"], report["append1"]["rows_written"]) == (1, 3000)
+    assert (report["append2"]["version"], report["append2"]["rows_written"]) == (2, 1000)
+    assert report["delete"]["rows_deleted"] == 400
+    comp = report["compact"]
+    assert comp["failed_tasks"] == [] and comp["version"] == 5 and comp["rows_rewritten"] == 3600
+    assert report["change_feed"] == {"insert": 900, "delete": 300}  # (1, 5]: v2 inserts, v3 deletes
+    t = snapshot(uri)
+    assert sorted(t["id"].to_pylist()) == [i for i in range(4000) if i % 10]
+    after = sorted(map(list, zip(t["id"].to_pylist(), t["_rowid"].to_pylist(), t["_row_created_at_version"].to_pylist(),
+                                 strict=True)))
+    assert after == report["rows_before_compaction"]  # compaction kept every row's id and version
+    ids = t["_rowid"].to_pylist()
+    assert len(set(ids)) == 3600 and max(ids) < 4000
+    assert len(lance.dataset(uri).get_fragments()) == 2
+    assert data_files(uri) == referenced_files(uri)
