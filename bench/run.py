@@ -32,7 +32,7 @@ class Params:
     opens: int = 20
     delete_rows: int = 2_000_000
     fragments: int = 200
-    compact_tasks: int = 8
+    compact_tasks: int = 2  # one task per local[2] slot: Spark pays per task (~60 ms here)
     feed_rows: int = 1_000_000
     reps: int = 5
     small_reps: int = 3

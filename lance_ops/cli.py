@@ -51,8 +51,8 @@ class Progress:
         if done is not None:
             self.done = done
         now = time.perf_counter()
-        if not self.tty and now - self._last < 1.0 and (self.total is None or self.done < self.total):
-            return  # not a terminal: a line per second at most
+        if not self.tty and now - self._last < 1.0:
+            return  # not a terminal: a line per second at most (and the final one)
         self._last = now
         elapsed = now - self.t0
         if self.total:
@@ -211,7 +211,8 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list
     return names
 
 
-def run_job(job: str, dataset: str | None, config_path: str | None, options: dict[str, Any], out: Any) -> int:
+def run_job(job: str, dataset: str | None, config_path: str | None, options: dict[str, Any], out: Any,
+            log_level: str = "WARNING") -> int:
     import warnings
 
     from dagster import DagsterInstance
@@ -231,6 +232,7 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     if cls_name:
         cfg = getattr(configs, cls_name)(**{k: v for k, v in options.items() if v is not None})
         run_config = {"ops": {op_name(d.name, job): {"config": cfg.model_dump(mode="json", exclude_none=True)}}}
+    run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
     job_def = defs.resolve_job_def(job_name)
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result: dict[str, Any] = {}
@@ -264,7 +266,7 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     table += [{"event": "observation", "asset": o.asset_key.to_user_string(),
                **{k: o.metadata[k].value for k in keys if k in o.metadata}} for o in obs]
     if table:
-        print(format_table(table, ["event", "asset", *keys]), file=out)
+        print(format_table(table, ["event", "asset", *keys]) + "\n", file=out)
     for ev in r.all_events:
         if ev.event_type_value == "STEP_OUTPUT" and ev.event_specific_data.metadata:
             md = {k: v.value for k, v in ev.event_specific_data.metadata.items()}
@@ -309,6 +311,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
                              aliases=[a for a, t in ALIASES.items() if t == job])
         jp.add_argument("--dataset", default=None, help="dataset name in the config (default: the first)")
         jp.add_argument("--config", default=None, help="lance_ops.yaml (default: $LANCE_OPS_CONFIG, else the demo)")
+        jp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="Dagster console log level (default: WARNING)")
         fields[job] = add_config_options(jp, cls) if cls else []
     return parser, fields
 
@@ -323,7 +327,7 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None,
                                small_fragment_rows=args.small_fragment_rows, out=out)
     job = ALIASES.get(args.job, args.job)
     options = {name: getattr(args, name) for name in fields[job]}
-    return (runner or run_job)(job, args.dataset, args.config, options, out)
+    return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level)
 
 
 if __name__ == "__main__":

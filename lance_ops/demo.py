@@ -84,7 +84,7 @@ class Demo:
         run_config = (run_config.to_config_dict() if isinstance(run_config, RunConfig) else dict(run_config or {}))
         run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
         t = time.perf_counter()
-        result = self.defs.resolve_job_def(name).execute_in_process(
+        result: Any = self.defs.resolve_job_def(name).execute_in_process(
             run_config=run_config, instance=self.instance, raise_on_error=False, **kwargs
         )
         secs = time.perf_counter() - t
@@ -109,7 +109,7 @@ class Demo:
         sensor = self.defs.get_sensor_def(f"{self.d.name}_{sensor_name}")
         ctx = build_sensor_context(
             instance=self.instance, cursor=self.cursors.get(sensor.name),
-            resources={resource_key(self.d.name): self.defs.resources[resource_key(self.d.name)]},
+            resources={resource_key(self.d.name): (self.defs.resources or {})[resource_key(self.d.name)]},
         )
         result = sensor(ctx)
         new_cursor = getattr(result, "cursor", None)
@@ -124,7 +124,7 @@ class Demo:
             reason = getattr(result, "skip_reason", None) or result
             self.log(f"compaction sensor: no request ({getattr(reason, 'skip_message', reason)})")
         for r in requests:
-            self.log(f"compaction sensor: requests {r.job_name} (run key {r.run_key}; {r.tags.get('lance_ops/reason')})")
+            self.log(f"compaction sensor: requests {r.job_name} (run key {r.run_key}; {(r.tags or {}).get('lance_ops/reason')})")
         return requests
 
     # ------------------------------------------------------------------- steps
@@ -180,7 +180,7 @@ class Demo:
         latest = after.version
         self.expect(keys == [str(v) for v in range(1, latest + 1)],
                     f"new-versions sensor: one partition per version (1..{latest})")
-        cf = self.run("change_feed_partitions",
+        cf: Any = self.run("change_feed_partitions",
                       tags={"dagster/asset_partition_range_start": "1",
                             "dagster/asset_partition_range_end": str(latest)})
         mats = cf.get_asset_materialization_events()
@@ -229,7 +229,7 @@ class Demo:
         totals = {k: sum(r[k] for r in rows) for k in ("insert", "update", "delete")}
         print(f"\nfragments before compaction {frags_before}, after {frags_after}; rows {after.count_rows()}; "
               f"changes: {totals['insert']} inserts, {totals['update']} updates, {totals['delete']} deletes", file=self.out)
-        materialized = self.instance.fetch_materializations(AssetKey([d.name]), limit=100).records
+        materialized: Any = self.instance.fetch_materializations(AssetKey([d.name]), limit=100).records
         print(f"Dagster recorded {len(materialized)} materialisations of asset '{d.name}' "
               f"(data versions {sorted(int(r.asset_materialization.tags['dagster/data_version']) for r in materialized)}) "
               f"in {len(self.runs)} runs", file=self.out)

@@ -17,8 +17,8 @@ import numpy as np
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetChecksDefinition,
+    AssetCheckSeverity,
     AssetKey,
     asset_check,
 )

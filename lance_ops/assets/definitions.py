@@ -8,7 +8,8 @@ Per dataset ``<name>``:
 - jobs ``<name>_{append,delete,upsert,materialize_deletions,compact,write_change_feed,
   cleanup_old_versions,observe}`` (op jobs with a typed Config; the op of ``<name>_<operation>``
   is ``<operation>_<name>``), ``<name>_checks`` and ``<name>_change_feed_partitions``.
-- sensors ``<name>_compaction_sensor``, ``<name>_new_versions_sensor``; schedules
+- sensors ``<name>_compaction_sensor``, ``<name>_new_versions_sensor``,
+  ``<name>_checks_after_maintenance`` (run status: checks after each rewrite/delete/upsert); schedules
   ``<name>_append_schedule``, ``<name>_nightly_compaction``, ``<name>_nightly_cleanup``.
 
 Resources: ``lance_<name>`` (LanceDatasetResource) and ``spark`` (SparkResource).  Every job
@@ -63,21 +64,20 @@ def build_definitions(settings: Settings) -> Definitions:
         checks += build_checks(d)
         op_jobs = build_jobs(d)
         jobs += list(op_jobs.values())
+        checks_job = define_asset_job(
+            f"{d.name}_checks",
+            selection=AssetSelection.checks_for_assets(AssetKey([d.name]), AssetKey([change_feed_asset_name(d.name)])),
+            description=f"Run the asset checks of {d.name} and its change feed.",
+        )
         jobs += [
-            define_asset_job(
-                f"{d.name}_checks",
-                selection=AssetSelection.checks_for_assets(
-                    AssetKey([d.name]), AssetKey([change_feed_asset_name(d.name)])
-                ),
-                description=f"Run the asset checks of {d.name} and its change feed.",
-            ),
+            checks_job,
             define_asset_job(
                 f"{d.name}_change_feed_partitions",
                 selection=AssetSelection.assets(AssetKey([change_feed_asset_name(d.name)])),
                 description=f"Materialise change feed partitions of {d.name} (a range runs as one run).",
             ),
         ]
-        sensors += build_sensors(d, op_jobs, versions)
+        sensors += build_sensors(d, op_jobs, versions, checks_job)
         schedules += build_schedules(d, op_jobs)
         resources[resource_key(d.name)] = dataset_resource(d)
     return Definitions(

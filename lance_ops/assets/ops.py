@@ -1,8 +1,12 @@
 """The dataset jobs: one op per ``lance_ops.jobs`` operation, each a job with a typed Config.
 
-Every commit is stamped with the Dagster run id (transaction properties), and every version a
-run commits is reported as a materialisation of the dataset asset with ``data_version`` = the
-Lance version.  Maintenance ops of one dataset share the concurrency pool ``lance-<name>``.
+Every version a run commits is reported as a materialisation of the dataset asset with
+``data_version`` = the Lance version and the version's stats as metadata.  Commits are stamped
+with the Dagster run id (transaction properties ``dagster/run_id``, ``dagster/job``,
+``lance_ops/operation``) by the jobs that accept ``transaction_properties``; see ``stamped``.
+Ops that rewrite or delete share the concurrency pool ``lance-<name>`` of their dataset, so a
+compaction never races another maintenance run on the same table (appends, which never
+conflict with a rewrite, stay outside it).
 """
 
 import inspect

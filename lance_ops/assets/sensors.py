@@ -9,6 +9,7 @@ from typing import Any
 
 from dagster import (
     AssetObservation,
+    DagsterRunStatus,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
     JobDefinition,
@@ -17,10 +18,13 @@ from dagster import (
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
+    RunStatusSensorContext,
     SkipReason,
+    run_status_sensor,
     sensor,
 )
 
+from .change_feed import partitions_def_name
 from .configs import CompactConfig, MaterializeDeletionsConfig
 from .ops import DATA_VERSION_TAG, OPERATION_TAG, op_name, resource_key
 from .resources import LanceDatasetResource
@@ -54,7 +58,7 @@ def maintenance_request(d: DatasetSettings, res: LanceDatasetResource, version: 
 
 
 def build_sensors(
-    d: DatasetSettings, jobs: dict[str, JobDefinition], versions: DynamicPartitionsDefinition
+    d: DatasetSettings, jobs: dict[str, JobDefinition], versions: DynamicPartitionsDefinition, checks_job: Any
 ) -> list[SensorDefinition]:
     rk = resource_key(d.name)
     p = d.policy
@@ -114,7 +118,7 @@ def build_sensors(
         new = [v for v in present if v > seen]
         if not new:
             return SkipReason(f"no new version since {seen}")
-        known = set(context.instance.get_dynamic_partitions(versions.name))
+        known = set(context.instance.get_dynamic_partitions(partitions_def_name(d.name)))
         to_add = [str(v) for v in new if str(v) not in known]
         events = []
         store = res.store()
@@ -133,4 +137,16 @@ def build_sensors(
             cursor=str(latest),
         )
 
-    return [compaction_sensor, new_versions_sensor]
+    @run_status_sensor(
+        name=f"{d.name}_checks_after_maintenance",
+        run_status=DagsterRunStatus.SUCCESS,
+        monitored_jobs=[jobs[f"{d.name}_{op}"] for op in ("compact", "materialize_deletions", "delete", "upsert")],
+        request_job=checks_job,
+        default_status=status,
+        description=f"Runs the asset checks of {d.name} after every successful rewrite, delete or upsert.",
+    )
+    def checks_after_maintenance(context: RunStatusSensorContext) -> RunRequest:
+        return RunRequest(run_key=f"checks-after-{context.dagster_run.run_id}",
+                          tags={"lance_ops/after_run": context.dagster_run.run_id})
+
+    return [compaction_sensor, new_versions_sensor, checks_after_maintenance]

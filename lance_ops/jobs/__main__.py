@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_change_feed,
     )
 
+    from pyspark.sql import SparkSession
+
+    # Inside a process that already has a session (tests, notebooks) reuse it and leave it running.
+    owned = SparkSession.getActiveSession() is None
     spark = spark_session(args.master, _pairs(args.conf, "--conf"), app_name=f"lance_ops {args.job}")
     so = args.storage_options
     try:
@@ -128,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = write_change_feed(spark, args.uri, args.begin, args.end, args.sink, format=args.sink_format,
                                        storage_options=so)
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     print(json.dumps(result.to_dict(), default=str, indent=2))
     return 1 if getattr(result, "failed_tasks", ()) else 0
 

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
@@ -111,8 +111,9 @@ def change_feed(
         emit(changed, F.when(is_insert, "insert").otherwise("update_postimage"),
              F.when(is_insert, created).otherwise(updated))
     ]
-    candidates = id_removing_versions(store, scheme, b, e) if b > 0 else []
-    if candidates:
+    changing = row_changing_versions(store, scheme, b, e) if b > 0 else []
+    if changing:  # there may be pre-images and deletes: join the begin version by _rowid
+        candidates = id_removing_versions(store, scheme, b, e)
         # Metadata-only scans (no data file is opened for _rowid and the version columns).
         end_meta = read(end_m, [ROW_ID, CREATED_AT, UPDATED_AT]).select(
             F.col(ROW_ID), F.when(is_post, updated).alias("_post_v"), F.lit(True).alias("_alive")
@@ -121,7 +122,7 @@ def change_feed(
         joined = read(begin_m, user + [ROW_ID]).join(end_meta, on=ROW_ID, how="left").where(
             F.col("_post_v").isNotNull() | F.col("_alive").isNull()
         )
-        gone: Column = F.lit(candidates[-1])
+        gone: Column = F.lit(candidates[-1] if candidates else e)
         if len(candidates) > 1:
             # first candidate version without the id = min(candidates - versions where it is live);
             # the scans of row ids are metadata-only
@@ -184,8 +185,9 @@ def write_change_feed(
     df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options)
     if format == "parquet":
         location = range_location(sink_uri, begin_version, end_version)
-        df.write.mode("overwrite").parquet(location)
-        rows = spark.read.parquet(location).count()
+        counted = Observation("lance_ops_change_feed")
+        df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(location)
+        rows = int(counted.get["rows"])
         return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, rows, location, None,
                                      time.perf_counter() - t0)
     if format != "lance":

@@ -51,7 +51,7 @@ def live_ids(world) -> np.ndarray:
 
 
 def test_append_twice_creates_then_appends(world):
-    d, defs, inst = world["d"], world["defs"], world["instance"]
+    defs, inst = world["defs"], world["instance"]
     r1 = run(defs, inst, "append", AppendConfig(rows=3000, max_rows_per_file=1500))
     r2 = run(defs, inst, "append", AppendConfig(rows=3000, max_rows_per_file=1500))
     (m1,), (m2,) = materializations(r1), materializations(r2)
@@ -144,7 +144,7 @@ def test_compact_dry_run_then_twice(world):
 
 
 def test_write_change_feed_twice_is_idempotent(world, tmp_path):
-    d, defs, inst = world["d"], world["defs"], world["instance"]
+    defs, inst = world["defs"], world["instance"]
     end = latest(world).version
     sink = str(tmp_path / "feed")
     cfg = ChangeFeedConfig(begin_version=2, end_version=end, sink_uri=sink)

@@ -6,7 +6,7 @@ compaction sensor requests are executed through Dagster (Spark) to show they do 
 
 import pyarrow.compute as pc
 import pytest
-from dagster import AssetKey, SensorResult, SkipReason, build_sensor_context
+from dagster import AssetKey, SensorResult, SkipReason, build_run_status_sensor_context, build_sensor_context
 from dagster_support import NAME, data_version, defs_for, materializations, md, run
 from datagen import simple_table
 
@@ -51,6 +51,17 @@ def test_compaction_sensor_small_fragments(tmp_path, spark, instance):
     assert len(lf.dataset(uri).get_fragments()) == 1
     after = tick(defs, instance, "compaction_sensor", cursor=above.cursor)
     assert requests(after) == [] and after.cursor == "4"
+    # The run-status sensor asks for the asset checks after the compaction succeeded.
+    success = next(e for e in result.all_events if e.event_type_value == "PIPELINE_SUCCESS")
+    checks_sensor = defs.get_sensor_def(f"{NAME}_checks_after_maintenance")
+    ctx = build_run_status_sensor_context(sensor_name=checks_sensor.name, dagster_event=success,
+                                          dagster_instance=instance, dagster_run=result.dagster_run)
+    req = checks_sensor(ctx)
+    assert req.run_key == f"checks-after-{result.run_id}"
+    evaluations = run(defs, instance, "checks", tags=req.tags).get_asset_check_evaluations()
+    assert {c.check_name: c.passed for c in evaluations} == {
+        "row_ids_unique": True, "compaction_preserves_rows": True, "deletions_materialized": True,
+        "maintenance_versions_empty": True}
 
 
 def test_compaction_sensor_deleted_ratio_requests_materialisation(tmp_path, spark, instance):
@@ -123,7 +134,7 @@ def test_new_versions_sensor_adds_one_partition_per_version(tmp_path, instance):
     assert [list(r.partition_keys) for r in second.dynamic_partitions_requests] == [["4"]] and second.cursor == "4"
 
 
-@pytest.mark.parametrize("sensor", ["compaction_sensor", "new_versions_sensor"])
+@pytest.mark.parametrize("sensor", ["compaction_sensor", "new_versions_sensor", "checks_after_maintenance"])
 def test_sensors_are_off_unless_the_policy_turns_them_on(tmp_path, sensor):
     from dagster import DefaultSensorStatus
 

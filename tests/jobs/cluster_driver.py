@@ -6,6 +6,7 @@ its SparkSession does not clash with the test session).
 
 import json
 import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +39,9 @@ def main(master: str, uri: str) -> None:
     report: dict = {}
     try:
         sc = spark.sparkContext
+        deadline = time.monotonic() + 120  # the workers may still be registering with the master
+        while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
         report["executors"] = sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
         report["task_pids"] = sorted(set(sc.parallelize(range(8), 8).map(lambda _: __import__("os").getpid()).collect()))
         df1 = spark.createDataFrame(table(0, 3000).to_pandas()).repartition(4)

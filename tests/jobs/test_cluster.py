@@ -24,6 +24,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def master_up(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def alive_workers(webui: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as r:
@@ -55,12 +61,14 @@ def cluster(tmp_path):
         for i in range(2):
             start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
                   "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(tmp_path / f"w{i}"), url)
+        # The driver starts while the workers register (it waits for two executors itself).
         deadline = time.monotonic() + 90
-        while alive_workers(webui) < 2:
-            assert time.monotonic() < deadline, "the standalone cluster did not come up"
+        while not master_up(port):
+            assert time.monotonic() < deadline, "the standalone master did not come up"
             assert all(p.poll() is None for p in procs), "a cluster process died"
-            time.sleep(0.5)
+            time.sleep(0.2)
         yield url, env
+        assert alive_workers(webui) == 2
     finally:
         for p in procs:
             if p.poll() is None:

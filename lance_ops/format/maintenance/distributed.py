@@ -30,7 +30,7 @@ from ..errors import CorruptFileError, DatasetNotFoundError, SchemaError, Unsupp
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
-from ..operations import Append, ReserveFragments, Rewrite, UpdateConfig
+from ..operations import Append, ReserveFragments, Rewrite, Update, UpdateConfig
 from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
 from ..store import ObjectStore
 from .change_feed import change_feed_schema
@@ -50,6 +50,7 @@ __all__ = [
     "live_row_ids",
     "open_manifest",
     "plan_change_feed",
+    "row_changing_versions",
     "scan_fragment_range",
 ]
 
@@ -289,24 +290,61 @@ def row_ranges(frag: FragmentMetadata, rows_per_range: int) -> list[tuple[int, i
 # --------------------------------------------------------------------------- change feed
 
 
+def _update_keeps_ids(store: ObjectStore, scheme: NamingScheme, version: int, op: Update) -> bool:
+    """True if the Update committed as ``version`` re-added every row it deleted under its id.
+
+    Metadata only: the rows it newly deleted (deletion counts of its updated fragments, live
+    rows of its removed fragments, against ``version - 1``) must equal the rows of its new
+    fragments that carry preserved row ids in the transaction.
+    """
+    prev = read_manifest(store, version - 1, scheme).manifest
+    deleted = 0
+    for fid in op.removed_fragment_ids:
+        old = prev.fragment(fid)
+        deleted += old.num_rows if old is not None else 0
+    for f in op.updated_fragments:
+        old = prev.fragment(f.id)
+        deleted += f.num_deleted_rows - (old.num_deleted_rows if old is not None else 0)
+    preserved = sum(rowids.decode_row_ids(f.row_ids).size for f in op.new_fragments if f.row_ids is not None)
+    return deleted == preserved
+
+
+def row_changing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
+    """Versions in ``(begin, end]`` that may update or delete rows: all but appends, fragment
+    reservations, config changes and rewrites (compactions)."""
+    out = []
+    for v in range(begin + 1, end + 1):
+        try:
+            op = load_transaction(store, v, scheme).operation
+            if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
+                continue
+        except Exception:  # no or unreadable transaction: assume the worst
+            pass
+        out.append(v)
+    return out
+
+
 def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
     """Versions in ``(begin, end]`` whose transaction may make a live row id disappear.
 
     Appends, fragment reservations and config changes never remove a row, and neither does a
     Rewrite (compaction keeps every live row with its id; one rebased over a concurrent delete
-    drops only rows that delete's own version already removed).  Everything else (Delete,
-    Update, Overwrite, Restore, operations lance_ops does not model, or a version whose
+    drops only rows that delete's own version already removed), nor an Update that re-adds every
+    row it rewrites under the same id (checked from metadata).  Everything else (Delete, other
+    Updates, Overwrite, Restore, operations lance_ops does not model, or a version whose
     transaction cannot be read) is a candidate.
     """
     out = []
     for v in range(begin + 1, end + 1):
         try:
             op = load_transaction(store, v, scheme).operation
+            if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
+                continue
+            if isinstance(op, Update) and _update_keeps_ids(store, scheme, v, op):
+                continue
         except Exception:  # no or unreadable transaction: assume the worst
-            out.append(v)
-            continue
-        if not isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
-            out.append(v)
+            pass
+        out.append(v)
     return out
 
 
