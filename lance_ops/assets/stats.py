@@ -20,7 +20,7 @@ from lance_ops.format.manifest import Manifest, list_versions
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
 
-# Transaction properties lance_ops stamps on every commit it makes from Dagster.
+# Transaction properties a Dagster run stamps on its commits (jobs that accept ``transaction_properties``).
 RUN_ID_PROPERTY = "dagster/run_id"
 JOB_PROPERTY = "dagster/job"
 OPERATION_PROPERTY = "lance_ops/operation"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from . import rowids
@@ -263,7 +264,7 @@ def _metadata_filter(
             values = seq[rows] if seq is not None else np.ones(rows.size, dtype=np.uint64)
             cols[name] = pa.array(values, type=pa.uint64())
     cols[_ROW_INDEX] = pa.array(rows)
-    hits = pa.table(cols).filter(plan.filter).column(_ROW_INDEX).to_numpy()
+    hits = _filter_table(pa.table(cols), plan.filter).column(_ROW_INDEX).to_numpy()
     if hits.size == 0:
         return None
     mask = np.zeros(frag.physical_rows, dtype=bool)
@@ -272,6 +273,26 @@ def _metadata_filter(
 
 
 _ROW_INDEX = "__lance_ops_row_index"
+
+
+def _filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
+    """``table.filter(expr)`` on the calling thread: one batch gains nothing from Acero's pool,
+    and the hand-off costs more than the filter for the small batches of small fragments."""
+    decl = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("filter", acero.FilterNodeOptions(expr)),
+        ]
+    )
+    return decl.to_table(use_threads=False)
+
+
+def _filter_batch(batch: pa.RecordBatch, expr: pc.Expression) -> pa.RecordBatch:
+    out = _filter_table(pa.Table.from_batches([batch]), expr)
+    parts = out.to_batches()
+    if len(parts) == 1:
+        return parts[0]
+    return out.combine_chunks().to_batches()[0] if out.num_rows else batch.slice(0, 0)
 
 
 def _fragment_batches(
@@ -310,10 +331,7 @@ def _fragment_batches(
                 out = out.filter(pa.array(mask))
         start = stop
         if plan.filter is not None and out.num_rows:
-            out = pa.Table.from_batches([out]).filter(plan.filter).combine_chunks()
-            if out.num_rows == 0:
-                continue
-            out = out.to_batches()[0]
+            out = _filter_batch(out, plan.filter)
         if out.num_rows == 0:
             continue
         if out.schema.names == out_names:

@@ -90,6 +90,8 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pyspark.sql import SparkSession
+
     from . import (
         append,
         compact,
@@ -99,8 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         upsert,
         write_change_feed,
     )
-
-    from pyspark.sql import SparkSession
 
     # Inside a process that already has a session (tests, notebooks) reuse it and leave it running.
     owned = SparkSession.getActiveSession() is None

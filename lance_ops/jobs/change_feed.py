@@ -32,6 +32,7 @@ from lance_ops.format.maintenance.distributed import (
     commit_timestamp_micros,
     id_removing_versions,
     open_manifest,
+    row_changing_versions,
 )
 from lance_ops.format.manifest import Manifest, list_versions, read_manifest
 from lance_ops.format.operations import Update

@@ -178,6 +178,14 @@ def _upsert_writer(
 
     def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         group = int(key[0].as_py())
+        offsets = np.empty(0, dtype=np.uint32)
+        if group >= 0:
+            offsets = (table.column(ROW_ADDR).to_numpy().astype(np.uint64) & np.uint64(LOCAL_MASK)).astype(np.uint32)
+            if np.unique(offsets).size != offsets.size:
+                raise ValueError(
+                    f"upsert: several source rows match the same target row (fragment {group}); "
+                    "the source must have at most one row per key"
+                )
         store = StagingStore(uri, storage_options, write_id)
         batches: Iterator[pa.RecordBatch] = (cast_batch(b, target) for b in table.to_batches())
         new = write_fragment_files(store, batches, schema, max_rows_per_file=max_rows_per_file)
@@ -186,12 +194,6 @@ def _upsert_writer(
                 payload = pickle.dumps((None, list(new)))
                 kind = "insert"
             else:
-                offsets = (table.column(ROW_ADDR).to_numpy().astype(np.uint64) & np.uint64(LOCAL_MASK)).astype(np.uint32)
-                if np.unique(offsets).size != offsets.size:
-                    raise ValueError(
-                        f"upsert: several source rows match the same target row (fragment {group}); "
-                        "the source must have at most one row per key"
-                    )
                 if stable:
                     ids = table.column(ROW_ID).to_numpy().astype(np.uint64)
                     created = table.column(CREATED_AT).to_numpy().astype(np.uint64)

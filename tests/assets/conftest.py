@@ -18,19 +18,23 @@ warnings.filterwarnings("ignore", module="dagster")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    """The same settings as tests/jobs/conftest.py: in one pytest process both fixtures get the
+    JVM whichever starts first (``getOrCreate``), so they must agree (``local[2,2]`` retries a
+    failed task once, which the jobs' fault tests rely on)."""
     from lance_ops.jobs import spark_session
 
     d = tmp_path_factory.mktemp("spark-assets")
     s = spark_session(
-        "local[2]",
+        "local[2,2]",
         {
             "spark.sql.shuffle.partitions": 2,
             "spark.default.parallelism": 2,
             "spark.driver.memory": "1g",
             "spark.local.dir": str(d),
             "spark.sql.warehouse.dir": str(d / "wh"),
+            "spark.sql.session.timeZone": "UTC",
         },
-        app_name="lance_ops-tests-assets",
+        app_name="lance_ops-tests",
     )
     s.sparkContext.setLogLevel("ERROR")
     yield s

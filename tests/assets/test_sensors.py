@@ -104,14 +104,17 @@ def test_compaction_sensor_evaluate_tick_resolves_like_the_daemon(tmp_path):
     _, defs = defs_for(tmp_path, target_rows_per_fragment=10_000, min_small_fragments=2)
     uri = str(tmp_path / "events")
     lf.write_dataset(simple_table(0, 3000), uri, enable_stable_row_ids=True, max_rows_per_file=1000)
+    sensor = defs.get_sensor_def(f"{NAME}_compaction_sensor")
+    res = {resource_key(NAME): defs.resources[resource_key(NAME)]}
     with instance_for_test() as inst:
-        res = {resource_key(NAME): defs.resources[resource_key(NAME)]}
-        ctx = build_sensor_context(instance_ref=inst.get_ref(), definitions=defs, resources=res, cursor="0")
-        data = defs.get_sensor_def(f"{NAME}_compaction_sensor").evaluate_tick(ctx)
+        # The context owns the instance it builds from the ref: close it (with) before the temp dir goes.
+        with build_sensor_context(instance_ref=inst.get_ref(), definitions=defs, resources=res, cursor="0") as ctx:
+            data = sensor.evaluate_tick(ctx)
         (req,) = data.run_requests
         assert req.job_name == f"{NAME}_compact" and data.cursor == "1"
-        ctx2 = build_sensor_context(instance_ref=inst.get_ref(), definitions=defs, resources=res, cursor=data.cursor)
-        assert defs.get_sensor_def(f"{NAME}_compaction_sensor").evaluate_tick(ctx2).run_requests == []
+        with build_sensor_context(instance_ref=inst.get_ref(), definitions=defs, resources=res,
+                                  cursor=data.cursor) as ctx:
+            assert sensor.evaluate_tick(ctx).run_requests == []
 
 
 def test_new_versions_sensor_adds_one_partition_per_version(tmp_path, instance):

@@ -11,6 +11,11 @@ prepare_environment()  # PYSPARK_PYTHON etc. before any JVM starts (the env is f
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    # pylance warns when a process that imported it forks; the tests' subprocesses exec at once
+    config.addinivalue_line("filterwarnings", "ignore:lance is not fork-safe:UserWarning")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from lance_ops.jobs import spark_session

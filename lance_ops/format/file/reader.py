@@ -126,6 +126,11 @@ def _preadv(fd: int, view: memoryview, offset: int) -> int:
     return len(data)
 
 
+#: background readers per scan: two concurrent page reads nearly double the copy rate of a
+#: 2-core machine (one thread alone barely overlaps with the consumer)
+PREFETCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
 class PagePrefetcher:
     """Reads and decodes the pages a scan will need next, in background threads, in read order.
 
@@ -140,7 +145,7 @@ class PagePrefetcher:
     pool is per instance: a process forked mid-scan never inherits a half-dead shared pool).
     """
 
-    def __init__(self, *, budget_bytes: int = 64 * 1024 * 1024, threads: int = 1) -> None:
+    def __init__(self, *, budget_bytes: int = 64 * 1024 * 1024, threads: int = PREFETCH_THREADS) -> None:
         if budget_bytes <= 0 or threads <= 0:
             raise ValueError(f"budget_bytes and threads must be positive, got {budget_bytes}, {threads}")
         self.budget_bytes = budget_bytes

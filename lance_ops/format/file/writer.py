@@ -13,8 +13,6 @@ for Arrow dictionary columns); all buffers are padded to 64 bytes with ``0x48``.
 
 import bisect
 import struct
-import threading
-from collections import deque
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
@@ -42,10 +40,6 @@ FOOTER_VERSION = {"2.0": (0, 3)}
 _COMPRESSION_KEY = "lance-encoding:compression"
 _COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
 _BINARY_TYPES = (pa.string(), pa.binary(), pa.large_string(), pa.large_binary())
-#: writes smaller than this go straight to the stream until the background writer has started
-_SMALL_WRITE = 64 * 1024
-#: a background writer thread with nothing to write for this long exits (restarted on demand)
-_IDLE_EXIT_S = 2.0
 
 
 def _any(type_url: str, msg: Any) -> bytes:
@@ -62,34 +56,17 @@ _COLUMN_ENCODING = _column_encoding_bytes()
 
 
 class _Sink:
-    """Tracks the write position and pads buffers to 64 bytes.
+    """Tracks the write position and pads buffers to 64 bytes."""
 
-    With ``background_bytes`` the writes go to the stream from one background thread, in
-    order, while the caller encodes the next pages; at most that many bytes wait in the queue
-    (the caller blocks beyond it).  A failed write is raised by the next :meth:`write` or by
-    :meth:`drain`, which :meth:`DataFileWriter.finish` calls before writing the footer.
-    """
-
-    def __init__(self, f: BinaryIO, background_bytes: int = 0) -> None:
+    def __init__(self, f: BinaryIO) -> None:
         self.f = f
         self.pos = 0
-        self._cap = background_bytes
-        self._queue: deque[memoryview | None] = deque()  # None: stop
-        self._queued = 0
-        self._cv = threading.Condition()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
 
     def write(self, data: Any) -> None:
         mv = memoryview(data)
-        n = mv.nbytes
-        if not n:
-            return
-        if self._cap <= 0 or n < _SMALL_WRITE and self._thread is None:
+        if mv.nbytes:
             self.f.write(mv)
-        else:
-            self._enqueue(mv, n)
-        self.pos += n
+            self.pos += mv.nbytes
 
     def write_buffer(self, data: Any) -> tuple[int, int]:
         start = self.pos
@@ -97,54 +74,9 @@ class _Sink:
         size = self.pos - start
         pad = -size % ALIGN
         if pad:
-            self.write(PAD_BYTE * pad)
+            self.f.write(PAD_BYTE * pad)
+            self.pos += pad
         return start, size
-
-    def _enqueue(self, mv: memoryview, n: int) -> None:
-        with self._cv:
-            while self._error is None and self._queued and self._queued + n > self._cap:
-                self._cv.wait()
-            if self._error is not None:
-                raise self._error
-            self._queue.append(mv)
-            self._queued += n
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="lance_ops-write", daemon=True)
-                self._thread.start()
-            self._cv.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queue:
-                    # an abandoned writer (an exception between writes) must not pin a thread
-                    if not self._cv.wait(timeout=_IDLE_EXIT_S) and not self._queue:
-                        self._thread = None
-                        return
-                mv = self._queue.popleft()
-                if mv is None:
-                    self._thread = None
-                    self._cv.notify_all()
-                    return
-            try:
-                if self._error is None:
-                    self.f.write(mv)
-            except BaseException as e:  # raised in the caller's thread by write()/drain()
-                self._error = e
-            with self._cv:
-                self._queued -= mv.nbytes
-                self._cv.notify_all()
-
-    def drain(self) -> None:
-        """Wait until every queued byte is written; re-raise a failed write."""
-        with self._cv:
-            if self._thread is not None:
-                self._queue.append(None)
-                self._cv.notify_all()
-                while self._thread is not None:
-                    self._cv.wait()
-        if self._error is not None:
-            raise self._error
 
 
 class _Counter:
@@ -511,10 +443,6 @@ class DataFileWriter:
         version: file format version; only ``"2.0"`` is supported.
         max_page_bytes: target encoded size of a page; columns are split into pages of about
             this size.
-        background_write_bytes: page bytes that may wait for a background thread writing them
-            to ``sink`` while the next pages are encoded (0: write inline).  Every byte is in
-            ``sink`` when :meth:`finish` returns; a failed write is raised by a later
-            :meth:`write_batch` or by :meth:`finish`.
 
     Raises:
         UnsupportedFeatureError: a version other than 2.0 or a type 2.0 cannot store (map).
@@ -527,7 +455,6 @@ class DataFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = 8 * 1024 * 1024,
-        background_write_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         if version not in FOOTER_VERSION:
             raise UnsupportedFeatureError(f"Lance file version {version!r} cannot be written (only 2.0)")
@@ -536,7 +463,7 @@ class DataFileWriter:
         self.schema = schema
         self.version = version
         self.max_page_bytes = int(max_page_bytes)
-        self._sink = _Sink(sink, background_write_bytes)
+        self._sink = _Sink(sink)
         self._num_rows = 0
         self._finished = False
         self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
@@ -661,7 +588,6 @@ class DataFileWriter:
                 column_meta_start, cmo_offset, gbo_offset, len(gbo), len(self._pages), major, minor, MAGIC
             )
         )
-        sink.drain()
         return sink.pos
 
 
