@@ -4,6 +4,11 @@ Rows come out fragment by fragment, batch by batch (bounded memory).  Metadata c
 (spec "Row ID and lineage"): ``_rowid`` (stable id, or the row address without stable ids),
 ``_rowaddr`` = ``fragment_id << 32 | offset``, ``_row_created_at_version`` and
 ``_row_last_updated_at_version`` (1 where a fragment carries no sequence, as pylance).
+
+Speed: :func:`scan` reads and decodes pages in background threads with a bounded read-ahead
+that crosses fragment boundaries; a filter over metadata columns only (row ids, versions) is
+evaluated once per fragment before any data file is opened, so fragments without a match are
+skipped; filters run single-threaded in Acero (its pool hand-off costs more than a batch).
 """
 
 import re
@@ -385,10 +390,11 @@ def scan(
 ) -> Iterator[pa.RecordBatch]:
     """Stream the dataset (or the given fragments) with limit/offset over the filtered rows.
 
-    Batches come out in fragment order.  Pages are read and decoded by a background thread up
-    to ``prefetch_bytes`` ahead of the consumer, across fragment boundaries (the next fragment
-    is opened while the current one is consumed); ``prefetch_bytes=None`` reads inline.
-    Memory stays bounded by the prefetch budget plus the batch being consumed.
+    Batches come out in fragment order.  Pages are read and decoded by background threads
+    (:class:`~lance_ops.format.file.reader.PagePrefetcher`) up to ``prefetch_bytes`` ahead of
+    the consumer, across fragment boundaries (the next fragment is opened while the current one
+    is consumed); ``prefetch_bytes=None`` reads inline.  Memory stays bounded by the prefetch
+    budget plus the pages and batch being consumed, whatever the dataset size.
     """
     skip = offset or 0
     remaining = limit

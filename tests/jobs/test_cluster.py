@@ -89,19 +89,20 @@ def test_jobs_on_a_standalone_cluster(cluster, tmp_path):
     lines = [line for line in out.stdout.splitlines() if line.startswith("REPORT ")]
     assert out.returncode == 0 and lines, out.stderr[-3000:]
     report = json.loads(lines[-1][len("REPORT "):])
+    print("cluster driver timings (s since the session started):", report["timings"])
     assert report["executors"] == 2 and len(report["task_pids"]) >= 2  # two workers did the work
     assert (report["append1"]["version"], report["append1"]["rows_written"]) == (1, 3000)
-    assert (report["append2"]["version"], report["append2"]["rows_written"]) == (2, 1000)
-    assert report["delete"]["rows_deleted"] == 400
+    assert (report["delete"]["version"], report["delete"]["rows_deleted"]) == (2, 300)
     comp = report["compact"]
-    assert comp["failed_tasks"] == [] and comp["version"] == 5 and comp["rows_rewritten"] == 3600
-    assert report["change_feed"] == {"insert": 900, "delete": 300}  # (1, 5]: v2 inserts, v3 deletes
+    assert comp["failed_tasks"] == [] and comp["version"] == 4, comp
+    assert comp["fragments_removed"] > comp["fragments_added"] >= 1 and comp["rows_rewritten"] > 2000, comp
+    assert report["change_feed"] == {"delete": 300}  # (1, 4]: the delete; the compaction adds nothing
     t = snapshot(uri)
-    assert sorted(t["id"].to_pylist()) == [i for i in range(4000) if i % 10]
+    assert sorted(t["id"].to_pylist()) == [i for i in range(3000) if i % 10]
     after = sorted(map(list, zip(t["id"].to_pylist(), t["_rowid"].to_pylist(), t["_row_created_at_version"].to_pylist(),
                                  strict=True)))
     assert after == report["rows_before_compaction"]  # compaction kept every row's id and version
     ids = t["_rowid"].to_pylist()
-    assert len(set(ids)) == 3600 and max(ids) < 4000
-    assert len(lance.dataset(uri).get_fragments()) == 2
+    assert len(set(ids)) == 2700 and max(ids) < 3000
+    assert len(lance.dataset(uri).get_fragments()) == 8 - comp["fragments_removed"] + comp["fragments_added"]
     assert data_files(uri) == referenced_files(uri)

@@ -5,6 +5,11 @@ then whatever of the metadata lies before it).  Reading decodes only the request
 only the pages overlapping the requested rows; each page's buffers are fetched with one
 ``read_ranges`` call.  Files of version 2.1/2.2 open (schema and row count are available) but
 reading their data raises :class:`UnsupportedFeatureError`.
+
+Speed: local files are read with ``preadv`` into buffers from Arrow's memory pool (which
+recycles page-sized blocks); parsed footers of local files and parsed schemas are cached per
+process (data files are immutable; the cache key includes size, mtime and inode); a
+:class:`PagePrefetcher` reads and decodes upcoming pages in background threads.
 """
 
 import bisect
@@ -68,33 +73,38 @@ def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     return pa.concat_arrays(chunks)
 
 
+class _LRU:
+    """A small thread-safe LRU map."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self._entries:
+                self._data.popitem(last=False)
+
+
+#: parsed file schemas (by their protobuf bytes) and projections of them (by bytes + field ids)
+_SCHEMA_CACHE = _LRU(256)
 #: parsed footers of local files, keyed by (path, size, stat size, mtime, inode): data files are
 #: immutable once written, and a rewrite under the same name changes the stat key
-_METADATA_CACHE: "OrderedDict[tuple[Any, ...], dict[str, Any]]" = OrderedDict()
-_METADATA_CACHE_LOCK = threading.Lock()
-_METADATA_CACHE_ENTRIES = 1024
-_METADATA_CACHE_MAX_BYTES = 1 << 20  # per file; bigger metadata is not cached
+_METADATA_CACHE = _LRU(1024)
+_METADATA_CACHE_MAX_BYTES = 1 << 20  # metadata bigger than this (per file) is not cached
 _CACHED_ATTRS = (
     "file_size", "footer_version", "version", "num_columns", "_base", "_buf", "_gbo", "_cmo",
-    "file_descriptor", "schema", "num_rows", "_column_of", "_pages_cache",
+    "file_descriptor", "schema", "num_rows", "_column_of", "_pages_cache", "_schema_key",
 )
-
-
-def _metadata_cache_get(key: tuple[Any, ...]) -> dict[str, Any] | None:
-    with _METADATA_CACHE_LOCK:
-        hit = _METADATA_CACHE.get(key)
-        if hit is not None:
-            _METADATA_CACHE.move_to_end(key)
-        return hit
-
-
-def _metadata_cache_put(key: tuple[Any, ...], state: dict[str, Any]) -> None:
-    if len(state["_buf"]) > _METADATA_CACHE_MAX_BYTES:
-        return
-    with _METADATA_CACHE_LOCK:
-        _METADATA_CACHE[key] = state
-        while len(_METADATA_CACHE) > _METADATA_CACHE_ENTRIES:
-            _METADATA_CACHE.popitem(last=False)
 
 
 def _pread_buffers(path: str, ranges: Sequence[tuple[int, int]], where: str) -> list[pa.Buffer]:
@@ -398,13 +408,13 @@ class DataFileReader:
                 if file_size is None:
                     file_size = st.st_size
                 key = (self._local_path, int(file_size), st.st_size, st.st_mtime_ns, st.st_ino)
-                cached = _metadata_cache_get(key)
+                cached = _METADATA_CACHE.get(key)
                 if cached is not None:
                     self.__dict__.update(cached)
                     return
         self._open(store, rel_path, file_size)
-        if key is not None:
-            _metadata_cache_put(key, {k: self.__dict__[k] for k in _CACHED_ATTRS})
+        if key is not None and len(self._buf) <= _METADATA_CACHE_MAX_BYTES:
+            _METADATA_CACHE.put(key, {k: self.__dict__[k] for k in _CACHED_ATTRS})
 
     def _open(self, store: ObjectStore, rel_path: str, file_size: int | None) -> None:
         try:
@@ -478,14 +488,20 @@ class DataFileReader:
             self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
         except DecodeError as e:
             raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
-        try:
-            self.schema = LanceSchema.from_proto(
-                self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
-            )
-        except SchemaError as e:
-            raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
+        # every file of a dataset carries the same schema: parse it once per process
+        self._schema_key = self.file_descriptor.schema.SerializeToString()
+        cached = _SCHEMA_CACHE.get(self._schema_key)
+        if cached is None:
+            try:
+                schema = LanceSchema.from_proto(
+                    self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
+                )
+            except SchemaError as e:
+                raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
+            cached = (schema, {f.id: i for i, f in enumerate(schema.fields)})
+            _SCHEMA_CACHE.put(self._schema_key, cached)
+        self.schema, self._column_of = cached
         self.num_rows = int(self.file_descriptor.length)
-        self._column_of = {f.id: i for i, f in enumerate(self.schema.fields)}
         self._pages_cache: dict[int, list[_Page]] = {}
         # keep only the metadata (the tail read may have pulled in the end of the data)
         first = min(a, b, c, int(self._gbo[:, 0].min()), int(self._cmo[:, 0].min()) if ncols else a)
@@ -656,11 +672,15 @@ class DataFileReader:
         self._check_readable()
         if field_ids is None:
             field_ids = [f.id for f in self.schema.top_level()]
-        try:
-            projected = self.schema.project_ids(list(field_ids))
-        except SchemaError as e:
-            raise SchemaError(f"{self.path}: {e}") from None
-        out_schema = projected.to_arrow()
+        key = (self._schema_key, tuple(field_ids))
+        out_schema = _SCHEMA_CACHE.get(key)
+        if out_schema is None:
+            try:
+                projected = self.schema.project_ids(list(field_ids))
+            except SchemaError as e:
+                raise SchemaError(f"{self.path}: {e}") from None
+            out_schema = projected.to_arrow()
+            _SCHEMA_CACHE.put(key, out_schema)
         cols = [
             self._build(self.schema.field_by_id(fid), out_schema.field(i).type)
             for i, fid in enumerate(field_ids)
