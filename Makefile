@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test protos lint bench ui clean
+.PHONY: demo test protos lint bench ui clean install chromium
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required (set PYTHON=...)"; exit 1; }
@@ -21,8 +21,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m lance_ops.demo
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest -q tests
+
+# The UI test screenshots the asset graph with Debian's headless Chromium.
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+ui: $(STAMP)
+	@mkdir -p .lance_ops/demo/dagster_home
+	@test -f .lance_ops/demo/dagster_home/dagster.yaml || printf 'telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n' > .lance_ops/demo/dagster_home/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.lance_ops/demo/dagster_home $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 protos: $(STAMP)
 	$(PY) -m lance_ops.format._proto.regen

@@ -34,9 +34,9 @@ class Params:
     fragments: int = 200
     compact_tasks: int = 2  # one task per local[2] slot: Spark pays per task (~60 ms here)
     feed_rows: int = 1_000_000
-    reps: int = 5
+    reps: int = 7
     small_reps: int = 3
-    spark_reps: int = 3
+    spark_reps: int = 5
 
 
 QUICK = {
@@ -48,7 +48,7 @@ QUICK = {
     "feed_rows": 200_000,
     "reps": 3,
     "small_reps": 2,
-    "spark_reps": 2,
+    "spark_reps": 3,
 }
 
 
@@ -159,6 +159,7 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
     if any(s.approx_peak for ss in samples.values() for s in ss):
         entry["peak_is_upper_bound"] = True
     entry["reps"] = case.reps
+    entry["min_s"] = {v: _round(min(s.seconds for s in ss)) for v, ss in samples.items() if ss}
     entry["all_s"] = {v: [_round(s.seconds) for s in ss] for v, ss in samples.items()}
     if case.target is not None:
         entry["target"] = case.target.text

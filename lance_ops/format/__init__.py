@@ -22,6 +22,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .operations import (
     Append,
     Delete,
@@ -33,7 +34,6 @@ from .operations import (
     Update,
     UpdateConfig,
 )
-from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .schema import LanceSchema
 from .write import write_fragments
 

@@ -154,9 +154,13 @@ def commit(
     enable_stable_row_ids: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
+    create: bool = False,
+    data_storage_version: str = "2.0",
 ) -> "Any":
     """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
 
+    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
+    ``data_storage_version`` apply to a dataset this commit creates.
     ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
     path / ``sqlite:///`` URL) instead of the object store's conditional put.
     """
@@ -166,6 +170,12 @@ def commit(
     handler = commit_handler_for(store, manifest_store)
     txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
     manifest = commit_transaction(
-        store, txn, enable_stable_row_ids=enable_stable_row_ids, max_retries=max_retries, handler=handler
+        store,
+        txn,
+        create=create,
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
+        max_retries=max_retries,
+        handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)

@@ -1,12 +1,10 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from .cleanup import CleanupStats, Tags
 
 import pyarrow as pa
@@ -28,6 +26,7 @@ from .write import (
     WriteMode,
     conform_batch,
     iter_batches,
+    new_schema,
     normalize_storage_version,
     write_fragment_files,
 )
@@ -173,7 +172,7 @@ class LanceDataset:
             out.append(
                 {
                     "version": v,
-                    "timestamp": datetime.fromtimestamp(m.timestamp_ns / 1e9, tz=UTC).replace(tzinfo=None),
+                    "timestamp": datetime(1970, 1, 1) + timedelta(microseconds=m.timestamp_ns // 1000),
                     "metadata": _summary(m),
                 }
             )
@@ -481,7 +480,7 @@ def write_dataset(
         else normalize_storage_version(data_storage_version)
     )
     target = schema or data_schema
-    lance_schema = LanceSchema.from_arrow(target)
+    lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
                                  max_rows_per_file=max_rows_per_file)
     read_version = existing.version if existing is not None else 0

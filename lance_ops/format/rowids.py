@@ -26,6 +26,7 @@ __all__ = [
     "MAX_FRAGMENT_ROWS",
     "constant_versions",
     "decode_row_ids",
+    "decode_version_runs",
     "decode_versions",
     "encode_row_id_segments",
     "encode_row_ids",
@@ -355,6 +356,32 @@ def encode_row_id_segments(parts: Sequence[np.ndarray]) -> bytes:
 # --------------------------------------------------------------------------- version sequences
 
 
+def decode_version_runs(
+    data: bytes, *, expected_len: int | None = None, path: str = "<inline>"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(versions, lengths)`` of the runs of ``RowDatasetVersionSequence`` bytes (uint64, int64).
+
+    The run-length form of :func:`decode_versions` (same checks), for evaluating predicates
+    once per run instead of once per row.
+    """
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    _parse(seq, data, path, "RowDatasetVersionSequence")
+    lens: list[int] = []
+    for i, run in enumerate(seq.runs):
+        if not run.HasField("span"):
+            raise CorruptFileError(path, f"version run {i} has no span")
+        lens.append(segment_len(run.span, path=path))
+    total = sum(lens)
+    if expected_len is not None and total != expected_len:
+        raise CorruptFileError(
+            path, f"version sequence covers {total} rows, the fragment has {expected_len} physical rows"
+        )
+    if total > MAX_FRAGMENT_ROWS:
+        raise CorruptFileError(path, f"version sequence covers {total} rows, more than a fragment can hold")
+    versions = np.fromiter((run.version for run in seq.runs), dtype=np.uint64, count=len(lens))
+    return versions, np.asarray(lens, dtype=np.int64)
+
+
 def decode_versions(data: bytes, *, expected_len: int | None = None, path: str = "<inline>") -> np.ndarray:
     """Version of each physical row from ``RowDatasetVersionSequence`` bytes.
 
@@ -373,24 +400,10 @@ def decode_versions(data: bytes, *, expected_len: int | None = None, path: str =
         CorruptFileError: undecodable protobuf, a run without span, a malformed span, or a length
             other than ``expected_len``.
     """
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    _parse(seq, data, path, "RowDatasetVersionSequence")
-    lens: list[int] = []
-    for i, run in enumerate(seq.runs):
-        if not run.HasField("span"):
-            raise CorruptFileError(path, f"version run {i} has no span")
-        lens.append(segment_len(run.span, path=path))
-    total = sum(lens)
-    if expected_len is not None and total != expected_len:
-        raise CorruptFileError(
-            path, f"version sequence covers {total} rows, the fragment has {expected_len} physical rows"
-        )
-    if total > MAX_FRAGMENT_ROWS:
-        raise CorruptFileError(path, f"version sequence covers {total} rows, more than a fragment can hold")
-    if not lens:
+    versions, lens = decode_version_runs(data, expected_len=expected_len, path=path)
+    if not lens.size:
         return _EMPTY_U64.copy()
-    versions = np.fromiter((run.version for run in seq.runs), dtype=np.uint64, count=len(lens))
-    return np.repeat(versions, np.asarray(lens, dtype=np.int64))
+    return np.repeat(versions, lens)
 
 
 def _runs_to_bytes(versions: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bytes:

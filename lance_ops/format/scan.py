@@ -221,6 +221,13 @@ def _open_fragment(
             live = np.ones(frag.physical_rows, dtype=bool)
             live[deleted] = False
     meta = set(plan.meta_columns)
+    if plan.filter_is_metadata_only and set(plan.filter_columns) <= {CREATED_AT, UPDATED_AT}:
+        # a version-range filter: evaluated once per run of equal versions, before anything
+        # is expanded per row or read, so fragments without a match cost almost nothing
+        live = _version_filter(frag, plan, live)
+        if live is None:
+            return iter(())
+        plan = replace(plan, filter=None)
     ids = versions_c = versions_u = None
     if ROW_ID in meta and manifest.uses_stable_row_ids:
         if frag.row_ids is None:
@@ -232,9 +239,9 @@ def _open_fragment(
         versions_c = rowids.decode_versions(frag.created_at_versions, expected_len=frag.physical_rows)
     if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
         versions_u = rowids.decode_versions(frag.last_updated_at_versions, expected_len=frag.physical_rows)
-    if plan.filter_is_metadata_only:
+    if plan.filter is not None and plan.filter_is_metadata_only:
         # Evaluate the filter once for the whole fragment, before any data is read: fragments
-        # without a match (most of them, for version-range filters) are never opened.
+        # without a match are never opened.
         live = _metadata_filter(frag, plan, live, ids, versions_c, versions_u)
         if live is None:
             return iter(())
@@ -274,6 +281,44 @@ def _metadata_filter(
         return None
     mask = np.zeros(frag.physical_rows, dtype=bool)
     mask[hits] = True
+    return mask
+
+
+def _version_runs(frag: FragmentMetadata, name: str) -> tuple[np.ndarray, np.ndarray]:
+    data = frag.created_at_versions if name == CREATED_AT else frag.last_updated_at_versions
+    if data is None:  # no sequence: version 1 for every row, as pylance reports it
+        return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
+    return rowids.decode_version_runs(data, expected_len=frag.physical_rows)
+
+
+def _version_filter(frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None) -> np.ndarray | None:
+    """Mask of the live rows matching a filter over the version columns only; None for no match.
+
+    The row range is cut where any referenced sequence changes value; the filter runs on one
+    row per piece and the result is expanded with ``np.repeat``.
+    """
+    n = frag.physical_rows
+    if n == 0:
+        return None
+    runs = {name: _version_runs(frag, name) for name in plan.filter_columns}
+    cuts = [np.cumsum(lens) for _, lens in runs.values()]
+    ends = np.unique(np.concatenate([*cuts, np.array([n], dtype=np.int64)]))
+    ends = ends[ends > 0]
+    starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1]])
+    cols: dict[str, pa.Array] = {}
+    for (name, (values, _)), run_ends in zip(runs.items(), cuts, strict=True):
+        cols[name] = pa.array(values[np.searchsorted(run_ends, starts, side="right")], type=pa.uint64())
+    cols[_ROW_INDEX] = pa.array(np.arange(starts.size, dtype=np.int64))
+    hits = _filter_table(pa.table(cols), plan.filter).column(_ROW_INDEX).to_numpy()
+    if hits.size == 0:
+        return None
+    matched = np.zeros(starts.size, dtype=bool)
+    matched[hits] = True
+    mask = np.repeat(matched, ends - starts)
+    if live is not None:
+        mask &= live
+        if not mask.any():
+            return None
     return mask
 
 

@@ -34,6 +34,17 @@ def normalize_storage_version(version: str | None) -> str:
     return v
 
 
+RESERVED_COLUMNS = ("_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version")
+
+
+def new_schema(schema: pa.Schema) -> LanceSchema:
+    """The Lance schema of a new dataset; metadata column names are reserved (as in pylance)."""
+    reserved = [n for n in schema.names if n in RESERVED_COLUMNS]
+    if reserved:
+        raise SchemaError(f"column name(s) {reserved} are reserved for Lance metadata columns")
+    return LanceSchema.from_arrow(schema)
+
+
 def random_data_file_name() -> str:
     """24 binary digits + 26 hex chars + ``.lance``, from a random uuid (as pylance names files)."""
     raw = os.urandom(16)
@@ -186,5 +197,5 @@ def write_fragments(
             normalize_storage_version(existing.data_storage_version)
         else:
             normalize_storage_version(data_storage_version)
-            lance_schema = LanceSchema.from_arrow(arrow_schema or data_schema)
+            lance_schema = new_schema(arrow_schema or data_schema)
     return write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)

@@ -60,6 +60,7 @@ def _compact(
     storage_options: Mapping[str, Any] | None,
     read_version: int | None,
     inject_task_failures: Collection[int],
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactResult:
     t0 = time.perf_counter()
     so = dict(storage_options or {})
@@ -89,7 +90,7 @@ def _compact(
     if not done:
         return result(failed_tasks=failed)
     try:
-        metrics = commit_compaction(plan, done, failed=failed, transaction_properties={"lance_ops.writer": "spark"})
+        metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**dict(transaction_properties or {}), "lance_ops.writer": "spark"})
     except BaseException:
         delete_fragment_files(store, [f for r in done for f in r.new_fragments])
         raise
@@ -113,6 +114,7 @@ def compact(
     storage_options: Mapping[str, Any] | None = None,
     read_version: int | None = None,
     inject_task_failures: Collection[int] = (),
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactResult:
     """Compact small fragments (and materialise deletions) of the dataset at ``uri``.
 
@@ -135,7 +137,8 @@ def compact(
         max_source_fragments=max_source_fragments,
     )
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
-                    read_version=read_version, inject_task_failures=inject_task_failures)
+                    read_version=read_version, inject_task_failures=inject_task_failures,
+                    transaction_properties=transaction_properties)
 
 
 def materialize_deletions(
@@ -147,6 +150,7 @@ def materialize_deletions(
     storage_options: Mapping[str, Any] | None = None,
     read_version: int | None = None,
     inject_task_failures: Collection[int] = (),
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactResult:
     """Rewrite (each on its own) the fragments whose deleted fraction is at least ``threshold``.
 
@@ -154,4 +158,5 @@ def materialize_deletions(
     """
     overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold)
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
-                    read_version=read_version, inject_task_failures=inject_task_failures)
+                    read_version=read_version, inject_task_failures=inject_task_failures,
+                    transaction_properties=transaction_properties)

@@ -42,6 +42,11 @@ LOCAL_MASK = 0xFFFFFFFF
 _PROPS = {"lance_ops.writer": "spark"}
 
 
+def _props(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Transaction properties of a Spark commit, plus the caller's (e.g. the Dagster run id)."""
+    return {**dict(extra or {}), **_PROPS}
+
+
 def delete_deletion_files(store: ObjectStore, frags: Sequence[FragmentMetadata]) -> None:
     for f in frags:
         if f.deletion_file is not None:
@@ -132,7 +137,12 @@ def plan_deletions(
 
 
 def delete(
-    spark: SparkSession, uri: str, where: str, *, storage_options: Mapping[str, Any] | None = None
+    spark: SparkSession,
+    uri: str,
+    where: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> DeleteResult:
     """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
 
@@ -147,7 +157,7 @@ def delete(
     if total == 0:
         return DeleteResult(uri, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     try:
-        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_PROPS))
+        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
     except BaseException:
         delete_deletion_files(store, updated)
         raise
@@ -228,6 +238,7 @@ def upsert(
     options: Mapping[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> UpsertResult:
     """Merge ``source`` into the dataset by the key columns ``on``, in one Update commit.
 
@@ -299,7 +310,7 @@ def upsert(
     modified = [m.schema.field(c).id for c in user if c not in on]
     op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
     try:
-        out = commit_transaction(store, Transaction(m.version, op, properties=_PROPS))
+        out = commit_transaction(store, Transaction(m.version, op, properties=_props(transaction_properties)))
     except BaseException:
         delete_fragment_files(store, new)
         delete_deletion_files(store, updated)

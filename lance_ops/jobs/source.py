@@ -31,6 +31,7 @@ travels in the options (RECIPES.md §1 (c)).
 """
 
 import datetime as dt
+import json
 import os
 import posixpath
 import uuid
@@ -397,6 +398,8 @@ class LanceWriter(DataSourceArrowWriter):
         self.enable_stable_row_ids = get_bool(options, "enable_stable_row_ids", False)
         self.data_storage_version = normalize_storage_version(options.get("data_storage_version") or None)
         self.write_id = options.get("write_id") or uuid.uuid4().hex
+        # extra transaction properties (e.g. the Dagster run id), JSON-encoded
+        self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
         reserved = [n for n in schema.fieldNames() if n in META_COLUMNS]
         if reserved:
             raise SchemaError(f"{self.uri}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
@@ -438,7 +441,7 @@ class LanceWriter(DataSourceArrowWriter):
         )
 
     def _properties(self) -> dict[str, str]:
-        return {"lance_ops.writer": "spark", WRITE_ID_PROPERTY: self.write_id}
+        return {**self.extra_properties, "lance_ops.writer": "spark", WRITE_ID_PROPERTY: self.write_id}
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         msgs = sorted((m for m in messages if isinstance(m, LanceCommitMessage)), key=lambda m: m.partition_id)

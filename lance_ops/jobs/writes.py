@@ -1,5 +1,6 @@
 """``append``: write a DataFrame (or files of any Spark format) into a Lance dataset."""
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ def append(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     enable_stable_row_ids: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> AppendResult:
     """Append ``source`` to the dataset at ``uri`` in one commit (creating it if absent).
 
@@ -37,6 +39,7 @@ def append(
         max_rows_per_file: rows per fragment file (each Spark task writes its own fragments).
         enable_stable_row_ids: used only when the dataset is created by this append.
         storage_options: for the dataset (gcsfs ``token``, ``endpoint_url``, ...).
+        transaction_properties: stored in the commit's transaction (e.g. the Dagster run id).
 
     Returns:
         The version committed, rows and fragments written, and the wall time.
@@ -51,6 +54,7 @@ def append(
         max_rows_per_file=max_rows_per_file,
         enable_stable_row_ids=enable_stable_row_ids,
         write_id=write_id,
+        transaction_properties=json.dumps(dict(transaction_properties)) if transaction_properties else None,
     )
     t0 = time.perf_counter()
     df.write.format("lance").mode("append").options(**opts).save(uri)

@@ -16,6 +16,12 @@ from dagster import instance_for_test  # noqa: E402
 warnings.filterwarnings("ignore", module="dagster")
 
 
+def pytest_configure(config):
+    # Known and accepted: backfill_policy (needed for single-run ranges) is beta in dagster 1.13.
+    config.addinivalue_line("filterwarnings", "ignore::dagster.BetaWarning")
+    config.addinivalue_line("filterwarnings", "ignore:Starting in dagster 1.11, get_sensor_def:UserWarning")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """The same settings as tests/jobs/conftest.py: in one pytest process both fixtures get the

@@ -15,7 +15,7 @@ first version in ``(begin, end]`` whose manifest no longer has the row.
 """
 
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from ..errors import UnsupportedFeatureError
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
 
@@ -66,7 +67,7 @@ def change_feed_batches(ds, begin_version: int, end_version: int) -> Iterator[pa
     # version -> commit time in microseconds, as one lookup table (versions are small ints)
     lut = np.zeros(end_version + 1, dtype=np.int64)
     for v, ts in timestamps.items():
-        lut[v] = int(ts.timestamp() * 1_000_000)
+        lut[v] = (ts - _EPOCH) // timedelta(microseconds=1)
 
     def emit(batch: pa.RecordBatch, kind: str, versions: np.ndarray) -> pa.RecordBatch:
         n = batch.num_rows

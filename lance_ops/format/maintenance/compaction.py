@@ -18,7 +18,6 @@ import pyarrow as pa
 from .. import rowids
 from ..commit import commit_transaction
 from ..commit_handler import commit_handler_for
-from ..errors import LanceOpsError
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..operations import ReserveFragments, Rewrite, RewriteGroup
@@ -298,6 +297,6 @@ def compact_files(
     for task in plan.tasks:
         try:
             results.append(execute_task(task, manifest=ds.manifest))
-        except LanceOpsError as e:
+        except Exception as e:  # partial progress: one failed group must not lose the others
             failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
     return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)

@@ -16,7 +16,6 @@ Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark execu
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -77,10 +76,8 @@ def light_manifest(manifest: Manifest) -> Manifest:
 
 
 def commit_timestamp_micros(manifest: Manifest) -> int:
-    """Commit time in microseconds since the epoch, rounded exactly as ``LanceDataset.versions()``
-    and the in-process change feed round it (so both feeds agree to the microsecond)."""
-    ts = datetime.fromtimestamp(manifest.timestamp_ns / 1e9, tz=UTC)
-    return int(ts.timestamp() * 1_000_000)
+    """Commit time in microseconds since the epoch, truncated as pylance does."""
+    return manifest.timestamp_ns // 1000
 
 
 # --------------------------------------------------------------------------- metadata-only rows
