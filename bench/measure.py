@@ -1,7 +1,7 @@
 """Timing and peak-memory measurement for one benchmark run.
 
-Peak memory is the rise of the process's resident set during the run: before each run the
-kernel's high-water mark is reset (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), after it
+Peak memory is the rise of the process's resident set during an untimed first run of each
+variant (which also warms caches): before it the kernel's high-water mark is reset (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), after it
 ``VmHWM - VmRSS(before)`` is the peak.  That costs nothing while the run executes (tracemalloc
 slows big scans by 10x and misses Arrow's allocations), and it counts Arrow, NumPy and pylance's
 Rust allocations alike.  Where the kernel does not allow the reset the peak falls back to
@@ -96,10 +96,16 @@ class Sample:
     result: Any = None
 
 
-def measure(fn: Callable[[], Any], *, watch_children: bool = False) -> Sample:
-    """Run ``fn`` once; its wall time and the peak rise in resident memory while it ran."""
+def measure(fn: Callable[[], Any], *, watch_children: bool = False, release: bool = False) -> Sample:
+    """Run ``fn`` once; its wall time and the peak rise in resident memory while it ran.
+
+    ``release`` first returns Arrow's cached free memory to the OS, so that memory the run
+    reuses shows up in its peak.  Timed runs do not: it would make lance_ops fault in fresh
+    pages that pylance's allocator (not Arrow's pool) keeps cached.
+    """
     gc.collect()
-    pa.default_memory_pool().release_unused()
+    if release:
+        pa.default_memory_pool().release_unused()
     workers = _python_workers() if watch_children else []
     for pid in workers:
         _reset_hwm(pid)

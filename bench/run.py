@@ -96,6 +96,15 @@ def run_case(case: Case) -> dict[str, list[Sample]]:
     """
     labels = list(case.variants)
     samples: dict[str, list[Sample]] = {v: [] for v in labels}
+    # one untimed run per variant first: warms caches and sessions, and measures peak memory
+    # (Arrow's free memory released first, so reused memory counts)
+    for v in labels:
+        if case.prepare is not None:
+            case.prepare(v)
+        _settle()
+        warm = measure(case.variants[v], watch_children=v in case.spark_variants, release=True)
+        warm.result = None
+        peaks[case.name, v] = warm
     if case.alternate:
         runs = [v for rep in range(case.reps) for v in labels[rep % len(labels) :] + labels[: rep % len(labels)]]
     else:
@@ -103,6 +112,7 @@ def run_case(case: Case) -> dict[str, list[Sample]]:
     for v in runs:
         if case.prepare is not None:
             case.prepare(v)
+        _settle()
         s = measure(case.variants[v], watch_children=v in case.spark_variants)
         s.seconds /= case.per_op
         s.result = None
@@ -110,12 +120,30 @@ def run_case(case: Case) -> dict[str, list[Sample]]:
     return samples
 
 
+def _settle() -> None:
+    """Flush dirty pages before a timed run: writeback of earlier runs' output (GBs for the
+    write cases) otherwise competes with the run for memory bandwidth and CPU."""
+    if hasattr(os, "sync"):
+        os.sync()
+
+
 def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def _peak(ss: list[Sample]) -> float | None:
-    vals = [s.peak_mb for s in ss if s.peak_mb is not None]
+#: the untimed first run of each (case, variant): its peak memory is the one reported
+peaks: dict[tuple[str, str], Sample] = {}
+
+
+def _peak(case: Case, variant: str) -> float | None:
+    s = peaks.get((case.name, variant))
+    return None if s is None or s.peak_mb is None else round(s.peak_mb, 1)
+
+
+def _executor_peak(case: Case, variants: list[str], samples: dict[str, list[Sample]]) -> float | None:
+    runs = [peaks[(case.name, v)] for v in variants if (case.name, v) in peaks]
+    runs += [s for v in variants for s in samples.get(v, [])]
+    vals = [s.executor_peak_mb for s in runs if s.executor_peak_mb is not None]
     return round(max(vals), 1) if vals else None
 
 
@@ -129,15 +157,15 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
             lance_ops_s=_round(lo),
             pylance_s=_round(py),
             ratio=round(lo / py, 3) if py > 0 else None,
-            lance_ops_peak_mb=_peak(samples["lance_ops"]),
-            pylance_peak_mb=_peak(samples["pylance"]),
+            lance_ops_peak_mb=_peak(case, "lance_ops"),
+            pylance_peak_mb=_peak(case, "pylance"),
             unit=case.unit,
             lance_ops_throughput=_round(work / lo) if lo > 0 else None,
             pylance_throughput=_round(work / py) if py > 0 else None,
         )
-        ex = [s.executor_peak_mb for s in samples["lance_ops"] if s.executor_peak_mb is not None]
-        if ex:
-            entry["executor_peak_mb"] = round(max(ex), 1)
+        ex = _executor_peak(case, ["lance_ops"], samples)
+        if ex is not None:
+            entry["executor_peak_mb"] = ex
     elif case.kind == "scaling":
         l1, l2 = med["local1"], med["local2"]
         entry.update(
@@ -145,18 +173,18 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
             local1_s=_round(l1),
             local2_s=_round(l2),
             speedup=round(l1 / l2, 3) if l2 > 0 else None,
-            lance_ops_peak_mb=_peak(samples["local2"]),
+            lance_ops_peak_mb=_peak(case, "local2"),
             unit=case.unit,
             lance_ops_throughput=_round(work / l2) if l2 > 0 else None,
         )
-        ex = [s.executor_peak_mb for ss in samples.values() for s in ss if s.executor_peak_mb is not None]
-        if ex:
-            entry["executor_peak_mb"] = round(max(ex), 1)
+        ex = _executor_peak(case, ["local1", "local2"], samples)
+        if ex is not None:
+            entry["executor_peak_mb"] = ex
     else:  # limit
         t = med["ipc"]
         entry.update(ipc_s=_round(t), unit=case.unit, ipc_throughput=_round(work / t) if t > 0 else None)
         entry["limit_of"] = case.limit_of
-    if any(s.approx_peak for ss in samples.values() for s in ss):
+    if any(s.approx_peak for (name, _), s in peaks.items() if name == case.name):
         entry["peak_is_upper_bound"] = True
     entry["reps"] = case.reps
     entry["min_s"] = {v: _round(min(s.seconds for s in ss)) for v, ss in samples.items() if ss}
