@@ -64,6 +64,8 @@ def test_append_twice_creates_then_appends(world):
     assert md(m1)["last_operation"] == "overwrite" and md(m2)["last_operation"] == "append"
     assert md(m2)["file_version"] == "2.0" and md(m2)["bytes"] > 0
     assert md(m2)["dagster_run_id"] == r2.run_id and md(m2)["rows_written"] == 3000
+    # the run id is stamped into the Lance commit itself, so writers outside Dagster can trace it
+    assert md(m2)["operation_run_id"] == r2.run_id
     assert output_metadata(r2)["fragments_added"] == 2
     # ids continue from the dataset's next row id: no id repeats, row ids dense
     t = ds.to_table(columns=["id", "_rowid", "_row_created_at_version"])
