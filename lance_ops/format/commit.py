@@ -66,6 +66,7 @@ def commit_transaction(
     data_storage_version: str = "2.0",
     max_retries: int = DEFAULT_MAX_RETRIES,
     handler: CommitHandler | None = None,
+    known: Manifest | None = None,
 ) -> Manifest:
     """Commit ``txn``; return the manifest of the version it became.
 
@@ -74,6 +75,7 @@ def commit_transaction(
         enable_stable_row_ids, data_storage_version: settings of a new dataset.
         max_retries: lost races to retry before giving up with CommitConflictError.
         handler: lists, reads and creates versions (default: conditional put on ``store``).
+        known: a manifest the caller already holds; reused when it is still the latest.
     """
     if handler is None:
         handler = ConditionalPutCommitHandler(store)
@@ -92,7 +94,10 @@ def commit_transaction(
         scheme = scheme or NamingScheme.V2
         prev = None
         if latest > 0:
-            prev = handler.read_manifest(latest).manifest
+            if known is not None and known.version == latest:
+                prev = known
+            else:
+                prev = handler.read_manifest(latest).manifest
             check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
             if txn.read_version > latest:
                 raise CommitConflictError(

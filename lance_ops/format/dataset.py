@@ -255,7 +255,7 @@ class LanceDataset:
     # ------------------------------------------------------------ mutations
     def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
         txn = Transaction(self.version, operation, properties=dict(properties or {}))
-        manifest = commit_transaction(self._store, txn, handler=self._handler)
+        manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
         return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
@@ -472,7 +472,7 @@ def write_dataset(
         lance_schema.check_compatible(schema or data_schema, context=uri)
         frags = write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = commit_transaction(store, txn, handler=handler)
+        manifest = commit_transaction(store, txn, handler=handler, known=existing)
         return LanceDataset._from_manifest(store, manifest, handler)
     version = (
         normalize_storage_version(existing.data_storage_version)

@@ -67,7 +67,7 @@ def _schema_is_exact(schema: pa.Schema) -> bool:
 
 def _read_arrow(data: bytes, path: str) -> np.ndarray:
     try:
-        reader = ipc.open_file(pa.py_buffer(data))
+        reader = ipc.open_file(pa.py_buffer(data), options=ipc.IpcReadOptions(use_threads=False))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptFileError(path, f"not an Arrow IPC file: {e}") from e
     if not _schema_is_exact(reader.schema):
@@ -199,7 +199,8 @@ def write_deletion_file(
     else:
         df.file_type = _BITMAP
         data = BitMap(array.array("I", unique.tobytes())).serialize()
-    store.put(deletion_file_path(fragment_id, df), data)
+    # unique random name, referenced only once a manifest commits: no temp file needed
+    store.put(deletion_file_path(fragment_id, df), data, atomic=False)
     return df
 
 

@@ -192,9 +192,18 @@ class ObjectStore:
             return open(path, "wb")
         return self.fs.open(path, "wb")
 
-    def put(self, rel: str, data: bytes) -> None:
-        """Write a whole object (overwrites).  Local writes go through a temp file + rename."""
+    def put(self, rel: str, data: bytes, *, atomic: bool = True) -> None:
+        """Write a whole object (overwrites).
+
+        Local writes go through a temp file + rename unless ``atomic=False``, which is for new,
+        uniquely named files nothing references until a later commit (deletion, .txn files).
+        """
         path = self.full_path(rel)
+        if self.is_local and not atomic:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            return
         if self.is_local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"

@@ -97,7 +97,7 @@ def operation_fragments(op: Operation) -> list[FragmentMetadata]:
 def write_transaction_file(store: ObjectStore, txn: Transaction) -> bytes:
     """Write ``_transactions/{read_version}-{uuid}.txn``; return the bytes (inlined in the manifest too)."""
     data = txn.to_proto().SerializeToString()
-    store.put(f"{TRANSACTIONS_DIR}/{txn.file_name}", data)
+    store.put(f"{TRANSACTIONS_DIR}/{txn.file_name}", data, atomic=False)  # unique name, read after commit
     return data
 
 

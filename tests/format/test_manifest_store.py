@@ -75,9 +75,9 @@ def _versions_dir(store: ObjectStore) -> list[str]:
 class CrashBeforeFinalize(ObjectStore):
     """A committer that dies right after its KV put: every write of a final manifest fails."""
 
-    def put(self, rel: str, data: bytes) -> None:
+    def put(self, rel: str, data: bytes, **kwargs: bool) -> None:
         self._crash_on_final(rel)
-        super().put(rel, data)
+        super().put(rel, data, **kwargs)
 
     def put_if_absent(self, rel: str, data: bytes) -> bool:
         self._crash_on_final(rel)

@@ -33,10 +33,10 @@ def install_kill_hook(event: str, when: str, nth: int = 1) -> None:
     cls = store_mod.ObjectStore
     orig_put, orig_open = cls.put, cls.open_output
 
-    def put(self, rel, data):  # type: ignore[no-untyped-def]
+    def put(self, rel, data, **kwargs):  # type: ignore[no-untyped-def]
         ev = "put:" + rel.split("/", 1)[0]
         hit(ev, "before")
-        orig_put(self, rel, data)
+        orig_put(self, rel, data, **kwargs)
         hit(ev, "after")
 
     class _DyingSink:
