@@ -37,7 +37,10 @@ def with_deletions(
     store: ObjectStore, frag: FragmentMetadata, new_offsets: np.ndarray, read_version: int
 ) -> FragmentMetadata | None:
     """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone."""
-    merged = np.union1d(deleted_offsets(store, frag), new_offsets.astype(np.uint32))
+    new = new_offsets.astype(np.uint32, copy=False)
+    if new.size > 1 and not bool(np.all(new[1:] > new[:-1])):
+        new = np.unique(new)
+    merged = np.union1d(deleted_offsets(store, frag), new) if frag.deletion_file is not None else new
     if merged.size >= frag.physical_rows:
         return None
     df = write_deletion_file(store, frag.id, read_version, merged)

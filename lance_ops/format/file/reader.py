@@ -28,6 +28,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError
 
 from .._proto import encodings_v2_0_pb2 as epb
+from .._proto import encodings_v2_1_pb2 as e21
 from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
@@ -41,6 +42,7 @@ from .encodings import (
     bool_to_bitmap,
     decode_array,
 )
+from . import v21
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 
@@ -52,6 +54,9 @@ TAIL_BYTES = 64 * 1024
 #: sanity bound on the rows of one page (a page is decoded whole)
 _MAX_PAGE_ROWS = 2**32
 
+#: file versions whose pages use the structural (2.1+) layouts this reader implements
+_V21_VERSIONS = ((2, 1), (2, 2))
+
 _VERSIONS = {(0, 3): (2, 0), (2, 0): (2, 0), (2, 1): (2, 1), (2, 2): (2, 2), (2, 3): (2, 3)}
 
 
@@ -60,7 +65,7 @@ class _Page:
     row_start: int
     length: int
     ranges: list[tuple[int, int]]
-    encoding: epb.ArrayEncoding
+    encoding: Any  # epb.ArrayEncoding (2.0) or e21.PageLayout (2.1/2.2)
     item_start: int = 0  # list offsets pages: index of the page's first item in the item column
     num_items: int = 0
 
@@ -577,18 +582,21 @@ class DataFileReader:
                 raise UnsupportedFeatureError(f"{self.path}: {where} has a non-direct encoding")
             page_any = self._any(p.encoding.direct.encoding, where)
             if page_any.type_url == PAGE_LAYOUT_21_URL:
-                raise UnsupportedFeatureError(
-                    f"{self.path}: {where} uses a 2.1+ structural page layout (file version "
-                    f"{self.version[0]}.{self.version[1]}); only 2.0 files can be read"
-                )
-            if page_any.type_url != ARRAY_ENCODING_URL:
+                if self.version not in _V21_VERSIONS:
+                    raise UnsupportedFeatureError(
+                        f"{self.path}: {where} uses a 2.1+ structural page layout in a file of version "
+                        f"{self.version[0]}.{self.version[1]}"
+                    )
+                encoding = v21.parse_layout(self.path, page_any.value, where)
+            elif page_any.type_url != ARRAY_ENCODING_URL:
                 raise UnsupportedFeatureError(
                     f"{self.path}: {where} has unknown encoding {page_any.type_url!r}"
                 )
-            try:
-                encoding = epb.ArrayEncoding.FromString(page_any.value)
-            except DecodeError as e:
-                raise CorruptFileError(self.path, f"cannot decode encoding of {where}: {e}") from e
+            else:
+                try:
+                    encoding = epb.ArrayEncoding.FromString(page_any.value)
+                except DecodeError as e:
+                    raise CorruptFileError(self.path, f"cannot decode encoding of {where}: {e}") from e
             if len(p.buffer_offsets) != len(p.buffer_sizes):
                 raise CorruptFileError(
                     self.path, f"{where} has {len(p.buffer_offsets)} offsets but {len(p.buffer_sizes)} sizes"
@@ -637,6 +645,13 @@ class DataFileReader:
         return bufs
 
     def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+        if isinstance(page.encoding, e21.PageLayout):
+            out = v21.decode_page(self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype)
+            if len(out) != page.length:
+                raise CorruptFileError(
+                    self.path, f"page of column {column} decoded {len(out)} rows, expected {page.length}"
+                )
+            return out
         ctx = PageBuffers(self.path, self.read_buffers(page.ranges))
         out = decode_array(ctx, page.encoding, page.length, dtype)
         if isinstance(out, pa.Array) and len(out) != page.length:
@@ -647,13 +662,36 @@ class DataFileReader:
 
     # ------------------------------------------------------------------ columns
     def _check_readable(self) -> None:
-        if self.version != (2, 0):
+        if self.version != (2, 0) and self.version not in _V21_VERSIONS:
             raise UnsupportedFeatureError(
                 f"{self.path}: Lance file version {self.version[0]}.{self.version[1]} cannot be read "
-                "(only 2.0 encodings are implemented)"
+                "(only 2.0, 2.1 and 2.2 encodings are implemented)"
             )
 
+    def _build21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+        """2.1/2.2: only leaf fields have columns, in DFS order of the leaves."""
+        if self.schema.children(fld.id) or pa.types.is_struct(dtype) or pa.types.is_list(dtype) or (
+            pa.types.is_large_list(dtype) or pa.types.is_map(dtype) or pa.types.is_fixed_size_list(dtype)
+        ):
+            raise UnsupportedFeatureError(
+                f"{self.path}: field {fld.name!r} of type {dtype}: nested types (rep/def levels) "
+                f"are not supported in Lance {self.version[0]}.{self.version[1]} files"
+            )
+        leaf_of = self.__dict__.get("_leaf_column_of")
+        if leaf_of is None:
+            leaves = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
+            leaf_of = {fid: i for i, fid in enumerate(leaves)}
+            self._leaf_column_of = leaf_of
+        column = leaf_of[fld.id]
+        if column >= self.num_columns:
+            raise CorruptFileError(
+                self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
+            )
+        return _LeafColumn(self, column, fld, dtype)
+
     def _build(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+        if self.version in _V21_VERSIONS:
+            return self._build21(fld, dtype)
         column = self._column_of[fld.id]
         if column >= self.num_columns:
             raise CorruptFileError(

@@ -36,9 +36,6 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     """
     dt = np.dtype(f"<u{t_bits // 8}")
     nbytes_block = BLOCK * width // 8
-    if width == 0:
-        nblocks = 0 if nbytes_block == 0 else len(words) // max(nbytes_block, 1)
-        raise ValueError("width 0 needs an explicit block count")  # handled by callers
     nblocks = len(words) // nbytes_block
     lanes = BLOCK // t_bits
     if width == t_bits:
@@ -47,7 +44,7 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     else:
         w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
         # per lane, the W words in order form the bit stream
-        lane_words = np.ascontiguousarray(w.transpose(0, 2, 1)).astype(dt.newbyteorder("<"), copy=False)
+        lane_words = np.ascontiguousarray(w.transpose(0, 2, 1))
         bits = np.unpackbits(lane_words.view(np.uint8), bitorder="little")
         bits = bits.reshape(nblocks, lanes, t_bits, width)
         padded = np.zeros((nblocks, lanes, t_bits, t_bits), dtype=np.uint8)

@@ -1,0 +1,217 @@
+"""Compressive encodings of 2.1/2.2 pages (``lance.encodings21.CompressiveEncoding``).
+
+Fixed-width decoders return a NumPy array of unsigned ints of the uncompressed width (or a bool
+array for 1-bit values); variable-width decoders return ``(offsets int64[n+1], data uint8)``.
+Anything not implemented raises :class:`UnsupportedFeatureError` naming the encoding.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..._proto import encodings_v2_1_pb2 as pb
+from ...errors import CorruptFileError, UnsupportedFeatureError
+from .bitpacking import BLOCK, unpack_block_count
+
+__all__ = ["Where", "fixed_chunk", "fixed_block", "variable_chunk", "variable_block", "general_decompress"]
+
+
+@dataclass
+class Where:
+    """Names the file and column for errors."""
+
+    path: str
+    column: int
+
+    def unsupported(self, what: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(f"{self.path}: column {self.column}: 2.1/2.2 encoding {what} is not supported")
+
+    def corrupt(self, what: str) -> CorruptFileError:
+        return CorruptFileError(self.path, f"column {self.column}: {what}")
+
+
+def _u8(buf: pa.Buffer | bytes | np.ndarray) -> np.ndarray:
+    if isinstance(buf, np.ndarray):
+        return buf.view(np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _kind(enc: pb.CompressiveEncoding) -> str | None:
+    return enc.WhichOneof("compression")
+
+
+def general_decompress(w: Where, comp: pb.BufferCompression, data: np.ndarray) -> np.ndarray:
+    """Undo ``general`` buffer compression (LZ4 block with u32 size prefix; zstd with u64 prefix or raw)."""
+    raw = data.tobytes()
+    if comp.scheme == pb.COMPRESSION_ALGORITHM_LZ4:
+        if len(raw) < 4:
+            raise w.corrupt("LZ4 buffer shorter than its size prefix")
+        size = int.from_bytes(raw[:4], "little")
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        out = pa.Codec("lz4_raw").decompress(raw[4:], decompressed_size=size)
+        return _u8(out)
+    if comp.scheme == pb.COMPRESSION_ALGORITHM_ZSTD:
+        if not raw:
+            return np.zeros(0, np.uint8)
+        codec = pa.Codec("zstd")
+        if raw[:4] == b"\x28\xb5\x2f\xfd":
+            raise w.unsupported("general(zstd) raw stream")
+        size = int.from_bytes(raw[:8], "little")
+        return _u8(codec.decompress(raw[8:], decompressed_size=size))
+    raise w.unsupported(f"general(scheme={comp.scheme})")
+
+
+def _flat_fixed(w: Where, bits: int, data: np.ndarray, n: int) -> np.ndarray:
+    if bits == 1:
+        need = (n + 7) // 8
+        if len(data) < need:
+            raise w.corrupt(f"flat bit buffer of {len(data)} bytes, {need} needed")
+        return np.unpackbits(data[:need], bitorder="little", count=n).astype(bool)
+    if bits % 8 or bits // 8 not in (1, 2, 4, 8, 16, 32):
+        raise w.unsupported(f"flat{{bits_per_value:{bits}}}")
+    width = bits // 8
+    if len(data) < n * width:
+        raise w.corrupt(f"flat buffer of {len(data)} bytes, {n * width} needed")
+    if width in (1, 2, 4, 8):
+        return np.ascontiguousarray(data[: n * width]).view(f"<u{width}")
+    return data[: n * width].reshape(n, width)  # wide values: raw bytes per value
+
+
+def fixed_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray], n: int) -> np.ndarray:
+    """Decode ``n`` fixed-width values of one mini-block chunk from its buffers."""
+    kind = _kind(enc)
+    if kind == "flat":
+        if enc.flat.HasField("data"):
+            raise w.unsupported("flat with buffer compression")
+        return _flat_fixed(w, int(enc.flat.bits_per_value), bufs[0], n)
+    if kind == "inline_bitpacking":
+        if enc.inline_bitpacking.HasField("values"):
+            raise w.unsupported("inline_bitpacking with buffer compression")
+        t_bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        if t_bits not in (8, 16, 32, 64):
+            raise w.unsupported(f"inline_bitpacking{{uncompressed_bits_per_value:{t_bits}}}")
+        return inline_unpack(w, bufs[0], t_bits, n)
+    if kind == "general":
+        inner = list(bufs)
+        inner[0] = general_decompress(w, enc.general.compression, bufs[0])
+        return fixed_chunk(w, enc.general.values, inner, n)
+    if kind == "out_of_line_bitpacking":
+        return fixed_block(w, enc, bufs[0], n)
+    raise w.unsupported(f"{kind} (fixed-width, mini-block)")
+
+
+def inline_unpack(w: Where, data: np.ndarray, t_bits: int, n: int) -> np.ndarray:
+    """Inline bit-packing: blocks of ``[T bit_width][1024*W/T words]``, one per 1024 values."""
+    size = t_bits // 8
+    outs = []
+    pos = 0
+    remaining = n
+    while remaining > 0:
+        if pos + size > len(data):
+            raise w.corrupt("inline bit-packed chunk is truncated")
+        width = int(np.frombuffer(data[pos : pos + size].tobytes(), dtype=f"<u{size}")[0])
+        if width > t_bits:
+            raise w.corrupt(f"inline bit width {width} > {t_bits}")
+        pos += size
+        nbytes = BLOCK * width // 8
+        if pos + nbytes > len(data):
+            raise w.corrupt("inline bit-packed chunk is truncated")
+        vals = unpack_block_count(data[pos : pos + nbytes], width, t_bits, 1)
+        pos += nbytes
+        take = min(BLOCK, remaining)
+        outs.append(vals[:take])
+        remaining -= take
+    if not outs:
+        return np.zeros(0, dtype=f"<u{size}")
+    return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+
+def fixed_block(w: Where, enc: pb.CompressiveEncoding, data: np.ndarray, n: int) -> np.ndarray:
+    """Decode ``n`` fixed-width values stored as one whole buffer (rep/def levels, dictionary items)."""
+    kind = _kind(enc)
+    if kind == "flat":
+        return _flat_fixed(w, int(enc.flat.bits_per_value), data, n)
+    if kind == "out_of_line_bitpacking":
+        oob = enc.out_of_line_bitpacking
+        t_bits = int(oob.uncompressed_bits_per_value)
+        if t_bits not in (8, 16, 32, 64) or _kind(oob.values) != "flat":
+            raise w.unsupported(f"out_of_line_bitpacking{{{t_bits}, {_kind(oob.values)}}}")
+        width = int(oob.values.flat.bits_per_value)
+        size = t_bits // 8
+        words_per_block = (BLOCK * width + t_bits - 1) // t_bits
+        whole, tail = divmod(n, BLOCK)
+        nwords = len(data) // size
+        out = unpack_block_count(data[: whole * words_per_block * size], width, t_bits, whole)
+        if tail:
+            start = whole * words_per_block * size
+            if nwords == whole * words_per_block + tail:  # raw tail
+                raw = np.frombuffer(data[start : start + tail * size].tobytes(), dtype=f"<u{size}")
+                out = np.concatenate([out, raw])
+            else:
+                last = unpack_block_count(data[start : start + words_per_block * size], width, t_bits, 1)
+                out = np.concatenate([out, last[:tail]])
+        return out
+    if kind == "inline_bitpacking":
+        return fixed_chunk(w, enc, [data], n)
+    if kind == "general":
+        return fixed_block(w, enc.general.values, general_decompress(w, enc.general.compression, data), n)
+    raise w.unsupported(f"{kind} (fixed-width block)")
+
+
+def variable_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decode ``n`` variable-width values of one mini-block chunk: ``(offsets[n+1], data)``."""
+    kind = _kind(enc)
+    if kind == "variable":
+        v = enc.variable
+        if v.HasField("values"):
+            raise w.unsupported("variable with buffer compression")
+        if _kind(v.offsets) != "flat" or v.offsets.flat.bits_per_value not in (32, 64):
+            raise w.unsupported(f"variable offsets {_kind(v.offsets)}")
+        data = bufs[0]
+        width = int(v.offsets.flat.bits_per_value) // 8
+        if len(data) < (n + 1) * width:
+            raise w.corrupt("variable chunk shorter than its offsets")
+        offs = np.frombuffer(data[: (n + 1) * width].tobytes(), dtype=f"<u{width}").astype(np.int64)
+        if n and (offs[-1] > len(data) or offs[0] > offs[-1] or np.any(np.diff(offs) < 0)):
+            raise w.corrupt("bad offsets in variable chunk")
+        return offs - offs[0], data[offs[0] : offs[-1]]
+    if kind == "general":
+        inner = list(bufs)
+        inner[0] = general_decompress(w, enc.general.compression, bufs[0])
+        return variable_chunk(w, enc.general.values, inner, n)
+    raise w.unsupported(f"{kind} (variable-width, mini-block)")
+
+
+def variable_block(w: Where, enc: pb.CompressiveEncoding, data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decode ``n`` variable-width values stored as one buffer (dictionary items)."""
+    kind = _kind(enc)
+    if kind == "variable":
+        if len(data) < 8:
+            raise w.corrupt("variable block too short")
+        head = np.frombuffer(data[:8].tobytes(), dtype="<u4")
+        if data[1] or data[2] or data[3]:
+            raise w.unsupported("variable block (old header scheme)")
+        bits = int(head[0])
+        if bits == 32:
+            start, ostart = int(head[1]), 8
+        elif bits == 64:
+            start, ostart = int(np.frombuffer(data[8:16].tobytes(), dtype="<u8")[0]), 16
+        else:
+            raise w.corrupt(f"variable block with {bits} bits per offset")
+        width = bits // 8
+        offs = np.frombuffer(data[ostart:start].tobytes(), dtype=f"<u{width}").astype(np.int64)
+        body = data[start:]
+        if len(offs) == n + 1:
+            pass
+        elif len(offs) == n:
+            offs = np.concatenate([[0], offs])
+        else:
+            raise w.corrupt(f"variable block has {len(offs)} offsets for {n} values")
+        if offs[-1] > len(body) or np.any(np.diff(offs) < 0):
+            raise w.corrupt("bad offsets in variable block")
+        return offs - offs[0], body[offs[0] : offs[-1]]
+    if kind == "general":
+        return variable_block(w, enc.general.values, general_decompress(w, enc.general.compression, data), n)
+    raise w.unsupported(f"{kind} (variable-width block)")

@@ -1,0 +1,268 @@
+"""Structural page layouts of Lance 2.1 / 2.2 (``lance.encodings21.PageLayout``).
+
+Implemented: mini-block pages of one leaf layer (``ALL_VALID_ITEM`` / ``NULLABLE_ITEM``, i.e. no
+lists or structs), constant / all-null pages.  Everything else raises
+:class:`UnsupportedFeatureError` naming the file, column and layout/encoding.
+
+Mini-block page buffers: ``[chunk meta, chunk data, (dictionary), (repetition index)]``.
+Chunk meta: one word per chunk (u16 in 2.1, u32 when ``has_large_chunk``): low 4 bits = log2 of
+the chunk's value count (the last chunk holds the rest), the rest = chunk bytes / 8 - 1.
+A chunk: ``u16 num_levels``, ``u16 rep size`` (if rep), ``u16 def size`` (if def), one size per
+value buffer (u16, or u32 with ``has_large_chunk``), padding to 8, then the rep, def and value
+buffers, each padded to 8.
+"""
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from ..._proto import encodings_v2_1_pb2 as pb
+from ...errors import CorruptFileError
+from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
+
+__all__ = ["decode_page", "parse_layout"]
+
+_ALIGN = 8
+_ITEM_LAYERS = (pb.REPDEF_ALL_VALID_ITEM, pb.REPDEF_NULLABLE_ITEM)
+
+
+def parse_layout(path: str, data: bytes, where: str) -> pb.PageLayout:
+    try:
+        return pb.PageLayout.FromString(data)
+    except DecodeError as e:
+        raise CorruptFileError(path, f"cannot decode 2.1 page layout of {where}: {e}") from e
+
+
+def _pad(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _is_var(dtype: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(dtype) or pa.types.is_binary(dtype)
+        or pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
+    )
+
+
+def _bits_of(dtype: pa.DataType) -> int | None:
+    if pa.types.is_boolean(dtype):
+        return 1
+    try:
+        return dtype.bit_width
+    except ValueError:
+        return None
+
+
+def _check_layers(w: Where, layers: Any) -> bool:
+    """True if the page has a nullable item layer; raise for lists/structs (rep/def > 1 layer)."""
+    layers = list(layers)
+    if len(layers) != 1 or layers[0] not in _ITEM_LAYERS:
+        names = [pb.RepDefLayer.Name(x) for x in layers]
+        raise w.unsupported(f"rep/def layers {names} (lists / nested structs)")
+    return layers[0] == pb.REPDEF_NULLABLE_ITEM
+
+
+def decode_page(
+    path: str, column: int, layout: pb.PageLayout, num_rows: int, buffers: list[pa.Buffer], dtype: pa.DataType
+) -> pa.Array:
+    """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
+    w = Where(path, column)
+    kind = layout.WhichOneof("layout")
+    if kind == "constant_layout":
+        return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
+    if kind == "mini_block_layout":
+        return _mini_block(w, layout.mini_block_layout, num_rows, buffers, dtype)
+    raise w.unsupported(f"page layout {kind}")
+
+
+# ---------------------------------------------------------------------------------- constant
+def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
+    nullable = _check_layers(w, c.layers)
+    if c.HasField("rep_compression") or c.HasField("def_compression") or buffers:
+        raise w.unsupported("constant layout with rep/def buffers")
+    if not c.HasField("inline_value"):
+        if not nullable:
+            raise w.corrupt("constant layout without a value on a non-nullable layer")
+        return pa.nulls(n, type=dtype)
+    if nullable:
+        raise w.unsupported("constant layout with a value and a nullable layer")
+    value = bytes(c.inline_value)
+    if _is_var(dtype):
+        one = pa.array([value], type=pa.binary()).cast(dtype) if not pa.types.is_binary(dtype) else pa.array([value])
+        return one.take(pa.array(np.zeros(n, dtype=np.int64)))
+    bits = _bits_of(dtype)
+    if bits is None or bits == 1 or bits % 8:
+        raise w.unsupported(f"constant layout for type {dtype}")
+    if len(value) != bits // 8:
+        raise w.corrupt(f"constant value of {len(value)} bytes for {dtype}")
+    data = np.tile(np.frombuffer(value, dtype=np.uint8), n)
+    return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
+
+
+# ---------------------------------------------------------------------------------- mini-block
+def _chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int):
+    word = 4 if mb.has_large_chunk else 2
+    if len(meta) % word:
+        raise w.corrupt(f"mini-block chunk metadata of {len(meta)} bytes")
+    words = np.frombuffer(meta, dtype=f"<u{word}").astype(np.int64)
+    logs = words & 0xF
+    sizes = ((words >> 4) + 1) * _ALIGN
+    counts = np.left_shift(np.int64(1), logs)
+    if len(words):
+        counts[-1] = num_items - int(counts[:-1].sum())
+        if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+            raise w.corrupt("mini-block chunk value counts do not add up to num_items")
+    elif num_items:
+        raise w.corrupt("mini-block page without chunks")
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    if starts[-1] > len(data):
+        raise w.corrupt(f"mini-block chunks need {int(starts[-1])} bytes, buffer has {len(data)}")
+    return [(int(starts[i]), int(sizes[i]), int(counts[i])) for i in range(len(words))]
+
+
+def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
+    nullable = _check_layers(w, mb.layers)
+    if mb.HasField("rep_compression") or mb.repetition_index_depth:
+        raise w.unsupported("mini-block repetition levels")
+    has_def = mb.HasField("def_compression")
+    if has_def and not nullable:
+        raise w.corrupt("definition levels on an all-valid layer")
+    num_items = int(mb.num_items) or n
+    if num_items != n:
+        raise w.corrupt(f"mini-block page has {num_items} items for {n} rows without repetition")
+    has_dict = mb.HasField("dictionary")
+    need = 2 + (1 if has_dict else 0)
+    if len(buffers) < need:
+        raise w.corrupt(f"mini-block page has {len(buffers)} buffers, {need} needed")
+    meta, data = buffers[0], buffers[1]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    nbuf = int(mb.num_buffers)
+    big = mb.has_large_chunk
+    var_values = _is_var(dtype) and not has_dict
+
+    vals: list[Any] = []
+    defs: list[np.ndarray] = []
+    for start, size, count in _chunks(w, mb, meta, data, num_items):
+        chunk = raw[start : start + size]
+        pos = 0
+
+        def u(nbytes: int) -> int:
+            nonlocal pos
+            if pos + nbytes > len(chunk):
+                raise w.corrupt("mini-block chunk header is truncated")
+            v = int.from_bytes(chunk[pos : pos + nbytes].tobytes(), "little")
+            pos += nbytes
+            return v
+
+        num_levels = u(2)
+        def_size = u(2) if has_def else 0
+        buf_sizes = [u(4 if big else 2) for _ in range(nbuf)]
+        pos = _pad(pos)
+        if has_def:
+            d = chunk[pos : pos + def_size]
+            pos = _pad(pos + def_size)
+            if num_levels != count:
+                raise w.corrupt(f"chunk has {num_levels} def levels for {count} items")
+            defs.append(fixed_block(w, mb.def_compression, d, count))
+        bufs = []
+        for s in buf_sizes:
+            if pos + s > len(chunk):
+                raise w.corrupt("mini-block chunk buffer runs past the chunk")
+            bufs.append(chunk[pos : pos + s])
+            pos = _pad(pos + s)
+        if var_values:
+            vals.append(variable_chunk(w, mb.value_compression, bufs, count))
+        else:
+            vals.append(fixed_chunk(w, mb.value_compression, bufs, count))
+
+    valid = None
+    if has_def:
+        levels = np.concatenate(defs) if defs else np.zeros(0, np.uint16)
+        valid = levels == 0
+        if valid.all():
+            valid = None
+
+    if has_dict:
+        idx = np.concatenate(vals) if vals else np.zeros(0, np.uint32)
+        items = _dictionary(w, mb, buffers[2], dtype)
+        idx = idx.astype(np.int64)
+        if valid is not None:
+            idx = np.where(valid, idx, 0)
+        if len(items) == 0 and n:
+            if valid is None or valid.any():
+                raise w.corrupt("dictionary indices into an empty dictionary")
+            return pa.nulls(n, type=dtype)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(items)):
+            raise w.corrupt("dictionary index out of range")
+        out = items.take(pa.array(idx))
+        if valid is not None:
+            out = _with_validity(out, valid)
+        return out
+
+    if var_values:
+        return _build_var(w, vals, valid, n, dtype)
+    return _build_fixed(w, vals, valid, n, dtype)
+
+
+def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    bufs = arr.buffers()
+    if bufs[0] is not None or arr.offset:
+        arr = pa.concat_arrays([arr])  # normalise
+        bufs = arr.buffers()
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *bufs[1:]])
+
+
+def _build_fixed(w: Where, vals: list[np.ndarray], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
+    bits = _bits_of(dtype)
+    v = np.concatenate(vals) if len(vals) > 1 else (vals[0] if vals else np.zeros(0, np.uint8))
+    if bits == 1:
+        if v.dtype != bool:
+            raise w.unsupported(f"{v.dtype.itemsize * 8}-bit values for bool")
+        values = pa.py_buffer(np.packbits(v, bitorder="little"))
+    else:
+        if bits is None or (v.dtype == bool) or (v.ndim == 1 and v.dtype.itemsize * 8 != bits) or (
+            v.ndim == 2 and v.shape[1] * 8 != bits
+        ):
+            raise w.unsupported(f"decoded {v.dtype} values for type {dtype}")
+        values = pa.py_buffer(np.ascontiguousarray(v))
+    if len(v) != n:
+        raise w.corrupt(f"mini-block page decoded {len(v)} values, expected {n}")
+    vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
+    return pa.Array.from_buffers(dtype, n, [vb, values])
+
+
+def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
+    lens = [o for o, _ in vals]
+    datas = [d for _, d in vals]
+    data = np.concatenate(datas) if datas else np.zeros(0, np.uint8)
+    if lens:
+        sizes = np.concatenate([np.diff(o) for o in lens])
+    else:
+        sizes = np.zeros(0, np.int64)
+    if len(sizes) != n:
+        raise w.corrupt(f"mini-block page decoded {len(sizes)} values, expected {n}")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
+    if not large:
+        if offsets[-1] >= 2**31:
+            raise w.unsupported("more than 2 GiB of string data in one page for a 32-bit offset type")
+        offsets = offsets.astype(np.int32)
+    vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
+    arr = pa.Array.from_buffers(dtype, n, [vb, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        arr.validate(full=True)
+    return arr
+
+
+def _dictionary(w: Where, mb: pb.MiniBlockLayout, buf: pa.Buffer, dtype: pa.DataType) -> pa.Array:
+    k = int(mb.num_dictionary_items)
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if _is_var(dtype):
+        offs, data = variable_block(w, mb.dictionary, raw, k)
+        return _build_var(w, [(offs, data)], None, k, dtype)
+    v = fixed_block(w, mb.dictionary, raw, k)
+    return _build_fixed(w, [v], None, k, dtype)
