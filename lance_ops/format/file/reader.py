@@ -646,7 +646,10 @@ class DataFileReader:
 
     def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
         if isinstance(page.encoding, e21.PageLayout):
-            out = v21.decode_page(self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype)
+            out = v21.decode_page(
+                self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype,
+                f"{self.version[0]}.{self.version[1]}",
+            )
             if len(out) != page.length:
                 raise CorruptFileError(
                     self.path, f"page of column {column} decoded {len(out)} rows, expected {page.length}"

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
+from . import fsst
 from .bitpacking import BLOCK, unpack_block_count
 
 __all__ = ["Where", "fixed_chunk", "fixed_block", "variable_chunk", "variable_block", "general_decompress"]
@@ -23,9 +24,12 @@ class Where:
 
     path: str
     column: int
+    version: str = "2.1+"
 
     def unsupported(self, what: str) -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(f"{self.path}: column {self.column}: 2.1/2.2 encoding {what} is not supported")
+        return UnsupportedFeatureError(
+            f"{self.path}: column {self.column}: Lance {self.version} encoding {what} is not supported"
+        )
 
     def corrupt(self, what: str) -> CorruptFileError:
         return CorruptFileError(self.path, f"column {self.column}: {what}")
@@ -99,7 +103,29 @@ def fixed_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray], n
         return fixed_chunk(w, enc.general.values, inner, n)
     if kind == "out_of_line_bitpacking":
         return fixed_block(w, enc, bufs[0], n)
+    if kind == "rle":
+        return _rle(w, enc.rle, bufs, n)
     raise w.unsupported(f"{kind} (fixed-width, mini-block)")
+
+
+def _rle(w: Where, rle: pb.Rle, bufs: list[np.ndarray], n: int) -> np.ndarray:
+    """Run-length encoding: buffer 0 = run values, buffer 1 = run lengths (one per run)."""
+    if len(bufs) != 2:
+        raise w.corrupt(f"rle chunk with {len(bufs)} buffers")
+    if _kind(rle.values) != "flat" or _kind(rle.run_lengths) != "flat" or rle.run_lengths.flat.bits_per_value != 8:
+        raise w.unsupported(f"rle{{values:{_kind(rle.values)}, run_lengths:{_kind(rle.run_lengths)}}}")
+    bits = int(rle.values.flat.bits_per_value)
+    if bits % 8 or bits // 8 not in (1, 2, 4, 8):
+        raise w.unsupported(f"rle of {bits}-bit values")
+    width = bits // 8
+    runs = len(bufs[0]) // width
+    if len(bufs[0]) % width or len(bufs[1]) != runs:
+        raise w.corrupt(f"rle chunk with {len(bufs[0])} value bytes and {len(bufs[1])} run lengths")
+    values = np.ascontiguousarray(bufs[0]).view(f"<u{width}")
+    out = np.repeat(values, bufs[1].astype(np.int64))
+    if len(out) < n:
+        raise w.corrupt(f"rle chunk decodes {len(out)} values, {n} expected")
+    return out[:n]
 
 
 def inline_unpack(w: Where, data: np.ndarray, t_bits: int, n: int) -> np.ndarray:
@@ -181,6 +207,12 @@ def variable_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray]
         inner = list(bufs)
         inner[0] = general_decompress(w, enc.general.compression, bufs[0])
         return variable_chunk(w, enc.general.values, inner, n)
+    if kind == "fsst":
+        offs, data = variable_chunk(w, enc.fsst.values, bufs, n)
+        try:
+            return fsst.decompress(bytes(enc.fsst.symbol_table), offs, data)
+        except ValueError as e:
+            raise w.corrupt(f"bad FSST data: {e}") from None
     raise w.unsupported(f"{kind} (variable-width, mini-block)")
 
 

@@ -65,10 +65,16 @@ def _check_layers(w: Where, layers: Any) -> bool:
 
 
 def decode_page(
-    path: str, column: int, layout: pb.PageLayout, num_rows: int, buffers: list[pa.Buffer], dtype: pa.DataType
+    path: str,
+    column: int,
+    layout: pb.PageLayout,
+    num_rows: int,
+    buffers: list[pa.Buffer],
+    dtype: pa.DataType,
+    version: str = "2.1+",
 ) -> pa.Array:
     """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
-    w = Where(path, column)
+    w = Where(path, column, version)
     kind = layout.WhichOneof("layout")
     if kind == "constant_layout":
         return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
@@ -94,6 +100,8 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
         return one.take(pa.array(np.zeros(n, dtype=np.int64)))
     bits = _bits_of(dtype)
     if bits is None or bits == 1 or bits % 8:
+        if bits == 1 and len(value) == 1 and value[0] in (0, 1):
+            return pa.array(np.full(n, bool(value[0])), type=dtype)
         raise w.unsupported(f"constant layout for type {dtype}")
     if len(value) != bits // 8:
         raise w.corrupt(f"constant value of {len(value)} bytes for {dtype}")

@@ -1,0 +1,277 @@
+"""Reading Lance 2.1 / 2.2 data files (structural layouts) written by pylance 14."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.file import DataFileReader
+from lance_ops.format.file.v21.bitpacking import BLOCK, unpack_block_count
+from lance_ops.format.store import ObjectStore
+
+lance_file = pytest.importorskip("lance.file")
+lance = pytest.importorskip("lance")
+
+VERSIONS = ["2.1", "2.2"]
+
+
+def write_pylance(path, table: pa.Table, version: str) -> None:
+    with lance_file.LanceFileWriter(str(path), table.schema, version=version) as w:
+        w.write_batch(table)
+
+
+def read_ours(path) -> DataFileReader:
+    return DataFileReader(ObjectStore(str(path.parent)), path.name)
+
+
+def assert_reads_equal(path, table: pa.Table) -> None:
+    r = read_ours(path)
+    got = r.read_table()
+    assert got.schema.equals(table.schema), (got.schema, table.schema)
+    for name in table.column_names:
+        g, e = got.column(name).combine_chunks(), table.column(name).combine_chunks()
+        assert g.equals(e), name
+    # pylance reads the same thing
+    assert lance_file.LanceFileReader(str(path)).read_all().to_table().equals(table)
+
+
+def numeric_table(n: int, seed: int = 0, nulls: float = 0.2) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    m = rng.random(n) < nulls
+
+    def mask() -> np.ndarray | None:
+        return m if nulls else None
+
+    return pa.table({
+        "i8": pa.array(rng.integers(-128, 128, n).astype(np.int8), mask=mask()),
+        "i16": pa.array(rng.integers(-300, 300, n).astype(np.int16)),
+        "i32": pa.array(rng.integers(-1000, 1000, n).astype(np.int32), mask=mask()),
+        "i32big": pa.array(rng.integers(-(2**31), 2**31 - 1, n).astype(np.int32)),
+        "i64": pa.array(rng.integers(0, 1 << 40, n), mask=mask()),
+        "i64full": pa.array(rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)),
+        "u8": pa.array(rng.integers(0, 255, n).astype(np.uint8)),
+        "u16": pa.array(rng.integers(0, 60000, n).astype(np.uint16), mask=mask()),
+        "u32": pa.array(rng.integers(0, 2**32 - 1, n, dtype=np.uint64).astype(np.uint32)),
+        "u64": pa.array(rng.integers(0, 2**63, n, dtype=np.uint64) * 2, mask=mask()),
+        "small": pa.array(rng.integers(0, 5, n).astype(np.int64)),
+        "f32": pa.array(rng.random(n).astype(np.float32), mask=mask()),
+        "f64": pa.array(rng.standard_normal(n)),
+        "f64n": pa.array(rng.standard_normal(n), mask=mask()),
+        "date": pa.array(rng.integers(0, 20000, n).astype(np.int32)).cast(pa.date32()),
+        "ts": pa.array(rng.integers(0, 1 << 50, n), mask=mask()).cast(pa.timestamp("us")),
+        "tsz": pa.array(rng.integers(0, 1 << 60, n)).cast(pa.timestamp("ns", "UTC")),
+        "b": pa.array(rng.random(n) < 0.5),
+        "bn": pa.array(rng.random(n) < 0.5, mask=mask()),
+    })
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("n", [1, 7, 1000, 1024, 1025, 5000])
+def test_fixed_width_mini_block(tmp_path, version, n):
+    table = numeric_table(n, seed=n)
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    assert read_ours(path).version == tuple(int(x) for x in version.split("."))
+    assert_reads_equal(path, table)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixed_width_no_nulls_many_chunks(tmp_path, version):
+    table = numeric_table(70000, seed=3, nulls=0)
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    assert_reads_equal(path, table)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_row_ranges_and_batches(tmp_path, version):
+    table = numeric_table(6000, seed=5)
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    for offset, length in [(0, 1), (1023, 3), (1500, 2600), (5999, 10)]:
+        got = r.read_table(offset=offset, length=length)
+        assert got.equals(table.slice(offset, length).combine_chunks()) or got.combine_chunks().equals(
+            table.slice(offset, length).combine_chunks()
+        )
+    batches = list(r.read(batch_size=1000))
+    assert pa.Table.from_batches(batches).equals(table)
+    # one field by id
+    fid = r.schema.top_level()[4].id
+    assert r.read_table([fid]).column(0).combine_chunks().equals(table.column(4).combine_chunks())
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_constant_and_all_null(tmp_path, version):
+    n = 3000
+    table = pa.table({
+        "c32": pa.array(np.full(n, 7, np.int32)),
+        "c64": pa.array(np.full(n, -5, np.int64)),
+        "cf": pa.array(np.full(n, 2.5)),
+        "alln": pa.array([None] * n, pa.int64()),
+        "allns": pa.array([None] * n, pa.string()),
+        "x": pa.array(np.arange(n)),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    kinds = set()
+    for c in range(r.num_columns):
+        for p in r._column_pages(c):
+            kinds.add(p.encoding.WhichOneof("layout"))
+    assert "constant_layout" in kinds
+    assert_reads_equal(path, table)  # (2.1 writes constants as RLE mini-blocks)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_strings_binary_and_dictionary(tmp_path, version):
+    rng = np.random.default_rng(1)
+    n = 3000
+    m = rng.random(n) < 0.3
+    table = pa.table({
+        "bin": pa.array([bytes(rng.integers(0, 256, rng.integers(0, 20)).astype(np.uint8)) for _ in range(n)]),
+        "binn": pa.array(
+            [None if mm else bytes(rng.integers(0, 256, rng.integers(0, 9)).astype(np.uint8)) for mm in m],
+            pa.large_binary(),
+        ),
+        "dict": pa.array([["apple", "banana", "cherry", None][x] for x in rng.integers(0, 4, n)]),
+        "dict2": pa.array([f"k{x}" for x in rng.integers(0, 50, n)], pa.large_string()),
+        "empty": pa.array([""] * (n - 1) + ["x"]),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    assert_reads_equal(path, table)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dataset_data_files(tmp_path, version):
+    table = numeric_table(2500, seed=9)
+    uri = tmp_path / "ds"
+    lance.write_dataset(table, str(uri), data_storage_version=version)
+    ds = lance.dataset(str(uri))
+    (frag,) = ds.get_fragments()
+    (df,) = frag.metadata.files
+    r = DataFileReader(ObjectStore(str(uri / "data")), df.path)
+    assert list(df.column_indices) == list(range(r.num_columns))
+    assert r.read_table().equals(ds.to_table()) or r.read_table().combine_chunks().equals(
+        ds.to_table().combine_chunks()
+    )
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unsupported_names_file_column_encoding(tmp_path, version):
+    table = pa.table({
+        "lst": pa.array([[1, 2], None, [3]] * 100, pa.list_(pa.int32())),
+        "st": pa.array([{"a": 1}] * 300, pa.struct([("a", pa.int64())])),
+        "big": pa.array(["x" * 3000 + str(i) for i in range(300)]),
+        "ok": pa.array(np.arange(300)),
+    })
+    path = tmp_path / "u.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    ids = {f.name: f.id for f in r.schema.top_level()}
+    assert r.read_table([ids["ok"]]).column(0).combine_chunks().equals(table.column("ok").combine_chunks())
+    for name in ("lst", "st"):
+        with pytest.raises(UnsupportedFeatureError, match=rf"u\.lance.*{name}.*{version}"):
+            r.read_table([ids[name]])
+    with pytest.raises(UnsupportedFeatureError, match=rf"u\.lance: column 2: Lance {version} encoding"):
+        r.read_table([ids["big"]])
+
+
+# ------------------------------------------------------------------ FastLanes unit tests
+_FL_ORDER = [0, 4, 2, 6, 1, 5, 3, 7]
+
+
+def reference_pack(values: list[int], width: int, t_bits: int) -> bytes:
+    """Straightforward (slow) FastLanes packer used only as a test oracle."""
+    lanes = BLOCK // t_bits
+    words = [0] * (BLOCK * width // t_bits)
+    mask = (1 << width) - 1
+    for lane in range(lanes):
+        bit = 0
+        for row in range(t_bits):
+            v = values[_FL_ORDER[row // 8] * 16 + (row % 8) * 128 + lane] & mask
+            for b in range(width):
+                if (v >> b) & 1:
+                    k, off = divmod(bit + b, t_bits)
+                    words[k * lanes + lane] |= 1 << off
+            bit += width
+    return np.array(words, dtype=f"<u{t_bits // 8}").tobytes()
+
+
+@pytest.mark.parametrize("t_bits,width", [(8, 3), (16, 1), (16, 16), (32, 7), (32, 0), (64, 40), (64, 64)])
+def test_fastlanes_unpack_matches_reference(t_bits, width):
+    rng = np.random.default_rng(width + t_bits)
+    vals = [int(x) for x in rng.integers(0, 1 << width, BLOCK, dtype=np.uint64)] if width else [0] * BLOCK
+    if width == 64:
+        vals = [int(x) for x in rng.integers(0, 2**64 - 1, BLOCK, dtype=np.uint64)]
+    packed = np.frombuffer(reference_pack(vals, width, t_bits), dtype=np.uint8)
+    out = unpack_block_count(np.concatenate([packed, packed]), width, t_bits, 2)
+    assert out.dtype == np.dtype(f"<u{t_bits // 8}")
+    assert out.tolist() == vals + vals
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fsst_strings(tmp_path, version):
+    rng = np.random.default_rng(2)
+    words = "the quick brown fox jumps over lazy dog lance format reader ünïcödé €".split()
+
+    def sent(k: int) -> str:
+        return " ".join(words[i] for i in rng.integers(0, len(words), k))
+
+    n = 20000
+    m = rng.random(n) < 0.1
+    table = pa.table({
+        "t5": pa.array([None if mm else sent(rng.integers(0, 5)) for mm in m]),
+        "t10": pa.array([sent(rng.integers(0, 10)) for _ in range(n)]),
+        "t30": pa.array([sent(rng.integers(0, 30)) for _ in range(n)], pa.large_string()),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    kinds = [r._column_pages(c)[0].encoding.mini_block_layout.value_compression.WhichOneof("compression")
+             for c in range(3)]
+    assert "fsst" in kinds
+    assert_reads_equal(path, table)
+
+
+def _fsst_table(symbols: list[bytes]) -> bytes:
+    n = len(symbols)
+    head = (0x46535354 << 32) | (1 << 24) | n
+    body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
+    return head.to_bytes(8, "little") + body.ljust(256 * 8 + 256, b"\0")
+
+
+def test_fsst_escapes_against_reference():
+    from lance_ops.format.file.v21 import fsst
+
+    rng = np.random.default_rng(0)
+    symbols = [b"ab", b"\xff", b"hello wo", b"x", b"\xff\xff\x00"]
+    table = _fsst_table(symbols)
+    streams, expected = [], []
+    for _ in range(300):
+        enc, dec = bytearray(), bytearray()
+        for _ in range(int(rng.integers(0, 12))):
+            if rng.random() < 0.5:
+                c = int(rng.integers(0, len(symbols)))
+                enc.append(c)
+                dec += symbols[c]
+            else:
+                b = int(rng.choice([255, 0, 65, 254]))
+                enc += bytes([255, b])
+                dec.append(b)
+        streams.append(bytes(enc))
+        expected.append(bytes(dec))
+    offs = np.concatenate([[5], 5 + np.cumsum([len(s) for s in streams])])
+    data = np.frombuffer(b"junk!" + b"".join(streams) + b"tail", dtype=np.uint8)
+    out_offs, out = fsst.decompress(table, offs, data)
+    got = [out[out_offs[i] : out_offs[i + 1]].tobytes() for i in range(len(streams))]
+    assert got == expected
