@@ -17,7 +17,7 @@ from .fragment import FragmentMetadata
 from .manifest import Manifest, NamingScheme, check_flags
 from .manifest_store import ManifestStore
 from .operations import Append, Overwrite
-from .scan import DEFAULT_BATCH_SIZE, plan_scan, scan
+from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
 from .transaction import Transaction
@@ -218,15 +218,7 @@ class LanceDataset:
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
-        return scan(
-            self._store,
-            self._manifest,
-            plan,
-            fragments=fragments,
-            limit=limit,
-            offset=offset,
-            batch_size=batch_size or DEFAULT_BATCH_SIZE,
-        )
+        return self._scan(plan, fragments, limit, offset, batch_size)
 
     def to_table(
         self,
@@ -240,8 +232,20 @@ class LanceDataset:
         batch_size: int | None = None,
         fragments: Sequence[FragmentMetadata] | None = None,
     ) -> pa.Table:
+        """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
-        batches = scan(
+        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _scan(
+        self,
+        plan: ScanPlan,
+        fragments: Sequence[FragmentMetadata] | None,
+        limit: int | None,
+        offset: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pa.RecordBatch]:
+        return scan(
             self._store,
             self._manifest,
             plan,
@@ -250,7 +254,6 @@ class LanceDataset:
             offset=offset,
             batch_size=batch_size or DEFAULT_BATCH_SIZE,
         )
-        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
 
     # ------------------------------------------------------------ mutations
     def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
