@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 
 from . import rowids
 from .deletion import read_deletion_file
-from .errors import SchemaError
+from .errors import CorruptFileError, SchemaError
 from .file.reader import DataFileReader, PagePrefetcher
-from .fragment import FragmentMetadata
+from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -143,14 +143,7 @@ def _fragment_data(
         return _null_batches(frag.physical_rows, names, target, batch_size)
     streams = []
     for df, ids in sources:
-        reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
-        if reader.num_rows != frag.physical_rows:
-            from .errors import CorruptFileError
-
-            raise CorruptFileError(
-                store.full_path(f"data/{df.path}"),
-                f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
-            )
+        reader = _checked_reader(store, frag, df)
         gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -205,6 +198,17 @@ def scan_fragment(
     yield from _open_fragment(store, manifest, frag, plan, batch_size, prefetch)
 
 
+def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:
+    """The data file's reader, after checking it holds the fragment's ``physical_rows``."""
+    reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+    if reader.num_rows != frag.physical_rows:
+        raise CorruptFileError(
+            store.full_path(f"data/{df.path}"),
+            f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
+        )
+    return reader
+
+
 def _open_fragment(
     store: ObjectStore,
     manifest: Manifest,
@@ -214,6 +218,10 @@ def _open_fragment(
     prefetch: PagePrefetcher | None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`scan_fragment`, with the opening done eagerly (so a scan can open ahead)."""
+    if frag.files:
+        # Trust physical_rows for per-row allocations only once a data file confirms it
+        # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
+        _checked_reader(store, frag, frag.files[0])
     live = None
     if frag.deletion_file is not None:
         deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
