@@ -6,6 +6,7 @@ Instances are picklable so Spark executors can hand them to the driver.
 """
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from ._proto import table_pb2
 from .errors import UnsupportedFeatureError
@@ -78,7 +79,7 @@ class DeletionFile:
 
     def to_proto(self) -> table_pb2.DeletionFile:
         m = table_pb2.DeletionFile(
-            file_type=self.file_type,
+            file_type=cast("table_pb2.DeletionFile.DeletionFileType", self.file_type),
             read_version=self.read_version,
             id=self.id,
             num_deleted_rows=self.num_deleted_rows,

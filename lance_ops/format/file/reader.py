@@ -384,6 +384,18 @@ class _StructColumn(_Column):
         return [arr]
 
 
+def _flat_fsl(dtype: pa.DataType) -> bool:
+    """A fixed-size list of fixed-width primitives (one 2.1 leaf column)."""
+    child = dtype.value_type
+    return not (pa.types.is_nested(child) or pa.types.is_boolean(child)) and getattr(child, "bit_width", 0) % 8 == 0 and (
+        child.bit_width > 0
+    ) if not _is_var_type(child) else False
+
+
+def _is_var_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
 class DataFileReader:
     """Reads one Lance v2 data file (format 2.0).
 
@@ -674,7 +686,9 @@ class DataFileReader:
     def _build21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
         """2.1/2.2: only leaf fields have columns, in DFS order of the leaves."""
         if self.schema.children(fld.id) or pa.types.is_struct(dtype) or pa.types.is_list(dtype) or (
-            pa.types.is_large_list(dtype) or pa.types.is_map(dtype) or pa.types.is_fixed_size_list(dtype)
+            pa.types.is_large_list(dtype) or pa.types.is_map(dtype) or (
+                pa.types.is_fixed_size_list(dtype) and not _flat_fsl(dtype)
+            )
         ):
             raise UnsupportedFeatureError(
                 f"{self.path}: field {fld.name!r} of type {dtype}: nested types (rep/def levels) "

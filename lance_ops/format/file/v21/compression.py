@@ -105,6 +105,23 @@ def fixed_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray], n
         return fixed_block(w, enc, bufs[0], n)
     if kind == "rle":
         return _rle(w, enc.rle, bufs, n)
+    if kind == "byte_stream_split":
+        inner = enc.byte_stream_split.values
+        if _kind(inner) != "flat" or inner.flat.HasField("data"):
+            raise w.unsupported(f"byte_stream_split of {_kind(inner)}")
+        bits = int(inner.flat.bits_per_value)
+        if bits % 8 or bits // 8 not in (2, 4, 8):
+            raise w.unsupported(f"byte_stream_split of {bits}-bit values")
+        width = bits // 8
+        if len(bufs[0]) < n * width:
+            raise w.corrupt(f"byte_stream_split buffer of {len(bufs[0])} bytes, {n * width} needed")
+        streams = bufs[0][: n * width].reshape(width, n)
+        return np.ascontiguousarray(streams.T).reshape(-1).view(f"<u{width}")
+    if kind == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        if fsl.has_validity:
+            raise w.unsupported("fixed_size_list with item validity")
+        return fixed_chunk(w, fsl.values, bufs, n * int(fsl.items_per_value))
     raise w.unsupported(f"{kind} (fixed-width, mini-block)")
 
 

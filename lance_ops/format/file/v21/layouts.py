@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError
+from . import fsst
 from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
 
 __all__ = ["decode_page", "parse_layout"]
@@ -80,7 +81,106 @@ def decode_page(
         return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
     if kind == "mini_block_layout":
         return _mini_block(w, layout.mini_block_layout, num_rows, buffers, dtype)
+    if kind == "full_zip_layout":
+        return _full_zip(w, layout.full_zip_layout, num_rows, buffers, dtype)
     raise w.unsupported(f"page layout {kind}")
+
+
+# ---------------------------------------------------------------------------------- full-zip
+def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
+    """Full-zip pages of one leaf layer: per item ``[control word][value]``.
+
+    Control word = def level (bits_def bits, in 1/2/4 bytes); no rep for leaf layers.  Fixed
+    width: every item carries its value (nulls too).  Variable width: a valid item carries a
+    length prefix (bits_per_offset) and its bytes, a null item nothing; buffer 1 (the repetition
+    index, ``rows + 1`` byte positions) gives each row's start.
+    """
+    nullable = _check_layers(w, fz.layers)
+    if fz.bits_rep:
+        raise w.unsupported("full-zip repetition levels")
+    if fz.bits_def and not nullable:
+        raise w.corrupt("full-zip definition bits on an all-valid layer")
+    if int(fz.num_items) != n or int(fz.num_visible_items) != n:
+        raise w.corrupt(f"full-zip page has {fz.num_items} items for {n} rows")
+    cw = 0 if not fz.bits_def else (1 if fz.bits_def <= 8 else 2 if fz.bits_def <= 16 else 4)
+    if not buffers:
+        raise w.corrupt("full-zip page without a data buffer")
+    raw = np.frombuffer(buffers[0], dtype=np.uint8)
+    details = fz.WhichOneof("details")
+    valid = None
+    if details == "bits_per_value":
+        bits = int(fz.bits_per_value)
+        if bits % 8:
+            raise w.unsupported(f"full-zip with {bits} bits per value")
+        bpv = bits // 8
+        stride = cw + bpv
+        if len(raw) < n * stride:
+            raise w.corrupt(f"full-zip buffer of {len(raw)} bytes, {n * stride} needed")
+        items = raw[: n * stride].reshape(n, stride)
+        if cw:
+            valid = _cw_defs(items[:, :cw]) == 0
+        values = np.ascontiguousarray(items[:, cw:]).reshape(-1)
+        vals = fixed_chunk(w, fz.value_compression, [values], n)
+        return _build_fixed(w, [vals], None if valid is None or valid.all() else valid, n, dtype)
+    if details == "bits_per_offset":
+        if not _is_var(dtype):
+            raise w.unsupported(f"full-zip variable-width values for type {dtype}")
+        lb = int(fz.bits_per_offset) // 8
+        if lb not in (1, 2, 4, 8) or len(buffers) < 2:
+            raise w.unsupported(f"full-zip with {fz.bits_per_offset}-bit lengths / no repetition index")
+        ri_raw = np.frombuffer(buffers[1], dtype=np.uint8)
+        if len(ri_raw) % (n + 1):
+            raise w.corrupt(f"full-zip repetition index of {len(ri_raw)} bytes for {n} rows")
+        rb = len(ri_raw) // (n + 1)
+        if rb not in (1, 2, 4, 8):
+            raise w.corrupt(f"full-zip repetition index with {rb}-byte entries")
+        ri = ri_raw.view(f"<u{rb}").astype(np.int64)
+        if ri[-1] > len(raw) or np.any(np.diff(ri) < cw):
+            raise w.corrupt("bad full-zip repetition index")
+        starts = ri[:-1]
+        if cw:
+            cws = raw[starts[:, None] + np.arange(cw)[None, :]] if n else np.zeros((0, cw), np.uint8)
+            valid = _cw_defs(cws) == 0
+        else:
+            valid = np.ones(n, dtype=bool)
+        body = starts + cw
+        dstart = np.where(valid, body + lb, body)
+        if np.any(dstart > ri[1:]):
+            raise w.corrupt("full-zip value shorter than its length prefix")
+        lengths = ri[1:] - dstart
+        if n and valid.any():
+            vb = body[valid]
+            declared = raw[vb[:, None] + np.arange(lb)[None, :]].copy().view(f"<u{lb}").reshape(-1)
+            if np.any(declared.astype(np.int64) != lengths[valid]):
+                raise w.corrupt("full-zip value lengths disagree with the repetition index")
+        keep = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.add.at(keep, dstart, 1)
+        np.add.at(keep, ri[1:], -1)
+        mask = np.cumsum(keep)[: len(raw)] > 0
+        data = raw[mask]
+        offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offs[1:])
+        offs, data = _per_value_variable(w, fz.value_compression, offs, data)
+        return _build_var(w, [(offs, data)], None if valid.all() else valid, n, dtype)
+    raise w.unsupported(f"full-zip details {details}")
+
+
+def _cw_defs(cws: np.ndarray) -> np.ndarray:
+    width = cws.shape[1]
+    return np.ascontiguousarray(cws).view(f"<u{width}").reshape(-1)
+
+
+def _per_value_variable(w: Where, enc: pb.CompressiveEncoding, offs: np.ndarray, data: np.ndarray):
+    kind = enc.WhichOneof("compression")
+    if kind == "variable":
+        return offs, data
+    if kind == "fsst":
+        inner = _per_value_variable(w, enc.fsst.values, offs, data)
+        try:
+            return fsst.decompress(bytes(enc.fsst.symbol_table), *inner)
+        except ValueError as e:
+            raise w.corrupt(f"bad FSST data: {e}") from None
+    raise w.unsupported(f"{kind} (full-zip variable-width values)")
 
 
 # ---------------------------------------------------------------------------------- constant
@@ -224,6 +324,11 @@ def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
 
 
 def _build_fixed(w: Where, vals: list[np.ndarray], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
+    if pa.types.is_fixed_size_list(dtype):
+        dim = dtype.list_size
+        child = _build_fixed(w, vals, None, n * dim, dtype.value_type)
+        vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
+        return pa.Array.from_buffers(dtype, n, [vb], children=[child])
     bits = _bits_of(dtype)
     v = np.concatenate(vals) if len(vals) > 1 else (vals[0] if vals else np.zeros(0, np.uint8))
     if bits == 1:
