@@ -454,7 +454,7 @@ def test_pylance_reads_our_multipage_file(tmp_path):
 @pytest.mark.interop
 def test_version_22_file_is_refused(tmp_path):
     # 2.1/2.2 leaf columns decode (tests/format/test_file_v21.py); nested types are still refused
-    table = pa.table({"a": pa.array([[1], None, [2, 3]], pa.list_(pa.int32()))})
+    table = pa.table({"a": pa.array([[[1]], None, [[2, 3]]], pa.list_(pa.list_(pa.int32())))})
     w = LanceFileWriter(str(tmp_path / "v22.lance"), table.schema, version="2.2")
     w.write_batch(table)
     w.close()

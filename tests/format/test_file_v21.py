@@ -115,6 +115,10 @@ def test_constant_and_all_null(tmp_path, version):
         "alln": pa.array([None] * n, pa.int64()),
         "allns": pa.array([None] * n, pa.string()),
         "x": pa.array(np.arange(n)),
+        "cs": pa.array(["hello world"] * n),
+        "cb": pa.array([b"\x00\x01"] * n, pa.large_binary()),
+        "ce": pa.array([""] * n),
+        "cbool": pa.array([True] * n),
     })
     path = tmp_path / "f.lance"
     write_pylance(path, table, version)
@@ -168,8 +172,9 @@ def test_dataset_data_files(tmp_path, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_unsupported_names_file_column_encoding(tmp_path, version):
     table = pa.table({
-        "lst": pa.array([[1, 2], None, [3]] * 100, pa.list_(pa.int32())),
-        "st": pa.array([{"a": 1}] * 300, pa.struct([("a", pa.int64())])),
+        "lst": pa.array([[[1, 2]], None, [[3]]] * 100, pa.list_(pa.list_(pa.int32()))),
+        "lstruct": pa.array([[{"a": 1}], None, []] * 100, pa.list_(pa.struct([("a", pa.int64())]))),
+        "st": pa.array([{"l": [1, 2]}, None, {"l": None}] * 100, pa.struct([("l", pa.list_(pa.int32()))])),
         "nested_fsl": pa.array([[[1, 2], [3, 4]]] * 300, pa.list_(pa.list_(pa.int32(), 2), 2)),
         "ok": pa.array(np.arange(300)),
     })
@@ -178,7 +183,7 @@ def test_unsupported_names_file_column_encoding(tmp_path, version):
     r = read_ours(path)
     ids = {f.name: f.id for f in r.schema.top_level()}
     assert r.read_table([ids["ok"]]).column(0).combine_chunks().equals(table.column("ok").combine_chunks())
-    for name in ("lst", "st", "nested_fsl"):
+    for name in ("lst", "lstruct", "st", "nested_fsl"):
         with pytest.raises(UnsupportedFeatureError, match=rf"u\.lance.*{name}.*{version}"):
             r.read_table([ids[name]])
 
@@ -329,3 +334,137 @@ def test_general_compression_and_byte_stream_split(tmp_path, version, comp):
     got = r.read_table()
     for name in table.column_names:
         assert got.column(name).combine_chunks().equals(table.column(name).combine_chunks()), name
+
+
+def _random_lists(rng, n: int, k: int, item_nulls: bool = True) -> list:
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.1:
+            out.append(None)
+        elif r < 0.2:
+            out.append([])
+        else:
+            out.append([
+                None if item_nulls and rng.random() < 0.1 else int(x) for x in rng.integers(0, 100000, rng.integers(1, k))
+            ])
+    return out
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("n", [5, 3000, 120000])
+def test_lists_of_leaves(tmp_path, version, n):
+    rng = np.random.default_rng(n)
+    strs = _random_lists(rng, n, 4)
+    table = pa.table({
+        "l": pa.array(_random_lists(rng, n, 6), pa.list_(pa.int32())),
+        "lv": pa.array([[1, 2], [3]] * (n // 2) + [[4]] * (n % 2), pa.list_(pa.int64())),
+        "ln": pa.array([x if x is None else [v for v in x if v is not None] for x in _random_lists(rng, n, 5)],
+                       pa.large_list(pa.float64())),
+        "ls": pa.array([None if x is None else [None if y is None else f"w{y}" for y in x] for x in strs],
+                       pa.list_(pa.string())),
+        "le": pa.array([[] if rng.random() < 0.6 else [i % 60000] for i in range(n)], pa.list_(pa.uint16())),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    assert_reads_equal(path, table)
+    if n > 100:
+        got = r.read_table(offset=n // 3, length=n // 3)
+        assert got.combine_chunks().equals(table.slice(n // 3, n // 3).combine_chunks())
+        batches = list(r.read(batch_size=997))
+        assert pa.Table.from_batches(batches).combine_chunks().equals(table.combine_chunks())
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("n", [10, 5000])
+def test_structs_of_leaves(tmp_path, version, n):
+    rng = np.random.default_rng(n + 1)
+    inner_t = pa.struct([("x", pa.float64()), ("y", pa.string())])
+    st_t = pa.struct([("a", pa.int32()), ("b", pa.string()), ("inner", inner_t), ("flag", pa.bool_())])
+    rows = []
+    for _ in range(n):
+        if rng.random() < 0.1:
+            rows.append(None)
+            continue
+        inner = None if rng.random() < 0.1 else {
+            "x": None if rng.random() < 0.2 else float(rng.random()),
+            "y": f"y{int(rng.integers(0, 1 << 30))}",
+        }
+        rows.append({
+            "a": None if rng.random() < 0.2 else int(rng.integers(-1000, 1000)),
+            "b": None if rng.random() < 0.2 else f"b{int(rng.integers(0, 50))}",
+            "inner": inner,
+            "flag": bool(rng.random() < 0.5),
+        })
+    table = pa.table({
+        "st": pa.array(rows, st_t),
+        "sv": pa.array([{"v": int(i)} for i in rng.integers(0, 1 << 40, n)], pa.struct([("v", pa.int64())])),
+        "sc": pa.array([{"c": 7, "d": "k"}] * n, pa.struct([("c", pa.int32()), ("d", pa.string())])),
+        "id": pa.array(np.arange(n)),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    assert_reads_equal(path, table)
+    r = read_ours(path)
+    got = r.read_table(offset=n // 2, length=n // 4 + 1)
+    assert got.combine_chunks().equals(table.slice(n // 2, n // 4 + 1).combine_chunks())
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_many_pages_with_prefetch(tmp_path, version):
+    from lance_ops.format.file.reader import PagePrefetcher
+
+    rng = np.random.default_rng(11)
+    n = 200000
+    base = numeric_table(n, seed=11).select(["i32", "i64full", "f64n", "ts", "bn"])
+    table = base.append_column("s", pa.array([f"row {i} {'x' * int(k)}" for i, k in enumerate(rng.integers(0, 30, n))]))
+    table = table.append_column("l", pa.array(_random_lists(rng, n, 4), pa.list_(pa.int64())))
+    path = tmp_path / "f.lance"
+    with lance_file.LanceFileWriter(str(path), table.schema, version=version, data_cache_bytes=1 << 18,
+                                    max_page_bytes=1 << 16) as w:
+        for off in range(0, n, 30000):
+            w.write_batch(table.slice(off, 30000))
+    r = read_ours(path)
+    assert min(len(r._column_pages(c)) for c in range(r.num_columns)) >= 3
+    assert_reads_equal(path, table)
+    with PagePrefetcher() as pf:
+        got = pa.Table.from_batches(list(r.read(offset=12345, length=150000, batch_size=7000, prefetch=pf)))
+    assert got.equals(table.slice(12345, 150000))
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_other_fixed_width_types_and_nullable_constants(tmp_path, version):
+    import decimal
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    m = rng.random(n) < 0.2
+    table = pa.table({
+        "dec": pa.array([None if mm else decimal.Decimal(int(x)) / 100 for mm, x in zip(m, rng.integers(-10**9, 10**9, n), strict=True)],
+                        pa.decimal128(12, 2)),
+        "h": pa.array(rng.random(n).astype(np.float16)),
+        "t32": pa.array(rng.integers(0, 86400000, n).astype(np.int32)).cast(pa.time32("ms")),
+        "t64": pa.array(rng.integers(0, 86400000000, n)).cast(pa.time64("us")),
+        "dur": pa.array(rng.integers(0, 1 << 40, n), mask=m).cast(pa.duration("ms")),
+        "d64": pa.array(rng.integers(0, 1 << 40, n)).cast(pa.date64()),
+        "fsb3": pa.array([bytes(rng.integers(0, 256, 3).astype(np.uint8)) for _ in range(n)], pa.binary(3)),
+        "fsb16": pa.array([None if mm else bytes(rng.integers(0, 256, 16).astype(np.uint8)) for mm in m], pa.binary(16)),
+        "nul": pa.nulls(n),
+        "i8c": pa.array(np.full(n, 3, np.int8)),
+        "f32c": pa.array(np.full(n, 1.5, np.float32), mask=m),
+        "dictc": pa.array([["a", "bb", None][i % 3] for i in range(n)]).dictionary_encode(),
+    })
+    path = tmp_path / "f.lance"
+    write_pylance(path, table, version)
+    r = read_ours(path)
+    ids = {f.name: f.id for f in r.schema.top_level()}
+    got = r.read_table([ids[c] for c in table.column_names[:-1]])
+    for name in table.column_names[:-1]:
+        assert got.column(name).combine_chunks().equals(table.column(name).combine_chunks()), name
+    with pytest.raises(UnsupportedFeatureError, match=r"f\.lance: column 11: .*dictionary"):
+        r.read_table([ids["dictc"]])

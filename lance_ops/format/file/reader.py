@@ -3,8 +3,10 @@
 Opening reads the footer and all file metadata with at most two range reads (the last 64 KiB,
 then whatever of the metadata lies before it).  Reading decodes only the requested columns and
 only the pages overlapping the requested rows; each page's buffers are fetched with one
-``read_ranges`` call.  Files of version 2.1/2.2 open (schema and row count are available) but
-reading their data raises :class:`UnsupportedFeatureError`.
+``read_ranges`` call.  Files of version 2.1/2.2 are decoded by :mod:`.v21` (structural
+layouts: mini-block, full-zip, constant; leaf columns, lists of leaves, structs of leaves);
+anything it does not implement raises :class:`UnsupportedFeatureError` naming file, column and
+encoding.
 
 Speed: local files are read with ``preadv`` into buffers from Arrow's memory pool (which
 recycles page-sized blocks); parsed footers of local files and parsed schemas are cached per
@@ -33,6 +35,7 @@ from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
+from . import v21
 from .encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
@@ -42,7 +45,6 @@ from .encodings import (
     bool_to_bitmap,
     decode_array,
 )
-from . import v21
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 
@@ -384,6 +386,44 @@ class _StructColumn(_Column):
         return [arr]
 
 
+class _StructTree21(_Column):
+    """A struct field of a 2.1/2.2 file: one leaf column per leaf below it.
+
+    Each leaf page decodes (with its struct def levels) into a single-child struct chain rooted
+    at this field; the chains are then merged level by level (validity from the first leaf).
+    """
+
+    def __init__(self, dtype: pa.DataType, tree: Any, leaves: list[_LeafColumn]) -> None:
+        self.dtype = dtype
+        self.tree = tree  # (dtype, [(child dtype or subtree, number of leaves)])
+        self.leaves = leaves
+
+    def expect_rows(self, n: int) -> None:
+        for c in self.leaves:
+            c.expect_rows(n)
+
+    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
+        chains = [c.read(start, end) for c in self.leaves]
+        return [self._assemble(self.tree, chains)]
+
+    def _assemble(self, tree: Any, chains: list[pa.Array]) -> pa.Array:
+        dtype, kids = tree
+        if kids is None:
+            (leaf,) = chains
+            return leaf
+        first = chains[0]
+        children = []
+        k = 0
+        for sub, count in kids:
+            children.append(self._assemble(sub, [c.field(0) for c in chains[k : k + count]]))
+            k += count
+        valid = first.buffers()[0] if first.null_count else None
+        if valid is not None and first.offset:
+            first = pa.concat_arrays([first])
+            valid = first.buffers()[0]
+        return pa.StructArray.from_buffers(dtype, len(first), [valid], children=children)
+
+
 def _flat_fsl(dtype: pa.DataType) -> bool:
     """A fixed-size list of fixed-width primitives (one 2.1 leaf column)."""
     child = dtype.value_type
@@ -397,7 +437,7 @@ def _is_var_type(t: pa.DataType) -> bool:
 
 
 class DataFileReader:
-    """Reads one Lance v2 data file (format 2.0).
+    """Reads one Lance v2 data file (formats 2.0, 2.1, 2.2).
 
     Attributes:
         num_rows: rows in the file (FileDescriptor.length).
@@ -683,9 +723,55 @@ class DataFileReader:
                 "(only 2.0, 2.1 and 2.2 encodings are implemented)"
             )
 
+    def _struct21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+        leaves: list[_LeafColumn] = []
+
+        def walk(f: LanceField, t: pa.DataType, path: list[str]) -> Any:
+            if pa.types.is_struct(t):
+                kids = []
+                for i, c in enumerate(self.schema.children(f.id)):
+                    before = len(leaves)
+                    sub = walk(c, t.field(i).type, [*path, c.name])
+                    if len(leaves) == before:
+                        raise UnsupportedFeatureError(
+                            f"{self.path}: struct field {c.name!r} without leaf columns in a "
+                            f"Lance {self.version[0]}.{self.version[1]} file"
+                        )
+                    kids.append((sub, len(leaves) - before))
+                if not kids:
+                    raise UnsupportedFeatureError(f"{self.path}: empty struct field {f.name!r}")
+                return (t, kids)
+            leaf = self._build21(f, t)
+            if not isinstance(leaf, _LeafColumn) or pa.types.is_list(t) or pa.types.is_large_list(t):
+                raise UnsupportedFeatureError(
+                    f"{self.path}: field {f.name!r} of type {t} inside struct {fld.name!r}: lists in "
+                    f"structs are not supported in Lance {self.version[0]}.{self.version[1]} files"
+                )
+            chain = t
+            for name in reversed(path[1:]):
+                chain = pa.struct([pa.field(name, chain)])
+            leaf.dtype = chain
+            leaves.append(leaf)
+            return (t, None)
+
+        tree = walk(fld, dtype, [fld.name])
+        return _StructTree21(dtype, tree, leaves)
+
     def _build21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
-        """2.1/2.2: only leaf fields have columns, in DFS order of the leaves."""
-        if self.schema.children(fld.id) or pa.types.is_struct(dtype) or pa.types.is_list(dtype) or (
+        """2.1/2.2: only leaf fields have columns, in DFS order of the leaves.
+
+        A list of a leaf type is read from its item's column (the rep/def levels carry the list
+        structure); other nested types are not supported yet.
+        """
+        leaf_fld = fld
+        children = self.schema.children(fld.id)
+        if (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)) and len(children) == 1 and not (
+            self.schema.children(children[0].id) or pa.types.is_nested(dtype.value_type)
+        ):
+            leaf_fld, children = children[0], []
+        elif pa.types.is_struct(dtype) and children:
+            return self._struct21(fld, dtype)
+        elif children or pa.types.is_struct(dtype) or pa.types.is_list(dtype) or (
             pa.types.is_large_list(dtype) or pa.types.is_map(dtype) or (
                 pa.types.is_fixed_size_list(dtype) and not _flat_fsl(dtype)
             )
@@ -699,7 +785,7 @@ class DataFileReader:
             leaves = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
             leaf_of = {fid: i for i, fid in enumerate(leaves)}
             self._leaf_column_of = leaf_of
-        column = leaf_of[fld.id]
+        column = leaf_of[leaf_fld.id]
         if column >= self.num_columns:
             raise CorruptFileError(
                 self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
@@ -768,7 +854,8 @@ class DataFileReader:
         batches will need them) and decoded in the background.
 
         Raises:
-            UnsupportedFeatureError: the file is not format 2.0, or uses an unknown encoding.
+            UnsupportedFeatureError: the file is not format 2.0/2.1/2.2, or uses an encoding or
+                nesting that is not implemented.
             CorruptFileError: the data does not decode.
             SchemaError: an id that is not a top-level field of the file.
         """

@@ -45,8 +45,7 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
         w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
         # per lane, the W words in order form the bit stream
         lane_words = np.ascontiguousarray(w.transpose(0, 2, 1))
-        bits = np.unpackbits(lane_words.view(np.uint8), bitorder="little")
-        bits = bits.reshape(nblocks, lanes, t_bits, width)
+        bits = np.unpackbits(lane_words.view(np.uint8), bitorder="little").reshape(nblocks, lanes, t_bits, width)
         padded = np.zeros((nblocks, lanes, t_bits, t_bits), dtype=np.uint8)
         padded[..., :width] = bits
         vals = np.packbits(padded, axis=-1, bitorder="little").view(dt)[..., 0]

@@ -73,7 +73,7 @@ def _flat_fixed(w: Where, bits: int, data: np.ndarray, n: int) -> np.ndarray:
         if len(data) < need:
             raise w.corrupt(f"flat bit buffer of {len(data)} bytes, {need} needed")
         return np.unpackbits(data[:need], bitorder="little", count=n).astype(bool)
-    if bits % 8 or bits // 8 not in (1, 2, 4, 8, 16, 32):
+    if bits % 8 or bits == 0:
         raise w.unsupported(f"flat{{bits_per_value:{bits}}}")
     width = bits // 8
     if len(data) < n * width:
@@ -198,6 +198,14 @@ def fixed_block(w: Where, enc: pb.CompressiveEncoding, data: np.ndarray, n: int)
         return out
     if kind == "inline_bitpacking":
         return fixed_chunk(w, enc, [data], n)
+    if kind == "rle":
+        # block form: [u64 bytes of run values][run values][one u8 run length per run]
+        if len(data) < 8:
+            raise w.corrupt("rle block shorter than its header")
+        vbytes = int.from_bytes(data[:8].tobytes(), "little")
+        if 8 + vbytes > len(data):
+            raise w.corrupt(f"rle block claims {vbytes} bytes of run values, has {len(data) - 8}")
+        return _rle(w, enc.rle, [data[8 : 8 + vbytes], data[8 + vbytes :]], n)
     if kind == "general":
         return fixed_block(w, enc.general.values, general_decompress(w, enc.general.compression, data), n)
     raise w.unsupported(f"{kind} (fixed-width block)")

@@ -37,7 +37,7 @@ def parse_symbol_table(table: bytes) -> tuple[bool, np.ndarray, np.ndarray]:
     return on, symbols, lens
 
 
-def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray, n_symbols_check: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decompress FSST strings ``data[offsets[i]:offsets[i+1]]``; returns ``(offsets int64, data uint8)``."""
     on, symbols, lens = parse_symbol_table(table)
     offsets = offsets.astype(np.int64)
@@ -64,13 +64,19 @@ def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray, n_symbols_ch
     if esc[-1]:
         raise ValueError("FSST data ends with an escape byte")
     code = ~(esc | lit)
-    out_len = np.where(code, lens[buf], 0) + lit
     if np.any(code & (lens[buf] == 0)):
         raise ValueError("FSST code without a symbol")
-    rows = np.where(code[:, None], symbols[buf], 0).astype(np.uint8)
-    rows[lit, 0] = buf[lit]
-    keep = np.arange(8)[None, :] < out_len[:, None]
-    out = rows[keep]
+    # tokens: codes 0..254 -> symbol, literals -> 256 + byte (a one-byte "symbol"); escapes dropped
+    ext_sym = np.zeros((512, 8), dtype=np.uint8)
+    ext_sym[:256] = symbols
+    ext_sym[256:, 0] = np.arange(256, dtype=np.uint8)
+    ext_len = np.concatenate([lens, np.ones(256, dtype=np.int64)])
+    token = np.where(lit, buf.astype(np.int64) + 256, buf.astype(np.int64))
+    out_len = np.where(esc, 0, ext_len[token])
     cum = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(out_len, out=cum[1:])
+    total = int(cum[-1])
+    # output byte k comes from token t at symbol byte k - cum[t]
+    src = np.repeat(token * 8 - cum[:-1], out_len) + np.arange(total, dtype=np.int64)
+    out = ext_sym.reshape(-1)[src]
     return cum[offsets], out

@@ -19,7 +19,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from ..._proto import encodings_v2_1_pb2 as pb
-from ...errors import CorruptFileError
+from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
 
@@ -76,6 +76,8 @@ def decode_page(
 ) -> pa.Array:
     """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
     w = Where(path, column, version)
+    if pa.types.is_dictionary(dtype):
+        raise w.unsupported(f"(any) for the Arrow dictionary type {dtype}")
     kind = layout.WhichOneof("layout")
     if kind == "constant_layout":
         return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
@@ -95,7 +97,13 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
     length prefix (bits_per_offset) and its bytes, a null item nothing; buffer 1 (the repetition
     index, ``rows + 1`` byte positions) gives each row's start.
     """
-    nullable = _check_layers(w, fz.layers)
+    layers = list(fz.layers)
+    chained = len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers)
+    if chained:
+        nullable = pb.REPDEF_NULLABLE_ITEM in layers
+        outer, dtype = dtype, _unwrap_chain(w, dtype, len(layers) - 1)[0]
+    else:
+        nullable = _check_layers(w, fz.layers)
     if fz.bits_rep:
         raise w.unsupported("full-zip repetition levels")
     if fz.bits_def and not nullable:
@@ -117,10 +125,13 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         if len(raw) < n * stride:
             raise w.corrupt(f"full-zip buffer of {len(raw)} bytes, {n * stride} needed")
         items = raw[: n * stride].reshape(n, stride)
-        if cw:
-            valid = _cw_defs(items[:, :cw]) == 0
+        levels = _cw_defs(items[:, :cw]) if cw else None
         values = np.ascontiguousarray(items[:, cw:]).reshape(-1)
         vals = fixed_chunk(w, fz.value_compression, [values], n)
+        if chained:
+            return struct_chain(w, _build_fixed(w, [vals], None, n, dtype), levels, layers, outer)
+        if levels is not None:
+            valid = levels == 0
         return _build_fixed(w, [vals], None if valid is None or valid.all() else valid, n, dtype)
     if details == "bits_per_offset":
         if not _is_var(dtype):
@@ -138,9 +149,11 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         if ri[-1] > len(raw) or np.any(np.diff(ri) < cw):
             raise w.corrupt("bad full-zip repetition index")
         starts = ri[:-1]
+        levels = None
         if cw:
             cws = raw[starts[:, None] + np.arange(cw)[None, :]] if n else np.zeros((0, cw), np.uint8)
-            valid = _cw_defs(cws) == 0
+            levels = _cw_defs(cws)
+            valid = levels == 0
         else:
             valid = np.ones(n, dtype=bool)
         body = starts + cw
@@ -161,7 +174,10 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offs[1:])
         offs, data = _per_value_variable(w, fz.value_compression, offs, data)
-        return _build_var(w, [(offs, data)], None if valid.all() else valid, n, dtype)
+        leaf = _build_var(w, [(offs, data)], None if valid.all() else valid, n, dtype)
+        if chained:
+            return struct_chain(w, leaf, levels, layers, outer)
+        return leaf
     raise w.unsupported(f"full-zip details {details}")
 
 
@@ -185,9 +201,43 @@ def _per_value_variable(w: Where, enc: pb.CompressiveEncoding, offs: np.ndarray,
 
 # ---------------------------------------------------------------------------------- constant
 def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
+    layers = list(c.layers)
+    if len(layers) > 1 and all(x == pb.REPDEF_ALL_VALID_ITEM for x in layers):
+        leaf_type = _unwrap_chain(w, dtype, len(layers) - 1)[0]
+        leaf = _constant(w, pb.ConstantLayout(layers=[layers[0]], inline_value=c.inline_value)
+                         if c.HasField("inline_value") else pb.ConstantLayout(layers=[layers[0]]),
+                         n, buffers, leaf_type) if not (c.HasField("rep_compression") or c.HasField("def_compression")) \
+            else None
+        if leaf is None:
+            raise w.unsupported("constant layout with rep/def buffers")
+        return struct_chain(w, leaf, None, layers, dtype)
     nullable = _check_layers(w, c.layers)
-    if c.HasField("rep_compression") or c.HasField("def_compression") or buffers:
-        raise w.unsupported("constant layout with rep/def buffers")
+    if c.HasField("rep_compression"):
+        raise w.unsupported("constant layout with repetition levels")
+    if len(buffers) == 2 and nullable and c.HasField("inline_value"):
+        # buffers [rep (empty without lists), def]; def levels are raw u16 unless compressed
+        if len(buffers[0]):
+            raise w.unsupported("constant layout with repetition levels")
+        raw = np.frombuffer(buffers[1], dtype=np.uint8)
+        if c.HasField("def_compression"):
+            levels = fixed_block(w, c.def_compression, raw, n)
+        elif len(raw) == 2 * n:
+            levels = raw.view("<u2")
+        else:
+            raise w.corrupt(f"constant layout def buffer of {len(raw)} bytes for {n} rows")
+        if len(levels) != n or levels.max(initial=0) > 1:
+            raise w.corrupt("bad def levels in constant layout")
+        values = _constant(w, pb.ConstantLayout(layers=[pb.REPDEF_ALL_VALID_ITEM], inline_value=c.inline_value),
+                           n, [], dtype)
+        valid = levels == 0
+        return values if valid.all() else _with_validity(values, valid)
+    if c.HasField("def_compression"):
+        raise w.unsupported("constant layout with definition levels")
+    if buffers:
+        if len(buffers) == 1 and not c.HasField("inline_value") and not nullable and _is_var(dtype):
+            value = _constant_buffer_value(w, bytes(buffers[0]))
+            return _repeat_var(value, n, dtype)
+        raise w.unsupported(f"constant layout with {len(buffers)} buffers for type {dtype}")
     if not c.HasField("inline_value"):
         if not nullable:
             raise w.corrupt("constant layout without a value on a non-nullable layer")
@@ -196,8 +246,7 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
         raise w.unsupported("constant layout with a value and a nullable layer")
     value = bytes(c.inline_value)
     if _is_var(dtype):
-        one = pa.array([value], type=pa.binary()).cast(dtype) if not pa.types.is_binary(dtype) else pa.array([value])
-        return one.take(pa.array(np.zeros(n, dtype=np.int64)))
+        return _repeat_var(value, n, dtype)
     bits = _bits_of(dtype)
     if bits is None or bits == 1 or bits % 8:
         if bits == 1 and len(value) == 1 and value[0] in (0, 1):
@@ -207,6 +256,34 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
         raise w.corrupt(f"constant value of {len(value)} bytes for {dtype}")
     data = np.tile(np.frombuffer(value, dtype=np.uint8), n)
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
+
+
+def _repeat_var(value: bytes, n: int, dtype: pa.DataType) -> pa.Array:
+    large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
+    offsets = np.arange(n + 1, dtype=np.int64) * len(value)
+    if not large and offsets[-1] >= 2**31:
+        raise UnsupportedFeatureError(f"constant string page of {offsets[-1]} bytes for a 32-bit offset type")
+    data = np.tile(np.frombuffer(value, dtype=np.uint8), n) if value else np.zeros(0, np.uint8)
+    offs = pa.py_buffer(offsets if large else offsets.astype(np.int32))
+    arr = pa.Array.from_buffers(dtype, n, [None, offs, pa.py_buffer(data)])
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        arr.validate(full=True)
+    return arr
+
+
+def _constant_buffer_value(w: Where, raw: bytes) -> bytes:
+    """A variable-width constant stored in a page buffer (pylance 14, observed): ``u32 2``,
+    ``u32 offsets bytes``, ``u32 value bytes``, offsets ``[0, len]`` (u32 or u64), the value."""
+    if len(raw) < 12 or int.from_bytes(raw[:4], "little") != 2:
+        raise w.unsupported("constant layout buffer of an unknown form")
+    olen = int.from_bytes(raw[4:8], "little")
+    vlen = int.from_bytes(raw[8:12], "little")
+    if olen not in (8, 16) or len(raw) != 12 + olen + vlen:
+        raise w.unsupported("constant layout buffer of an unknown form")
+    offs = np.frombuffer(raw[12 : 12 + olen], dtype=f"<u{olen // 2}")
+    if offs[0] != 0 or offs[1] != vlen:
+        raise w.unsupported("constant layout buffer of an unknown form")
+    return raw[12 + olen :]
 
 
 # ---------------------------------------------------------------------------------- mini-block
@@ -230,7 +307,26 @@ def _chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, 
     return [(int(starts[i]), int(sizes[i]), int(counts[i])) for i in range(len(words))]
 
 
+_LIST_LAYERS: dict[int, tuple[int | None, int | None]] = {
+    pb.REPDEF_ALL_VALID_LIST: (None, None),
+    pb.REPDEF_NULLABLE_LIST: (0, None),  # offsets from the item levels: null, empty
+    pb.REPDEF_EMPTYABLE_LIST: (None, 0),
+    pb.REPDEF_NULL_AND_EMPTY_LIST: (0, 1),
+}
+
+
+def _is_list_type(dtype: pa.DataType) -> bool:
+    return pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+
+
 def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
+    layers = list(mb.layers)
+    if len(layers) == 2 and layers[1] in _LIST_LAYERS and layers[0] in _ITEM_LAYERS:
+        if not _is_list_type(dtype):
+            raise w.corrupt(f"list rep/def layers for a column of type {dtype}")
+        return _mini_block_list(w, mb, n, buffers, dtype, layers)
+    if len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers):
+        return _mini_block_structs(w, mb, n, buffers, dtype, layers)
     nullable = _check_layers(w, mb.layers)
     if mb.HasField("rep_compression") or mb.repetition_index_depth:
         raise w.unsupported("mini-block repetition levels")
@@ -240,6 +336,141 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
     num_items = int(mb.num_items) or n
     if num_items != n:
         raise w.corrupt(f"mini-block page has {num_items} items for {n} rows without repetition")
+    reps, defs, vals = _mini_block_chunks(w, mb, buffers, dtype, num_items)
+    valid = None
+    if has_def:
+        levels = np.concatenate(defs) if defs else np.zeros(0, np.uint16)
+        valid = levels == 0
+        if valid.all():
+            valid = None
+    return _assemble(w, mb, buffers, vals, valid, n, dtype)
+
+
+def _unwrap_chain(w: Where, dtype: pa.DataType, depth: int) -> list[pa.DataType]:
+    """``[leaf, struct<leaf>, struct<struct<leaf>>, ...]`` of a single-child struct chain type."""
+    chain = [dtype]
+    for _ in range(depth):
+        t = chain[-1]
+        if not pa.types.is_struct(t) or t.num_fields != 1:
+            raise w.corrupt(f"struct rep/def layers for a column read as {dtype}")
+        chain.append(t.field(0).type)
+    return chain[::-1]
+
+
+def struct_chain(w: Where, leaf: pa.Array, levels: np.ndarray | None, layers: list[int], dtype: pa.DataType) -> pa.Array:
+    """Wrap a decoded leaf (values of every item) in the struct layers of ``layers``.
+
+    Def levels number the nullable layers from the innermost (1, 2, ...); 0 = valid leaf.  A
+    layer is valid where the level is below the level of every nullable layer at or above it.
+    """
+    chain = _unwrap_chain(w, dtype, len(layers) - 1)
+    n = len(leaf)
+    level_of: list[int | None] = []
+    counter = 0
+    for x in layers:
+        if x == pb.REPDEF_NULLABLE_ITEM:
+            counter += 1
+            level_of.append(counter)
+        else:
+            level_of.append(None)
+    if levels is None:
+        levels = np.zeros(n, dtype=np.uint16)
+    if len(levels) != n:
+        raise w.corrupt(f"{len(levels)} def levels for {n} items")
+    if counter and levels.max(initial=0) > counter:
+        raise w.corrupt("definition level out of range")
+
+    def valid_at(i: int) -> np.ndarray | None:
+        above = [lv for lv in level_of[i:] if lv is not None]
+        if not above:
+            return None
+        v = levels < min(above)
+        return None if v.all() else v
+
+    arr = leaf
+    v0 = valid_at(0)
+    if v0 is not None:
+        arr = _with_validity(arr, v0)
+    for i in range(1, len(layers)):
+        v = valid_at(i)
+        vb = pa.py_buffer(np.packbits(v, bitorder="little")) if v is not None else None
+        arr = pa.Array.from_buffers(chain[i], n, [vb], children=[arr])
+    return arr
+
+
+def _mini_block_structs(
+    w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
+) -> pa.Array:
+    if mb.HasField("rep_compression"):
+        raise w.corrupt("repetition levels without a list layer")
+    leaf_type = _unwrap_chain(w, dtype, len(layers) - 1)[0]
+    num_items = int(mb.num_items) or n
+    if num_items != n:
+        raise w.corrupt(f"mini-block page has {num_items} items for {n} rows without repetition")
+    _, defs, vals = _mini_block_chunks(w, mb, buffers, leaf_type, num_items)
+    levels = np.concatenate(defs) if defs else None
+    leaf = _assemble(w, mb, buffers, vals, None, n, leaf_type)
+    return struct_chain(w, leaf, levels, layers, dtype)
+
+
+def _mini_block_list(
+    w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
+) -> pa.Array:
+    """One list layer over one item layer: rep level 1 starts a row; def levels (innermost first):
+    0 valid item, [null item], [null list], [empty list].  Only visible items carry values."""
+    if not mb.HasField("rep_compression"):
+        raise w.corrupt("list layer without repetition levels")
+    item_nullable = layers[0] == pb.REPDEF_NULLABLE_ITEM
+    base = 1 if item_nullable else 0
+    null_off, empty_off = _LIST_LAYERS[layers[1]]
+    has_def = mb.HasField("def_compression")
+    if has_def != (item_nullable or null_off is not None or empty_off is not None):
+        raise w.corrupt("definition levels do not match the rep/def layers")
+    num_items = int(mb.num_items)
+    reps, defs, vals = _mini_block_chunks(w, mb, buffers, dtype.value_type, num_items)
+    rep = np.concatenate(reps) if reps else np.zeros(0, np.uint16)
+    dl = np.concatenate(defs) if has_def and defs else np.zeros(len(rep), np.uint16)
+    if len(dl) != len(rep):
+        raise w.corrupt("rep and def level counts differ")
+    if np.any(rep > 1):
+        raise w.corrupt("repetition level above 1 for a single list layer")
+    new_row = rep == 1
+    if int(new_row.sum()) != n or (len(rep) and not new_row[0]):
+        raise w.corrupt(f"repetition levels describe {int(new_row.sum())} rows, expected {n}")
+    if np.any(dl > base + (2 if null_off is not None and empty_off is not None else 1 if (null_off, empty_off) != (None, None) else 0)):
+        raise w.corrupt("definition level out of range")
+    visible = dl <= base
+    if int(visible.sum()) != num_items:
+        raise w.corrupt(f"{int(visible.sum())} visible items, page says {num_items}")
+    row = np.cumsum(new_row) - 1
+    counts = np.bincount(row[visible], minlength=n)
+    large = pa.types.is_large_list(dtype)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if not large:
+        if offsets[-1] >= 2**31:
+            raise w.unsupported("more than 2**31 list items in one page for a 32-bit offset type")
+        offsets = offsets.astype(np.int32)
+    first_def = dl[new_row]
+    list_valid = None
+    if null_off is not None:
+        list_valid = first_def != base + 1 + null_off
+        if list_valid.all():
+            list_valid = None
+    item_valid = None
+    if item_nullable:
+        item_valid = dl[visible] == 0
+        if item_valid.all():
+            item_valid = None
+    items = _assemble(w, mb, buffers, vals, item_valid, num_items, dtype.value_type)
+    vb = pa.py_buffer(np.packbits(list_valid, bitorder="little")) if list_valid is not None else None
+    return pa.Array.from_buffers(dtype, n, [vb, pa.py_buffer(offsets)], children=[items])
+
+
+def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer], dtype: pa.DataType, num_items: int):
+    """Decode every chunk: lists of rep levels, def levels and values (fixed arrays or (offsets, data))."""
+    has_rep = mb.HasField("rep_compression")
+    has_def = mb.HasField("def_compression")
     has_dict = mb.HasField("dictionary")
     need = 2 + (1 if has_dict else 0)
     if len(buffers) < need:
@@ -250,30 +481,38 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
     big = mb.has_large_chunk
     var_values = _is_var(dtype) and not has_dict
 
+    venc = mb.value_compression
+    page_fsst = var_values and venc.WhichOneof("compression") == "fsst"
+    if page_fsst:
+        venc = venc.fsst.values
     vals: list[Any] = []
     defs: list[np.ndarray] = []
+    reps: list[np.ndarray] = []
     for start, size, count in _chunks(w, mb, meta, data, num_items):
         chunk = raw[start : start + size]
         pos = 0
-
-        def u(nbytes: int) -> int:
-            nonlocal pos
-            if pos + nbytes > len(chunk):
+        widths = [2] + [2] * has_rep + [2] * has_def + [4 if big else 2] * nbuf
+        header = []
+        for width in widths:
+            if pos + width > len(chunk):
                 raise w.corrupt("mini-block chunk header is truncated")
-            v = int.from_bytes(chunk[pos : pos + nbytes].tobytes(), "little")
-            pos += nbytes
-            return v
-
-        num_levels = u(2)
-        def_size = u(2) if has_def else 0
-        buf_sizes = [u(4 if big else 2) for _ in range(nbuf)]
+            header.append(int.from_bytes(chunk[pos : pos + width].tobytes(), "little"))
+            pos += width
+        num_levels = header[0]
+        rep_size = header[1] if has_rep else 0
+        def_size = header[1 + has_rep] if has_def else 0
+        buf_sizes = header[1 + has_rep + has_def :]
         pos = _pad(pos)
+        if not has_rep and has_def and num_levels != count:
+            raise w.corrupt(f"chunk has {num_levels} def levels for {count} items")
+        if has_rep:
+            r = chunk[pos : pos + rep_size]
+            pos = _pad(pos + rep_size)
+            reps.append(fixed_block(w, mb.rep_compression, r, num_levels))
         if has_def:
             d = chunk[pos : pos + def_size]
             pos = _pad(pos + def_size)
-            if num_levels != count:
-                raise w.corrupt(f"chunk has {num_levels} def levels for {count} items")
-            defs.append(fixed_block(w, mb.def_compression, d, count))
+            defs.append(fixed_block(w, mb.def_compression, d, num_levels))
         bufs = []
         for s in buf_sizes:
             if pos + s > len(chunk):
@@ -281,17 +520,34 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
             bufs.append(chunk[pos : pos + s])
             pos = _pad(pos + s)
         if var_values:
-            vals.append(variable_chunk(w, mb.value_compression, bufs, count))
+            vals.append(variable_chunk(w, venc, bufs, count))
         else:
-            vals.append(fixed_chunk(w, mb.value_compression, bufs, count))
+            vals.append(fixed_chunk(w, venc, bufs, count))
+    if page_fsst:  # one symbol table per page: decompress all chunks at once
+        offs, data = _concat_var(vals)
+        try:
+            vals = [fsst.decompress(bytes(mb.value_compression.fsst.symbol_table), offs, data)]
+        except ValueError as e:
+            raise w.corrupt(f"bad FSST data: {e}") from None
+    return reps, defs, vals
 
-    valid = None
-    if has_def:
-        levels = np.concatenate(defs) if defs else np.zeros(0, np.uint16)
-        valid = levels == 0
-        if valid.all():
-            valid = None
 
+def _concat_var(vals: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not vals:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    data = np.concatenate([d for _, d in vals])
+    sizes = np.concatenate([np.diff(o) for o, _ in vals])
+    offs = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    return offs, data
+
+
+def _assemble(
+    w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer], vals: list[Any], valid: np.ndarray | None,
+    n: int, dtype: pa.DataType,
+) -> pa.Array:
+    has_dict = mb.HasField("dictionary")
+    var_values = _is_var(dtype) and not has_dict
     if has_dict:
         idx = np.concatenate(vals) if vals else np.zeros(0, np.uint32)
         items = _dictionary(w, mb, buffers[2], dtype)
@@ -315,11 +571,13 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
 
 
 def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
+    """``arr`` (whose own validity is replaced) with validity ``valid``."""
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if arr.offset:
+        arr = pa.concat_arrays([arr])
+    if pa.types.is_fixed_size_list(arr.type):
+        return pa.Array.from_buffers(arr.type, len(arr), [bitmap], children=[arr.values])
     bufs = arr.buffers()
-    if bufs[0] is not None or arr.offset:
-        arr = pa.concat_arrays([arr])  # normalise
-        bufs = arr.buffers()
     return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *bufs[1:]])
 
 
