@@ -1,7 +1,9 @@
 import multiprocessing as mp
+
 import lance
 import pyarrow.compute as pc
 from datagen import simple_table
+
 import lance_ops.format as lf
 from lance_ops.format.manifest_store import SQLiteManifestStore, base_uri_of
 from lance_ops.format.store import ObjectStore
