@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import rowids
-from .errors import IncompatibleTransactionError
+from .errors import IncompatibleTransactionError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
 from .manifest import FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
@@ -169,6 +169,7 @@ def build_manifest(
             new = new.with_changes(config=config)
         elif isinstance(op, Unmodelled):
             raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
+    _check_file_versions(frags, base, new.data_storage_version)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
     new = new.with_changes(
         fragments=tuple(sorted(frags, key=lambda f: f.id)),
@@ -181,6 +182,18 @@ def build_manifest(
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | None, version: str) -> None:
+    """Every data file new in this version must have the dataset's file version (no mixing)."""
+    old = {df.path for f in base.fragments for df in f.files} if base is not None else set()
+    for f in frags:
+        for df in f.files:
+            if df.path not in old and df.version != version:
+                raise UnsupportedFeatureError(
+                    f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
+                    "mixed file versions are not allowed (pylance refuses them too)"
+                )
 
 
 def _replace(

@@ -31,6 +31,10 @@ from .write import (
     write_fragment_files,
 )
 
+# 2.1/2.2 pages are read where their encodings are implemented (UnsupportedFeatureError otherwise);
+# new data files are written at 2.0 only, so such datasets are read-only apart from deletes.
+READABLE_FILE_VERSIONS = ("2.0", "2.1", "2.2")
+
 
 def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
     """The latest manifest, or None when there is no dataset at the store's root."""
@@ -102,12 +106,12 @@ class LanceDataset:
             path=uri,
             for_write=False,
         )
-        if self._manifest.data_storage_version != "2.0":
+        if self._manifest.data_storage_version not in READABLE_FILE_VERSIONS:
             from .errors import UnsupportedFeatureError
 
             raise UnsupportedFeatureError(
                 f"{uri}: version {target} uses Lance file format {self._manifest.data_storage_version or 'legacy (0.1)'}; "
-                "lance_ops reads and writes file format 2.0 only (datasets created with data_storage_version='2.0')"
+                f"lance_ops reads file formats {', '.join(READABLE_FILE_VERSIONS)} and writes 2.0"
             )
 
     @classmethod

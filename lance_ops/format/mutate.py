@@ -21,7 +21,7 @@ from .fragment import DeletionFile, FragmentMetadata
 from .manifest import Manifest
 from .scan import CREATED_AT, ROW_ADDR, ROW_ID, plan_scan, scan_fragment
 from .store import ObjectStore
-from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+from .write import DEFAULT_MAX_ROWS_PER_FILE, require_writable, write_fragment_files
 
 LOCAL_MASK = np.uint64(0xFFFFFFFF)
 
@@ -109,6 +109,7 @@ def plan_update(
     Returns:
         (removed fragment ids, updated fragments, new fragments, rows updated)
     """
+    require_writable(manifest.data_storage_version, store.uri)
     arrow = manifest.schema.to_arrow()
     for name in values:
         if name not in arrow.names:

@@ -133,7 +133,7 @@ def _fragment_data(
     sources = []
     covered: dict[int, int] = {}
     for i, df in enumerate(frag.files):
-        in_file = set(df.fields)
+        in_file = fields_in_file(schema, df)
         ids = [fid for fid in top_ids if fid in in_file and fid not in covered]
         if ids:
             for fid in ids:
@@ -196,6 +196,20 @@ def scan_fragment(
     With ``prefetch`` the fragment's pages are read and decoded in the background.
     """
     yield from _open_fragment(store, manifest, frag, plan, batch_size, prefetch)
+
+
+def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
+    """Ids of the fields a data file stores, parents included.
+
+    2.0 files list every field; 2.1+ files list only leaves, so a struct or list is stored
+    where any of its descendants is.
+    """
+    listed = set(df.fields)
+    out = set(listed)
+    for f in schema.fields:
+        if f.id not in out and any(d.id in listed for d in schema.subtree(f.id)):
+            out.add(f.id)
+    return out
 
 
 def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:

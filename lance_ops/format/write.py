@@ -45,6 +45,15 @@ def new_schema(schema: pa.Schema) -> LanceSchema:
     return LanceSchema.from_arrow(schema)
 
 
+def require_writable(manifest_version: str, where: str) -> None:
+    """Refuse to add 2.0 data files to a dataset of another file version (pylance rejects the mix)."""
+    if manifest_version != "2.0":
+        raise UnsupportedFeatureError(
+            f"{where}: the dataset uses Lance file format {manifest_version or 'legacy (0.1)'}; lance_ops writes "
+            "data files at 2.0 only and pylance refuses mixed file versions (deletes still work)"
+        )
+
+
 def random_data_file_name() -> str:
     """24 binary digits + 26 hex chars + ``.lance``, from a random uuid (as pylance names files)."""
     raw = os.urandom(16)

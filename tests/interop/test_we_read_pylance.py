@@ -76,7 +76,33 @@ def test_we_append_to_pylance_dataset(uri):
     assert_all_versions_same(uri)
 
 
-def test_pylance_default_22_dataset_is_refused(uri):
-    lance.write_dataset(simple_table(0, 10), uri)  # pylance 14 default: file format 2.2
+def test_pylance_default_22_dataset_reads_and_refuses_2_0_writes(uri):
+    """pylance 14's default file format (2.2): every version reads identically; we delete, but
+    never add 2.0 data files to it (pylance refuses mixed file versions)."""
+    import pyarrow.compute as pc
+
+    lance.write_dataset(simple_table(0, 6000), uri, enable_stable_row_ids=True, max_rows_per_file=2500)
+    ds = lance.write_dataset(simple_table(6000, 100), uri, mode="append")
+    ds.delete("id < 10")
+    ds.update({"val": "'u'"}, where="id = 20")
+    ds.optimize.compact_files()
+    assert lance.dataset(uri).data_storage_version == "2.2"
+    assert_all_versions_same(uri)
+    ours = lf.dataset(uri)
     with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
+        lf.write_dataset(simple_table(9000, 5), uri, mode="append")
+    with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
+        ours.update({"val": "x"}, where=pc.field("id") == 30)
+    after = ours.delete(pc.field("id") < 50)
+    with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
+        after.materialize_deletions(threshold=0.0)
+    assert lf.dataset(uri).version == after.version  # nothing was committed
+    theirs = lance.dataset(uri)
+    assert theirs.version == after.version and theirs.count_rows() == 6100 - 50
+    assert_all_versions_same(uri)
+
+
+def test_unsupported_file_version_is_refused(uri):
+    lance.write_dataset(simple_table(0, 10), uri, data_storage_version="legacy")
+    with pytest.raises(lf.UnsupportedFeatureError, match="legacy|0.1"):
         lf.dataset(uri)

@@ -24,7 +24,7 @@ from ..operations import ReserveFragments, Rewrite, RewriteGroup
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
-from ..write import write_fragment_files
+from ..write import require_writable, write_fragment_files
 
 CONFIG_PREFIX = "lance.compaction."
 
@@ -180,6 +180,7 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     if manifest is None:
         manifest = LanceDataset(task.uri, version=task.read_version, storage_options=task.storage_options).manifest
     store = ObjectStore(task.uri, task.storage_options)
+    require_writable(manifest.data_storage_version, task.uri)
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
@@ -279,6 +280,7 @@ def compact_files(
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
     """In-process compaction of a LanceDataset (plan, execute every task, commit)."""
+    require_writable(ds.data_storage_version, ds.uri)
     opts = CompactionOptions.resolve(
         ds.config,
         target_rows_per_fragment=target_rows_per_fragment,

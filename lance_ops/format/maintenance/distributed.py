@@ -30,7 +30,7 @@ from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
 from ..operations import Append, ReserveFragments, Rewrite, Update, UpdateConfig
-from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
+from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, fields_in_file
 from ..store import ObjectStore
 from .change_feed import change_feed_schema
 
@@ -159,7 +159,7 @@ def _data_sources(manifest: Manifest, frag: FragmentMetadata, names: Sequence[st
     covered: set[int] = set()
     out = []
     for df in frag.files:
-        in_file = set(df.fields)
+        in_file = fields_in_file(schema, df)
         ids = [fid for fid in wanted if fid in in_file and fid not in covered]
         if ids:
             covered.update(ids)
