@@ -1,39 +1,14 @@
-"""One local[2] SparkSession for the whole tests/jobs suite (RECIPES.md §6), and pylance helpers.
+"""The tests/jobs suite: the shared SparkSession fixture (tests/spark_fixture.py) and pylance warnings.
 
 The master is ``local[2,2]``: two cores, and a failed task is retried once (``local[N]`` never
 retries), so the fault tests can show that a retried write task adds its rows once.
 """
 
-from lance_ops.jobs import prepare_environment
-
-prepare_environment()  # PYSPARK_PYTHON etc. before any JVM starts (the env is frozen then)
-
-import pytest  # noqa: E402
+from spark_fixture import spark  # noqa: F401  (sets the Spark environment before any JVM starts)
 
 
 def pytest_configure(config):
     # pylance warns when a process that imported it forks; the tests' subprocesses exec at once
     config.addinivalue_line("filterwarnings", "ignore:lance is not fork-safe:UserWarning")
 
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    from lance_ops.jobs import spark_session
-
-    d = tmp_path_factory.mktemp("spark")
-    s = spark_session(
-        "local[2,2]",
-        {
-            "spark.sql.shuffle.partitions": 2,
-            "spark.default.parallelism": 2,
-            "spark.driver.memory": "1g",
-            "spark.local.dir": str(d),
-            "spark.sql.warehouse.dir": str(d / "wh"),
-            "spark.sql.session.timeZone": "UTC",
-        },
-        app_name="lance_ops-tests-jobs",
-    )
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
 
