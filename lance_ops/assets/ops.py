@@ -3,13 +3,12 @@
 Every version a run commits is reported as a materialisation of the dataset asset with
 ``data_version`` = the Lance version and the version's stats as metadata.  Commits are stamped
 with the Dagster run id (transaction properties ``dagster/run_id``, ``dagster/job``,
-``lance_ops/operation``) by the jobs that accept ``transaction_properties``; see ``stamped``.
+``lance_ops/operation``) through the jobs' ``transaction_properties``.
 Ops that rewrite or delete share the concurrency pool ``lance-<name>`` of their dataset, so a
 compaction never races another maintenance run on the same table (appends, which never
 conflict with a rewrite, stay outside it).
 """
 
-import inspect
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -119,18 +118,6 @@ def report_versions(
         yield version_event(d, res, v, run_id=context.run_id, operation=operation, extra=extra if last else None)  # type: ignore[misc]
 
 
-def stamped(fn: Any, context: OpExecutionContext, operation: str, **kwargs: Any) -> dict[str, Any]:
-    """``kwargs`` plus ``transaction_properties`` (run id, job, operation) when ``fn`` accepts them.
-
-    Jobs that take ``transaction_properties`` stamp the commit with the Dagster run id, which is
-    how ``report_versions`` finds every version a run made; without it only the result's
-    version is reported.
-    """
-    if "transaction_properties" in inspect.signature(fn).parameters:
-        kwargs["transaction_properties"] = commit_properties(context, operation)
-    return kwargs
-
-
 def metrics_metadata(result: Any) -> dict[str, Any]:
     """The scalar fields of a jobs result dataclass, as metadata."""
     out: dict[str, Any] = {}
@@ -220,11 +207,11 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
         spark = context.resources.spark.get_session()
         before = res.latest_version()
         source, fmt, options = source_args(spark, d, config, res)
-        result = lance_jobs.append(spark, res.uri, source, **stamped(
-            lance_jobs.append, context, "append",
+        result = lance_jobs.append(spark, res.uri, source,
+            transaction_properties=commit_properties(context, "append"),
             format=fmt, options=options, max_rows_per_file=config.max_rows_per_file,
             enable_stable_row_ids=True, storage_options=res.resolved_storage_options(),
-        ))
+        )
         metrics = metrics_metadata(result)
         yield from report_versions(context, d, res, before, "append", result_version=getattr(result, "version", None),
                                    extra=metrics)
@@ -236,9 +223,10 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
         res = _res(context)
         spark = context.resources.spark.get_session()
         before = res.latest_version()
-        result = lance_jobs.delete(spark, res.uri, config.where, **stamped(
-            lance_jobs.delete, context, "delete", storage_options=res.resolved_storage_options(),
-        ))
+        result = lance_jobs.delete(spark, res.uri, config.where,
+            transaction_properties=commit_properties(context, "delete"),
+            storage_options=res.resolved_storage_options(),
+        )
         metrics = metrics_metadata(result)
         yield from report_versions(context, d, res, before, "delete", result_version=getattr(result, "version", None),
                                    extra={**metrics, "where": config.where})
@@ -251,11 +239,11 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
         spark = context.resources.spark.get_session()
         before = res.latest_version()
         source, fmt, options = source_args(spark, d, config, res, tag=config.tag)
-        result = lance_jobs.upsert(spark, res.uri, source, list(config.on), **stamped(
-            lance_jobs.upsert, context, "upsert",
+        result = lance_jobs.upsert(spark, res.uri, source, list(config.on),
+            transaction_properties=commit_properties(context, "upsert"),
             format=fmt, options=options, max_rows_per_file=config.max_rows_per_file,
             storage_options=res.resolved_storage_options(),
-        ))
+        )
         metrics = metrics_metadata(result)
         yield from report_versions(context, d, res, before, "upsert", result_version=getattr(result, "version", None),
                                    extra=metrics)
@@ -267,10 +255,10 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
         res = _res(context)
         spark = context.resources.spark.get_session()
         before = res.latest_version()
-        result = lance_jobs.materialize_deletions(spark, res.uri, config.threshold, **stamped(
-            lance_jobs.materialize_deletions, context, "materialize_deletions",
+        result = lance_jobs.materialize_deletions(spark, res.uri, config.threshold,
+            transaction_properties=commit_properties(context, "materialize_deletions"),
             dry_run=config.dry_run, storage_options=res.resolved_storage_options(),
-        ))
+        )
         yield from report_rewrite(context, d, res, before, "materialize_deletions", result, config.dry_run)
 
     @op(name=op_name(name, "compact"), required_resource_keys={rk, "spark"}, pool=pool, tags=writer_tags,
@@ -279,8 +267,8 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
         res = _res(context)
         spark = context.resources.spark.get_session()
         before = res.latest_version()
-        result = lance_jobs.compact(spark, res.uri, **stamped(
-            lance_jobs.compact, context, "compact",
+        result = lance_jobs.compact(spark, res.uri,
+            transaction_properties=commit_properties(context, "compact"),
             target_rows_per_fragment=config.target_rows_per_fragment,
             max_rows_per_group=config.max_rows_per_group,
             materialize_deletions=config.materialize_deletions,
@@ -288,7 +276,7 @@ def build_jobs(d: DatasetSettings) -> dict[str, JobDefinition]:
             max_source_fragments=config.max_source_fragments,
             dry_run=config.dry_run,
             storage_options=res.resolved_storage_options(),
-        ))
+        )
         yield from report_rewrite(context, d, res, before, "compact", result, config.dry_run)
 
     @op(name=op_name(name, "write_change_feed"), required_resource_keys={rk, "spark"}, tags=writer_tags,
