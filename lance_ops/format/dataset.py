@@ -28,6 +28,7 @@ from .write import (
     iter_batches,
     new_schema,
     normalize_storage_version,
+    require_writable,
     write_fragment_files,
 )
 
@@ -474,22 +475,23 @@ def write_dataset(
     props = dict(transaction_properties or {})
     if existing is not None and mode == "append":
         check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
-        normalize_storage_version(existing.data_storage_version)
+        file_version = require_writable(existing.data_storage_version, uri)
         lance_schema = existing.schema
         lance_schema.check_compatible(schema or data_schema, context=uri)
-        frags = write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
+        frags = write_fragment_files(store, batches, lance_schema, version=file_version,
+                                     max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
         manifest = commit_transaction(store, txn, handler=handler, known=existing)
         return LanceDataset._from_manifest(store, manifest, handler)
     version = (
-        normalize_storage_version(existing.data_storage_version)
+        require_writable(existing.data_storage_version, uri)
         if existing is not None and data_storage_version is None
         else normalize_storage_version(data_storage_version)
     )
     target = schema or data_schema
     lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
-                                 max_rows_per_file=max_rows_per_file)
+                                 version=version, max_rows_per_file=max_rows_per_file)
     read_version = existing.version if existing is not None else 0
     txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
     manifest = commit_transaction(

@@ -109,7 +109,7 @@ def plan_update(
     Returns:
         (removed fragment ids, updated fragments, new fragments, rows updated)
     """
-    require_writable(manifest.data_storage_version, store.uri)
+    file_version = require_writable(manifest.data_storage_version, store.uri)
     arrow = manifest.schema.to_arrow()
     for name in values:
         if name not in arrow.names:
@@ -147,7 +147,8 @@ def plan_update(
             else:
                 updated.append(new)
 
-    frags = write_fragment_files(store, new_rows(), manifest.schema, max_rows_per_file=max_rows_per_file)
+    frags = write_fragment_files(store, new_rows(), manifest.schema, version=file_version,
+                                 max_rows_per_file=max_rows_per_file)
     if stable and frags:
         ids = np.concatenate(kept_ids).astype(np.uint64)
         created = np.concatenate(kept_created).astype(np.uint64)

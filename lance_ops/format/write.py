@@ -1,6 +1,6 @@
 """Writing data: uncommitted fragments (``write_fragments``) and ``write_dataset``.
 
-Fragments are written as Lance 2.0 data files under ``data/``; nothing is visible until a
+Fragments are written as Lance data files (file format 2.0, 2.1 or 2.2: the dataset's) under ``data/``; nothing is visible until a
 transaction referencing them commits, so a failed writer leaves only orphan files (removed
 by cleanup).
 """
@@ -21,15 +21,21 @@ DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 DATA_DIR = "data"
 WriteMode = Literal["create", "append", "overwrite"]
 
-_VERSION_ALIASES = {"2.0": "2.0", "legacy": "legacy", "0.1": "legacy", "stable": "2.2", "next": "2.3"}
+_VERSION_ALIASES = {"legacy": "0.1", "0.1": "0.1", "0.3": "2.0", "stable": "2.2", "next": "2.3"}
+#: file format versions lance_ops writes
+WRITABLE_FILE_VERSIONS = ("2.0", "2.1", "2.2")
+#: ``data_storage_version`` of a new dataset when none is given (pylance's default)
+DEFAULT_STORAGE_VERSION = "2.0"
 
 
 def normalize_storage_version(version: str | None) -> str:
-    """``data_storage_version`` as pylance names it; lance_ops writes 2.0 only (for now)."""
-    v = _VERSION_ALIASES.get(version or "2.0", version or "2.0")
-    if v != "2.0":
+    """``data_storage_version`` as pylance names it (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``,
+    ``"legacy"``, ...) to the file format version; raise for versions lance_ops does not write."""
+    v = _VERSION_ALIASES.get(version or DEFAULT_STORAGE_VERSION, version or DEFAULT_STORAGE_VERSION)
+    if v not in WRITABLE_FILE_VERSIONS:
         raise UnsupportedFeatureError(
-            f"data_storage_version {version!r} (file format {v}) is not supported by lance_ops yet; use '2.0'"
+            f"data_storage_version {version!r} (file format {v}) is not supported by lance_ops; "
+            f"use one of {', '.join(WRITABLE_FILE_VERSIONS)} or 'stable'"
         )
     return v
 
@@ -45,13 +51,16 @@ def new_schema(schema: pa.Schema) -> LanceSchema:
     return LanceSchema.from_arrow(schema)
 
 
-def require_writable(manifest_version: str, where: str) -> None:
-    """Refuse to add 2.0 data files to a dataset of another file version (pylance rejects the mix)."""
-    if manifest_version != "2.0":
+def require_writable(manifest_version: str, where: str) -> str:
+    """The file version new data files of a dataset must have (its own: pylance rejects a mix);
+    raise for datasets whose version lance_ops cannot write (legacy 0.1, 2.3+)."""
+    if manifest_version not in WRITABLE_FILE_VERSIONS:
         raise UnsupportedFeatureError(
             f"{where}: the dataset uses Lance file format {manifest_version or 'legacy (0.1)'}; lance_ops writes "
-            "data files at 2.0 only and pylance refuses mixed file versions (deletes still work)"
+            f"data files of {', '.join(WRITABLE_FILE_VERSIONS)} only and pylance refuses mixed file versions "
+            "(deletes still work)"
         )
+    return manifest_version
 
 
 def random_data_file_name() -> str:
@@ -120,13 +129,17 @@ def write_fragment_files(
     batches: Iterator[pa.RecordBatch],
     schema: LanceSchema,
     *,
+    version: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
 ) -> list[FragmentMetadata]:
-    """Stream batches into data files of at most ``max_rows_per_file`` rows; one fragment per file."""
+    """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
+    rows; one fragment per file."""
     if max_rows_per_file <= 0:
         raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+    version = require_writable(version, store.uri)
+    major, minor = (int(x) for x in version.split("."))
     target = schema.to_arrow()
-    fields, columns = data_file_field_info(schema)
+    fields, columns = data_file_field_info(schema, version)
     frags: list[FragmentMetadata] = []
     writer: DataFileWriter | None = None
     sink = None
@@ -141,7 +154,7 @@ def write_fragment_files(
         frags.append(
             FragmentMetadata(
                 id=0,
-                files=(DataFile(name, tuple(fields), tuple(columns), 2, 0, size),),
+                files=(DataFile(name, tuple(fields), tuple(columns), major, minor, size),),
                 physical_rows=rows,
             )
         )
@@ -155,7 +168,7 @@ def write_fragment_files(
                 if writer is None:
                     name = random_data_file_name()
                     sink = store.open_output(f"{DATA_DIR}/{name}")
-                    writer = DataFileWriter(sink, schema)
+                    writer = DataFileWriter(sink, schema, version=version)
                 take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
@@ -189,7 +202,8 @@ def write_fragments(
     """Write data files for ``uri`` without committing; returns picklable fragment metadata.
 
     The field ids come from ``schema`` when it is a LanceSchema, else from the dataset at
-    ``uri`` if one exists, else they are assigned from 0.  Commit the result with
+    ``uri`` if one exists, else they are assigned from 0.  The files have the dataset's file
+    version, or ``data_storage_version`` for a dataset that does not exist yet.  Commit the result with
     ``commit(uri, Append(fragments), read_version=...)``.
     """
     from .dataset import try_open_latest
@@ -197,14 +211,12 @@ def write_fragments(
     store = ObjectStore(uri, storage_options)
     arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
     data_schema, batches = iter_batches(data, arrow_schema)
-    if isinstance(schema, LanceSchema):
-        lance_schema = schema
+    existing = try_open_latest(store)
+    if existing is not None:
+        # new files must have the dataset's file version (pylance refuses a mix)
+        version = require_writable(existing.data_storage_version, uri)
+        lance_schema = schema if isinstance(schema, LanceSchema) else existing.schema
     else:
-        existing = try_open_latest(store)
-        if existing is not None:
-            lance_schema = existing.schema
-            normalize_storage_version(existing.data_storage_version)
-        else:
-            normalize_storage_version(data_storage_version)
-            lance_schema = new_schema(arrow_schema or data_schema)
-    return write_fragment_files(store, batches, lance_schema, max_rows_per_file=max_rows_per_file)
+        version = normalize_storage_version(data_storage_version)
+        lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(arrow_schema or data_schema)
+    return write_fragment_files(store, batches, lance_schema, version=version, max_rows_per_file=max_rows_per_file)

@@ -39,7 +39,7 @@ from lance_ops.format.operations import Update
 from lance_ops.format.scan import CREATED_AT, ROW_ID, UPDATED_AT
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, require_writable
 
 from ._common import read_version
 from ._types import spark_schema
@@ -207,7 +207,8 @@ def write_change_feed(
     where = f"{COMMIT_VERSION} > {int(begin_version)} AND {COMMIT_VERSION} <= {int(end_version)}"
     updated, removed, _ = plan_deletions(spark, sink_uri, sink_m, where, sink_so)
     write_id = uuid.uuid4().hex
-    new = write_fragments_df(df, sink_uri, sink_m.schema, sink_so, write_id, max_rows_per_file)
+    new = write_fragments_df(df, sink_uri, sink_m.schema, sink_so, write_id, max_rows_per_file,
+                             version=require_writable(sink_m.data_storage_version, sink_uri))
     rows = sum(f.physical_rows for f in new)
     if not new and not updated and not removed:
         sweep_staging(sink, write_id, set())

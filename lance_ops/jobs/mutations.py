@@ -31,7 +31,7 @@ from lance_ops.format.scan import CREATED_AT, ROW_ADDR, ROW_ID
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, require_writable, write_fragment_files
 
 from ._common import as_dataframe, latest, read_version, referenced_columns
 from ._types import META_COLUMNS, cast_batch, spark_schema
@@ -63,8 +63,11 @@ def write_fragments_df(
     storage_options: Mapping[str, Any],
     write_id: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    *,
+    version: str,
 ) -> list[FragmentMetadata]:
-    """Write ``df`` as uncommitted fragments of the dataset at ``uri`` (one or more per partition).
+    """Write ``df`` as uncommitted fragments (files of format ``version``) of the dataset at
+    ``uri`` (one or more per partition).
 
     Files are staged under ``write_id`` (see :class:`StagingStore`): if this fails, everything
     the tasks wrote is deleted; after a commit, call ``sweep_staging(store, write_id, committed)``.
@@ -74,7 +77,7 @@ def write_fragments_df(
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = StagingStore(uri, storage_options, write_id)
         frags = write_fragment_files(store, (cast_batch(b, target) for b in batches), schema,
-                                     max_rows_per_file=max_rows_per_file)
+                                     version=version, max_rows_per_file=max_rows_per_file)
         yield pa.record_batch({"payload": pa.array([pickle.dumps(list(frags))], pa.binary())})
 
     try:
@@ -185,6 +188,7 @@ def _upsert_writer(
     target = schema.to_arrow()
     stable = manifest.uses_stable_row_ids
     version = manifest.version
+    file_version = require_writable(manifest.data_storage_version, uri)
 
     def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         group = int(key[0].as_py())
@@ -198,7 +202,7 @@ def _upsert_writer(
                 )
         store = StagingStore(uri, storage_options, write_id)
         batches: Iterator[pa.RecordBatch] = (cast_batch(b, target) for b in table.to_batches())
-        new = write_fragment_files(store, batches, schema, max_rows_per_file=max_rows_per_file)
+        new = write_fragment_files(store, batches, schema, version=file_version, max_rows_per_file=max_rows_per_file)
         try:
             if group < 0:
                 payload = pickle.dumps((None, list(new)))

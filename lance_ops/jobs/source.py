@@ -89,7 +89,12 @@ from lance_ops.format.manifest import Manifest
 from lance_ops.format.scan import CREATED_AT, UPDATED_AT
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, normalize_storage_version, write_fragment_files
+from lance_ops.format.write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    normalize_storage_version,
+    require_writable,
+    write_fragment_files,
+)
 
 from ._options import get_bool, get_int, storage_options
 from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
@@ -396,7 +401,7 @@ class LanceWriter(DataSourceArrowWriter):
         self.storage_options = storage_options(options)
         self.max_rows_per_file = get_int(options, "max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE) or 1
         self.enable_stable_row_ids = get_bool(options, "enable_stable_row_ids", False)
-        self.data_storage_version = normalize_storage_version(options.get("data_storage_version") or None)
+        asked = options.get("data_storage_version") or None
         self.write_id = options.get("write_id") or uuid.uuid4().hex
         # extra transaction properties (e.g. the Dagster run id), JSON-encoded
         self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
@@ -405,6 +410,12 @@ class LanceWriter(DataSourceArrowWriter):
             raise SchemaError(f"{self.uri}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
         incoming = arrow_target(schema)
         existing = try_open_latest(ObjectStore(self.uri, self.storage_options))
+        # new files have the dataset's file version (pylance refuses a mix); an overwrite or a
+        # new dataset takes the asked one (an overwrite without one keeps the dataset's)
+        if existing is not None and (not overwrite or asked is None):
+            self.data_storage_version = require_writable(existing.data_storage_version, self.uri)
+        else:
+            self.data_storage_version = normalize_storage_version(asked)
         if existing is not None and not overwrite:
             self.mode = "append"
             self.lance_schema = existing.schema
@@ -435,7 +446,8 @@ class LanceWriter(DataSourceArrowWriter):
         # write_fragment_files deletes whatever it wrote if the input (or anything else) fails;
         # the staging markers cover tasks that die without running that cleanup.
         store = StagingStore(self.uri, self.storage_options, self.write_id)
-        frags = write_fragment_files(store, batches(), self.lance_schema, max_rows_per_file=self.max_rows_per_file)
+        frags = write_fragment_files(store, batches(), self.lance_schema, version=self.data_storage_version,
+                                     max_rows_per_file=self.max_rows_per_file)
         return LanceCommitMessage(
             list(frags), rows, ctx.partitionId() if ctx else 0, ctx.attemptNumber() if ctx else 0
         )

@@ -27,6 +27,8 @@ from ..schema import LanceField, LanceSchema, types_equivalent
 from ..store import ObjectStore
 from . import encodings as enc
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
+from .v21.encode import encode_page, leaf_kind
+from .v21.repdef import build_levels
 
 __all__ = ["DataFileWriter", "write_data_file", "data_file_field_info", "FOOTER_VERSION"]
 
@@ -35,7 +37,7 @@ ALIGN = 64
 MAGIC = b"LANC"
 FOOTER = struct.Struct("<QQQIIHH4s")
 #: footer (major, minor) written for each file version
-FOOTER_VERSION = {"2.0": (0, 3)}
+FOOTER_VERSION = {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}
 
 _COMPRESSION_KEY = "lance-encoding:compression"
 _COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
@@ -336,6 +338,58 @@ class _LeafEncoder(_FieldEncoder):
         return _encode_leaf(arr, _Counter())
 
 
+class _Leaf21Encoder:
+    """One leaf column of a 2.1/2.2 file: the top-level field's arrays, reduced to this leaf's
+    rep/def levels and visible values when a page is encoded (FORMAT_NOTES §5)."""
+
+    def __init__(
+        self, w: "DataFileWriter", top: LanceField, dtype: pa.DataType, path: list[int], leaf: LanceField,
+        leaf_type: pa.DataType, column: int, share: int,
+    ) -> None:
+        self.w = w
+        self.top = top
+        self.path = path
+        self.column = column
+        self.share = max(1, share)  # leaves of the top-level field (for page size estimates)
+        self.where = f"field {leaf.name!r} (id {leaf.id})"
+        leaf_kind(leaf_type, self.where)  # refuse unsupported types before writing anything
+        self.queue: list[pa.Array] = []
+        self.queued = 0.0
+
+    def _size(self, arr: pa.Array) -> float:
+        return arr.nbytes / self.share
+
+    def add(self, arr: pa.Array) -> None:
+        if len(arr) == 0:
+            return
+        if not self.top.nullable and arr.null_count:
+            raise SchemaError(
+                f"field {self.top.name!r} (id {self.top.id}) is not nullable but the data has {arr.null_count} nulls"
+            )
+        self.queue.append(arr)
+        self.queued += self._size(arr)
+        if self.queued >= self.w.max_page_bytes:
+            self.flush(final=False)
+
+    def flush(self, final: bool) -> None:
+        if not self.queue:
+            return
+        arr = self.queue[0] if len(self.queue) == 1 else pa.concat_arrays(self.queue)
+        self.queue, self.queued = [], 0.0
+        size = self._size(arr)
+        pieces = max(1, int(size // self.w.max_page_bytes))
+        rows = -(-len(arr) // pieces)
+        cuts = [*range(0, len(arr), rows), len(arr)]
+        spans = list(zip(cuts[:-1], cuts[1:], strict=True))
+        if not final and len(spans) > 1:
+            a, b = spans.pop()
+            self.queue, self.queued = [arr.slice(a, b - a)], self._size(arr.slice(a, b - a))
+        for a, b in spans:
+            levels = build_levels(arr.slice(a, b - a), self.path)
+            buffers, layout = encode_page(levels, self.w.version, self.where)
+            self.w._emit_page21(self.column, b - a, buffers, layout)
+
+
 class _ListEncoder(_FieldEncoder):
     """List offsets column (u64 end offsets per page) + the item field's columns."""
 
@@ -435,17 +489,18 @@ class _StructEncoder(_FieldEncoder):
 
 # ------------------------------------------------------------------------------ the writer
 class DataFileWriter:
-    """Streams RecordBatches into one Lance v2 data file (format 2.0).
+    """Streams RecordBatches into one Lance v2 data file (format 2.0, 2.1 or 2.2).
 
     Args:
         sink: binary stream to write to (not closed by the writer).
         schema: the Lance schema (field ids are kept in the file's FileDescriptor).
-        version: file format version; only ``"2.0"`` is supported.
+        version: file format version, ``"2.0"``, ``"2.1"`` or ``"2.2"`` (2.1+ pages are
+            encoded by :mod:`.v21.encode`).
         max_page_bytes: target encoded size of a page; columns are split into pages of about
             this size.
 
     Raises:
-        UnsupportedFeatureError: a version other than 2.0 or a type 2.0 cannot store (map).
+        UnsupportedFeatureError: another version, or a type the version cannot store (map).
     """
 
     def __init__(
@@ -457,7 +512,9 @@ class DataFileWriter:
         max_page_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         if version not in FOOTER_VERSION:
-            raise UnsupportedFeatureError(f"Lance file version {version!r} cannot be written (only 2.0)")
+            raise UnsupportedFeatureError(
+                f"Lance file version {version!r} cannot be written (lance_ops writes {', '.join(FOOTER_VERSION)})"
+            )
         if max_page_bytes <= 0:
             raise ValueError(f"max_page_bytes must be positive, got {max_page_bytes}")
         self.schema = schema
@@ -466,11 +523,50 @@ class DataFileWriter:
         self._sink = _Sink(sink)
         self._num_rows = 0
         self._finished = False
-        self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
-        self._pages: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in schema.fields]
         self._arrow_schema = schema.to_arrow()
-        self._encoders = [
-            self._make_encoder(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()
+        if version == "2.0":
+            self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
+            self._pages: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in schema.fields]
+            self._encoders: list[Any] = [
+                self._make_encoder(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()
+            ]
+            self._top_encoders: list[list[Any]] = [[e] for e in self._encoders]
+        else:
+            leaves = data_file_field_info(schema, version)[0]
+            self._column_of = {fid: i for i, fid in enumerate(leaves)}
+            self._pages = [[] for _ in leaves]
+            self._page_rows = [0 for _ in leaves]
+            self._top_encoders = [
+                self._leaf_encoders(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()
+            ]
+            self._encoders = [e for es in self._top_encoders for e in es]
+
+    def _leaf_encoders(self, top: LanceField, dtype: pa.DataType) -> list[_Leaf21Encoder]:
+        """One encoder per leaf below ``top`` (structs: each child; lists: the item)."""
+        found: list[tuple[LanceField, pa.DataType, list[int]]] = []
+
+        def walk(f: LanceField, t: pa.DataType, path: list[int]) -> None:
+            if isinstance(t, pa.BaseExtensionType):
+                t = t.storage_type
+            kids = self.schema.children(f.id)
+            if pa.types.is_struct(t):
+                if not kids:
+                    raise UnsupportedFeatureError(f"field {f.name!r}: empty structs cannot be written in Lance {self.version}")
+                for i, c in enumerate(kids):
+                    walk(c, t.field(i).type, [*path, i])
+            elif pa.types.is_list(t) or pa.types.is_large_list(t):
+                walk(kids[0], t.value_type, path)
+            elif kids:
+                raise UnsupportedFeatureError(f"field {f.name!r} of type {t} cannot be written in Lance {self.version}")
+            else:
+                if f.logical_type == "json":
+                    raise UnsupportedFeatureError(f"field {f.name!r}: JSON (lance.json) columns cannot be written by lance_ops")
+                found.append((f, t, path))
+
+        walk(top, dtype, [])
+        return [
+            _Leaf21Encoder(self, top, dtype, path, leaf, t, self._column_of[leaf.id], len(found))
+            for leaf, t, path in found
         ]
 
     def _make_encoder(self, fld: LanceField, dtype: pa.DataType) -> _FieldEncoder:
@@ -533,10 +629,11 @@ class DataFileWriter:
             if not types_equivalent(expected, col.type):
                 raise SchemaError(f"column {name!r} has type {col.type} but the schema says {expected}")
             columns.append(col)
-        for encoder, col in zip(self._encoders, columns, strict=True):
+        for encoders, col in zip(self._top_encoders, columns, strict=True):
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
-                encoder.add(_storage(chunk))
+                for encoder in encoders:
+                    encoder.add(_storage(chunk))
         self._num_rows += batch.num_rows
 
     def _emit_page(self, column: int, length: int, buffers: list[Any], encoding: epb.ArrayEncoding) -> None:
@@ -547,6 +644,18 @@ class DataFileWriter:
             page.buffer_sizes.append(size)
         page.length = length
         page.encoding.direct.encoding = _any(enc.ARRAY_ENCODING_URL, encoding)
+        self._pages[column].append(page)
+
+    def _emit_page21(self, column: int, length: int, buffers: list[Any], layout: Any) -> None:
+        page = file2_pb2.ColumnMetadata.Page()
+        for b in buffers:
+            pos, size = self._sink.write_buffer(b)
+            page.buffer_offsets.append(pos)
+            page.buffer_sizes.append(size)
+        page.length = length
+        page.priority = self._page_rows[column]
+        self._page_rows[column] += length
+        page.encoding.direct.encoding = _any(enc.PAGE_LAYOUT_21_URL, layout)
         self._pages[column].append(page)
 
     def finish(self) -> int:
@@ -591,12 +700,16 @@ class DataFileWriter:
         return sink.pos
 
 
-def data_file_field_info(schema: LanceSchema) -> tuple[list[int], list[int]]:
-    """``(DataFile.fields, DataFile.column_indices)`` for a 2.0 file written with ``schema``.
+def data_file_field_info(schema: LanceSchema, version: str = "2.0") -> tuple[list[int], list[int]]:
+    """``(DataFile.fields, DataFile.column_indices)`` for a file of ``version`` written with ``schema``.
 
-    In 2.0 every field (parents included) has a column, in depth-first order (§4.1).
+    In 2.0 every field (parents included) has a column, in depth-first order (§4.1); in 2.1+
+    only leaf fields do (§5), in the same order.
     """
-    ids = schema.field_ids()
+    if version == "2.0":
+        ids = schema.field_ids()
+    else:
+        ids = [f.id for f in schema.fields if not schema.children(f.id)]
     return ids, list(range(len(ids)))
 
 
@@ -607,10 +720,11 @@ def write_data_file(
     schema: LanceSchema,
     *,
     max_page_bytes: int = 8 * 1024 * 1024,
+    version: str = "2.0",
 ) -> tuple[int, int]:
-    """Write ``data`` as one 2.0 data file at ``rel_path``; return ``(num_rows, file_size)``."""
+    """Write ``data`` as one data file of ``version`` at ``rel_path``; return ``(num_rows, file_size)``."""
     with store.open_output(rel_path) as f:
-        w = DataFileWriter(f, schema, max_page_bytes=max_page_bytes)
+        w = DataFileWriter(f, schema, max_page_bytes=max_page_bytes, version=version)
         if isinstance(data, (pa.Table, pa.RecordBatch)):
             w.write_batch(data)
         else:

@@ -180,7 +180,7 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     if manifest is None:
         manifest = LanceDataset(task.uri, version=task.read_version, storage_options=task.storage_options).manifest
     store = ObjectStore(task.uri, task.storage_options)
-    require_writable(manifest.data_storage_version, task.uri)
+    file_version = require_writable(manifest.data_storage_version, task.uri)
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
@@ -200,7 +200,8 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
                     part_of.append(np.full(b.num_rows, k, dtype=np.int32))
                 yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
-    frags = write_fragment_files(store, rows(), manifest.schema, max_rows_per_file=task.target_rows_per_fragment)
+    frags = write_fragment_files(store, rows(), manifest.schema, version=file_version,
+                                 max_rows_per_file=task.target_rows_per_fragment)
     total = sum(f.physical_rows for f in frags)
     if stable and frags:
         ids = np.concatenate(ids_parts).astype(np.uint64)

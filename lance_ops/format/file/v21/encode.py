@@ -1,0 +1,353 @@
+"""Encoding of Lance 2.1 / 2.2 pages (the writer's half of :mod:`.layouts`).
+
+Simple, valid encodings that pylance 14 reads (FORMAT_NOTES §5): mini-block pages with ``flat``
+fixed-width values (``fixed_size_list`` of ``flat`` for vectors), ``variable`` strings/binary
+with 32-bit (64-bit for large types) chunk offsets, and ``flat{16}`` rep/def levels; a page
+without visible items (only null / empty lists) is a constant layout carrying its levels, as
+pylance writes it; a page whose values are too large for 32 KiB chunks is full-zip.
+
+Mini-block chunks hold a power-of-two number of values (at least 2, at most 4096), the last one
+the rest; a chunk's levels run up to and including its last visible slot (trailing null / empty
+lists go to the next chunk), as pylance slices them, and the repetition index records per chunk
+the rows that finish in it and the levels left over after its last row start.
+"""
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..._proto import encodings_v2_1_pb2 as pb
+from ...errors import UnsupportedFeatureError
+from .repdef import Levels, max_visible_level
+
+__all__ = ["encode_page", "leaf_kind"]
+
+_ALIGN = 8
+_MAX_CHUNK_BYTES = 32 * 1024
+_MAX_CHUNK_VALUES = 4096
+_MAX_LEVELS = 0xFFFF
+
+
+def _pad(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _is_var(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def _large(t: pa.DataType) -> bool:
+    return pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def _bits(t: pa.DataType) -> int | None:
+    if pa.types.is_boolean(t):
+        return 1
+    if pa.types.is_fixed_size_binary(t):
+        return t.byte_width * 8
+    try:
+        bits = t.bit_width
+    except ValueError:
+        return None
+    return bits if bits and bits % 8 == 0 else None
+
+
+def leaf_kind(t: pa.DataType, where: str) -> tuple[str, int]:
+    """``("var", offset bits)``, ``("fixed", bits)`` or ``("fsl", bits of one item)`` of a leaf type.
+
+    Raises:
+        UnsupportedFeatureError: a type the 2.1+ writer cannot store.
+    """
+    if _is_var(t):
+        return "var", 64 if _large(t) else 32
+    if pa.types.is_fixed_size_list(t):
+        bits = _bits(t.value_type)
+        if bits is None or bits == 1 or pa.types.is_nested(t.value_type):
+            raise UnsupportedFeatureError(f"{where}: fixed-size lists of {t.value_type} cannot be written in Lance 2.1+ files")
+        return "fsl", bits
+    if pa.types.is_dictionary(t) or pa.types.is_null(t) or pa.types.is_map(t):
+        raise UnsupportedFeatureError(f"{where}: Arrow type {t} cannot be written in Lance 2.1+ files by lance_ops")
+    bits = _bits(t)
+    if bits is None:
+        raise UnsupportedFeatureError(f"{where}: Arrow type {t} cannot be written in Lance 2.1+ files by lance_ops")
+    return "fixed", bits
+
+
+def _flat(bits: int) -> pb.CompressiveEncoding:
+    e = pb.CompressiveEncoding()
+    e.flat.bits_per_value = bits
+    return e
+
+
+def _value_encoding(kind: str, bits: int, t: pa.DataType) -> pb.CompressiveEncoding:
+    if kind == "fixed":
+        return _flat(bits)
+    if kind == "fsl":
+        e = pb.CompressiveEncoding()
+        e.fixed_size_list.items_per_value = t.list_size
+        e.fixed_size_list.values.CopyFrom(_flat(bits))
+        return e
+    e = pb.CompressiveEncoding()
+    e.variable.offsets.CopyFrom(_flat(bits))
+    return e
+
+
+class _Values:
+    """Byte access to the visible leaf values: fixed bytes, bits, or (offsets, data)."""
+
+    def __init__(self, leaf: pa.Array, kind: str, bits: int) -> None:
+        self.kind, self.bits, self.n = kind, bits, len(leaf)
+        if leaf.offset:
+            leaf = pa.concat_arrays([leaf])
+        if kind == "var":
+            bufs = leaf.buffers()
+            odt = np.int64 if bits == 64 else np.int32
+            offs = np.frombuffer(bufs[1], dtype=odt, count=self.n + 1).astype(np.int64) if bufs[1] is not None else np.zeros(
+                self.n + 1, np.int64)
+            self.offsets = offs - offs[0]
+            self.data = (np.frombuffer(bufs[2], dtype=np.uint8)[offs[0] : offs[-1]]
+                         if bufs[2] is not None and self.n else np.zeros(0, np.uint8))
+        elif bits == 1:
+            self.bools = np.asarray(leaf.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        else:
+            if kind == "fsl":
+                child = leaf.values
+                if child.offset:
+                    child = pa.concat_arrays([child])
+                width = bits // 8 * leaf.type.list_size
+                raw = np.frombuffer(child.buffers()[1], dtype=np.uint8)
+            else:
+                width = bits // 8
+                raw = np.frombuffer(leaf.buffers()[1], dtype=np.uint8)
+            self.width = width
+            self.raw = raw[: self.n * width]
+            if len(self.raw) < self.n * width:
+                self.raw = np.concatenate([self.raw, np.zeros(self.n * width - len(self.raw), np.uint8)])
+
+    def nbytes(self, v0: int, k: int) -> int:
+        if self.kind == "var":
+            ow = self.bits // 8
+            body = int(self.offsets[v0 + k] - self.offsets[v0])
+            return (k + 1) * ow + body + (-body % ow)
+        if self.bits == 1:
+            return (k + 7) // 8
+        return k * self.width
+
+    def chunk(self, v0: int, k: int) -> bytes:
+        if self.kind == "var":
+            ow = self.bits // 8
+            o = self.offsets[v0 : v0 + k + 1]
+            rel = (o - o[0] + (k + 1) * ow).astype(np.uint64 if ow == 8 else np.uint32)
+            body = self.data[o[0] : o[-1]].tobytes()
+            # pylance wants the chunk buffer to be a whole number of offset words
+            return rel.tobytes() + body + b"\0" * (-len(body) % ow)
+        if self.bits == 1:
+            return np.packbits(self.bools[v0 : v0 + k], bitorder="little").tobytes()
+        return self.raw[v0 * self.width : (v0 + k) * self.width].tobytes()
+
+    def max_value_bytes(self) -> int:
+        if self.kind == "var":
+            return int(np.diff(self.offsets).max(initial=0))
+        return self.width if self.bits != 1 else 1
+
+
+class _ChunksTooLarge(Exception):
+    pass
+
+
+def _plan_chunks(
+    vals: _Values, vis_pos: np.ndarray, num_levels: int, nlev_bufs: int, large: bool
+) -> list[tuple[int, int, int, int]]:
+    """``[(v0, k, l0, l1)]``: values ``[v0, v0+k)`` and levels ``[l0, l1)`` of each chunk."""
+    n = vals.n
+    header = _pad(2 + 2 * nlev_bufs + (4 if large else 2))
+    out = []
+    v0 = l0 = 0
+    while v0 < n:
+        rem = n - v0
+        chosen = None
+        if rem <= _MAX_CHUNK_VALUES:
+            cand = [rem]
+        else:
+            cand = []
+        p = min(_MAX_CHUNK_VALUES, 1 << (max(rem - 1, 1).bit_length() - 1))
+        while p >= 2:
+            if p < rem:
+                cand.append(p)
+            p //= 2
+        for k in cand:
+            last = k == rem
+            l1 = num_levels if last else int(vis_pos[v0 + k - 1]) + 1
+            lv = l1 - l0
+            if lv > _MAX_LEVELS:
+                continue
+            size = header + nlev_bufs * _pad(2 * lv) + _pad(vals.nbytes(v0, k))
+            if size <= _MAX_CHUNK_BYTES:
+                chosen = (k, l1)
+                break
+        if chosen is None:
+            raise _ChunksTooLarge()
+        k, l1 = chosen
+        out.append((v0, k, l0, l1))
+        v0 += k
+        l0 = l1
+    return out
+
+
+def _rep_index(chunk_reps: list[np.ndarray], max_rep: int) -> np.ndarray:
+    """Per chunk ``[rows that finish in it, leftover levels after its last row start]`` (u64)."""
+    out: list[int] = []
+    last = len(chunk_reps) - 1
+    for i, r in enumerate(chunk_reps):
+        starts = np.flatnonzero(r == max_rep)
+        rows = int(np.count_nonzero(starts > 0))
+        if i < last:
+            leftovers = len(r) - int(starts[-1]) if len(starts) else len(r)
+        else:
+            leftovers = 0
+        if i and len(r) and r[0] == max_rep and out[-1] != 0:
+            out[-2] += 1
+            out[-1] = 0
+        if i == last:
+            rows += 1
+        out.extend((rows, leftovers))
+    return np.asarray(out, dtype=np.uint64)
+
+
+def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb.PageLayout]:
+    """Buffers and layout of one page holding ``levels.num_rows`` rows of one leaf column."""
+    kind, bits = leaf_kind(levels.leaf.type, where)
+    layout = pb.PageLayout()
+    rep, defs = levels.rep, levels.defs
+    n_items = len(levels.leaf)
+    if n_items == 0:
+        c = layout.constant_layout
+        c.layers.extend(levels.layers)
+        if version != "2.1":
+            if rep is not None:
+                c.rep_compression.CopyFrom(_flat(16))
+                c.num_rep_values = len(rep)
+            if defs is not None:
+                c.def_compression.CopyFrom(_flat(16))
+                c.num_def_values = len(defs)
+        rb = rep.astype("<u2").tobytes() if rep is not None else b""
+        db = defs.astype("<u2").tobytes() if defs is not None else b""
+        return [rb, db], layout
+    vals = _Values(levels.leaf, kind, bits)
+    num_levels = levels.num_levels
+    mv = max_visible_level(levels.layers)
+    if rep is None or defs is None or mv is None:
+        vis_pos = np.arange(num_levels if rep is not None else n_items, dtype=np.int64)
+    else:
+        vis_pos = np.flatnonzero(defs <= mv)
+    if len(vis_pos) != n_items:
+        raise AssertionError(f"{where}: {len(vis_pos)} visible slots for {n_items} values")
+    nlev = (rep is not None) + (defs is not None)
+    # 2.2 readers require the "large chunk" grammar: u32 chunk words and u32 value-buffer sizes
+    large = version != "2.1"
+    try:
+        chunks = _plan_chunks(vals, vis_pos, num_levels, nlev, large)
+    except _ChunksTooLarge:
+        if rep is None:
+            return _full_zip(levels, vals, kind, bits)
+        raise UnsupportedFeatureError(
+            f"{where}: a list value larger than a 32 KiB mini-block chunk cannot be written in Lance "
+            f"{version} files by lance_ops yet"
+        ) from None
+    meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
+    parts: list[bytes] = []
+    pos = 0
+    chunk_reps = []
+    for i, (v0, k, l0, l1) in enumerate(chunks):
+        last = i == len(chunks) - 1
+        head = [l1 - l0 if nlev else 0]
+        body = []
+        if rep is not None:
+            r = rep[l0:l1]
+            chunk_reps.append(r)
+            rb = r.astype("<u2").tobytes()
+            head.append(len(rb))
+            body.append(rb)
+        if defs is not None:
+            db = defs[l0:l1].astype("<u2").tobytes()
+            head.append(len(db))
+            body.append(db)
+        vb = vals.chunk(v0, k)
+        body.append(vb)
+        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(vb)], dtype="<u4" if large else "<u2").tobytes()
+        blob = bytearray(hb)
+        blob += b"\0" * (_pad(len(blob)) - len(blob))
+        for b in body:
+            blob += b
+            blob += b"\0" * (_pad(len(blob)) - len(blob))
+        size = len(blob)
+        log = 0 if last else k.bit_length() - 1
+        meta[i] = ((size // _ALIGN - 1) << 4) | log
+        parts.append(bytes(blob))
+        pos += size
+    mb = layout.mini_block_layout
+    if rep is not None:
+        mb.rep_compression.CopyFrom(_flat(16))
+        mb.repetition_index_depth = 1
+    if defs is not None:
+        mb.def_compression.CopyFrom(_flat(16))
+    mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type))
+    mb.layers.extend(levels.layers)
+    mb.num_buffers = 1
+    mb.num_items = n_items
+    mb.has_large_chunk = large
+    buffers: list[Any] = [meta.tobytes(), b"".join(parts)]
+    if rep is not None:
+        max_rep = sum(1 for x in levels.layers if x in (
+            pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST))
+        buffers.append(_rep_index(chunk_reps, max_rep).tobytes())
+    return buffers, layout
+
+
+def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int) -> tuple[list[Any], pb.PageLayout]:
+    """Full-zip page of one leaf layer (no lists): ``[def control word][value]`` per item."""
+    n = vals.n
+    defs = levels.defs
+    layout = pb.PageLayout()
+    fz = layout.full_zip_layout
+    fz.layers.extend(levels.layers)
+    fz.num_items = n
+    fz.num_visible_items = n
+    fz.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type))
+    cw = 0
+    if defs is not None:
+        maxd = int(defs.max(initial=0))
+        fz.bits_def = max(1, maxd.bit_length())
+        cw = 1 if fz.bits_def <= 8 else 2
+    if kind != "var":
+        fz.bits_per_value = bits if kind == "fixed" else bits * levels.leaf.type.list_size
+        width = vals.width
+        items = np.zeros((n, cw + width), dtype=np.uint8)
+        if cw:
+            items[:, :cw] = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
+        items[:, cw:] = vals.raw.reshape(n, width)
+        return [items.tobytes()], layout
+    fz.bits_per_offset = 32
+    valid = defs == 0 if defs is not None else np.ones(n, dtype=bool)
+    lengths = np.diff(vals.offsets)
+    lengths = np.where(valid, lengths, 0)
+    item_size = cw + np.where(valid, 4 + lengths, 0)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(item_size, out=starts[1:])
+    out = np.zeros(int(starts[-1]), dtype=np.uint8)
+    if cw:
+        cws = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
+        out[(starts[:-1, None] + np.arange(cw)[None, :]).reshape(-1)] = cws.reshape(-1)
+    vi = np.flatnonzero(valid)
+    lb = lengths[vi].astype("<u4").view(np.uint8).reshape(-1, 4)
+    out[(starts[vi, None] + cw + np.arange(4)[None, :]).reshape(-1)] = lb.reshape(-1)
+    # value bytes: a mask of destination positions in order
+    dst = np.zeros(len(out) + 1, dtype=np.int64)
+    vstart = starts[vi] + cw + 4
+    np.add.at(dst, vstart, 1)
+    np.add.at(dst, vstart + lengths[vi], -1)
+    mask = np.cumsum(dst)[: len(out)] > 0
+    src = vals.data[np.repeat(valid, np.diff(vals.offsets))]
+    out[mask] = src
+    return [out.tobytes(), starts.astype("<u8").tobytes()], layout
