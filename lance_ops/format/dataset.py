@@ -324,6 +324,11 @@ class LanceDataset:
         return self._commit(UpdateConfig({}, list(keys)))
 
     # ---------------------------------------------------------- maintenance
+    @property
+    def optimize(self) -> "_Optimize":
+        """pylance's ``ds.optimize`` namespace: ``ds.optimize.compact_files(...)``."""
+        return _Optimize(self)
+
     def compact_files(self, **options: Any) -> Any:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
         from .maintenance.compaction import compact_files
@@ -503,3 +508,14 @@ def write_dataset(
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
+
+
+class _Optimize:
+    """``LanceDataset.optimize`` (as in pylance)."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        self._ds = ds
+
+    def compact_files(self, **options: Any) -> Any:
+        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+        return self._ds.compact_files(**options)

@@ -452,19 +452,16 @@ def test_pylance_reads_our_multipage_file(tmp_path):
 
 
 @pytest.mark.interop
-def test_version_22_file_is_refused(tmp_path):
-    # 2.1/2.2 leaf columns decode (tests/format/test_file_v21.py); nested types are still refused
-    table = pa.table({"a": pa.array([[[1]], None, [[2, 3]]], pa.list_(pa.list_(pa.int32())))})
+def test_version_22_nested_lists_read(tmp_path):
+    # nested lists in 2.2 are unravelled from their rep/def levels (pylance's writer)
+    table = pa.table({"a": pa.array([[[1]], None, [[2, 3], [], None]], pa.list_(pa.list_(pa.int32())))})
     w = LanceFileWriter(str(tmp_path / "v22.lance"), table.schema, version="2.2")
     w.write_batch(table)
     w.close()
     reader = DataFileReader(ObjectStore(str(tmp_path)), "v22.lance")
     assert reader.version == (2, 2) and reader.num_rows == 3
     assert reader.schema.to_arrow().equals(table.schema)
-    with pytest.raises(UnsupportedFeatureError, match=r"v22\.lance.*2\.2"):
-        reader.read_table()
-    with pytest.raises(UnsupportedFeatureError, match=r"v22\.lance.*2\.2"):
-        next(reader.read())
+    assert reader.read_table().to_pylist() == table.to_pylist()
 
 
 # ------------------------------------------------------------------------------ hypothesis
@@ -564,8 +561,8 @@ def test_writer_nullability_and_unsupported(tmp_path):
         w.write_batch(pa.table({"a": pa.array([1, None], pa.int32())}))
     with pytest.raises(UnsupportedFeatureError, match="map"):
         _writer(tmp_path, pa.schema([("m", pa.map_(pa.string(), pa.int32()))]))
-    with pytest.raises(UnsupportedFeatureError):
-        DataFileWriter(open(tmp_path / "x", "wb"), LanceSchema.from_arrow(schema), version="2.1")
+    with pytest.raises(UnsupportedFeatureError, match="2.3"):
+        DataFileWriter(open(tmp_path / "x", "wb"), LanceSchema.from_arrow(schema), version="2.3")
 
 
 def test_list_item_names_are_not_types(tmp_path):

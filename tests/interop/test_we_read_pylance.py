@@ -76,9 +76,10 @@ def test_we_append_to_pylance_dataset(uri):
     assert_all_versions_same(uri)
 
 
-def test_pylance_default_22_dataset_reads_and_refuses_2_0_writes(uri):
-    """pylance 14's default file format (2.2): every version reads identically; we delete, but
-    never add 2.0 data files to it (pylance refuses mixed file versions)."""
+def test_pylance_default_22_dataset_is_maintained_at_22(uri):
+    """pylance 14's default file format (2.2): every version reads identically, and our appends,
+    updates, deletes, deletion materialisation and compaction keep writing 2.2 files (pylance
+    refuses mixed file versions), with identical rows, ids and row versions in both libraries."""
     import pyarrow.compute as pc
 
     lance.write_dataset(simple_table(0, 6000), uri, enable_stable_row_ids=True, max_rows_per_file=2500)
@@ -88,17 +89,21 @@ def test_pylance_default_22_dataset_reads_and_refuses_2_0_writes(uri):
     ds.optimize.compact_files()
     assert lance.dataset(uri).data_storage_version == "2.2"
     assert_all_versions_same(uri)
-    ours = lf.dataset(uri)
-    with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
-        lf.write_dataset(simple_table(9000, 5), uri, mode="append")
-    with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
-        ours.update({"val": "x"}, where=pc.field("id") == 30)
-    after = ours.delete(pc.field("id") < 50)
-    with pytest.raises(lf.UnsupportedFeatureError, match="2.2"):
-        after.materialize_deletions(threshold=0.0)
-    assert lf.dataset(uri).version == after.version  # nothing was committed
+    lf.write_dataset(simple_table(9000, 500), uri, mode="append")
+    lf.dataset(uri).update({"val": "x"}, where=pc.field("id") == 60)
+    lf.dataset(uri).delete(pc.field("id") < 50)
+    lf.dataset(uri).materialize_deletions(threshold=0.0)
+    lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=4000)
     theirs = lance.dataset(uri)
-    assert theirs.version == after.version and theirs.count_rows() == 6100 - 50
+    assert theirs.data_storage_version == "2.2"
+    files = [f for fr in theirs.get_fragments() for f in fr.metadata.data_files()]
+    assert {(f.file_major_version, f.file_minor_version) for f in files} == {(2, 2)}
+    assert theirs.count_rows() == 6100 + 500 - 50
+    assert theirs.to_table(filter="id = 60")["val"].to_pylist() == ["x"]
+    assert_all_versions_same(uri)
+    # pylance keeps maintaining what we wrote
+    theirs.delete("id = 9001")
+    lance.write_dataset(simple_table(20000, 10), uri, mode="append")
     assert_all_versions_same(uri)
 
 

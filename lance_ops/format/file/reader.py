@@ -386,16 +386,18 @@ class _StructColumn(_Column):
         return [arr]
 
 
-class _StructTree21(_Column):
-    """A struct field of a 2.1/2.2 file: one leaf column per leaf below it.
+class _Tree21(_Column):
+    """A nested field of a 2.1/2.2 file (structs and lists): one leaf column per leaf below it.
 
-    Each leaf page decodes (with its struct def levels) into a single-child struct chain rooted
-    at this field; the chains are then merged level by level (validity from the first leaf).
+    Each leaf page decodes (with its rep/def levels) into a *chain* rooted at this field: the
+    field's type narrowed to the path of that leaf (single-child structs, lists).  The chains are
+    then merged level by level; validity and list offsets come from the first leaf below each
+    node (every leaf below a node carries the same levels for it).
     """
 
     def __init__(self, dtype: pa.DataType, tree: Any, leaves: list[_LeafColumn]) -> None:
         self.dtype = dtype
-        self.tree = tree  # (dtype, [(child dtype or subtree, number of leaves)])
+        self.tree = tree  # (dtype, [(subtree, number of leaves)] or None for a leaf)
         self.leaves = leaves
 
     def expect_rows(self, n: int) -> None:
@@ -404,24 +406,30 @@ class _StructTree21(_Column):
 
     def read_chunks(self, start: int, end: int) -> list[pa.Array]:
         chains = [c.read(start, end) for c in self.leaves]
-        return [self._assemble(self.tree, chains)]
+        return [_merge_chains(self.tree, chains)]
 
-    def _assemble(self, tree: Any, chains: list[pa.Array]) -> pa.Array:
-        dtype, kids = tree
-        if kids is None:
-            (leaf,) = chains
-            return leaf
+
+def _merge_chains(tree: Any, chains: list[pa.Array]) -> pa.Array:
+    dtype, kids = tree
+    if kids is None:
+        (leaf,) = chains
+        return leaf
+    first = chains[0]
+    if first.offset or (len(chains) > 1 and any(c.offset for c in chains)):
+        chains = [pa.concat_arrays([c]) if c.offset else c for c in chains]
         first = chains[0]
+    valid = first.buffers()[0] if first.null_count else None
+    if pa.types.is_struct(dtype):
         children = []
         k = 0
         for sub, count in kids:
-            children.append(self._assemble(sub, [c.field(0) for c in chains[k : k + count]]))
+            children.append(_merge_chains(sub, [c.field(0) for c in chains[k : k + count]]))
             k += count
-        valid = first.buffers()[0] if first.null_count else None
-        if valid is not None and first.offset:
-            first = pa.concat_arrays([first])
-            valid = first.buffers()[0]
         return pa.StructArray.from_buffers(dtype, len(first), [valid], children=children)
+    # a list: every chain has the same offsets; merge the items
+    ((sub, _),) = kids
+    child = _merge_chains(sub, [c.values for c in chains])
+    return pa.Array.from_buffers(dtype, len(first), [valid, first.buffers()[1]], children=[child])
 
 
 def _flat_fsl(dtype: pa.DataType) -> bool:
@@ -723,74 +731,65 @@ class DataFileReader:
                 "(only 2.0, 2.1 and 2.2 encodings are implemented)"
             )
 
-    def _struct21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
-        leaves: list[_LeafColumn] = []
-
-        def walk(f: LanceField, t: pa.DataType, path: list[str]) -> Any:
-            if pa.types.is_struct(t):
-                kids = []
-                for i, c in enumerate(self.schema.children(f.id)):
-                    before = len(leaves)
-                    sub = walk(c, t.field(i).type, [*path, c.name])
-                    if len(leaves) == before:
-                        raise UnsupportedFeatureError(
-                            f"{self.path}: struct field {c.name!r} without leaf columns in a "
-                            f"Lance {self.version[0]}.{self.version[1]} file"
-                        )
-                    kids.append((sub, len(leaves) - before))
-                if not kids:
-                    raise UnsupportedFeatureError(f"{self.path}: empty struct field {f.name!r}")
-                return (t, kids)
-            leaf = self._build21(f, t)
-            if not isinstance(leaf, _LeafColumn) or pa.types.is_list(t) or pa.types.is_large_list(t):
-                raise UnsupportedFeatureError(
-                    f"{self.path}: field {f.name!r} of type {t} inside struct {fld.name!r}: lists in "
-                    f"structs are not supported in Lance {self.version[0]}.{self.version[1]} files"
-                )
-            chain = t
-            for name in reversed(path[1:]):
-                chain = pa.struct([pa.field(name, chain)])
-            leaf.dtype = chain
-            leaves.append(leaf)
-            return (t, None)
-
-        tree = walk(fld, dtype, [fld.name])
-        return _StructTree21(dtype, tree, leaves)
-
     def _build21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
         """2.1/2.2: only leaf fields have columns, in DFS order of the leaves.
 
-        A list of a leaf type is read from its item's column (the rep/def levels carry the list
-        structure); other nested types are not supported yet.
+        A leaf (or a list of a leaf) is one column whose rep/def levels carry the nesting; a
+        field with several leaves below it (structs, lists of structs) is a :class:`_Tree21`.
         """
-        leaf_fld = fld
-        children = self.schema.children(fld.id)
-        if (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)) and len(children) == 1 and not (
-            self.schema.children(children[0].id) or pa.types.is_nested(dtype.value_type)
-        ):
-            leaf_fld, children = children[0], []
-        elif pa.types.is_struct(dtype) and children:
-            return self._struct21(fld, dtype)
-        elif children or pa.types.is_struct(dtype) or pa.types.is_list(dtype) or (
-            pa.types.is_large_list(dtype) or pa.types.is_map(dtype) or (
-                pa.types.is_fixed_size_list(dtype) and not _flat_fsl(dtype)
-            )
-        ):
-            raise UnsupportedFeatureError(
-                f"{self.path}: field {fld.name!r} of type {dtype}: nested types (rep/def levels) "
-                f"are not supported in Lance {self.version[0]}.{self.version[1]} files"
-            )
+        leaves: list[_LeafColumn] = []
         leaf_of = self.__dict__.get("_leaf_column_of")
         if leaf_of is None:
-            leaves = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
-            leaf_of = {fid: i for i, fid in enumerate(leaves)}
+            ids = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
+            leaf_of = {fid: i for i, fid in enumerate(ids)}
             self._leaf_column_of = leaf_of
-        column = leaf_of[leaf_fld.id]
-        if column >= self.num_columns:
-            raise CorruptFileError(
-                self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
-            )
-        return _LeafColumn(self, column, fld, dtype)
+        version = f"{self.version[0]}.{self.version[1]}"
+
+        def walk(f: LanceField, t: pa.DataType) -> tuple[Any, list[pa.DataType]]:
+            """(tree, chain types of the leaves below ``f``, each rooted at ``f``)."""
+            kids = self.schema.children(f.id)
+            if pa.types.is_struct(t):
+                if not kids:
+                    raise UnsupportedFeatureError(f"{self.path}: empty struct field {f.name!r} in a Lance {version} file")
+                subs, chains = [], []
+                for i, c in enumerate(kids):
+                    ft = t.field(i)
+                    sub, cs = walk(c, ft.type)
+                    if not cs:
+                        raise UnsupportedFeatureError(
+                            f"{self.path}: struct field {c.name!r} without leaf columns in a Lance {version} file"
+                        )
+                    subs.append((sub, len(cs)))
+                    chains += [pa.struct([pa.field(ft.name, x, ft.nullable)]) for x in cs]
+                return (t, subs), chains
+            if pa.types.is_list(t) or pa.types.is_large_list(t):
+                if len(kids) != 1:
+                    raise CorruptFileError(self.path, f"list field {f.name!r} has {len(kids)} child fields")
+                vf = t.value_field
+                sub, cs = walk(kids[0], vf.type)
+                make = pa.large_list if pa.types.is_large_list(t) else pa.list_
+                return (t, [(sub, len(cs))]), [make(pa.field(vf.name, x, vf.nullable)) for x in cs]
+            if kids or pa.types.is_map(t) or (pa.types.is_fixed_size_list(t) and not _flat_fsl(t)):
+                raise UnsupportedFeatureError(
+                    f"{self.path}: field {f.name!r} of type {t} is not supported in Lance {version} files"
+                )
+            column = leaf_of.get(f.id)
+            if column is None or column >= self.num_columns:
+                raise CorruptFileError(
+                    self.path, f"field {f.name!r} has no leaf column (the file has {self.num_columns})"
+                )
+            leaves.append(_LeafColumn(self, column, f, t))
+            return (t, None), [t]
+
+        tree, chains = walk(fld, dtype)
+        if len(leaves) == 1 and tree[1] is None:
+            return leaves[0]
+        for leaf, chain in zip(leaves, chains, strict=True):
+            leaf.dtype = chain
+        if len(leaves) == 1:
+            leaves[0].dtype = dtype
+            return leaves[0]
+        return _Tree21(dtype, tree, leaves)
 
     def _build(self, fld: LanceField, dtype: pa.DataType) -> _Column:
         if self.version in _V21_VERSIONS:

@@ -22,6 +22,7 @@ from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
+from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
 __all__ = ["decode_page", "parse_layout"]
 
@@ -101,7 +102,7 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
     chained = len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers)
     if chained:
         nullable = pb.REPDEF_NULLABLE_ITEM in layers
-        outer, dtype = dtype, _unwrap_chain(w, dtype, len(layers) - 1)[0]
+        outer, dtype = dtype, _leaf_type(w, dtype, len(layers) - 1)
     else:
         nullable = _check_layers(w, fz.layers)
     if fz.bits_rep:
@@ -129,7 +130,7 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         values = np.ascontiguousarray(items[:, cw:]).reshape(-1)
         vals = fixed_chunk(w, fz.value_compression, [values], n)
         if chained:
-            return struct_chain(w, _build_fixed(w, [vals], None, n, dtype), levels, layers, outer)
+            return _unravel(w, layers, None, levels, _build_fixed(w, [vals], None, n, dtype), outer, n)
         if levels is not None:
             valid = levels == 0
         return _build_fixed(w, [vals], None if valid is None or valid.all() else valid, n, dtype)
@@ -176,7 +177,7 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         offs, data = _per_value_variable(w, fz.value_compression, offs, data)
         leaf = _build_var(w, [(offs, data)], None if valid.all() else valid, n, dtype)
         if chained:
-            return struct_chain(w, leaf, levels, layers, outer)
+            return _unravel(w, layers, None, levels, leaf, outer, n)
         return leaf
     raise w.unsupported(f"full-zip details {details}")
 
@@ -202,15 +203,8 @@ def _per_value_variable(w: Where, enc: pb.CompressiveEncoding, offs: np.ndarray,
 # ---------------------------------------------------------------------------------- constant
 def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
     layers = list(c.layers)
-    if len(layers) > 1 and all(x == pb.REPDEF_ALL_VALID_ITEM for x in layers):
-        leaf_type = _unwrap_chain(w, dtype, len(layers) - 1)[0]
-        leaf = _constant(w, pb.ConstantLayout(layers=[layers[0]], inline_value=c.inline_value)
-                         if c.HasField("inline_value") else pb.ConstantLayout(layers=[layers[0]]),
-                         n, buffers, leaf_type) if not (c.HasField("rep_compression") or c.HasField("def_compression")) \
-            else None
-        if leaf is None:
-            raise w.unsupported("constant layout with rep/def buffers")
-        return struct_chain(w, leaf, None, layers, dtype)
+    if len(layers) > 1:
+        return _constant_nested(w, c, n, buffers, dtype, layers)
     nullable = _check_layers(w, c.layers)
     if c.HasField("rep_compression"):
         raise w.unsupported("constant layout with repetition levels")
@@ -256,6 +250,52 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
         raise w.corrupt(f"constant value of {len(value)} bytes for {dtype}")
     data = np.tile(np.frombuffer(value, dtype=np.uint8), n)
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
+
+
+def _constant_nested(
+    w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
+) -> pa.Array:
+    """Constant pages of nested columns: the levels are in buffers ``[rep, def]`` (raw u16 or
+    ``rep_compression`` / ``def_compression``); visible items all hold the constant (or are null)."""
+    leaf_type = _leaf_type(w, dtype, len(layers) - 1)
+    rep = defs = None
+    if all(x == pb.REPDEF_ALL_VALID_ITEM for x in layers):  # no levels: any buffers hold the value
+        inner = pb.ConstantLayout(layers=[layers[0]])
+        if c.HasField("inline_value"):
+            inner.inline_value = c.inline_value
+        return _unravel(w, layers, None, None, _constant(w, inner, n, buffers, leaf_type), dtype, n)
+    if buffers:
+        if len(buffers) != 2:
+            raise w.corrupt(f"constant layout with {len(buffers)} buffers")
+        raws = [np.frombuffer(b, dtype=np.uint8) for b in buffers]
+        levels = []
+        for raw, comp, count in ((raws[0], "rep_compression", "num_rep_values"),
+                                 (raws[1], "def_compression", "num_def_values")):
+            if not len(raw):
+                levels.append(None)
+            elif c.HasField(comp):
+                levels.append(fixed_block(w, getattr(c, comp), raw, int(getattr(c, count)) or len(raw) // 2))
+            elif len(raw) % 2:
+                raise w.corrupt(f"constant layout level buffer of {len(raw)} bytes")
+            else:
+                levels.append(raw.view("<u2"))
+        rep, defs = levels
+    if any(is_list_layer(x) for x in layers) and rep is None:
+        raise w.corrupt("constant layout of a list column without repetition levels")
+    size = len(rep) if rep is not None else len(defs) if defs is not None else n
+    mv = max_visible_level(layers)
+    vis = None if defs is None else (defs <= mv if mv is not None else np.ones(len(defs), dtype=bool))
+    visible = size if vis is None else int(np.count_nonzero(vis))
+    if c.HasField("inline_value"):
+        leaf = _constant(w, pb.ConstantLayout(layers=[pb.REPDEF_ALL_VALID_ITEM], inline_value=c.inline_value),
+                         visible, [], leaf_type)
+    elif visible:
+        if defs is None or np.any(defs[vis] == 0):
+            raise w.unsupported("constant layout of a nested column with valid items and no value")
+        leaf = pa.nulls(visible, type=leaf_type)
+    else:
+        leaf = pa.array([], type=leaf_type)
+    return _unravel(w, layers, rep, defs, leaf, dtype, n)
 
 
 def _repeat_var(value: bytes, n: int, dtype: pa.DataType) -> pa.Array:
@@ -307,29 +347,13 @@ def _chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, 
     return [(int(starts[i]), int(sizes[i]), int(counts[i])) for i in range(len(words))]
 
 
-_LIST_LAYERS: dict[int, tuple[int | None, int | None]] = {
-    pb.REPDEF_ALL_VALID_LIST: (None, None),
-    pb.REPDEF_NULLABLE_LIST: (0, None),  # offsets from the item levels: null, empty
-    pb.REPDEF_EMPTYABLE_LIST: (None, 0),
-    pb.REPDEF_NULL_AND_EMPTY_LIST: (0, 1),
-}
-
-
-def _is_list_type(dtype: pa.DataType) -> bool:
-    return pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
-
-
 def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
     layers = list(mb.layers)
-    if len(layers) == 2 and layers[1] in _LIST_LAYERS and layers[0] in _ITEM_LAYERS:
-        if not _is_list_type(dtype):
-            raise w.corrupt(f"list rep/def layers for a column of type {dtype}")
-        return _mini_block_list(w, mb, n, buffers, dtype, layers)
-    if len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers):
-        return _mini_block_structs(w, mb, n, buffers, dtype, layers)
+    if len(layers) != 1:
+        return _mini_block_nested(w, mb, n, buffers, dtype, layers)
     nullable = _check_layers(w, mb.layers)
     if mb.HasField("rep_compression") or mb.repetition_index_depth:
-        raise w.unsupported("mini-block repetition levels")
+        raise w.corrupt("repetition levels without a list layer")
     has_def = mb.HasField("def_compression")
     if has_def and not nullable:
         raise w.corrupt("definition levels on an all-valid layer")
@@ -346,125 +370,41 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
     return _assemble(w, mb, buffers, vals, valid, n, dtype)
 
 
-def _unwrap_chain(w: Where, dtype: pa.DataType, depth: int) -> list[pa.DataType]:
-    """``[leaf, struct<leaf>, struct<struct<leaf>>, ...]`` of a single-child struct chain type."""
-    chain = [dtype]
+def _leaf_type(w: Where, dtype: pa.DataType, depth: int) -> pa.DataType:
+    """The leaf type below ``depth`` list / single-child struct layers of ``dtype``."""
+    t = dtype
     for _ in range(depth):
-        t = chain[-1]
-        if not pa.types.is_struct(t) or t.num_fields != 1:
-            raise w.corrupt(f"struct rep/def layers for a column read as {dtype}")
-        chain.append(t.field(0).type)
-    return chain[::-1]
-
-
-def struct_chain(w: Where, leaf: pa.Array, levels: np.ndarray | None, layers: list[int], dtype: pa.DataType) -> pa.Array:
-    """Wrap a decoded leaf (values of every item) in the struct layers of ``layers``.
-
-    Def levels number the nullable layers from the innermost (1, 2, ...); 0 = valid leaf.  A
-    layer is valid where the level is below the level of every nullable layer at or above it.
-    """
-    chain = _unwrap_chain(w, dtype, len(layers) - 1)
-    n = len(leaf)
-    level_of: list[int | None] = []
-    counter = 0
-    for x in layers:
-        if x == pb.REPDEF_NULLABLE_ITEM:
-            counter += 1
-            level_of.append(counter)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = t.value_type
+        elif pa.types.is_struct(t) and t.num_fields == 1:
+            t = t.field(0).type
         else:
-            level_of.append(None)
-    if levels is None:
-        levels = np.zeros(n, dtype=np.uint16)
-    if len(levels) != n:
-        raise w.corrupt(f"{len(levels)} def levels for {n} items")
-    if counter and levels.max(initial=0) > counter:
-        raise w.corrupt("definition level out of range")
-
-    def valid_at(i: int) -> np.ndarray | None:
-        above = [lv for lv in level_of[i:] if lv is not None]
-        if not above:
-            return None
-        v = levels < min(above)
-        return None if v.all() else v
-
-    arr = leaf
-    v0 = valid_at(0)
-    if v0 is not None:
-        arr = _with_validity(arr, v0)
-    for i in range(1, len(layers)):
-        v = valid_at(i)
-        vb = pa.py_buffer(np.packbits(v, bitorder="little")) if v is not None else None
-        arr = pa.Array.from_buffers(chain[i], n, [vb], children=[arr])
-    return arr
+            raise w.corrupt(f"{depth + 1} rep/def layers for a column read as {dtype}")
+    return t
 
 
-def _mini_block_structs(
+def _unravel(w: Where, layers: list[int], rep: np.ndarray | None, defs: np.ndarray | None, leaf: pa.Array,
+             dtype: pa.DataType, n: int) -> pa.Array:
+    try:
+        return unravel(layers, rep, defs, leaf, dtype, n)
+    except LevelsError as e:
+        raise w.corrupt(f"bad rep/def levels: {e}") from None
+
+
+def _mini_block_nested(
     w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
 ) -> pa.Array:
-    if mb.HasField("rep_compression"):
-        raise w.corrupt("repetition levels without a list layer")
-    leaf_type = _unwrap_chain(w, dtype, len(layers) - 1)[0]
-    num_items = int(mb.num_items) or n
-    if num_items != n:
-        raise w.corrupt(f"mini-block page has {num_items} items for {n} rows without repetition")
-    _, defs, vals = _mini_block_chunks(w, mb, buffers, leaf_type, num_items)
-    levels = np.concatenate(defs) if defs else None
-    leaf = _assemble(w, mb, buffers, vals, None, n, leaf_type)
-    return struct_chain(w, leaf, levels, layers, dtype)
-
-
-def _mini_block_list(
-    w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
-) -> pa.Array:
-    """One list layer over one item layer: rep level 1 starts a row; def levels (innermost first):
-    0 valid item, [null item], [null list], [empty list].  Only visible items carry values."""
-    if not mb.HasField("rep_compression"):
-        raise w.corrupt("list layer without repetition levels")
-    item_nullable = layers[0] == pb.REPDEF_NULLABLE_ITEM
-    base = 1 if item_nullable else 0
-    null_off, empty_off = _LIST_LAYERS[layers[1]]
-    has_def = mb.HasField("def_compression")
-    if has_def != (item_nullable or null_off is not None or empty_off is not None):
-        raise w.corrupt("definition levels do not match the rep/def layers")
-    num_items = int(mb.num_items)
-    reps, defs, vals = _mini_block_chunks(w, mb, buffers, dtype.value_type, num_items)
-    rep = np.concatenate(reps) if reps else np.zeros(0, np.uint16)
-    dl = np.concatenate(defs) if has_def and defs else np.zeros(len(rep), np.uint16)
-    if len(dl) != len(rep):
-        raise w.corrupt("rep and def level counts differ")
-    if np.any(rep > 1):
-        raise w.corrupt("repetition level above 1 for a single list layer")
-    new_row = rep == 1
-    if int(new_row.sum()) != n or (len(rep) and not new_row[0]):
-        raise w.corrupt(f"repetition levels describe {int(new_row.sum())} rows, expected {n}")
-    if np.any(dl > base + (2 if null_off is not None and empty_off is not None else 1 if (null_off, empty_off) != (None, None) else 0)):
-        raise w.corrupt("definition level out of range")
-    visible = dl <= base
-    if int(visible.sum()) != num_items:
-        raise w.corrupt(f"{int(visible.sum())} visible items, page says {num_items}")
-    row = np.cumsum(new_row) - 1
-    counts = np.bincount(row[visible], minlength=n)
-    large = pa.types.is_large_list(dtype)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    if not large:
-        if offsets[-1] >= 2**31:
-            raise w.unsupported("more than 2**31 list items in one page for a 32-bit offset type")
-        offsets = offsets.astype(np.int32)
-    first_def = dl[new_row]
-    list_valid = None
-    if null_off is not None:
-        list_valid = first_def != base + 1 + null_off
-        if list_valid.all():
-            list_valid = None
-    item_valid = None
-    if item_nullable:
-        item_valid = dl[visible] == 0
-        if item_valid.all():
-            item_valid = None
-    items = _assemble(w, mb, buffers, vals, item_valid, num_items, dtype.value_type)
-    vb = pa.py_buffer(np.packbits(list_valid, bitorder="little")) if list_valid is not None else None
-    return pa.Array.from_buffers(dtype, n, [vb, pa.py_buffer(offsets)], children=[items])
+    """Any stack of list / struct layers: decode the visible leaf items, then unravel the levels."""
+    leaf_type = _leaf_type(w, dtype, len(layers) - 1)
+    has_rep = mb.HasField("rep_compression")
+    if has_rep != any(is_list_layer(x) for x in layers):
+        raise w.corrupt("repetition levels do not match the list layers")
+    num_items = int(mb.num_items) if has_rep else (int(mb.num_items) or n)
+    reps, defs, vals = _mini_block_chunks(w, mb, buffers, leaf_type, num_items)
+    rep = (np.concatenate(reps) if reps else np.zeros(0, np.uint16)) if has_rep else None
+    dl = (np.concatenate(defs) if defs else np.zeros(0, np.uint16)) if mb.HasField("def_compression") else None
+    leaf = _assemble(w, mb, buffers, vals, None, num_items, leaf_type)
+    return _unravel(w, layers, rep, dl, leaf, dtype, n)
 
 
 def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer], dtype: pa.DataType, num_items: int):
