@@ -54,3 +54,37 @@ def rich_table(n: int = 50, seed: int = 0) -> pa.Table:
                               type=pa.list_(pa.struct([("x", pa.int64()), ("y", pa.string())]))),
         }
     )
+
+
+def nested_table(n: int = 2000, seed: int = 0, null_structs: bool = True) -> pa.Table:
+    """Deeper nesting (lists of lists, lists of structs with lists, large lists), nulls and empty
+    lists at every level, a constant column, low-cardinality strings and random floats."""
+    rng = np.random.default_rng(seed)
+
+    def maybe(i: int, v, k: int = 7):
+        return None if i % k == 3 else v
+
+    ll = [maybe(i, [maybe(j, list(range(j % 3)), 5) for j in range(i % 4)]) for i in range(n)]
+    ls = [
+        maybe(i, [
+            None if null_structs and (i + j) % 6 == 1 else {"a": j, "tags": maybe(j, [f"t{j}"] * (j % 3), 4)}
+            for j in range(i % 3)
+        ])
+        for i in range(n)
+    ]
+    st = [
+        None if null_structs and i % 9 == 4 else {"inner": {"v": maybe(i, float(i), 5)}, "l": maybe(i, [i] * (i % 2))}
+        for i in range(n)
+    ]
+    return pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "ll": pa.array(ll, type=pa.list_(pa.list_(pa.int64()))),
+            "ls": pa.array(ls, type=pa.list_(pa.struct([("a", pa.int32()), ("tags", pa.list_(pa.string()))]))),
+            "st": pa.array(st, type=pa.struct([("inner", pa.struct([("v", pa.float64())])), ("l", pa.list_(pa.int32()))])),
+            "big": pa.array([maybe(i, list(range(i % 5))) for i in range(n)], type=pa.large_list(pa.int16())),
+            "const": pa.array(np.full(n, 7, dtype=np.int32)),
+            "cat": pa.array([f"cat{i % 5}" for i in range(n)]),
+            "rnd": pa.array(rng.standard_normal(n)),
+        }
+    )

@@ -145,7 +145,7 @@ def test_our_restore(uri, stable):
 # ------------------------------------------------------------------- pylance writes
 @pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
 def test_we_mutate_what_pylance_mutated(uri, stable):
-    lance.write_dataset(simple_table(0, 100), uri, data_storage_version="2.0",
+    lance.write_dataset(simple_table(0, 100), uri,
                         enable_stable_row_ids=stable, max_rows_per_file=30)
     theirs = lance.dataset(uri)
     theirs.delete("id < 5 OR id = 40")

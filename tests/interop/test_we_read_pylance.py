@@ -25,7 +25,7 @@ def assert_all_versions_same(uri: str, columns=None) -> None:
 
 
 def test_full_lifecycle_stable_row_ids(uri):
-    lance.write_dataset(simple_table(0, 20000), uri, data_storage_version="2.0",
+    lance.write_dataset(simple_table(0, 20000), uri,
                         enable_stable_row_ids=True, max_rows_per_file=8000)
     ds = lance.write_dataset(simple_table(20000, 100), uri, mode="append")
     ds.delete("id < 7000")            # >= 5000 rows in fragment 0 -> .bin
@@ -51,7 +51,7 @@ def lf_filter_ids(ids):
 
 def test_rich_schema_written_by_pylance(uri):
     tbl = rich_table(500, seed=3)
-    lance.write_dataset(tbl, uri, data_storage_version="2.0", max_rows_per_file=200)
+    lance.write_dataset(tbl, uri, max_rows_per_file=200)
     ours = lf.dataset(uri)
     assert ours.schema == tbl.schema
     assert ours.to_table().equals(tbl)
@@ -62,12 +62,12 @@ def test_low_cardinality_strings_dictionary_pages(uri):
     import pyarrow as pa
 
     tbl = pa.table({"k": [f"cat{i % 7}" for i in range(5000)], "n": list(range(5000))})
-    lance.write_dataset(tbl, uri, data_storage_version="2.0")
+    lance.write_dataset(tbl, uri, )
     assert lf.dataset(uri).to_table().equals(tbl)
 
 
 def test_we_append_to_pylance_dataset(uri):
-    lance.write_dataset(simple_table(0, 10), uri, data_storage_version="2.0", enable_stable_row_ids=True)
+    lance.write_dataset(simple_table(0, 10), uri, enable_stable_row_ids=True)
     lf.write_dataset(simple_table(10, 10), uri, mode="append")
     theirs = lance.dataset(uri)
     assert theirs.version == 2
@@ -82,7 +82,8 @@ def test_pylance_default_22_dataset_is_maintained_at_22(uri):
     refuses mixed file versions), with identical rows, ids and row versions in both libraries."""
     import pyarrow.compute as pc
 
-    lance.write_dataset(simple_table(0, 6000), uri, enable_stable_row_ids=True, max_rows_per_file=2500)
+    lance.write_dataset(simple_table(0, 6000), uri, enable_stable_row_ids=True, max_rows_per_file=2500,
+                        data_storage_version="stable")
     ds = lance.write_dataset(simple_table(6000, 100), uri, mode="append")
     ds.delete("id < 10")
     ds.update({"val": "'u'"}, where="id = 20")

@@ -119,9 +119,26 @@ def fixed_chunk(w: Where, enc: pb.CompressiveEncoding, bufs: list[np.ndarray], n
         return np.ascontiguousarray(streams.T).reshape(-1).view(f"<u{width}")
     if kind == "fixed_size_list":
         fsl = enc.fixed_size_list
-        if fsl.has_validity:
-            raise w.unsupported("fixed_size_list with item validity")
-        return fixed_chunk(w, fsl.values, bufs, n * int(fsl.items_per_value))
+        dim = int(fsl.items_per_value)
+        if not fsl.has_validity:
+            return fixed_chunk(w, fsl.values, bufs, n * dim)
+        if _kind(fsl.values) != "flat":
+            raise w.unsupported(f"fixed_size_list with item validity over {_kind(fsl.values)}")
+        if len(bufs) >= 2:  # mini-block: [item validity bits, values]
+            valid = _flat_fixed(w, 1, bufs[0], n * dim)
+            values = fixed_chunk(w, fsl.values, bufs[1:], n * dim)
+        else:  # per value (full-zip): each row is [validity bytes][values]
+            width = int(fsl.values.flat.bits_per_value) // 8
+            vbytes = (dim + 7) // 8
+            row = vbytes + dim * width
+            if not width or len(bufs[0]) < n * row:
+                raise w.corrupt(f"fixed_size_list buffer of {len(bufs[0])} bytes for {n} rows")
+            rows = bufs[0][: n * row].reshape(n, row)
+            valid = np.unpackbits(np.ascontiguousarray(rows[:, :vbytes]), axis=1, bitorder="little")[:, :dim]
+            valid = valid.reshape(-1).astype(bool)
+            values = fixed_chunk(w, fsl.values, [np.ascontiguousarray(rows[:, vbytes:]).reshape(-1)], n * dim)
+        return np.ma.MaskedArray(values, mask=np.broadcast_to(~valid.reshape(-1, *([1] * (values.ndim - 1))),
+                                                              values.shape).copy())
     raise w.unsupported(f"{kind} (fixed-width, mini-block)")
 
 

@@ -80,12 +80,13 @@ def _flat(bits: int) -> pb.CompressiveEncoding:
     return e
 
 
-def _value_encoding(kind: str, bits: int, t: pa.DataType) -> pb.CompressiveEncoding:
+def _value_encoding(kind: str, bits: int, t: pa.DataType, item_validity: bool = False) -> pb.CompressiveEncoding:
     if kind == "fixed":
         return _flat(bits)
     if kind == "fsl":
         e = pb.CompressiveEncoding()
         e.fixed_size_list.items_per_value = t.list_size
+        e.fixed_size_list.has_validity = item_validity
         e.fixed_size_list.values.CopyFrom(_flat(bits))
         return e
     e = pb.CompressiveEncoding()
@@ -111,11 +112,15 @@ class _Values:
         elif bits == 1:
             self.bools = np.asarray(leaf.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
         else:
+            self.item_valid = None
             if kind == "fsl":
-                child = leaf.values
+                dim = leaf.type.list_size
+                child = leaf.values.slice(0, self.n * dim)
                 if child.offset:
                     child = pa.concat_arrays([child])
-                width = bits // 8 * leaf.type.list_size
+                if child.null_count:  # items with their own validity: an extra bit buffer per chunk
+                    self.item_valid = np.asarray(child.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                width = bits // 8 * dim
                 raw = np.frombuffer(child.buffers()[1], dtype=np.uint8)
             else:
                 width = bits // 8
@@ -125,7 +130,13 @@ class _Values:
             if len(self.raw) < self.n * width:
                 self.raw = np.concatenate([self.raw, np.zeros(self.n * width - len(self.raw), np.uint8)])
 
+    def num_buffers(self) -> int:
+        return 2 if self.kind == "fsl" and self.item_valid is not None else 1
+
     def nbytes(self, v0: int, k: int) -> int:
+        if self.kind == "fsl" and self.item_valid is not None:
+            dim = self.width // (self.bits // 8)
+            return _pad((k * dim + 7) // 8) + k * self.width
         if self.kind == "var":
             ow = self.bits // 8
             body = int(self.offsets[v0 + k] - self.offsets[v0])
@@ -134,7 +145,14 @@ class _Values:
             return (k + 7) // 8
         return k * self.width
 
-    def chunk(self, v0: int, k: int) -> bytes:
+    def chunk(self, v0: int, k: int) -> list[bytes]:
+        if self.kind == "fsl" and self.item_valid is not None:
+            dim = self.width // (self.bits // 8)
+            bits = np.packbits(self.item_valid[v0 * dim : (v0 + k) * dim], bitorder="little").tobytes()
+            return [bits, self._chunk(v0, k)]
+        return [self._chunk(v0, k)]
+
+    def _chunk(self, v0: int, k: int) -> bytes:
         if self.kind == "var":
             ow = self.bits // 8
             o = self.offsets[v0 : v0 + k + 1]
@@ -161,7 +179,7 @@ def _plan_chunks(
 ) -> list[tuple[int, int, int, int]]:
     """``[(v0, k, l0, l1)]``: values ``[v0, v0+k)`` and levels ``[l0, l1)`` of each chunk."""
     n = vals.n
-    header = _pad(2 + 2 * nlev_bufs + (4 if large else 2))
+    header = _pad(2 + 2 * nlev_bufs + (4 if large else 2) * vals.num_buffers())
     out = []
     v0 = l0 = 0
     while v0 < n:
@@ -273,9 +291,9 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
             db = defs[l0:l1].astype("<u2").tobytes()
             head.append(len(db))
             body.append(db)
-        vb = vals.chunk(v0, k)
-        body.append(vb)
-        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(vb)], dtype="<u4" if large else "<u2").tobytes()
+        vbs = vals.chunk(v0, k)
+        body.extend(vbs)
+        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(b) for b in vbs], dtype="<u4" if large else "<u2").tobytes()
         blob = bytearray(hb)
         blob += b"\0" * (_pad(len(blob)) - len(blob))
         for b in body:
@@ -292,9 +310,9 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         mb.repetition_index_depth = 1
     if defs is not None:
         mb.def_compression.CopyFrom(_flat(16))
-    mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type))
+    mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
     mb.layers.extend(levels.layers)
-    mb.num_buffers = 1
+    mb.num_buffers = vals.num_buffers()
     mb.num_items = n_items
     mb.has_large_chunk = large
     buffers: list[Any] = [meta.tobytes(), b"".join(parts)]
@@ -309,6 +327,10 @@ def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int) -> tuple[list
     """Full-zip page of one leaf layer (no lists): ``[def control word][value]`` per item."""
     n = vals.n
     defs = levels.defs
+    if vals.num_buffers() != 1:
+        raise UnsupportedFeatureError(
+            "fixed-size lists with null items larger than a 32 KiB mini-block chunk cannot be written by lance_ops"
+        )
     layout = pb.PageLayout()
     fz = layout.full_zip_layout
     fz.layers.extend(levels.layers)
@@ -328,11 +350,14 @@ def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int) -> tuple[list
             items[:, :cw] = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
         items[:, cw:] = vals.raw.reshape(n, width)
         return [items.tobytes()], layout
-    fz.bits_per_offset = 32
+    # each valid value is prefixed by its length, as wide as the Arrow offsets (pylance rejects
+    # 32-bit lengths for large types)
+    fz.bits_per_offset = bits
+    ow = bits // 8
     valid = defs == 0 if defs is not None else np.ones(n, dtype=bool)
     lengths = np.diff(vals.offsets)
     lengths = np.where(valid, lengths, 0)
-    item_size = cw + np.where(valid, 4 + lengths, 0)
+    item_size = cw + np.where(valid, ow + lengths, 0)
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(item_size, out=starts[1:])
     out = np.zeros(int(starts[-1]), dtype=np.uint8)
@@ -340,11 +365,11 @@ def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int) -> tuple[list
         cws = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
         out[(starts[:-1, None] + np.arange(cw)[None, :]).reshape(-1)] = cws.reshape(-1)
     vi = np.flatnonzero(valid)
-    lb = lengths[vi].astype("<u4").view(np.uint8).reshape(-1, 4)
-    out[(starts[vi, None] + cw + np.arange(4)[None, :]).reshape(-1)] = lb.reshape(-1)
+    lb = lengths[vi].astype(f"<u{ow}").view(np.uint8).reshape(-1, ow)
+    out[(starts[vi, None] + cw + np.arange(ow)[None, :]).reshape(-1)] = lb.reshape(-1)
     # value bytes: a mask of destination positions in order
     dst = np.zeros(len(out) + 1, dtype=np.int64)
-    vstart = starts[vi] + cw + 4
+    vstart = starts[vi] + cw + ow
     np.add.at(dst, vstart, 1)
     np.add.at(dst, vstart + lengths[vi], -1)
     mask = np.cumsum(dst)[: len(out)] > 0

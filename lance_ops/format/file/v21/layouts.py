@@ -205,6 +205,8 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
     layers = list(c.layers)
     if len(layers) > 1:
         return _constant_nested(w, c, n, buffers, dtype, layers)
+    if len(buffers) == 3:  # variable-width value in a buffer + levels (2.2)
+        return _constant_nested(w, c, n, buffers, dtype, layers)
     nullable = _check_layers(w, c.layers)
     if c.HasField("rep_compression"):
         raise w.unsupported("constant layout with repetition levels")
@@ -264,6 +266,9 @@ def _constant_nested(
         if c.HasField("inline_value"):
             inner.inline_value = c.inline_value
         return _unravel(w, layers, None, None, _constant(w, inner, n, buffers, leaf_type), dtype, n)
+    value_buffer = None
+    if len(buffers) == 3:  # a variable-width constant in a buffer, then the levels
+        value_buffer, buffers = buffers[0], buffers[1:]
     if buffers:
         if len(buffers) != 2:
             raise w.corrupt(f"constant layout with {len(buffers)} buffers")
@@ -286,7 +291,11 @@ def _constant_nested(
     mv = max_visible_level(layers)
     vis = None if defs is None else (defs <= mv if mv is not None else np.ones(len(defs), dtype=bool))
     visible = size if vis is None else int(np.count_nonzero(vis))
-    if c.HasField("inline_value"):
+    if value_buffer is not None:
+        if not _is_var(leaf_type):
+            raise w.unsupported(f"constant layout with a value buffer for type {leaf_type}")
+        leaf = _repeat_var(_constant_buffer_value(w, bytes(value_buffer)), visible, leaf_type)
+    elif c.HasField("inline_value"):
         leaf = _constant(w, pb.ConstantLayout(layers=[pb.REPDEF_ALL_VALID_ITEM], inline_value=c.inline_value),
                          visible, [], leaf_type)
     elif visible:
@@ -522,6 +531,13 @@ def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
 
 
 def _build_fixed(w: Where, vals: list[np.ndarray], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
+    if any(isinstance(x, np.ma.MaskedArray) for x in vals):  # fixed-size list items with validity
+        mv = np.ma.concatenate(vals) if len(vals) > 1 else vals[0]
+        item_valid = ~np.ma.getmaskarray(mv)
+        arr = _build_fixed(w, [np.ma.getdata(mv)], valid, n, dtype)
+        if item_valid.all() or not pa.types.is_fixed_size_list(dtype):
+            return arr
+        return _with_item_validity(arr, item_valid)
     if pa.types.is_fixed_size_list(dtype):
         dim = dtype.list_size
         child = _build_fixed(w, vals, None, n * dim, dtype.value_type)
@@ -543,6 +559,12 @@ def _build_fixed(w: Where, vals: list[np.ndarray], valid: np.ndarray | None, n: 
         raise w.corrupt(f"mini-block page decoded {len(v)} values, expected {n}")
     vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
     return pa.Array.from_buffers(dtype, n, [vb, values])
+
+
+def _with_item_validity(arr: pa.Array, item_valid: np.ndarray) -> pa.Array:
+    """A fixed-size list ``arr`` whose items get validity ``item_valid``."""
+    vb = arr.buffers()[0]
+    return pa.Array.from_buffers(arr.type, len(arr), [vb], children=[_with_validity(arr.values, item_valid)])
 
 
 def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
