@@ -86,10 +86,14 @@ def build_manifest(
     version: int,
     *,
     enable_stable_row_ids: bool = False,
-    data_storage_version: str = "2.0",
+    data_storage_version: str | None = None,
     load_version: Callable[[int], Manifest] | None = None,
 ) -> Manifest:
-    """The manifest of ``version`` = ``txn.operation`` applied to ``prev`` (None = new dataset)."""
+    """The manifest of ``version`` = ``txn.operation`` applied to ``prev`` (None = new dataset).
+
+    An Overwrite takes the file version of its data files (they must agree); without files, the
+    previous version's, else ``data_storage_version`` (default: lance_ops' default).
+    """
     op = txn.operation
     if prev is None and not isinstance(op, Overwrite):
         raise IncompatibleTransactionError(f"a {op.name} cannot create a dataset; write an Overwrite first")
@@ -114,7 +118,7 @@ def build_manifest(
             writer_feature_flags=flags,
             max_fragment_id=prev.max_fragment_id if prev is not None else None,
             next_row_id=prev.next_row_id if prev is not None else 0,
-            data_storage_version=prev.data_storage_version if prev is not None else data_storage_version,
+            data_storage_version=_overwrite_file_version(op, prev, data_storage_version),
             config=config,
             table_metadata=dict(prev.table_metadata) if prev is not None else {},
         )
@@ -182,6 +186,19 @@ def build_manifest(
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | None) -> str:
+    found = {df.version for f in op.fragments for df in f.files}
+    if len(found) > 1:
+        raise UnsupportedFeatureError(f"an Overwrite with data files of several file versions {sorted(found)}")
+    if found:
+        return found.pop()
+    if prev is not None and asked is None:
+        return prev.data_storage_version
+    from .write import normalize_storage_version
+
+    return normalize_storage_version(asked)
 
 
 def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | None, version: str) -> None:

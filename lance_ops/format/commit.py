@@ -63,7 +63,7 @@ def commit_transaction(
     *,
     create: bool = False,
     enable_stable_row_ids: bool = False,
-    data_storage_version: str = "2.0",
+    data_storage_version: str | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
     handler: CommitHandler | None = None,
     known: Manifest | None = None,
@@ -160,7 +160,7 @@ def commit(
     transaction_properties: Mapping[str, str] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
     create: bool = False,
-    data_storage_version: str = "2.0",
+    data_storage_version: str | None = None,
 ) -> "Any":
     """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
 

@@ -24,8 +24,8 @@ WriteMode = Literal["create", "append", "overwrite"]
 _VERSION_ALIASES = {"legacy": "0.1", "0.1": "0.1", "0.3": "2.0", "stable": "2.2", "next": "2.3"}
 #: file format versions lance_ops writes
 WRITABLE_FILE_VERSIONS = ("2.0", "2.1", "2.2")
-#: ``data_storage_version`` of a new dataset when none is given (pylance's default)
-DEFAULT_STORAGE_VERSION = "2.0"
+#: ``data_storage_version`` of a new dataset when none is given ("stable", as pylance 14)
+DEFAULT_STORAGE_VERSION = "2.2"
 
 
 def normalize_storage_version(version: str | None) -> str:

@@ -62,7 +62,7 @@ def test_append_twice_creates_then_appends(world):
     assert md(m2)["fragments"] == len(ds.get_fragments()) == 4  # 2 Spark partitions of 1500 rows per append
     assert md(m2)["small_fragments"] == 4 and md(m2)["deleted_rows"] == 0 and md(m2)["deleted_ratio"] == 0.0
     assert md(m1)["last_operation"] == "overwrite" and md(m2)["last_operation"] == "append"
-    assert md(m2)["file_version"] == "2.0" and md(m2)["bytes"] > 0
+    assert md(m2)["file_version"] == "2.2" and md(m2)["bytes"] > 0  # "stable", the default
     assert md(m2)["dagster_run_id"] == r2.run_id and md(m2)["rows_written"] == 3000
     # the run id is stamped into the Lance commit itself, so writers outside Dagster can trace it
     assert md(m2)["operation_run_id"] == r2.run_id

@@ -171,7 +171,12 @@ class _Values:
 
 
 class _ChunksTooLarge(Exception):
-    pass
+    """No chunk fits; ``levels`` is True if it is the 65535 levels a chunk header can count
+    (more than that many null / empty lists between two visible values), not the 32 KiB."""
+
+    def __init__(self, levels: bool) -> None:
+        super().__init__()
+        self.levels = levels
 
 
 def _plan_chunks(
@@ -185,6 +190,7 @@ def _plan_chunks(
     while v0 < n:
         rem = n - v0
         chosen = None
+        levels_only = True  # every candidate had too many levels
         if rem <= _MAX_CHUNK_VALUES:
             cand = [rem]
         else:
@@ -200,12 +206,13 @@ def _plan_chunks(
             lv = l1 - l0
             if lv > _MAX_LEVELS:
                 continue
+            levels_only = False
             size = header + nlev_bufs * _pad(2 * lv) + _pad(vals.nbytes(v0, k))
             if size <= _MAX_CHUNK_BYTES:
                 chosen = (k, l1)
                 break
         if chosen is None:
-            raise _ChunksTooLarge()
+            raise _ChunksTooLarge(levels_only)
         k, l1 = chosen
         out.append((v0, k, l0, l1))
         v0 += k
@@ -266,9 +273,15 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     large = version != "2.1"
     try:
         chunks = _plan_chunks(vals, vis_pos, num_levels, nlev, large)
-    except _ChunksTooLarge:
+    except _ChunksTooLarge as e:
         if rep is None:
             return _full_zip(levels, vals, kind, bits)
+        if e.levels:
+            raise UnsupportedFeatureError(
+                f"{where}: more than {_MAX_LEVELS} null / empty lists between two values of one page "
+                f"cannot be written in Lance {version} files by lance_ops yet (a mini-block chunk counts "
+                f"at most {_MAX_LEVELS} rep/def levels; full-zip pages with lists are not written)"
+            ) from None
         raise UnsupportedFeatureError(
             f"{where}: a list value larger than a 32 KiB mini-block chunk cannot be written in Lance "
             f"{version} files by lance_ops yet"

@@ -107,6 +107,10 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
     # (layer number from the top, kind) of the outermost null/empty ancestor (-1 = none)
     idx = np.arange(n, dtype=np.int64)
     kinds: list[tuple[str, bool, bool]] = []  # per layer from the top: (item|list, nullable, emptyable)
+    # per layer from the top: the Arrow field, or a struct it is (a chain of) children of, may hold
+    # nulls (the top-level field's nullability is unknown here: assumed)
+    declared: list[bool] = []
+    may_null = True
     # find the number of lists first (rep levels count down from the top)
     t = arr.type
     p = list(path)
@@ -133,12 +137,17 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
             offs = node.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
             lens = offs[li + 1] - offs[li]
             v = valid[li] if valid is not None else np.ones(len(li), dtype=bool)
-            nullable = not v.all()
+            # slots under an already-null ancestor (a null struct) are terminated here too
+            free = null_layer[live] < 0
+            # as in pylance (which pushes struct nulls down into the children), a list under a
+            # null struct counts as null: pylance 14 maps a null struct above ALL_VALID_LIST layers
+            # only to repetition level 0 and so reads its slot as a visible item
+            nullable = not (v.all() and free.all())
             empty = v & (lens == 0)
             emptyable = bool(empty.any())
             kinds.append(("list", nullable, emptyable))
-            # slots under an already-null ancestor are terminated here too
-            free = null_layer[live] < 0
+            declared.append(may_null)
+            may_null = t.value_field.nullable
             expand = np.zeros(len(idx), dtype=bool)
             expand[np.flatnonzero(live)[free & v & (lens > 0)]] = True
             lv = np.flatnonzero(live)
@@ -175,23 +184,41 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
             node = node.values
             rep_level -= 1
         else:
-            v = valid[li] if valid is not None else None
-            nullable = v is not None and not v.all()
+            lv = np.flatnonzero(live)
+            free = null_layer[lv] < 0
+            hit = lv[~valid[li] & free] if valid is not None else lv[:0]
+            # a layer under a null struct counts as nullable, as pylance pushes struct nulls down
+            # (pylance 14 reads an ALL_VALID_ITEM struct as valid there, and then rejects its
+            # masked-null children if their field is not nullable)
+            nullable = len(hit) > 0 or not free.all()
             kinds.append(("item", nullable, False))
-            if nullable:
-                assert v is not None
-                lv = np.flatnonzero(live)
-                hit = lv[(~v) & (null_layer[lv] < 0)]
-                null_layer[hit] = layer
-                null_kind[hit] = 0
+            declared.append(may_null)
+            null_layer[hit] = layer
+            null_kind[hit] = 0
             if pa.types.is_struct(t) and path:
+                may_null = may_null or t.field(path[0]).nullable  # pushed-down nulls
                 node = node.field(path.pop(0))
             else:
                 break
         layer += 1
-    # layers innermost first, with their def levels
+    # layers innermost first, with their def levels.  A nullable struct layer above a list is
+    # NULLABLE_ITEM even on pages without null structs: pylance 14 cannot read a column whose pages
+    # disagree there (its RepDefUnraveler appends ``num_items`` -- the leaf item count -- valid
+    # structs for an ALL_VALID_ITEM layer above a list, so a batch mixing such pages gets a
+    # struct validity of the wrong length: "Incorrect number of nulls for StructArray").
+    #
+    # No ALL_VALID_LIST lies below a layer with definition levels: pylance 14 maps each null / empty
+    # level to the repetition level at which it is visible by counting only the lists *with*
+    # definition levels below it (``RepDefUnraveler::levels_to_rep``), so an all-valid list
+    # under it makes a null struct or an empty outer list show up as an extra struct / item.
     top_down = []
-    for kind, nullable, emptyable in kinds:
+    above_def = False  # some layer above this one has definition levels
+    for i, (kind, nullable, emptyable) in enumerate(kinds):
+        if kind == "item" and declared[i] and any(k[0] == "list" for k in kinds[i + 1 :]):
+            nullable = True
+        if kind == "list" and above_def and not (nullable or emptyable):
+            nullable = True
+        above_def = above_def or nullable or emptyable
         if kind == "item":
             top_down.append(pb.REPDEF_NULLABLE_ITEM if nullable else pb.REPDEF_ALL_VALID_ITEM)
         elif nullable and emptyable:
