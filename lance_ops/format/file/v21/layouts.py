@@ -22,6 +22,7 @@ from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
+from .fullzip import decode_full_zip_rep
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
 __all__ = ["decode_page", "parse_layout"]
@@ -99,14 +100,14 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
     index, ``rows + 1`` byte positions) gives each row's start.
     """
     layers = list(fz.layers)
+    if fz.bits_rep:  # lists: see fullzip.py
+        return decode_full_zip_rep(w, fz, n, buffers, dtype, _build_fixed, _build_var, _per_value_variable)
     chained = len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers)
     if chained:
         nullable = pb.REPDEF_NULLABLE_ITEM in layers
         outer, dtype = dtype, _leaf_type(w, dtype, len(layers) - 1)
     else:
         nullable = _check_layers(w, fz.layers)
-    if fz.bits_rep:
-        raise w.unsupported("full-zip repetition levels")
     if fz.bits_def and not nullable:
         raise w.corrupt("full-zip definition bits on an all-valid layer")
     if int(fz.num_items) != n or int(fz.num_visible_items) != n:
