@@ -9,7 +9,7 @@ W bits each (row r at bits ``[r*W, (r+1)*W)``).  Row ``r`` of lane ``l`` is the 
 
 import numpy as np
 
-__all__ = ["unpack_blocks", "BLOCK"]
+__all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "BLOCK"]
 
 BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
@@ -63,3 +63,44 @@ def unpack_block_count(words: np.ndarray, width: int, t_bits: int, nblocks: int)
     if len(words) < need:
         raise ValueError(f"bit-packed data of {len(words)} bytes, {need} needed")
     return unpack_blocks(words[:need], width, t_bits)
+
+
+def pack_blocks(values: np.ndarray, width: int, t_bits: int) -> np.ndarray:
+    """Inverse of :func:`unpack_blocks`: ``nblocks * 1024`` unsigned values -> packed bytes.
+
+    Only the low ``width`` bits of each value are kept.
+    """
+    dt = np.dtype(f"<u{t_bits // 8}")
+    vals = np.ascontiguousarray(values, dtype=dt).reshape(-1, BLOCK)
+    nblocks = vals.shape[0]
+    lanes = BLOCK // t_bits
+    if width == 0:
+        return np.zeros(0, dtype=np.uint8)
+    by_lane = vals[:, _index(t_bits)]  # (block, lane, row)
+    if width == t_bits:
+        return np.ascontiguousarray(by_lane.transpose(0, 2, 1)).view(np.uint8).reshape(-1)
+    bits = np.unpackbits(np.ascontiguousarray(by_lane).view(np.uint8), bitorder="little")
+    bits = bits.reshape(nblocks, lanes, t_bits, t_bits)[..., :width]
+    lane_words = np.packbits(bits.reshape(nblocks, lanes, t_bits * width), axis=-1, bitorder="little")
+    words = lane_words.view(dt).reshape(nblocks, lanes, width).transpose(0, 2, 1)
+    return np.ascontiguousarray(words).view(np.uint8).reshape(-1)
+
+
+def inline_pack(values: np.ndarray, t_bits: int) -> bytes:
+    """Inline bit-packing of one mini-block chunk: per 1024 values ``[T-bit width][packed]``,
+    the last block padded with zeros (pylance's ``inline_bitpacking``)."""
+    dt = np.dtype(f"<u{t_bits // 8}")
+    v = np.ascontiguousarray(values).view(dt)
+    n = len(v)
+    nblocks = -(-n // BLOCK)
+    padded = np.zeros(nblocks * BLOCK, dtype=dt)
+    padded[:n] = v
+    blocks = padded.reshape(nblocks, BLOCK)
+    top = blocks.max(axis=1)
+    widths = [int(x).bit_length() for x in top.tolist()]  # one per 1024-value block
+    parts = []
+    for b in range(nblocks):  # per 1024-value block (not per value)
+        wdt = widths[b]
+        parts.append(np.asarray([wdt], dtype=dt).tobytes())
+        parts.append(pack_blocks(blocks[b], wdt, t_bits).tobytes())
+    return b"".join(parts)
