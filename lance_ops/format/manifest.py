@@ -10,7 +10,10 @@ Layout (FORMAT_NOTES.md §7.1)::
 Names (§2): V2 ``%020d.manifest % (2**64 - 1 - version)`` (default), V1 ``{version}.manifest``.
 """
 
+import os
+import re
 import struct
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -64,22 +67,33 @@ def parse_manifest_name(name: str) -> tuple[NamingScheme, int] | None:
     return NamingScheme.V1, int(stem)
 
 
+_MANIFEST_NAME = re.compile(r"(\d+)\.manifest")
+
+
 def list_versions(store: ObjectStore) -> tuple[NamingScheme | None, list[int]]:
     """Naming scheme and sorted versions present in ``_versions/`` (one listing)."""
-    schemes: set[NamingScheme] = set()
-    versions: list[int] = []
+    v1: list[int] = []
+    v2: list[int] = []
+    match = _MANIFEST_NAME.fullmatch
     for name in store.list_dir(VERSIONS_DIR):
-        parsed = parse_manifest_name(name)
-        if parsed is None:
-            continue
-        schemes.add(parsed[0])
-        versions.append(parsed[1])
-    if len(schemes) > 1:
+        m = match(name)
+        if m is None:
+            continue  # temps, the hint, detached ("d...") or foreign names
+        if len(name) == 29:
+            n = int(m.group(1))
+            if n <= U64_MAX:  # else not a version any writer can produce
+                v2.append(U64_MAX - n)
+        else:
+            v1.append(int(m.group(1)))
+    if v1 and v2:
         raise CorruptFileError(
             store.full_path(VERSIONS_DIR), "manifests use both the V1 and the V2 naming scheme"
         )
-    versions.sort()
-    return (schemes.pop() if schemes else None), versions
+    if v2:
+        v2.sort()
+        return NamingScheme.V2, v2
+    v1.sort()
+    return (NamingScheme.V1 if v1 else None), v1
 
 
 def check_flags(reader: int, writer: int, *, path: str, for_write: bool) -> None:
@@ -319,12 +333,35 @@ def manifest_path(scheme: NamingScheme, version: int) -> str:
     return f"{VERSIONS_DIR}/{scheme.file_name(version)}"
 
 
+#: decoded manifests of local files, keyed by (path, size, mtime_ns, inode): a version's manifest
+#: is written once (create-if-absent), so a file with the same identity has the same content
+_MANIFEST_CACHE: "OrderedDict[tuple, ManifestFile]" = OrderedDict()
+_MANIFEST_CACHE_ENTRIES = 64
+
+
 def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> ManifestFile:
     rel = manifest_path(scheme, version)
-    try:
-        size = store.size(rel)
-    except FileNotFoundError:
-        raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
+    key = None
+    if type(store) is ObjectStore and store.is_local:
+        path = store.full_path(rel)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
+        key = (path, st.st_size, st.st_mtime_ns, st.st_ino, version)
+        hit = _MANIFEST_CACHE.get(key)
+        if hit is not None:
+            try:
+                _MANIFEST_CACHE.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+            return hit
+        size = st.st_size
+    else:
+        try:
+            size = store.size(rel)
+        except FileNotFoundError:
+            raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
     if size > MAX_MANIFEST_BYTES:
         raise CorruptFileError(store.full_path(rel), f"manifest is {size} bytes, larger than the limit")
     data = store.read(rel)
@@ -333,6 +370,10 @@ def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> Man
         raise CorruptFileError(
             store.full_path(rel), f"file name says version {version} but the manifest says {mf.manifest.version}"
         )
+    if key is not None and len(data) == key[1]:
+        _MANIFEST_CACHE[key] = mf
+        while len(_MANIFEST_CACHE) > _MANIFEST_CACHE_ENTRIES:
+            _MANIFEST_CACHE.popitem(last=False)
     return mf
 
 
