@@ -50,33 +50,49 @@ def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.
     if m == 0:
         return offsets, np.zeros(0, np.uint8)
     is255 = buf == ESC
-    # run starts: 255 bytes whose predecessor is not 255 (or a string start)
-    prev255 = np.zeros(m, dtype=bool)
-    prev255[1:] = is255[:-1]
-    starts_mask = np.zeros(m, dtype=bool)
-    starts_mask[offsets[:-1][offsets[:-1] < m]] = True
-    run_start = is255 & (~prev255 | starts_mask)
-    idx = np.arange(m)
-    last_start = np.maximum.accumulate(np.where(run_start, idx, -1))
-    esc = is255 & (((idx - last_start) & 1) == 0)
-    lit = np.zeros(m, dtype=bool)
-    lit[1:] = esc[:-1]
+    starts = offsets[:-1][offsets[:-1] < m]
+    # a 255 after a 255 (inside one string) may be an escaped literal or an escape: only then is
+    # the run parity needed; usually every 255 is an escape
+    double = np.zeros(m, dtype=bool)
+    double[1:] = is255[1:] & is255[:-1]
+    double[starts] = False
+    if double.any():
+        prev255 = np.zeros(m, dtype=bool)
+        prev255[1:] = is255[:-1]
+        starts_mask = np.zeros(m, dtype=bool)
+        starts_mask[starts] = True
+        run_start = is255 & (~prev255 | starts_mask)  # 255 bytes whose predecessor is not 255
+        idx = np.arange(m)
+        last_start = np.maximum.accumulate(np.where(run_start, idx, -1))
+        esc = is255 & (((idx - last_start) & 1) == 0)
+    else:
+        esc = is255
     if esc[-1]:
         raise ValueError("FSST data ends with an escape byte")
-    code = ~(esc | lit)
-    if np.any(code & (lens[buf] == 0)):
-        raise ValueError("FSST code without a symbol")
-    # tokens: codes 0..254 -> symbol, literals -> 256 + byte (a one-byte "symbol"); escapes dropped
-    ext_sym = np.zeros((512, 8), dtype=np.uint8)
+    lit = np.zeros(m, dtype=bool)
+    lit[1:] = esc[:-1]
+    # tokens: codes 0..254 -> symbol, literals -> 256 + byte (a one-byte "symbol"), escapes -> 512
+    # (an empty symbol); each token's symbol is gathered as one 8-byte word, and the output is the
+    # leading ``len`` bytes of every word, in order: one boolean compaction of m x 8 bytes
+    ext_sym = np.zeros((513, 8), dtype=np.uint8)
     ext_sym[:256] = symbols
-    ext_sym[256:, 0] = np.arange(256, dtype=np.uint8)
-    ext_len = np.concatenate([lens, np.ones(256, dtype=np.int64)])
-    token = np.where(lit, buf.astype(np.int64) + 256, buf.astype(np.int64))
-    out_len = np.where(esc, 0, ext_len[token])
-    cum = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(out_len, out=cum[1:])
-    total = int(cum[-1])
-    # output byte k comes from token t at symbol byte k - cum[t]
-    src = np.repeat(token * 8 - cum[:-1], out_len) + np.arange(total, dtype=np.int64)
-    out = ext_sym.reshape(-1)[src]
-    return cum[offsets], out
+    ext_sym[256:512, 0] = np.arange(256, dtype=np.uint8)
+    ext_len = np.zeros(513, dtype=np.uint8)
+    ext_len[:256] = lens
+    ext_len[256:512] = 1
+    token = buf.astype(np.uint16)
+    token[lit] += 256
+    token[esc] = 512
+    out_len = ext_len[token]
+    if np.any((out_len == 0) & ~esc):
+        raise ValueError("FSST code without a symbol")
+    words = ext_sym.view("<u8").reshape(-1)[token]  # (m,) 8 symbol bytes per token
+    keep_rows = (np.arange(8)[None, :] < np.arange(9)[:, None]).view("<u8").reshape(-1)  # by length
+    keep = keep_rows[out_len].view(np.bool_).reshape(m, 8)
+    out = words.view(np.uint8).reshape(m, 8)[keep]
+    # output offsets: decoded bytes per string, summed per string, then prefix sums
+    per = np.add.reduceat(np.append(out_len, np.uint8(0)), np.minimum(offsets[:-1], m), dtype=np.int64)
+    per[offsets[1:] == offsets[:-1]] = 0
+    out_offsets = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(per, out=out_offsets[1:])
+    return out_offsets, out
