@@ -43,12 +43,17 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
         vals = w.transpose(0, 2, 1)  # (block, lane, row)
     else:
         w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
-        # per lane, the W words in order form the bit stream
-        lane_words = np.ascontiguousarray(w.transpose(0, 2, 1))
-        bits = np.unpackbits(lane_words.view(np.uint8), bitorder="little").reshape(nblocks, lanes, t_bits, width)
-        padded = np.zeros((nblocks, lanes, t_bits, t_bits), dtype=np.uint8)
-        padded[..., :width] = bits
-        vals = np.packbits(padded, axis=-1, bitorder="little").view(dt)[..., 0]
+        # per lane, the W words in order form the bit stream: row r is bits [r*W, (r+1)*W), i.e.
+        # word r*W // T shifted right by r*W % T, plus the next word's low bits when it spills
+        start = np.arange(t_bits) * width
+        idx, off = start // t_bits, start % t_bits
+        spill = off + width > t_bits
+        vals = w[:, idx, :] >> off.astype(dt)[None, :, None]
+        if spill.any():
+            rows = np.flatnonzero(spill)
+            vals[:, rows, :] |= w[:, idx[rows] + 1, :] << (t_bits - off[rows]).astype(dt)[None, :, None]
+        vals &= dt.type((1 << width) - 1)
+        vals = vals.transpose(0, 2, 1)  # (block, lane, row)
     out = np.empty((nblocks, BLOCK), dtype=dt)
     out[:, _index(t_bits)] = vals
     return out.reshape(-1)
