@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
+from .chunks import decode_chunks
 from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
 from .fullzip import decode_full_zip_rep
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
@@ -438,7 +439,12 @@ def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer
     vals: list[Any] = []
     defs: list[np.ndarray] = []
     reps: list[np.ndarray] = []
-    for start, size, count in _chunks(w, mb, meta, data, num_items):
+    fast = decode_chunks(w, mb, meta, data, num_items, var_values, venc) if num_items else None
+    if fast is not None:  # all chunks at once (chunks.py)
+        fdefs, fvals = fast
+        defs = [fdefs] if fdefs is not None else []
+        vals = [fvals]
+    for start, size, count in (_chunks(w, mb, meta, data, num_items) if fast is None else ()):
         chunk = raw[start : start + size]
         pos = 0
         widths = [2] + [2] * has_rep + [2] * has_def + [4 if big else 2] * nbuf

@@ -1,0 +1,207 @@
+"""Whole-page decoding of mini-block chunks (the fast path of :mod:`.layouts`).
+
+pylance writes chunks of 1024 - 4096 values, so a 1M-row page has hundreds of chunks; decoding
+them one by one costs a Python round trip per chunk.  For the common page shapes (no repetition
+levels, one value buffer; values ``flat``, ``inline_bitpacking`` or ``variable``; def levels
+``flat`` or ``inline_bitpacking``) every chunk header is read at once from its fixed position,
+and the buffers of all chunks are decoded together: byte slices are concatenated with one mask,
+bit-packed blocks are grouped by bit width and unpacked once per width.
+
+:func:`decode_chunks` returns None for any other shape; the caller then decodes chunk by chunk.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+from ..._proto import encodings_v2_1_pb2 as pb
+from .bitpacking import BLOCK, unpack_blocks
+from .compression import Where
+
+__all__ = ["decode_chunks"]
+
+_ALIGN = 8
+
+
+def _pad(x: np.ndarray) -> np.ndarray:
+    return (x + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _le(raw: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros(len(pos), dtype=np.int64)
+    for b in range(width):
+        out |= raw[pos + b].astype(np.int64) << (8 * b)
+    return out
+
+
+def _slices(raw: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """``raw[start[i] : start[i] + length[i]]`` for every i, concatenated (slices are disjoint)."""
+    keep = length > 0
+    start, length = start[keep], length[keep]
+    if not len(start):
+        return np.zeros(0, dtype=np.uint8)
+    edge = np.zeros(len(raw) + 1, dtype=np.int8)
+    edge[start] += 1
+    edge[start + length] -= 1
+    return raw[np.cumsum(edge[:-1], dtype=np.int8).view(bool)]
+
+
+def _bits(raw: np.ndarray, start: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Little-endian bit-packed booleans: ``counts[i]`` bits at byte ``start[i]``, concatenated."""
+    nbytes = (counts + 7) // 8
+    bits = np.unpackbits(_slices(raw, start, nbytes), bitorder="little").view(bool)
+    if (counts % 8 == 0).all():
+        return bits
+    # drop each chunk's padding bits
+    pos = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(nbytes * 8, out=pos[1:])
+    keep = np.zeros(len(bits) + 1, dtype=np.int8)
+    keep[pos[:-1]] += 1
+    keep[pos[:-1] + counts] -= 1
+    return bits[np.cumsum(keep[:-1], dtype=np.int8).view(bool)]
+
+
+def _inline_unpacked(w: Where, raw: np.ndarray, start: np.ndarray, counts: np.ndarray, t_bits: int) -> np.ndarray:
+    """Inline bit-packing of every chunk: per 1024 values ``[T-bit width][packed]``."""
+    size = t_bits // 8
+    dt = np.dtype(f"<u{size}")
+    nblk = (counts + BLOCK - 1) // BLOCK
+    total = int(nblk.sum())
+    out = np.zeros(total * BLOCK, dtype=dt)
+    blk_first = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(nblk, out=blk_first[1:])
+    pos = start.copy()
+    blk_pos = np.zeros(total, dtype=np.int64)
+    blk_width = np.zeros(total, dtype=np.int64)
+    for k in range(int(nblk.max(initial=0))):  # k-th block of every chunk that has one (k < 4)
+        has = np.flatnonzero(nblk > k)
+        p = pos[has]
+        if np.any(p + size > len(raw)):
+            raise w.corrupt("inline bit-packed chunk is truncated")
+        width = _le(raw, p, size)
+        if np.any(width > t_bits):
+            raise w.corrupt(f"inline bit width above {t_bits}")
+        ids = blk_first[has] + k
+        blk_pos[ids] = p + size
+        blk_width[ids] = width
+        pos[has] = p + size + BLOCK * width // 8
+    if np.any(blk_pos + BLOCK * blk_width // 8 > len(raw)):
+        raise w.corrupt("inline bit-packed chunk is truncated")
+    for width in np.unique(blk_width).tolist():
+        ids = np.flatnonzero(blk_width == width)
+        if width == 0:
+            continue  # zeros
+        nbytes = BLOCK * width // 8
+        packed = _slices(raw, blk_pos[ids], np.full(len(ids), nbytes, dtype=np.int64))
+        vals = unpack_blocks(packed, width, t_bits).reshape(len(ids), BLOCK)
+        out.reshape(total, BLOCK)[ids] = vals
+    # each chunk's last block is padded to 1024 values
+    if (counts % BLOCK == 0).all():
+        return out
+    keep = np.zeros(total * BLOCK + 1, dtype=np.int8)
+    first = blk_first[:-1] * BLOCK
+    keep[first] += 1
+    keep[first + counts] -= 1
+    return out[np.cumsum(keep[:-1], dtype=np.int8).view(bool)]
+
+
+def _fixed(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, counts: np.ndarray):
+    kind = enc.WhichOneof("compression")
+    if kind == "flat" and not enc.flat.HasField("data"):
+        bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return _bits(raw, start, counts)
+        if bits % 8 or bits // 8 not in (1, 2, 4, 8):
+            return None
+        width = bits // 8
+        return _slices(raw, start, counts * width).view(f"<u{width}")
+    if kind == "inline_bitpacking" and not enc.inline_bitpacking.HasField("values"):
+        t_bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        if t_bits not in (8, 16, 32, 64):
+            return None
+        return _inline_unpacked(w, raw, start, counts, t_bits)
+    return None
+
+
+def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
+              counts: np.ndarray):
+    if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
+        return None
+    off = enc.variable.offsets
+    if off.WhichOneof("compression") != "flat" or off.flat.bits_per_value not in (32, 64):
+        return None
+    ow = int(off.flat.bits_per_value) // 8
+    if np.any((counts + 1) * ow > size):
+        raise w.corrupt("variable chunk shorter than its offsets")
+    n = int(counts.sum())
+    offs = _slices(raw, start, (counts + 1) * ow).view(f"<u{ow}").astype(np.int64)
+    # per chunk: counts+1 offsets, absolute in the chunk buffer
+    first = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts + 1, out=first[1:])
+    lo, hi = offs[first[:-1]], offs[first[1:] - 1]
+    if np.any(hi > size) or np.any(lo > hi):
+        raise w.corrupt("bad offsets in variable chunk")
+    lens = np.diff(offs)
+    lens[first[1:-1] - 1] = 0  # the step from one chunk's last offset to the next chunk's first
+    keep = np.ones(len(lens), dtype=bool)
+    keep[first[1:-1] - 1] = False
+    lens = lens[keep]
+    if len(lens) != n or np.any(lens < 0):
+        raise w.corrupt("bad offsets in variable chunk")
+    out_offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=out_offs[1:])
+    data = _slices(raw, start + lo, hi - lo)
+    return out_offs, data
+
+
+def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
+                  var_values: bool, venc: pb.CompressiveEncoding):
+    """``(defs, values)`` of every chunk of the page, or None when the page needs the general path.
+
+    ``defs``: def levels (or None), ``values``: fixed values or ``(offsets, data)``.
+    """
+    if mb.HasField("rep_compression") or int(mb.num_buffers) != 1:
+        return None
+    has_def = mb.HasField("def_compression")
+    word = 4 if mb.has_large_chunk else 2
+    if len(meta) % word:
+        raise w.corrupt(f"mini-block chunk metadata of {len(meta)} bytes")
+    words = np.frombuffer(meta, dtype=f"<u{word}").astype(np.int64)
+    if not len(words):
+        return None
+    logs = words & 0xF
+    sizes = ((words >> 4) + 1) * _ALIGN
+    counts = np.left_shift(np.int64(1), logs)
+    counts[-1] = num_items - int(counts[:-1].sum())
+    if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+        raise w.corrupt("mini-block chunk value counts do not add up to num_items")
+    starts = np.zeros(len(words), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if starts[-1] + sizes[-1] > len(raw):
+        raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
+    bw = 4 if mb.has_large_chunk else 2
+    head = 2 + 2 * has_def + bw
+    if np.any(sizes < head):
+        raise w.corrupt("mini-block chunk header is truncated")
+    pos = starts + (2 + 2 * has_def)
+    vsize = _le(raw, pos, bw)
+    body = starts + _pad(np.int64(head))
+    defs = None
+    if has_def:
+        num_levels = _le(raw, starts, 2)
+        if np.any(num_levels != counts):
+            raise w.corrupt("chunk def level counts differ from its item counts")
+        dsize = _le(raw, starts + 2, 2)
+        defs = _fixed(w, mb.def_compression, raw, body, counts)
+        if defs is None:
+            return None
+        body = body + _pad(dsize)
+    if np.any(body + vsize > starts + sizes):
+        raise w.corrupt("mini-block chunk buffer runs past the chunk")
+    if var_values:
+        vals = _variable(w, venc, raw, body, vsize, counts)
+    else:
+        vals = _fixed(w, venc, raw, body, counts)
+    if vals is None:
+        return None
+    return defs, vals
