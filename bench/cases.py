@@ -19,6 +19,7 @@ from .data import (
     Fixtures,
     copy_dataset,
     delete_predicate,
+    dir_bytes,
     make_table,
     read_ipc,
     remove,
@@ -131,33 +132,61 @@ def _fresh_dirs(fx: Fixtures, stem: str, labels: list[str]) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------- cases
-def case_write(fx: Fixtures, p: Any) -> Case:
+def _write(fx: Fixtures, p: Any, name: str, version: str, target: Target | None, sizes: bool) -> Case:
     lance = _pylance()
     table = fx.table()
-    out = _fresh_dirs(fx, "write", ["lance_ops", "pylance"])
+    out = _fresh_dirs(fx, f"write{version.replace('.', '')}", ["lance_ops", "pylance"])
+    extra: dict[str, Any] = {"rows": table.num_rows, "mb": round(table.nbytes / MB, 1)}
+    if sizes:
+        extra["data_storage_version"] = version
 
     def prepare(v: str) -> None:
         remove(out[v])
 
+    def after(case: Case) -> None:
+        # on-disk size of what the last timed run of each library wrote (before cleanup)
+        if sizes:
+            for v, d in out.items():
+                if os.path.isdir(d):
+                    case.extra[f"{v}_bytes"] = dir_bytes(d)
+
     return Case(
-        "write_10m",
+        name,
         {
-            "lance_ops": lambda: lf.write_dataset(table, out["lance_ops"], data_storage_version="2.0"),
-            "pylance": lambda: lance.write_dataset(table, out["pylance"], data_storage_version="2.0"),
+            "lance_ops": lambda: lf.write_dataset(table, out["lance_ops"], data_storage_version=version),
+            "pylance": lambda: lance.write_dataset(table, out["pylance"], data_storage_version=version),
         },
         work=table.nbytes / MB,
         unit="MB/s",
         reps=p.reps,
         prepare=prepare,
-        target=Target("ratio", 1.0, "throughput >= 1.0x pylance"),
-        extra={"rows": table.num_rows, "mb": round(table.nbytes / MB, 1)},
+        target=target,
+        extra=extra,
+        after=after,
         cleanup=lambda: [remove(d) for d in out.values()],
     )
 
 
-def _scan(fx: Fixtures, p: Any, name: str, columns: list[str] | None, target: Target | None) -> Case:
+def case_write(fx: Fixtures, p: Any) -> Case:
+    return _write(fx, p, "write_10m", "2.0", Target("ratio", 1.0, "throughput >= 1.0x pylance"), sizes=False)
+
+
+def case_write_22(fx: Fixtures, p: Any) -> Case:
+    """``write_10m`` at file format 2.2: pylance compresses (bit-packing, FSST), lance_ops does not."""
+    return _write(fx, p, "write_22", "2.2", None, sizes=True)
+
+
+def _scan(
+    fx: Fixtures,
+    p: Any,
+    name: str,
+    columns: list[str] | None,
+    target: Target | None,
+    path: str | None = None,
+    about: dict[str, Any] | None = None,
+) -> Case:
     lance = _pylance()
-    path = fx.scan_dataset()
+    path = path or fx.scan_dataset()
     table = fx.table()
     nbytes = (table.select(columns) if columns else table).nbytes
     bs = p.batch_size
@@ -175,7 +204,12 @@ def _scan(fx: Fixtures, p: Any, name: str, columns: list[str] | None, target: Ta
         unit="MB/s",
         reps=p.reps,
         target=target,
-        extra={"rows": table.num_rows, "columns": columns or table.column_names, "batch_size": bs},
+        extra={
+            "rows": table.num_rows,
+            "columns": columns or table.column_names,
+            "batch_size": bs,
+            **(about or {}),
+        },
     )
 
 
@@ -185,6 +219,29 @@ def case_scan(fx: Fixtures, p: Any) -> Case:
 
 def case_scan_projection(fx: Fixtures, p: Any) -> Case:
     return _scan(fx, p, "scan_projection", ["id", "x"], Target("ratio", 1 / 1.5, "throughput >= 1.5x pylance"))
+
+
+def _scan_22(fx: Fixtures, p: Any, name: str, columns: list[str] | None, writer: str) -> Case:
+    """A scan of the 2.2 dataset written by ``writer``; records its on-disk size."""
+    path = fx.scan_dataset_22(writer)
+    about = {"data_storage_version": "2.2", "written_by": writer, "dataset_bytes": dir_bytes(path)}
+    return _scan(fx, p, name, columns, None, path=path, about=about)
+
+
+def case_scan_22(fx: Fixtures, p: Any) -> Case:
+    return _scan_22(fx, p, "scan_22", None, "lance_ops")
+
+
+def case_scan_projection_22(fx: Fixtures, p: Any) -> Case:
+    return _scan_22(fx, p, "scan_projection_22", ["id", "x"], "lance_ops")
+
+
+def case_scan_22_pylance_written(fx: Fixtures, p: Any) -> Case:
+    return _scan_22(fx, p, "scan_22_pylance_written", None, "pylance")
+
+
+def case_scan_projection_22_pylance_written(fx: Fixtures, p: Any) -> Case:
+    return _scan_22(fx, p, "scan_projection_22_pylance_written", ["id", "x"], "pylance")
 
 
 def case_append(fx: Fixtures, p: Any) -> Case:
@@ -448,6 +505,11 @@ CASES: dict[str, Callable[..., Case]] = {
     "scan_10m": case_scan,
     "scan_projection": case_scan_projection,
     "ipc_limit_read": case_ipc_read,
+    "write_22": case_write_22,
+    "scan_22": case_scan_22,
+    "scan_projection_22": case_scan_projection_22,
+    "scan_22_pylance_written": case_scan_22_pylance_written,
+    "scan_projection_22_pylance_written": case_scan_projection_22_pylance_written,
     "append_commit": case_append,
     "open_latest": case_open,
     "delete_10pct": case_delete,

@@ -51,6 +51,11 @@ def remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def dir_bytes(path: str) -> int:
+    """On-disk size of a dataset: the sum of its files' sizes (data, manifests, transactions)."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
 class Fixtures:
     """Lazily built datasets under ``workdir``, shared by the cases of one run."""
 
@@ -77,6 +82,27 @@ class Fixtures:
             lf.write_dataset(self.table(), path, data_storage_version="2.0")
             self._paths["scan"] = path
         return self._paths["scan"]
+
+    def scan_dataset_22(self, writer: str = "lance_ops") -> str:
+        """The ``rows``-row table at file format 2.2, written by ``writer`` (``lance_ops`` or
+        ``pylance``; each library's default file size, 1,048,576 rows).
+
+        lance_ops writes simple uncompressed 2.2 encodings; pylance compresses by default
+        (bit-packed integers, FSST strings), which is what users' datasets hold."""
+        key = f"scan22_{writer}"
+        if key not in self._paths:
+            path = self.path(f"scan22_{writer}_ds")
+            remove(path)
+            if writer == "lance_ops":
+                lf.write_dataset(self.table(), path, data_storage_version="2.2")
+            elif writer == "pylance":
+                import lance
+
+                lance.write_dataset(self.table(), path, data_storage_version="2.2")
+            else:
+                raise ValueError(f"unknown writer {writer!r}")
+            self._paths[key] = path
+        return self._paths[key]
 
     def ipc_file(self) -> str:
         path = self.path("limit.arrow")

@@ -1,7 +1,7 @@
 """``python -m bench.run``: lance_ops against pylance, same data, same process, alternating.
 
 Prints a Markdown table and, for a run of every case (or with ``--save``), writes
-``bench/results.json`` and ``bench/RESULTS.md``.  See ``bench/README.md``.
+``bench/results.json`` and ``bench/RESULTS.md``; ``--merge`` folds a subset run into them instead.  See ``bench/README.md``.
 """
 
 import argparse
@@ -64,6 +64,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--save", action="store_true", help="write results.json/RESULTS.md even for a subset")
     ap.add_argument("--no-save", action="store_true", help="never write results.json/RESULTS.md")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge this (subset) run into the existing results.json/RESULTS.md: its cases replace "
+        "or join the saved ones, which are kept",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     ap.add_argument("--markdown", default=os.path.join(HERE, "RESULTS.md"))
     return ap.parse_args(argv)
@@ -231,6 +237,10 @@ def _fmt_rate(x: Any, unit: str) -> str:
     return f"{x:,.0f} {unit}"
 
 
+def _fmt_bytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
 def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str) -> str:
     lines = [
         header,
@@ -256,6 +266,16 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
             notes.append(f"executor peak {e['executor_peak_mb']:.0f} MB")
         if e.get("pylance_peak_mb") is not None:
             notes.append(f"pylance peak {e['pylance_peak_mb']:.0f} MB")
+        if e.get("lance_ops_bytes") is not None and e.get("pylance_bytes") is not None:
+            notes.append(
+                f"on disk: lance_ops {_fmt_bytes(e['lance_ops_bytes'])}, pylance {_fmt_bytes(e['pylance_bytes'])}"
+            )
+        if e.get("dataset_bytes") is not None:
+            notes.append(f"reads {_fmt_bytes(e['dataset_bytes'])} written by {e.get('written_by', '?')}")
+        if e.get("data_storage_version"):
+            notes.append(f"file format {e['data_storage_version']}")
+        if e.get("measured"):
+            notes.append(f"measured {e['measured']}")
         if e["name"] in ("append_commit", "open_latest"):
             notes.append("per operation")
         ratio = e.get("ratio")
@@ -352,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table)
     print(f"total {time.time() - started:.0f} s")
-    if (full_run or args.save) and not args.no_save:
+    if args.merge and not args.no_save and not full_run:
+        merge_results(args, entries, skipped, mode, p, load_start)
+    elif (full_run or args.save) and not args.no_save:
         doc = {
             "machine": machine(),
             "load_average": {"start": load_start, "end": _loadavg()},
@@ -370,6 +392,72 @@ def main(argv: list[str] | None = None) -> int:
             f.write(table)
         print(f"wrote {args.out} and {args.markdown}")
     return 0
+
+
+def merge_results(
+    args: argparse.Namespace,
+    entries: list[dict[str, Any]],
+    skipped: dict[str, str],
+    mode: str,
+    p: Params,
+    load_start: float | None,
+) -> None:
+    """Fold a subset run into the saved results: its entries replace (or are inserted among) the
+    saved ones in run order, each marked (``measured``, shown in the notes) with when and how it
+    was measured; the saved header (the full run's) stays, and ``merged`` in results.json lists
+    every merged run with its parameters."""
+    try:
+        with open(args.out) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    when = time.strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = f"{time.strftime('%Y-%m-%d')} (separate run"
+    if mode != doc.get("mode", mode):
+        stamp += f", {mode} sizes"
+    if p.rows != doc.get("params", {}).get("rows", p.rows):
+        stamp += f", {p.rows:,} rows"
+    stamp += f", load average {load_start}–{_loadavg()})"
+    for e in entries:
+        e["measured"] = stamp
+    by_name = {e["name"]: e for e in doc.get("cases", [])}
+    by_name.update({e["name"]: e for e in entries})
+    old_skipped = {k: v for k, v in doc.get("skipped", {}).items() if k not in by_name and k not in skipped}
+    new_skipped = {**old_skipped, **skipped}
+    for k in skipped:
+        by_name.pop(k, None)
+    order = list(CASES)
+    cases = sorted(by_name.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
+    link_limits(cases)
+    doc["cases"] = cases
+    doc["skipped"] = new_skipped
+    # earlier merged runs whose every case this run re-measured no longer describe any row
+    remeasured = {e["name"] for e in entries}
+    doc["merged"] = [m for m in doc.get("merged", []) if set(m.get("cases", [])) - remeasured]
+    doc["merged"].append(
+        {
+            "date": when,
+            "cases": [e["name"] for e in entries],
+            "mode": mode,
+            "params": vars(p),
+            "load_average": {"start": load_start, "end": _loadavg()},
+            "versions": library_versions(),
+        }
+    )
+    header = None
+    try:
+        with open(args.markdown) as f:
+            header = f.readline().rstrip("\n")
+    except OSError:
+        pass
+    if not header or header.startswith("|"):
+        header = "lance_ops vs pylance (merged runs). Times are medians; ratio = lance_ops / pylance (lower is better)."
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    with open(args.markdown, "w") as f:
+        f.write(markdown(cases, new_skipped, header))
+    print(f"merged {', '.join(e['name'] for e in entries)} into {args.out} and {args.markdown}")
 
 
 def _loadavg() -> float | None:
