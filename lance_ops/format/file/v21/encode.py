@@ -2,7 +2,8 @@
 
 Simple, valid encodings that pylance 14 reads (FORMAT_NOTES §5): mini-block pages with ``flat``
 fixed-width values (``fixed_size_list`` of ``flat`` for vectors), ``variable`` strings/binary
-with 32-bit (64-bit for large types) chunk offsets, and ``flat{16}`` rep/def levels; a page
+with 32-bit (64-bit for large types) chunk offsets, and ``flat{16}`` rep/def levels (``rle`` when
+that is smaller, e.g. long runs of empty / null lists); a page
 without visible items (only null / empty lists) is a constant layout carrying its levels, as
 pylance writes it; a page whose values are too large for 32 KiB chunks is full-zip.
 
@@ -170,9 +171,58 @@ class _Values:
         return self.width if self.bits != 1 else 1
 
 
+class _LevelBuffer:
+    """One kind of rep/def levels of a page, cut into chunk buffers: ``flat{16}``, or ``rle``
+    (u16 run values, u8 run lengths, a u64 byte count of the values first) when that is smaller
+    -- long runs of empty / null lists would not fit a 32 KiB chunk as flat levels.
+
+    Runs are split every 255 levels from their start; a chunk holds the runs (pieces) that
+    overlap it, clipped, so its run count is known exactly before it is encoded.
+    """
+
+    def __init__(self, levels: np.ndarray, rle: bool | None = None) -> None:
+        self.levels = levels
+        n = len(levels)
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(levels.astype(np.int64))) + 1]) if n else np.zeros(0, np.int64)
+        lens = np.diff(np.append(starts, n))
+        pieces = (lens + 254) // 255
+        first = np.cumsum(pieces) - pieces
+        which = np.repeat(np.arange(len(starts)), pieces)
+        self.starts = starts[which] + 255 * (np.arange(len(which)) - first[which])
+        self.rle = (8 + 3 * len(self.starts) < 2 * n) if rle is None else rle
+
+    def compression(self) -> pb.CompressiveEncoding:
+        if not self.rle:
+            return _flat(16)
+        e = pb.CompressiveEncoding()
+        e.rle.values.CopyFrom(_flat(16))
+        e.rle.run_lengths.CopyFrom(_flat(8))
+        return e
+
+    def _runs(self, l0: int, l1: int) -> np.ndarray:
+        a = int(np.searchsorted(self.starts, l0, side="right"))
+        b = int(np.searchsorted(self.starts, l1, side="left"))
+        return np.concatenate([[l0], self.starts[a:b]])
+
+    def nbytes(self, l0: int, l1: int) -> int:
+        if not self.rle:
+            return _pad(2 * (l1 - l0))
+        a = int(np.searchsorted(self.starts, l0, side="right"))
+        b = int(np.searchsorted(self.starts, l1, side="left"))
+        return _pad(8 + 3 * (1 + b - a))
+
+    def chunk(self, l0: int, l1: int) -> bytes:
+        if not self.rle:
+            return self.levels[l0:l1].astype("<u2").tobytes()
+        st = self._runs(l0, l1)
+        values = self.levels[st].astype("<u2").tobytes()
+        return len(values).to_bytes(8, "little") + values + np.diff(np.append(st, l1)).astype(np.uint8).tobytes()
+
+
 class _ChunksTooLarge(Exception):
-    """No chunk fits; ``levels`` is True if it is the 65535 levels a chunk header can count
-    (more than that many null / empty lists between two visible values), not the 32 KiB."""
+    """No chunk fits; ``levels`` is True if the levels are to blame, not the values: more
+    levels (null / empty lists) between two visible values than a chunk header counts (65535)
+    or than fit 32 KiB with the values."""
 
     def __init__(self, levels: bool) -> None:
         super().__init__()
@@ -180,17 +230,17 @@ class _ChunksTooLarge(Exception):
 
 
 def _plan_chunks(
-    vals: _Values, vis_pos: np.ndarray, num_levels: int, nlev_bufs: int, large: bool
+    vals: _Values, vis_pos: np.ndarray, num_levels: int, level_bufs: list[_LevelBuffer], large: bool
 ) -> list[tuple[int, int, int, int]]:
     """``[(v0, k, l0, l1)]``: values ``[v0, v0+k)`` and levels ``[l0, l1)`` of each chunk."""
     n = vals.n
-    header = _pad(2 + 2 * nlev_bufs + (4 if large else 2) * vals.num_buffers())
+    header = _pad(2 + 2 * len(level_bufs) + (4 if large else 2) * vals.num_buffers())
     out = []
     v0 = l0 = 0
     while v0 < n:
         rem = n - v0
         chosen = None
-        levels_only = True  # every candidate had too many levels
+        levels_only = True  # the levels, not the values, are what does not fit (smallest candidate)
         if rem <= _MAX_CHUNK_VALUES:
             cand = [rem]
         else:
@@ -206,8 +256,9 @@ def _plan_chunks(
             lv = l1 - l0
             if lv > _MAX_LEVELS:
                 continue
-            levels_only = False
-            size = header + nlev_bufs * _pad(2 * lv) + _pad(vals.nbytes(v0, k))
+            value_size = header + _pad(vals.nbytes(v0, k))
+            levels_only = value_size <= _MAX_CHUNK_BYTES
+            size = value_size + sum(b.nbytes(l0, l1) for b in level_bufs)
             if size <= _MAX_CHUNK_BYTES:
                 chosen = (k, l1)
                 break
@@ -271,20 +322,28 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     nlev = (rep is not None) + (defs is not None)
     # 2.2 readers require the "large chunk" grammar: u32 chunk words and u32 value-buffer sizes
     large = version != "2.1"
+    level_bufs = [_LevelBuffer(x) for x in (rep, defs) if x is not None]
     try:
-        chunks = _plan_chunks(vals, vis_pos, num_levels, nlev, large)
+        try:
+            chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
+        except _ChunksTooLarge:
+            if all(b.rle for b in level_bufs):
+                raise
+            level_bufs = [_LevelBuffer(b.levels, rle=True) for b in level_bufs]
+            chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
     except _ChunksTooLarge as e:
         if rep is None:
             return _full_zip(levels, vals, kind, bits)
         if e.levels:
             raise UnsupportedFeatureError(
-                f"{where}: more than {_MAX_LEVELS} null / empty lists between two values of one page "
-                f"cannot be written in Lance {version} files by lance_ops yet (a mini-block chunk counts "
-                f"at most {_MAX_LEVELS} rep/def levels; full-zip pages with lists are not written)"
+                f"{where}: too many null / empty lists between two values of one page for a mini-block "
+                f"chunk (at most {_MAX_LEVELS} rep/def levels, in 32 KiB with the values, flat or "
+                f"run-length encoded); such pages cannot be written in Lance {version} files by lance_ops yet"
             ) from None
         raise UnsupportedFeatureError(
-            f"{where}: a list value larger than a 32 KiB mini-block chunk cannot be written in Lance "
-            f"{version} files by lance_ops yet"
+            f"{where}: list values of up to {vals.max_value_bytes()} bytes are too large for 32 KiB "
+            f"mini-block chunks (of at least two values) and cannot be written in Lance {version} files "
+            f"by lance_ops yet"
         ) from None
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
     parts: list[bytes] = []
@@ -295,15 +354,11 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         head = [l1 - l0 if nlev else 0]
         body = []
         if rep is not None:
-            r = rep[l0:l1]
-            chunk_reps.append(r)
-            rb = r.astype("<u2").tobytes()
-            head.append(len(rb))
-            body.append(rb)
-        if defs is not None:
-            db = defs[l0:l1].astype("<u2").tobytes()
-            head.append(len(db))
-            body.append(db)
+            chunk_reps.append(rep[l0:l1])
+        for b in level_bufs:
+            lb = b.chunk(l0, l1)
+            head.append(len(lb))
+            body.append(lb)
         vbs = vals.chunk(v0, k)
         body.extend(vbs)
         hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(b) for b in vbs], dtype="<u4" if large else "<u2").tobytes()
@@ -319,10 +374,10 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         pos += size
     mb = layout.mini_block_layout
     if rep is not None:
-        mb.rep_compression.CopyFrom(_flat(16))
+        mb.rep_compression.CopyFrom(level_bufs[0].compression())
         mb.repetition_index_depth = 1
     if defs is not None:
-        mb.def_compression.CopyFrom(_flat(16))
+        mb.def_compression.CopyFrom(level_bufs[-1].compression())
     mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
     mb.layers.extend(levels.layers)
     mb.num_buffers = vals.num_buffers()

@@ -99,6 +99,11 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
 
     Lists (and large lists) are followed through their single child; a fixed-size list or any
     other non-struct type ends the path and is the leaf.
+
+    Layer kinds are chosen so that pylance 14 reads the pages (it misreads some valid stacks):
+    struct nulls are pushed down (a layer under a null struct is nullable), a nullable struct
+    above a list is always ``NULLABLE_ITEM``, and no ``ALL_VALID_LIST`` lies below a layer with
+    definition levels (details at the end of the function).
     """
     n = len(arr)
     node = arr
@@ -143,7 +148,7 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
             # null struct counts as null: pylance 14 maps a null struct above ALL_VALID_LIST layers
             # only to repetition level 0 and so reads its slot as a visible item
             nullable = not (v.all() and free.all())
-            empty = v & (lens == 0)
+            empty = v & (lens == 0) & free
             emptyable = bool(empty.any())
             kinds.append(("list", nullable, emptyable))
             declared.append(may_null)
