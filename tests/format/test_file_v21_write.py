@@ -325,12 +325,13 @@ def test_huge_strings_inside_lists_or_structs(tmp_path, version):
     ok = pa.table({"st": pa.array([{"s": big, "i": 1}, None, {"s": None, "i": None}], st_t)})
     reader = roundtrip(tmp_path, ok, version, name="st.lance")
     assert "full_zip_layout" in layouts(reader)
-    bad = pa.table({"ls": pa.array([[big], None, []], pa.list_(pa.string()))})
-    with pytest.raises(UnsupportedFeatureError, match=r"field 'item' \(id 1\): list values of up to 50000 bytes"):
-        write_ours(tmp_path, bad, version, "ls.lance")
-    two = pa.table({"ls": pa.array([["a" * 17_000, "b" * 17_000]], pa.list_(pa.string()))})
-    with pytest.raises(UnsupportedFeatureError, match="list values of up to 17000 bytes"):
-        write_ours(tmp_path, two, version, "two.lance")
+    # list values too large for 32 KiB chunks: full-zip pages with rep/def control words
+    lists = pa.table({"ls": pa.array([[big], None, [], [big, None, "x"]] * 3, pa.list_(pa.string()))})
+    reader = roundtrip(tmp_path, lists, version, name="ls.lance")
+    assert layouts(reader) == {"full_zip_layout"}
+    assert {p.encoding.full_zip_layout.bits_rep for p in reader._column_pages(0)} == {1}
+    two = pa.table({"ls": pa.array([["a" * 17_000, "b" * 17_000]] * 3, pa.list_(pa.large_string()))})
+    assert layouts(roundtrip(tmp_path, two, version, name="two.lance")) == {"full_zip_layout"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -344,16 +345,14 @@ def test_long_runs_of_null_or_empty_lists(tmp_path, version):
     reader = roundtrip(tmp_path, table, version, name="rle.lance")
     comps = {p.encoding.mini_block_layout.def_compression.WhichOneof("compression") for p in reader._column_pages(0)}
     assert comps == {"rle"}
-    # more than a chunk can count (65535 levels), or too varied to compress: not supported
-    bad = pa.table({"l": pa.array([[1]] + [[]] * 70_000 + [[2]], l_t)})
-    with pytest.raises(UnsupportedFeatureError, match=r"field 'item' \(id 1\): too many null / empty lists"):
-        write_ours(tmp_path, bad, version, "bad.lance")
-    inner = pa.table({"l": pa.array([[[]] * 70_000 + [[1]]], pa.list_(l_t))})
-    with pytest.raises(UnsupportedFeatureError, match="too many null / empty lists"):
-        write_ours(tmp_path, inner, version, "inner.lance")
-    mixed = pa.table({"l": pa.array([[1]] + [[], None] * 20_000 + [[2]], l_t)})
-    with pytest.raises(UnsupportedFeatureError, match="too many null / empty lists"):
-        write_ours(tmp_path, mixed, version, "mixed.lance")
+    # more than a chunk can count (65535 levels), or too varied to compress: full-zip pages
+    for name, rows_ in (
+        ("bad", pa.array([[1]] + [[]] * 70_000 + [[2]], l_t)),
+        ("inner", pa.array([[[]] * 70_000 + [[1]], [[2]]], pa.list_(l_t))),
+        ("mixed", pa.array([[1]] + [[], None] * 20_000 + [[2]], l_t)),
+    ):
+        reader = roundtrip(tmp_path, pa.table({"l": rows_}), version, name=f"{name}.lance")
+        assert layouts(reader) == {"full_zip_layout"}, name
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -503,3 +502,16 @@ def test_write_dataset_nested(tmp_path, version):
         assert ds.data_storage_version == version
         assert len(ds.get_fragments()) == -(-table.num_rows // 700)
         assert_same(ds.to_table(), table, "pylance dataset")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_oversized_vectors_with_null_items_are_refused_by_name(tmp_path, version):
+    # a 36 KB vector does not fit a mini-block chunk; full-zip pages of vectors with null items
+    # (a validity bitmap per value) are not written: refused before anything is committed
+    dim = 9000
+    vec = pa.FixedSizeListArray.from_arrays(pa.array([1.0] * (dim - 1) + [None], pa.float32()), dim)
+    table = pa.table({"v": pa.concat_arrays([vec, vec])})
+    with pytest.raises(UnsupportedFeatureError, match=r"field 'v' \(id 0\).*fixed-size lists with null items"):
+        write_ours(tmp_path, table, version, "v.lance")
+    ok = pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array([1.5] * dim * 2, pa.float32()), dim)})
+    assert layouts(roundtrip(tmp_path, ok, version, name="ok.lance")) == {"full_zip_layout"}

@@ -20,7 +20,11 @@ import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
-from .repdef import Levels, max_visible_level
+from .repdef import Levels, def_counts, max_visible_level
+
+_LIST_LAYER_KINDS = (
+    pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST
+)
 
 __all__ = ["encode_page", "leaf_kind"]
 
@@ -331,20 +335,10 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
                 raise
             level_bufs = [_LevelBuffer(b.levels, rle=True) for b in level_bufs]
             chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
-    except _ChunksTooLarge as e:
-        if rep is None:
-            return _full_zip(levels, vals, kind, bits)
-        if e.levels:
-            raise UnsupportedFeatureError(
-                f"{where}: too many null / empty lists between two values of one page for a mini-block "
-                f"chunk (at most {_MAX_LEVELS} rep/def levels, in 32 KiB with the values, flat or "
-                f"run-length encoded); such pages cannot be written in Lance {version} files by lance_ops yet"
-            ) from None
-        raise UnsupportedFeatureError(
-            f"{where}: list values of up to {vals.max_value_bytes()} bytes are too large for 32 KiB "
-            f"mini-block chunks (of at least two values) and cannot be written in Lance {version} files "
-            f"by lance_ops yet"
-        ) from None
+    except _ChunksTooLarge:
+        # values too large for 32 KiB chunks, or too many levels between two values: full-zip
+        # pages have no chunks (one control word per level, values zipped in)
+        return _full_zip(levels, vals, kind, bits, where)
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
     parts: list[bytes] = []
     pos = 0
@@ -391,56 +385,83 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     return buffers, layout
 
 
-def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int) -> tuple[list[Any], pb.PageLayout]:
-    """Full-zip page of one leaf layer (no lists): ``[def control word][value]`` per item."""
-    n = vals.n
-    defs = levels.defs
+def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int, where: str) -> tuple[list[Any], pb.PageLayout]:
+    """Full-zip page: per level slot ``[control word][value]``, the control word
+    ``rep << bits_def | def`` in 1, 2 or 4 bytes; fixed-width values follow every visible slot,
+    variable-width ones (``[length][bytes]``, the length as wide as the Arrow offsets) every
+    valid item.  Buffer 1, the repetition index, holds each row's start and the end (u64)."""
     if vals.num_buffers() != 1:
         raise UnsupportedFeatureError(
-            "fixed-size lists with null items larger than a 32 KiB mini-block chunk cannot be written by lance_ops"
+            f"{where}: fixed-size lists with null items larger than a 32 KiB mini-block chunk cannot be "
+            "written by lance_ops"
         )
+    rep, defs = levels.rep, levels.defs
+    n_slots = levels.num_levels
+    layers = levels.layers
+    max_rep = sum(1 for x in layers if x in _LIST_LAYER_KINDS)
+    bits_rep = max_rep.bit_length() if rep is not None else 0
+    bits_def = sum(def_counts(layers)).bit_length() if defs is not None else 0
+    total = bits_rep + bits_def
+    cw = 0 if total == 0 else 1 if total <= 8 else 2 if total <= 16 else 4
     layout = pb.PageLayout()
     fz = layout.full_zip_layout
-    fz.layers.extend(levels.layers)
-    fz.num_items = n
-    fz.num_visible_items = n
+    fz.layers.extend(layers)
+    fz.bits_rep = bits_rep
+    fz.bits_def = bits_def
     fz.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type))
-    cw = 0
+    mv = max_visible_level(layers)
+    if rep is None or defs is None or mv is None:
+        visible = np.ones(n_slots, dtype=bool)
+    else:
+        visible = defs <= mv
+    fz.num_items = n_slots
+    fz.num_visible_items = vals.n
+    word = np.zeros(n_slots, dtype=np.int64)
+    if rep is not None:
+        word |= rep.astype(np.int64) << bits_def
     if defs is not None:
-        maxd = int(defs.max(initial=0))
-        fz.bits_def = max(1, maxd.bit_length())
-        cw = 1 if fz.bits_def <= 8 else 2
+        word |= defs.astype(np.int64)
+    vis = np.flatnonzero(visible)
     if kind != "var":
         fz.bits_per_value = bits if kind == "fixed" else bits * levels.leaf.type.list_size
         width = vals.width
-        items = np.zeros((n, cw + width), dtype=np.uint8)
-        if cw:
-            items[:, :cw] = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
-        items[:, cw:] = vals.raw.reshape(n, width)
-        return [items.tobytes()], layout
-    # each valid value is prefixed by its length, as wide as the Arrow offsets (pylance rejects
-    # 32-bit lengths for large types)
-    fz.bits_per_offset = bits
-    ow = bits // 8
-    valid = defs == 0 if defs is not None else np.ones(n, dtype=bool)
-    lengths = np.diff(vals.offsets)
-    lengths = np.where(valid, lengths, 0)
-    item_size = cw + np.where(valid, ow + lengths, 0)
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(item_size, out=starts[1:])
+        body = np.zeros(n_slots, dtype=np.int64)
+        body[vis] = width
+        src = vals.raw
+    else:
+        fz.bits_per_offset = bits
+        width = bits // 8
+        valid = np.zeros(n_slots, dtype=bool)
+        lens_all = np.zeros(n_slots, dtype=np.int64)
+        item_valid = (defs[vis] == 0) if defs is not None else np.ones(len(vis), dtype=bool)
+        valid[vis[item_valid]] = True
+        lens_all[vis] = np.diff(vals.offsets)
+        lens_all[~valid] = 0
+        body = np.where(valid, width + lens_all, 0)
+        src = vals.data[np.repeat(item_valid, np.diff(vals.offsets))]
+    starts = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(cw + body, out=starts[1:])
     out = np.zeros(int(starts[-1]), dtype=np.uint8)
     if cw:
-        cws = defs.astype(f"<u{cw}").view(np.uint8).reshape(n, cw)
+        cws = word.astype(f"<u{cw}").view(np.uint8).reshape(n_slots, cw)
         out[(starts[:-1, None] + np.arange(cw)[None, :]).reshape(-1)] = cws.reshape(-1)
-    vi = np.flatnonzero(valid)
-    lb = lengths[vi].astype(f"<u{ow}").view(np.uint8).reshape(-1, ow)
-    out[(starts[vi, None] + cw + np.arange(ow)[None, :]).reshape(-1)] = lb.reshape(-1)
-    # value bytes: a mask of destination positions in order
-    dst = np.zeros(len(out) + 1, dtype=np.int64)
-    vstart = starts[vi] + cw + ow
-    np.add.at(dst, vstart, 1)
-    np.add.at(dst, vstart + lengths[vi], -1)
-    mask = np.cumsum(dst)[: len(out)] > 0
-    src = vals.data[np.repeat(valid, np.diff(vals.offsets))]
-    out[mask] = src
-    return [out.tobytes(), starts.astype("<u8").tobytes()], layout
+    if kind == "var":
+        vi = np.flatnonzero(valid)
+        lb = lens_all[vi].astype(f"<u{width}").view(np.uint8).reshape(-1, width)
+        out[(starts[vi, None] + cw + np.arange(width)[None, :]).reshape(-1)] = lb.reshape(-1)
+        vstart, vlen = starts[vi] + cw + width, lens_all[vi]
+    else:
+        vstart, vlen = starts[vis] + cw, body[vis]
+    # value bytes: a mask of their destinations, in order
+    edge = np.zeros(len(out) + 1, dtype=np.int8)
+    keep = vlen > 0
+    edge[vstart[keep]] += 1
+    edge[vstart[keep] + vlen[keep]] -= 1
+    out[np.cumsum(edge[:-1], dtype=np.int8).view(bool)] = src[: int(vlen.sum())]
+    buffers: list[Any] = [out.tobytes()]
+    if rep is not None:
+        rows = np.flatnonzero(rep == max_rep)
+        buffers.append(np.append(starts[rows], starts[-1]).astype("<u8").tobytes())
+    elif kind == "var":
+        buffers.append(starts.astype("<u8").tobytes())
+    return buffers, layout
