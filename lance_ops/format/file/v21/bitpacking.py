@@ -9,7 +9,7 @@ W bits each (row r at bits ``[r*W, (r+1)*W)``).  Row ``r`` of lane ``l`` is the 
 
 import numpy as np
 
-__all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "BLOCK"]
+__all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "PagePacker", "BLOCK"]
 
 BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
@@ -84,11 +84,18 @@ def pack_blocks(values: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     by_lane = vals[:, _index(t_bits)]  # (block, lane, row)
     if width == t_bits:
         return np.ascontiguousarray(by_lane.transpose(0, 2, 1)).view(np.uint8).reshape(-1)
-    bits = np.unpackbits(np.ascontiguousarray(by_lane).view(np.uint8), bitorder="little")
-    bits = bits.reshape(nblocks, lanes, t_bits, t_bits)[..., :width]
-    lane_words = np.packbits(bits.reshape(nblocks, lanes, t_bits * width), axis=-1, bitorder="little")
-    words = lane_words.view(dt).reshape(nblocks, lanes, width).transpose(0, 2, 1)
-    return np.ascontiguousarray(words).view(np.uint8).reshape(-1)
+    # row r goes to bits [r*W, (r+1)*W) of its lane's stream: word r*W // T at offset r*W % T,
+    # its high bits into the next word when it spills (one pass per row: T passes, each over
+    # every block and lane at once)
+    rows = np.ascontiguousarray(by_lane.transpose(2, 0, 1)) & dt.type((1 << width) - 1)  # (row, block, lane)
+    words = np.zeros((width, nblocks, lanes), dtype=dt)
+    for r in range(t_bits):
+        start = r * width
+        idx, off = divmod(start, t_bits)
+        words[idx] |= rows[r] << dt.type(off)
+        if off + width > t_bits:
+            words[idx + 1] |= rows[r] >> dt.type(t_bits - off)
+    return np.ascontiguousarray(words.transpose(1, 0, 2)).view(np.uint8).reshape(-1)
 
 
 def inline_pack(values: np.ndarray, t_bits: int) -> bytes:
@@ -109,3 +116,47 @@ def inline_pack(values: np.ndarray, t_bits: int) -> bytes:
         parts.append(np.asarray([wdt], dtype=dt).tobytes())
         parts.append(pack_blocks(blocks[b], wdt, t_bits).tobytes())
     return b"".join(parts)
+
+
+class PagePacker:
+    """Inline bit-packing of a page's values, with the 1024-value blocks (aligned to the page
+    start) packed up front, once per bit width; a chunk that starts on a block boundary and
+    ends on one (or at the page end) is then a join of its blocks, others are packed on demand."""
+
+    def __init__(self, values: np.ndarray, t_bits: int) -> None:
+        self.t_bits = t_bits
+        self.dt = np.dtype(f"<u{t_bits // 8}")
+        self.values = np.ascontiguousarray(values).view(self.dt)
+        n = len(self.values)
+        self.n = n
+        nblocks = -(-n // BLOCK)
+        padded = np.zeros(nblocks * BLOCK, dtype=self.dt)
+        padded[:n] = self.values
+        blocks = padded.reshape(nblocks, BLOCK)
+        top = blocks.max(axis=1) if nblocks else np.zeros(0, self.dt)
+        widths = np.array([int(x).bit_length() for x in top.tolist()], dtype=np.int64)
+        self.max_width = int(widths.max(initial=0))
+        self.blobs: list[bytes] = [b""] * nblocks
+        for width in np.unique(widths).tolist():
+            ids = np.flatnonzero(widths == width)
+            packed = pack_blocks(blocks[ids], width, t_bits).reshape(len(ids), -1) if width else \
+                np.zeros((len(ids), 0), np.uint8)
+            head = np.asarray([width], dtype=self.dt).tobytes()
+            for i, row in zip(ids.tolist(), packed, strict=True):  # one bytes object per block
+                self.blobs[i] = head + row.tobytes()
+        sizes = np.array([len(b) for b in self.blobs], dtype=np.int64)
+        self.cum = np.zeros(nblocks + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self.cum[1:])
+
+    def _aligned(self, v0: int, k: int) -> bool:
+        return v0 % BLOCK == 0 and (k % BLOCK == 0 or v0 + k == self.n)
+
+    def nbytes(self, v0: int, k: int) -> int:
+        if self._aligned(v0, k):
+            return int(self.cum[-(-(v0 + k) // BLOCK)] - self.cum[v0 // BLOCK])
+        return -(-k // BLOCK) * (self.t_bits // 8 + BLOCK * self.max_width // 8)  # an upper bound
+
+    def chunk(self, v0: int, k: int) -> bytes:
+        if self._aligned(v0, k):
+            return b"".join(self.blobs[v0 // BLOCK : -(-(v0 + k) // BLOCK)])
+        return inline_pack(self.values[v0 : v0 + k], self.t_bits)

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
+from .bitpacking import PagePacker
 from .repdef import Levels, def_counts, max_visible_level
 
 _LIST_LAYER_KINDS = (
@@ -99,6 +100,11 @@ def _value_encoding(kind: str, bits: int, t: pa.DataType, item_validity: bool = 
     return e
 
 
+def _integer_like(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
+            or pa.types.is_duration(t))
+
+
 class _Values:
     """Byte access to the visible leaf values: fixed bytes, bits, or (offsets, data)."""
 
@@ -134,11 +140,18 @@ class _Values:
             self.raw = raw[: self.n * width]
             if len(self.raw) < self.n * width:
                 self.raw = np.concatenate([self.raw, np.zeros(self.n * width - len(self.raw), np.uint8)])
+            self.packer = None
+            if kind == "fixed" and bits in (8, 16, 32, 64) and _integer_like(leaf.type) and self.n:
+                u = self.raw.view(f"<u{bits // 8}")
+                if int(u.max()).bit_length() < bits:  # inline bit-packing saves space
+                    self.packer = PagePacker(u, bits)
 
     def num_buffers(self) -> int:
         return 2 if self.kind == "fsl" and self.item_valid is not None else 1
 
     def nbytes(self, v0: int, k: int) -> int:
+        if getattr(self, "packer", None) is not None:
+            return self.packer.nbytes(v0, k)
         if self.kind == "fsl" and self.item_valid is not None:
             dim = self.width // (self.bits // 8)
             return _pad((k * dim + 7) // 8) + k * self.width
@@ -167,6 +180,8 @@ class _Values:
             return rel.tobytes() + body + b"\0" * (-len(body) % ow)
         if self.bits == 1:
             return np.packbits(self.bools[v0 : v0 + k], bitorder="little").tobytes()
+        if self.packer is not None:
+            return self.packer.chunk(v0, k)
         return self.raw[v0 * self.width : (v0 + k) * self.width].tobytes()
 
     def max_value_bytes(self) -> int:
@@ -184,9 +199,10 @@ class _LevelBuffer:
     overlap it, clipped, so its run count is known exactly before it is encoded.
     """
 
-    def __init__(self, levels: np.ndarray, rle: bool | None = None) -> None:
+    def __init__(self, levels: np.ndarray, rle: bool | None = None, bitpack: bool = False) -> None:
         self.levels = levels
         n = len(levels)
+        self.packer = None
         starts = np.concatenate([[0], np.flatnonzero(np.diff(levels.astype(np.int64))) + 1]) if n else np.zeros(0, np.int64)
         lens = np.diff(np.append(starts, n))
         pieces = (lens + 254) // 255
@@ -194,8 +210,18 @@ class _LevelBuffer:
         which = np.repeat(np.arange(len(starts)), pieces)
         self.starts = starts[which] + 255 * (np.arange(len(which)) - first[which])
         self.rle = (8 + 3 * len(self.starts) < 2 * n) if rle is None else rle
+        if bitpack and rle is None:
+            # def levels of a page without lists (chunks start on 1024-level blocks): inline
+            # bit-packing, as pylance writes them, when that is the smallest
+            packer = PagePacker(levels.astype(np.uint16), 16)
+            if packer.cum[-1] < min(2 * n, 8 + 3 * len(self.starts)):
+                self.packer, self.rle = packer, False
 
     def compression(self) -> pb.CompressiveEncoding:
+        if self.packer is not None:
+            e = pb.CompressiveEncoding()
+            e.inline_bitpacking.uncompressed_bits_per_value = 16
+            return e
         if not self.rle:
             return _flat(16)
         e = pb.CompressiveEncoding()
@@ -209,6 +235,8 @@ class _LevelBuffer:
         return np.concatenate([[l0], self.starts[a:b]])
 
     def nbytes(self, l0: int, l1: int) -> int:
+        if self.packer is not None:
+            return _pad(self.packer.nbytes(l0, l1 - l0))
         if not self.rle:
             return _pad(2 * (l1 - l0))
         a = int(np.searchsorted(self.starts, l0, side="right"))
@@ -216,6 +244,8 @@ class _LevelBuffer:
         return _pad(8 + 3 * (1 + b - a))
 
     def chunk(self, l0: int, l1: int) -> bytes:
+        if self.packer is not None:
+            return self.packer.chunk(l0, l1 - l0)
         if not self.rle:
             return self.levels[l0:l1].astype("<u2").tobytes()
         st = self._runs(l0, l1)
@@ -239,17 +269,20 @@ def _plan_chunks(
     """``[(v0, k, l0, l1)]``: values ``[v0, v0+k)`` and levels ``[l0, l1)`` of each chunk."""
     n = vals.n
     header = _pad(2 + 2 * len(level_bufs) + (4 if large else 2) * vals.num_buffers())
+    # pylance reads at most 1024 values (or levels) from an inline bit-packed chunk buffer
+    packed = getattr(vals, "packer", None) is not None or any(b.packer is not None for b in level_bufs)
+    max_values = 1024 if packed else _MAX_CHUNK_VALUES
     out = []
     v0 = l0 = 0
     while v0 < n:
         rem = n - v0
         chosen = None
         levels_only = True  # the levels, not the values, are what does not fit (smallest candidate)
-        if rem <= _MAX_CHUNK_VALUES:
+        if rem <= max_values:
             cand = [rem]
         else:
             cand = []
-        p = min(_MAX_CHUNK_VALUES, 1 << (max(rem - 1, 1).bit_length() - 1))
+        p = min(max_values, 1 << (max(rem - 1, 1).bit_length() - 1))
         while p >= 2:
             if p < rem:
                 cand.append(p)
@@ -326,7 +359,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     nlev = (rep is not None) + (defs is not None)
     # 2.2 readers require the "large chunk" grammar: u32 chunk words and u32 value-buffer sizes
     large = version != "2.1"
-    level_bufs = [_LevelBuffer(x) for x in (rep, defs) if x is not None]
+    level_bufs = [_LevelBuffer(x, bitpack=rep is None) for x in (rep, defs) if x is not None]
     try:
         try:
             chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
@@ -372,7 +405,10 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         mb.repetition_index_depth = 1
     if defs is not None:
         mb.def_compression.CopyFrom(level_bufs[-1].compression())
-    mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
+    if getattr(vals, "packer", None) is not None:
+        mb.value_compression.inline_bitpacking.uncompressed_bits_per_value = bits
+    else:
+        mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
     mb.layers.extend(levels.layers)
     mb.num_buffers = vals.num_buffers()
     mb.num_items = n_items

@@ -106,6 +106,13 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
     definition levels (details at the end of the function).
     """
     n = len(arr)
+    t0 = arr.type
+    if not path and not (_is_list_type(t0) or pa.types.is_struct(t0)):  # a plain leaf column
+        valid = _validity(arr)
+        if valid is None or valid.all():
+            return Levels(layers=[pb.REPDEF_ALL_VALID_ITEM], rep=None, defs=None, leaf=arr, num_rows=n)
+        return Levels(layers=[pb.REPDEF_NULLABLE_ITEM], rep=None, defs=(~valid).astype(np.uint16), leaf=arr,
+                      num_rows=n)
     node = arr
     path = list(path)
     # per slot: index into the current node (-1 = terminated special), rep level, and the
