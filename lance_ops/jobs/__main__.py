@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="source reader option")
     a.add_argument("--max-rows-per-file", type=int, default=1_048_576)
     a.add_argument("--enable-stable-row-ids", action="store_true")
+    a.add_argument("--data-storage-version", default=None,
+                   help="file format of a dataset this append creates: 2.0, 2.1, 2.2 or stable (default)")
 
     d = sub.add_parser("delete", help="delete rows matching a Spark SQL predicate")
     d.add_argument("uri")
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result: Any = append(
                 spark, args.uri, args.source, format=args.format, options=_pairs(args.option, "--option"),
                 max_rows_per_file=args.max_rows_per_file, enable_stable_row_ids=args.enable_stable_row_ids,
-                storage_options=so,
+                data_storage_version=args.data_storage_version, storage_options=so,
             )
         elif args.job == "delete":
             result = delete(spark, args.uri, args.where, storage_options=so)

@@ -28,6 +28,7 @@ def append(
     options: Mapping[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> AppendResult:
@@ -38,6 +39,8 @@ def append(
             ``lance``, ...) and reader ``options``.
         max_rows_per_file: rows per fragment file (each Spark task writes its own fragments).
         enable_stable_row_ids: used only when the dataset is created by this append.
+        data_storage_version: file format of a dataset this append creates (``"2.0"``, ``"2.1"``,
+            ``"2.2"``, ``"stable"``; default 2.2); an existing dataset keeps its own.
         storage_options: for the dataset (gcsfs ``token``, ``endpoint_url``, ...).
         transaction_properties: stored in the commit's transaction (e.g. the Dagster run id).
 
@@ -53,6 +56,7 @@ def append(
         storage_options=storage_options,
         max_rows_per_file=max_rows_per_file,
         enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
         write_id=write_id,
         transaction_properties=json.dumps(dict(transaction_properties)) if transaction_properties else None,
     )

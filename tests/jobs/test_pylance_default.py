@@ -48,3 +48,12 @@ def test_every_job_on_a_pylance_default_dataset(spark, uri):
     ds.delete("id < 100")
     lance.write_dataset(simple_table(9000, 10), uri, mode="append")
     assert lf.dataset(uri).to_table(columns=["id"]).num_rows == lance.dataset(uri).count_rows()
+
+
+def test_append_creates_at_the_asked_file_version_and_keeps_it(spark, uri):
+    jobs.append(spark, uri, frame(spark, simple_table(0, 500)), data_storage_version="2.1",
+                enable_stable_row_ids=True)
+    jobs.append(spark, uri, frame(spark, simple_table(500, 500)))  # an existing dataset keeps its version
+    assert lance.dataset(uri).data_storage_version == "2.1" and file_versions(uri) == {(2, 1)}
+    assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == list(range(1000))
+    assert lf.dataset(uri).to_table(columns=["id"]).num_rows == 1000
