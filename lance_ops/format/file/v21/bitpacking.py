@@ -13,21 +13,6 @@ __all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "PagePacker", "BLOCK"]
 
 BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
-_INDEX_CACHE: dict[int, np.ndarray] = {}
-
-
-def _index(t_bits: int) -> np.ndarray:
-    """Block positions of (lane, row), shape (LANES, T)."""
-    idx = _INDEX_CACHE.get(t_bits)
-    if idx is None:
-        lanes = BLOCK // t_bits
-        row = np.arange(t_bits)
-        lane = np.arange(lanes)
-        idx = (_FL_ORDER[row // 8] * 16 + (row % 8) * 128)[None, :] + lane[:, None]
-        _INDEX_CACHE[t_bits] = idx
-    return idx
-
-
 def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     """Unpack ``nblocks`` FastLanes blocks of width ``width``.
 
@@ -38,24 +23,29 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     nbytes_block = BLOCK * width // 8
     nblocks = len(words) // nbytes_block
     lanes = BLOCK // t_bits
-    if width == t_bits:
-        w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, t_bits, lanes)
-        vals = w.transpose(0, 2, 1)  # (block, lane, row)
-    else:
-        w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
-        # per lane, the W words in order form the bit stream: row r is bits [r*W, (r+1)*W), i.e.
-        # word r*W // T shifted right by r*W % T, plus the next word's low bits when it spills
-        start = np.arange(t_bits) * width
-        idx, off = start // t_bits, start % t_bits
-        spill = off + width > t_bits
-        vals = w[:, idx, :] >> off.astype(dt)[None, :, None]
-        if spill.any():
-            rows = np.flatnonzero(spill)
-            vals[:, rows, :] |= w[:, idx[rows] + 1, :] << (t_bits - off[rows]).astype(dt)[None, :, None]
-        vals &= dt.type((1 << width) - 1)
-        vals = vals.transpose(0, 2, 1)  # (block, lane, row)
+    w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
     out = np.empty((nblocks, BLOCK), dtype=dt)
-    out[:, _index(t_bits)] = vals
+    mask = dt.type((1 << width) - 1) if width < t_bits else None
+    tmp = np.empty((nblocks, lanes), dtype=dt)
+    # per lane, the W words in order form the bit stream: row r is bits [r*W, (r+1)*W), i.e. word
+    # r*W // T shifted right by r*W % T, plus the next word's low bits when it spills; row r of
+    # every lane lands in one contiguous run of the block (FastLanes order), so each of the T
+    # passes works on all blocks and lanes at once with views, no gathers
+    for r in range(t_bits):
+        idx, off = divmod(r * width, t_bits)
+        base = int(_FL_ORDER[r // 8]) * 16 + (r % 8) * 128
+        dst = out[:, base : base + lanes]
+        if off:
+            np.right_shift(w[:, idx, :], dt.type(off), out=tmp)
+            if off + width > t_bits:
+                tmp |= w[:, idx + 1, :] << dt.type(t_bits - off)
+            src = tmp
+        else:
+            src = w[:, idx, :]
+        if mask is not None:
+            np.bitwise_and(src, mask, out=dst)
+        else:
+            dst[...] = src
     return out.reshape(-1)
 
 
@@ -81,20 +71,20 @@ def pack_blocks(values: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     lanes = BLOCK // t_bits
     if width == 0:
         return np.zeros(0, dtype=np.uint8)
-    by_lane = vals[:, _index(t_bits)]  # (block, lane, row)
-    if width == t_bits:
-        return np.ascontiguousarray(by_lane.transpose(0, 2, 1)).view(np.uint8).reshape(-1)
-    # row r goes to bits [r*W, (r+1)*W) of its lane's stream: word r*W // T at offset r*W % T,
-    # its high bits into the next word when it spills (one pass per row: T passes, each over
-    # every block and lane at once)
-    rows = np.ascontiguousarray(by_lane.transpose(2, 0, 1)) & dt.type((1 << width) - 1)  # (row, block, lane)
+    mask = dt.type((1 << width) - 1) if width < t_bits else None
     words = np.zeros((width, nblocks, lanes), dtype=dt)
+    # row r of every lane is one contiguous run of the block (FastLanes order): it goes to bits
+    # [r*W, (r+1)*W) of its lane's stream, word r*W // T at offset r*W % T, its high bits into the
+    # next word when it spills (T passes, each over every block and lane at once)
     for r in range(t_bits):
-        start = r * width
-        idx, off = divmod(start, t_bits)
-        words[idx] |= rows[r] << dt.type(off)
+        base = int(_FL_ORDER[r // 8]) * 16 + (r % 8) * 128
+        row = vals[:, base : base + lanes]
+        if mask is not None:
+            row = row & mask
+        idx, off = divmod(r * width, t_bits)
+        words[idx] |= row << dt.type(off) if off else row
         if off + width > t_bits:
-            words[idx + 1] |= rows[r] >> dt.type(t_bits - off)
+            words[idx + 1] |= row >> dt.type(t_bits - off)
     return np.ascontiguousarray(words.transpose(1, 0, 2)).view(np.uint8).reshape(-1)
 
 
