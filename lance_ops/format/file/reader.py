@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError
 from .._proto import encodings_v2_0_pb2 as epb
 from .._proto import encodings_v2_1_pb2 as e21
 from .._proto import file2_pb2, file_pb2
-from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
 from . import v21
@@ -395,10 +395,11 @@ class _Tree21(_Column):
     node (every leaf below a node carries the same levels for it).
     """
 
-    def __init__(self, dtype: pa.DataType, tree: Any, leaves: list[_LeafColumn]) -> None:
+    def __init__(self, dtype: pa.DataType, tree: Any, leaves: list[_LeafColumn], path: str) -> None:
         self.dtype = dtype
         self.tree = tree  # (dtype, [(subtree, number of leaves)] or None for a leaf)
         self.leaves = leaves
+        self.path = path
 
     def expect_rows(self, n: int) -> None:
         for c in self.leaves:
@@ -406,10 +407,10 @@ class _Tree21(_Column):
 
     def read_chunks(self, start: int, end: int) -> list[pa.Array]:
         chains = [c.read(start, end) for c in self.leaves]
-        return [_merge_chains(self.tree, chains)]
+        return [_merge_chains(self.tree, chains, self.path)]
 
 
-def _merge_chains(tree: Any, chains: list[pa.Array]) -> pa.Array:
+def _merge_chains(tree: Any, chains: list[pa.Array], path: str) -> pa.Array:
     dtype, kids = tree
     if kids is None:
         (leaf,) = chains
@@ -419,16 +420,21 @@ def _merge_chains(tree: Any, chains: list[pa.Array]) -> pa.Array:
         chains = [pa.concat_arrays([c]) if c.offset else c for c in chains]
         first = chains[0]
     valid = first.buffers()[0] if first.null_count else None
+    if any(len(c) != len(first) for c in chains):
+        raise CorruptFileError(path, f"the leaf columns of a {dtype} field disagree on its length")
     if pa.types.is_struct(dtype):
         children = []
         k = 0
         for sub, count in kids:
-            children.append(_merge_chains(sub, [c.field(0) for c in chains[k : k + count]]))
+            children.append(_merge_chains(sub, [c.field(0) for c in chains[k : k + count]], path))
             k += count
         return pa.StructArray.from_buffers(dtype, len(first), [valid], children=children)
     # a list: every chain has the same offsets; merge the items
     ((sub, _),) = kids
-    child = _merge_chains(sub, [c.values for c in chains])
+    offsets = first.offsets
+    if any(not c.offsets.equals(offsets) for c in chains[1:]):
+        raise CorruptFileError(path, f"the leaf columns of a {dtype} field disagree on its list offsets")
+    child = _merge_chains(sub, [c.values for c in chains], path)
     return pa.Array.from_buffers(dtype, len(first), [valid, first.buffers()[1]], children=[child])
 
 
@@ -706,10 +712,20 @@ class DataFileReader:
 
     def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
         if isinstance(page.encoding, e21.PageLayout):
-            out = v21.decode_page(
-                self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype,
-                f"{self.version[0]}.{self.version[1]}",
-            )
+            buffers = self.read_buffers(page.ranges)
+            try:
+                out = v21.decode_page(
+                    self.path, column, page.encoding, page.length, buffers, dtype,
+                    f"{self.version[0]}.{self.version[1]}",
+                )
+            except LanceOpsError:
+                raise
+            except (ValueError, IndexError, KeyError, TypeError, OverflowError, pa.ArrowException) as e:
+                # bytes that contradict the page layout in a way no explicit check caught
+                raise CorruptFileError(
+                    self.path, f"page at row {page.row_start} of column {column} does not decode: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
             if len(out) != page.length:
                 raise CorruptFileError(
                     self.path, f"page of column {column} decoded {len(out)} rows, expected {page.length}"
@@ -789,7 +805,7 @@ class DataFileReader:
         if len(leaves) == 1:
             leaves[0].dtype = dtype
             return leaves[0]
-        return _Tree21(dtype, tree, leaves)
+        return _Tree21(dtype, tree, leaves, self.path)
 
     def _build(self, fld: LanceField, dtype: pa.DataType) -> _Column:
         if self.version in _V21_VERSIONS:

@@ -45,6 +45,13 @@ def _kind(enc: pb.CompressiveEncoding) -> str | None:
     return enc.WhichOneof("compression")
 
 
+def _unpack(w: Where, words: np.ndarray, width: int, t_bits: int, nblocks: int) -> np.ndarray:
+    try:
+        return unpack_block_count(words, width, t_bits, nblocks)
+    except ValueError as e:
+        raise w.corrupt(str(e)) from None
+
+
 def general_decompress(w: Where, comp: pb.BufferCompression, data: np.ndarray) -> np.ndarray:
     """Undo ``general`` buffer compression (LZ4 block with u32 size prefix; zstd with u64 prefix or raw)."""
     raw = data.tobytes()
@@ -178,7 +185,7 @@ def inline_unpack(w: Where, data: np.ndarray, t_bits: int, n: int) -> np.ndarray
         nbytes = BLOCK * width // 8
         if pos + nbytes > len(data):
             raise w.corrupt("inline bit-packed chunk is truncated")
-        vals = unpack_block_count(data[pos : pos + nbytes], width, t_bits, 1)
+        vals = _unpack(w, data[pos : pos + nbytes], width, t_bits, 1)
         pos += nbytes
         take = min(BLOCK, remaining)
         outs.append(vals[:take])
@@ -203,14 +210,14 @@ def fixed_block(w: Where, enc: pb.CompressiveEncoding, data: np.ndarray, n: int)
         words_per_block = (BLOCK * width + t_bits - 1) // t_bits
         whole, tail = divmod(n, BLOCK)
         nwords = len(data) // size
-        out = unpack_block_count(data[: whole * words_per_block * size], width, t_bits, whole)
+        out = _unpack(w, data[: whole * words_per_block * size], width, t_bits, whole)
         if tail:
             start = whole * words_per_block * size
             if nwords == whole * words_per_block + tail:  # raw tail
                 raw = np.frombuffer(data[start : start + tail * size].tobytes(), dtype=f"<u{size}")
                 out = np.concatenate([out, raw])
             else:
-                last = unpack_block_count(data[start : start + words_per_block * size], width, t_bits, 1)
+                last = _unpack(w, data[start : start + words_per_block * size], width, t_bits, 1)
                 out = np.concatenate([out, last[:tail]])
         return out
     if kind == "inline_bitpacking":

@@ -234,7 +234,7 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
     if buffers:
         if len(buffers) == 1 and not c.HasField("inline_value") and not nullable and _is_var(dtype):
             value = _constant_buffer_value(w, bytes(buffers[0]))
-            return _repeat_var(value, n, dtype)
+            return _repeat_var(w, value, n, dtype)
         raise w.unsupported(f"constant layout with {len(buffers)} buffers for type {dtype}")
     if not c.HasField("inline_value"):
         if not nullable:
@@ -244,7 +244,7 @@ def _constant(w: Where, c: pb.ConstantLayout, n: int, buffers: list[pa.Buffer], 
         raise w.unsupported("constant layout with a value and a nullable layer")
     value = bytes(c.inline_value)
     if _is_var(dtype):
-        return _repeat_var(value, n, dtype)
+        return _repeat_var(w, value, n, dtype)
     bits = _bits_of(dtype)
     if bits is None or bits == 1 or bits % 8:
         if bits == 1 and len(value) == 1 and value[0] in (0, 1):
@@ -296,7 +296,7 @@ def _constant_nested(
     if value_buffer is not None:
         if not _is_var(leaf_type):
             raise w.unsupported(f"constant layout with a value buffer for type {leaf_type}")
-        leaf = _repeat_var(_constant_buffer_value(w, bytes(value_buffer)), visible, leaf_type)
+        leaf = _repeat_var(w, _constant_buffer_value(w, bytes(value_buffer)), visible, leaf_type)
     elif c.HasField("inline_value"):
         leaf = _constant(w, pb.ConstantLayout(layers=[pb.REPDEF_ALL_VALID_ITEM], inline_value=c.inline_value),
                          visible, [], leaf_type)
@@ -309,17 +309,19 @@ def _constant_nested(
     return _unravel(w, layers, rep, defs, leaf, dtype, n)
 
 
-def _repeat_var(value: bytes, n: int, dtype: pa.DataType) -> pa.Array:
+def _repeat_var(w: Where, value: bytes, n: int, dtype: pa.DataType) -> pa.Array:
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
     offsets = np.arange(n + 1, dtype=np.int64) * len(value)
     if not large and offsets[-1] >= 2**31:
         raise UnsupportedFeatureError(f"constant string page of {offsets[-1]} bytes for a 32-bit offset type")
     data = np.tile(np.frombuffer(value, dtype=np.uint8), n) if value else np.zeros(0, np.uint8)
     offs = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-    arr = pa.Array.from_buffers(dtype, n, [None, offs, pa.py_buffer(data)])
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        arr.validate(full=True)
-    return arr
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise w.corrupt(f"constant string value is not valid UTF-8: {e}") from None
+    return pa.Array.from_buffers(dtype, n, [None, offs, pa.py_buffer(data)])
 
 
 def _constant_buffer_value(w: Where, raw: bytes) -> bytes:
@@ -594,7 +596,10 @@ def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.nd
     vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
     arr = pa.Array.from_buffers(dtype, n, [vb, pa.py_buffer(offsets), pa.py_buffer(data)])
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        arr.validate(full=True)
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise w.corrupt(f"string values are not valid UTF-8: {e}") from None
     return arr
 
 
