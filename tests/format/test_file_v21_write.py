@@ -515,3 +515,26 @@ def test_oversized_vectors_with_null_items_are_refused_by_name(tmp_path, version
         write_ours(tmp_path, table, version, "v.lance")
     ok = pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array([1.5] * dim * 2, pa.float32()), dim)})
     assert layouts(roundtrip(tmp_path, ok, version, name="ok.lance")) == {"full_zip_layout"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_low_cardinality_strings_use_page_dictionaries(tmp_path, version):
+    n = 20_000
+    table = pa.table({
+        "s": pa.array([None if i % 9 == 0 else f"cat{i % 5}" for i in range(n)]),
+        "ls": pa.array([f"k{i % 7}" for i in range(n)], pa.large_string()),
+        "lb": pa.array([[f"t{i % 3}".encode(), None] if i % 3 else None for i in range(n)], pa.list_(pa.large_binary())),
+        "st": pa.array([{"b": f"v{i % 4}"} if i % 4 else None for i in range(n)], pa.struct([("b", pa.string())])),
+        "hi": pa.array([f"unique-{i}" for i in range(n)]),  # high cardinality: no dictionary
+    })
+    reader = roundtrip(tmp_path, table, version, name="dict.lance")
+    has_dict = [
+        all(p.encoding.mini_block_layout.HasField("dictionary") for p in reader._column_pages(c))
+        for c in range(reader.num_columns)
+    ]
+    assert has_dict == [True, True, True, True, False]
+    plain = write_data_file(ObjectStore(str(tmp_path)), "plain.lance", table.select(["hi"]),
+                            LanceSchema.from_arrow(table.select(["hi"]).schema), version=version)[1]
+    small = write_data_file(ObjectStore(str(tmp_path)), "small.lance", table.select(["s"]),
+                            LanceSchema.from_arrow(table.select(["s"]).schema), version=version)[1]
+    assert small * 4 < plain  # indices of a few bits instead of the strings

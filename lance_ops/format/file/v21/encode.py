@@ -347,7 +347,11 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         rb = rep.astype("<u2").tobytes() if rep is not None else b""
         db = defs.astype("<u2").tobytes() if defs is not None else b""
         return [rb, db], layout
-    vals = _Values(levels.leaf, kind, bits)
+    dictionary = _dictionary_encode(levels.leaf) if kind == "var" else None
+    if dictionary is not None:  # low-cardinality strings: bit-packed indices into a page dictionary
+        vals = _Values(dictionary[0], "fixed", 32)
+    else:
+        vals = _Values(levels.leaf, kind, bits)
     num_levels = levels.num_levels
     mv = max_visible_level(levels.layers)
     if rep is None or defs is None or mv is None:
@@ -371,6 +375,8 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     except _ChunksTooLarge:
         # values too large for 32 KiB chunks, or too many levels between two values: full-zip
         # pages have no chunks (one control word per level, values zipped in)
+        if dictionary is not None:
+            vals = _Values(levels.leaf, kind, bits)
         return _full_zip(levels, vals, kind, bits, where)
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
     parts: list[bytes] = []
@@ -406,7 +412,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     if defs is not None:
         mb.def_compression.CopyFrom(level_bufs[-1].compression())
     if getattr(vals, "packer", None) is not None:
-        mb.value_compression.inline_bitpacking.uncompressed_bits_per_value = bits
+        mb.value_compression.inline_bitpacking.uncompressed_bits_per_value = vals.bits
     else:
         mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
     mb.layers.extend(levels.layers)
@@ -414,11 +420,50 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     mb.num_items = n_items
     mb.has_large_chunk = large
     buffers: list[Any] = [meta.tobytes(), b"".join(parts)]
+    if dictionary is not None:
+        _, dict_buffer, items, offset_bits = dictionary
+        mb.dictionary.variable.offsets.CopyFrom(_flat(offset_bits))
+        mb.num_dictionary_items = items
+        buffers.append(dict_buffer)
     if rep is not None:
         max_rep = sum(1 for x in levels.layers if x in (
             pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST))
         buffers.append(_rep_index(chunk_reps, max_rep).tobytes())
     return buffers, layout
+
+
+def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | None:
+    """``(u32 indices, dictionary buffer, items, offset bits)`` when a page dictionary halves the
+    string bytes.
+
+    The dictionary buffer is a ``variable`` block (as pylance writes it): ``u32 32``, ``u32``
+    start of the bytes and ``items + 1`` u32 offsets; for large types ``u32 64``, ``u32 0``,
+    ``u64`` start and u64 offsets (pylance wants 64-bit offsets there); then the bytes."""
+    n = len(leaf)
+    if n < 64:
+        return None
+    enc = leaf.dictionary_encode()
+    items = enc.dictionary
+    k = len(items)
+    if k > n // 4:
+        return None
+    if items.offset:
+        items = pa.concat_arrays([items])
+    large = pa.types.is_large_string(items.type) or pa.types.is_large_binary(items.type)
+    offs = np.frombuffer(items.buffers()[1], dtype=np.int64 if large else np.int32, count=k + 1).astype(np.int64)
+    body_len = int(offs[-1] - offs[0])
+    plain = leaf.nbytes
+    if body_len >= 2**32 - 8 * (k + 2) or body_len + 4 * (k + 1) + n * max(1, (k - 1).bit_length()) / 8 > plain / 2:
+        return None
+    body = np.frombuffer(items.buffers()[2], dtype=np.uint8)[offs[0] : offs[-1]] if body_len else np.zeros(0, np.uint8)
+    if large:
+        head = np.asarray([64, 0], dtype="<u4").tobytes() + np.asarray([16 + 8 * (k + 1)], dtype="<u8").tobytes()
+        rel = (offs - offs[0]).astype("<u8").tobytes()
+    else:
+        head = np.asarray([32, 8 + 4 * (k + 1)], dtype="<u4").tobytes()
+        rel = (offs - offs[0]).astype("<u4").tobytes()
+    indices = enc.indices.fill_null(0).cast(pa.uint32())
+    return indices, head + rel + body.tobytes(), k, 64 if large else 32
 
 
 def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int, where: str) -> tuple[list[Any], pb.PageLayout]:
