@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
@@ -442,6 +443,11 @@ def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | Non
     n = len(leaf)
     if n < 64:
         return None
+    if n > 8192:  # a cheap look at a sample first: high-cardinality pages skip the full hashing
+        step = n // 4096
+        sample = leaf.take(pa.array(np.arange(0, n, step, dtype=np.int64)))
+        if pc.count_distinct(sample).as_py() > len(sample) // 4:
+            return None
     enc = leaf.dictionary_encode()
     items = enc.dictionary
     k = len(items)
