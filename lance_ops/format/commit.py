@@ -32,6 +32,7 @@ from .operations import Operation, Overwrite
 from .rebase import RebaseState, rebase
 from .store import ObjectStore
 from .transaction import (
+    TRANSACTIONS_DIR,
     Transaction,
     decode_transaction,
     read_transaction_file,
@@ -84,69 +85,80 @@ def commit_transaction(
     rebase_state: RebaseState | None = None
     checked_up_to = txn.read_version
     attempt = 0
-    while True:
-        scheme, versions = handler.list_versions()
-        latest = versions[-1] if versions else 0
-        if create and latest > 0:
-            raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
-        if latest == 0 and not isinstance(txn.operation, Overwrite):
-            raise DatasetNotFoundError(f"{store.uri}: no dataset to apply a {txn.operation.name} to")
-        scheme = scheme or NamingScheme.V2
-        prev = None
-        if latest > 0:
-            if known is not None and known.version == latest:
-                prev = known
-            else:
-                prev = handler.read_manifest(latest).manifest
-            check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
-            if txn.read_version > latest:
-                raise CommitConflictError(
-                    f"{store.uri}: read_version {txn.read_version} is newer than the latest version {latest}"
-                )
-            # A create (Overwrite at read_version 0) replaces whatever is there.
-            for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
-                if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
-                    break
-                other = load_transaction(store, v, scheme, handler=handler)
-                common = check(txn, other, v)
-                if common:
-                    if rebase_state is None:
-                        rebase_state = RebaseState(handler.read_manifest(txn.read_version).manifest)
-                    theirs = handler.read_manifest(v).manifest
-                    txn = rebase(
-                        store, txn, common, theirs, rebase_state,
-                        stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
+    txn_files: set[str] = set()
+    try:
+        while True:
+            scheme, versions = handler.list_versions()
+            latest = versions[-1] if versions else 0
+            if create and latest > 0:
+                raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
+            if latest == 0 and not isinstance(txn.operation, Overwrite):
+                raise DatasetNotFoundError(f"{store.uri}: no dataset to apply a {txn.operation.name} to")
+            scheme = scheme or NamingScheme.V2
+            prev = None
+            if latest > 0:
+                if known is not None and known.version == latest:
+                    prev = known
+                else:
+                    prev = handler.read_manifest(latest).manifest
+                check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
+                if txn.read_version > latest:
+                    raise CommitConflictError(
+                        f"{store.uri}: read_version {txn.read_version} is newer than the latest version {latest}"
                     )
-                checked_up_to = v
-        if written is not txn:  # first attempt, or rebased since: the .txn matches the inline copy
-            write_transaction_file(store, txn)
-            written = txn
+                # A create (Overwrite at read_version 0) replaces whatever is there.
+                for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
+                    if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
+                        break
+                    other = load_transaction(store, v, scheme, handler=handler)
+                    common = check(txn, other, v)
+                    if common:
+                        if rebase_state is None:
+                            rebase_state = RebaseState(handler.read_manifest(txn.read_version).manifest)
+                        theirs = handler.read_manifest(v).manifest
+                        txn = rebase(
+                            store, txn, common, theirs, rebase_state,
+                            stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
+                        )
+                    checked_up_to = v
+            if written is not txn:  # first attempt, or rebased since: the .txn matches the inline copy
+                write_transaction_file(store, txn)
+                txn_files.add(txn.file_name)
+                written = txn
 
-        def load(v: int, handler: CommitHandler = handler) -> Manifest:
-            return handler.read_manifest(v).manifest
+            def load(v: int, handler: CommitHandler = handler) -> Manifest:
+                return handler.read_manifest(v).manifest
 
-        new = build_manifest(
-            prev,
-            txn,
-            latest + 1,
-            enable_stable_row_ids=enable_stable_row_ids,
-            data_storage_version=data_storage_version,
-            load_version=load,
-        )
-        if handler.put_manifest_if_absent(new, txn.to_proto(), scheme):
-            write_version_hint(store, new.version)
-            return new
-        attempt += 1
-        if attempt > max_retries:
-            raise CommitConflictError(
-                f"{store.uri}: gave up after {max_retries} lost races committing {txn.operation.name} "
-                f"(read version {txn.read_version})",
-                read_version=txn.read_version,
-                conflicting_version=latest + 1,
-                operation=txn.operation,
+            new = build_manifest(
+                prev,
+                txn,
+                latest + 1,
+                enable_stable_row_ids=enable_stable_row_ids,
+                data_storage_version=data_storage_version,
+                load_version=load,
             )
-        # Back off with jitter so racing writers spread out.
-        time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+            if handler.put_manifest_if_absent(new, txn.to_proto(), scheme):
+                write_version_hint(store, new.version)
+                return new
+            attempt += 1
+            if attempt > max_retries:
+                raise CommitConflictError(
+                    f"{store.uri}: gave up after {max_retries} lost races committing {txn.operation.name} "
+                    f"(read version {txn.read_version})",
+                    read_version=txn.read_version,
+                    conflicting_version=latest + 1,
+                    operation=txn.operation,
+                )
+            # Back off with jitter so racing writers spread out.
+            time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+    except CommitConflictError:
+        # this transaction will never be committed: no manifest references its .txn
+        for name in txn_files:
+            try:
+                store.delete(f"{TRANSACTIONS_DIR}/{name}")
+            except Exception:  # pragma: no cover - best effort; cleanup removes orphans anyway
+                pass
+        raise
 
 
 def commit(

@@ -6,6 +6,7 @@ other), ``R`` (RetryableCommitConflictError) or ``X`` (IncompatibleTransactionEr
 resulting version is also read with pylance.
 """
 
+import os
 import shutil
 from collections.abc import Callable
 
@@ -219,6 +220,37 @@ def test_delete_racing_update_of_the_same_row_exactly_one_wins(templates, tmp_pa
         assert lf.dataset(uri).delete(where).version == 4
         assert 12 not in live_ids(uri)
     assert_pylance_agrees(uri)
+
+
+def test_a_commit_that_loses_its_race_and_conflicts_removes_its_transaction_file(templates, tmp_path):
+    """The loser wrote its .txn, lost the put of the manifest to a conflicting commit, then
+    found the conflict: its .txn is deleted (no manifest will ever reference it)."""
+    from lance_ops.format.commit import commit_transaction
+    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
+    from lance_ops.format.transaction import Transaction
+
+    uri = fresh(templates, tmp_path, "ds")
+    store = ObjectStore(uri)
+    updated, removed, _ = plan_delete(store, lf.dataset(uri, version=2).manifest, pc.field("id") == 12)
+    rival = plan("update", uri, 2, where=pc.field("id") == 12)
+
+    class LosesFirstRace(ConditionalPutCommitHandler):
+        raced = False
+
+        def put_manifest_if_absent(self, manifest, txn, scheme):
+            if not self.raced:
+                self.raced = True
+                rival()  # the conflicting update takes this version first
+                return False
+            return super().put_manifest_if_absent(manifest, txn, scheme)
+
+    txn = Transaction(2, lf.Delete(updated, removed, "test"))
+    with pytest.raises(lf.RetryableCommitConflictError):
+        commit_transaction(store, txn, handler=LosesFirstRace(store))
+    referenced = {lf.dataset(uri, version=v["version"]).manifest.transaction_file for v in lf.dataset(uri).versions()}
+    assert txn.file_name not in os.listdir(os.path.join(uri, "_transactions"))
+    assert set(os.listdir(os.path.join(uri, "_transactions"))) == referenced - {""}
+    assert lf.dataset(uri).version == 3
 
 
 def test_many_concurrent_appends_all_land(templates, tmp_path):
