@@ -12,6 +12,7 @@ escapes are the bytes at even distance from the run start.
 """
 
 import numpy as np
+import pyarrow as pa
 
 _MAGIC = 0x46535354
 ESC = 255
@@ -32,8 +33,8 @@ def parse_symbol_table(table: bytes) -> tuple[bool, np.ndarray, np.ndarray]:
     lens = np.zeros(256, dtype=np.int64)
     symbols[:n] = np.frombuffer(table[8 : 8 + 8 * n], dtype=np.uint8).reshape(n, 8)
     lens[:n] = np.frombuffer(table[8 + 8 * n : 8 + 9 * n], dtype=np.uint8)
-    if np.any(lens[:n] > 8):
-        raise ValueError("FSST symbol longer than 8 bytes")
+    if np.any(lens[:n] > 8) or np.any(lens[:n] == 0):
+        raise ValueError("FSST symbol of length 0 or longer than 8 bytes")
     return on, symbols, lens
 
 
@@ -72,27 +73,25 @@ def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.
     lit = np.zeros(m, dtype=bool)
     lit[1:] = esc[:-1]
     # tokens: codes 0..254 -> symbol, literals -> 256 + byte (a one-byte "symbol"), escapes -> 512
-    # (an empty symbol); each token's symbol is gathered as one 8-byte word, and the output is the
-    # leading ``len`` bytes of every word, in order: one boolean compaction of m x 8 bytes
-    ext_sym = np.zeros((513, 8), dtype=np.uint8)
-    ext_sym[:256] = symbols
-    ext_sym[256:512, 0] = np.arange(256, dtype=np.uint8)
-    ext_len = np.zeros(513, dtype=np.uint8)
-    ext_len[:256] = lens
-    ext_len[256:512] = 1
+    # (an empty symbol).  Arrow's take of the tokens from a 513-entry binary array of the symbols
+    # writes exactly the decoded bytes, and its offsets at the string starts are the output offsets.
     token = buf.astype(np.uint16)
     token[lit] += 256
     token[esc] = 512
-    out_len = ext_len[token]
-    if np.any((out_len == 0) & ~esc):
+    ext_len = np.zeros(513, dtype=np.int64)
+    ext_len[:256] = lens
+    ext_len[256:512] = 1
+    n_symbols = int(np.count_nonzero(lens))  # symbols 0..n-1 all have a length (checked on parse)
+    if np.any((buf >= n_symbols) & ~(esc | lit)):
         raise ValueError("FSST code without a symbol")
-    words = ext_sym.view("<u8").reshape(-1)[token]  # (m,) 8 symbol bytes per token
-    keep_rows = (np.arange(8)[None, :] < np.arange(9)[:, None]).view("<u8").reshape(-1)  # by length
-    keep = keep_rows[out_len].view(np.bool_).reshape(m, 8)
-    out = words.view(np.uint8).reshape(m, 8)[keep]
-    # output offsets: decoded bytes per string, summed per string, then prefix sums
-    per = np.add.reduceat(np.append(out_len, np.uint8(0)), np.minimum(offsets[:-1], m), dtype=np.int64)
-    per[offsets[1:] == offsets[:-1]] = 0
-    out_offsets = np.zeros(len(offsets), dtype=np.int64)
-    np.cumsum(per, out=out_offsets[1:])
-    return out_offsets, out
+    sym_offsets = np.zeros(514, dtype=np.int64)
+    np.cumsum(ext_len, out=sym_offsets[1:])
+    ext_sym = np.zeros((513, 8), dtype=np.uint8)
+    ext_sym[:256] = symbols
+    ext_sym[256:512, 0] = np.arange(256, dtype=np.uint8)
+    sym_bytes = ext_sym[np.arange(8)[None, :] < ext_len[:, None]]
+    table_arr = pa.Array.from_buffers(pa.large_binary(), 513, [None, pa.py_buffer(sym_offsets), pa.py_buffer(sym_bytes)])
+    taken = table_arr.take(pa.array(token))
+    t_offs = np.frombuffer(taken.buffers()[1], dtype=np.int64, count=m + 1)
+    out = np.frombuffer(taken.buffers()[2], dtype=np.uint8, count=int(t_offs[-1])) if t_offs[-1] else np.zeros(0, np.uint8)
+    return t_offs[np.minimum(offsets, m)], out
