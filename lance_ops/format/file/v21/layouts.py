@@ -577,17 +577,27 @@ def _with_item_validity(arr: pa.Array, item_valid: np.ndarray) -> pa.Array:
 
 
 def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray | None, n: int, dtype: pa.DataType) -> pa.Array:
-    lens = [o for o, _ in vals]
-    datas = [d for _, d in vals]
-    data = np.concatenate(datas) if datas else np.zeros(0, np.uint8)
-    if lens:
-        sizes = np.concatenate([np.diff(o) for o in lens])
+    if len(vals) == 1:  # one run of values (whole-page decoding): its offsets are the page's
+        offs0, data = vals[0]
+        if len(offs0) != n + 1:
+            raise w.corrupt(f"mini-block page decoded {len(offs0) - 1} values, expected {n}")
+        offsets = (offs0 - offs0[0] if offs0[0] else offs0).astype(np.int64, copy=False)
+        if offsets[-1] > len(data) or (n and np.any(np.diff(offsets) < 0)):
+            raise w.corrupt("string offsets run past the page's bytes")
+        if offsets[-1] != len(data):
+            data = data[: offsets[-1]]
     else:
-        sizes = np.zeros(0, np.int64)
-    if len(sizes) != n:
-        raise w.corrupt(f"mini-block page decoded {len(sizes)} values, expected {n}")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+        lens = [o for o, _ in vals]
+        datas = [d for _, d in vals]
+        data = np.concatenate(datas) if datas else np.zeros(0, np.uint8)
+        if lens:
+            sizes = np.concatenate([np.diff(o) for o in lens])
+        else:
+            sizes = np.zeros(0, np.int64)
+        if len(sizes) != n:
+            raise w.corrupt(f"mini-block page decoded {len(sizes)} values, expected {n}")
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
     if not large:
         if offsets[-1] >= 2**31:
