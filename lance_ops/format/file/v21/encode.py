@@ -451,7 +451,7 @@ def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | Non
     enc = leaf.dictionary_encode()
     items = enc.dictionary
     k = len(items)
-    if k > n // 4:
+    if k == 0 or k > n // 4:  # all null (nothing to index), or too many distinct values
         return None
     if items.offset:
         items = pa.concat_arrays([items])
