@@ -35,6 +35,19 @@ class Where:
         return CorruptFileError(self.path, f"column {self.column}: {what}")
 
 
+def leaf_type_below(w: Where, dtype: pa.DataType, depth: int) -> pa.DataType:
+    """The leaf type below ``depth`` list / single-child struct layers of ``dtype``."""
+    t = dtype
+    for _ in range(depth):
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = t.value_type
+        elif pa.types.is_struct(t) and t.num_fields == 1:
+            t = t.field(0).type
+        else:
+            raise w.corrupt(f"{depth + 1} rep/def layers for a column read as {dtype}")
+    return t
+
+
 def _u8(buf: pa.Buffer | bytes | np.ndarray) -> np.ndarray:
     if isinstance(buf, np.ndarray):
         return buf.view(np.uint8)

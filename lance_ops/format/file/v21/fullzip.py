@@ -13,22 +13,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
-from .compression import Where, fixed_chunk
+from .compression import Where, fixed_chunk, leaf_type_below
 from .repdef import LevelsError, max_visible_level, unravel
 
 __all__ = ["decode_full_zip_rep"]
-
-
-def _leaf_type(w: Where, dtype: pa.DataType, depth: int) -> pa.DataType:
-    t = dtype
-    for _ in range(depth):
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            t = t.value_type
-        elif pa.types.is_struct(t) and t.num_fields == 1:
-            t = t.field(0).type
-        else:
-            raise w.corrupt(f"{depth + 1} rep/def layers for a column read as {dtype}")
-    return t
 
 
 def _gather_le(raw: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -45,7 +33,7 @@ def decode_full_zip_rep(
 ) -> pa.Array:
     """Decode a full-zip page with repetition into ``n`` rows of ``dtype`` (a list chain)."""
     layers = list(fz.layers)
-    leaf_type = _leaf_type(w, dtype, len(layers) - 1)
+    leaf_type = leaf_type_below(w, dtype, len(layers) - 1)
     bits_rep, bits_def = int(fz.bits_rep), int(fz.bits_def)
     total = bits_rep + bits_def
     cw = 1 if total <= 8 else 2 if total <= 16 else 4

@@ -22,7 +22,7 @@ from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .chunks import decode_chunks
-from .compression import Where, fixed_block, fixed_chunk, variable_block, variable_chunk
+from .compression import Where, fixed_block, fixed_chunk, leaf_type_below, variable_block, variable_chunk
 from .fullzip import decode_full_zip_rep
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
@@ -106,7 +106,7 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
     chained = len(layers) > 1 and all(x in _ITEM_LAYERS for x in layers)
     if chained:
         nullable = pb.REPDEF_NULLABLE_ITEM in layers
-        outer, dtype = dtype, _leaf_type(w, dtype, len(layers) - 1)
+        outer, dtype = dtype, leaf_type_below(w, dtype, len(layers) - 1)
     else:
         nullable = _check_layers(w, fz.layers)
     if fz.bits_def and not nullable:
@@ -261,7 +261,7 @@ def _constant_nested(
 ) -> pa.Array:
     """Constant pages of nested columns: the levels are in buffers ``[rep, def]`` (raw u16 or
     ``rep_compression`` / ``def_compression``); visible items all hold the constant (or are null)."""
-    leaf_type = _leaf_type(w, dtype, len(layers) - 1)
+    leaf_type = leaf_type_below(w, dtype, len(layers) - 1)
     rep = defs = None
     if all(x == pb.REPDEF_ALL_VALID_ITEM for x in layers):  # no levels: any buffers hold the value
         inner = pb.ConstantLayout(layers=[layers[0]])
@@ -383,19 +383,6 @@ def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffe
     return _assemble(w, mb, buffers, vals, valid, n, dtype)
 
 
-def _leaf_type(w: Where, dtype: pa.DataType, depth: int) -> pa.DataType:
-    """The leaf type below ``depth`` list / single-child struct layers of ``dtype``."""
-    t = dtype
-    for _ in range(depth):
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            t = t.value_type
-        elif pa.types.is_struct(t) and t.num_fields == 1:
-            t = t.field(0).type
-        else:
-            raise w.corrupt(f"{depth + 1} rep/def layers for a column read as {dtype}")
-    return t
-
-
 def _unravel(w: Where, layers: list[int], rep: np.ndarray | None, defs: np.ndarray | None, leaf: pa.Array,
              dtype: pa.DataType, n: int) -> pa.Array:
     try:
@@ -408,7 +395,7 @@ def _mini_block_nested(
     w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType, layers: list[int]
 ) -> pa.Array:
     """Any stack of list / struct layers: decode the visible leaf items, then unravel the levels."""
-    leaf_type = _leaf_type(w, dtype, len(layers) - 1)
+    leaf_type = leaf_type_below(w, dtype, len(layers) - 1)
     has_rep = mb.HasField("rep_compression")
     if has_rep != any(is_list_layer(x) for x in layers):
         raise w.corrupt("repetition levels do not match the list layers")
