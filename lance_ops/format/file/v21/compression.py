@@ -48,6 +48,21 @@ def leaf_type_below(w: Where, dtype: pa.DataType, depth: int) -> pa.DataType:
     return t
 
 
+def full_zip_repetition_index(w: Where, buffer: pa.Buffer, n: int, data_len: int) -> np.ndarray:
+    """A full-zip page's repetition index: ``n + 1`` byte positions (1, 2, 4 or 8 bytes each,
+    told by the buffer's size) of each row's start and the end, non-decreasing, within the data."""
+    raw = np.frombuffer(buffer, dtype=np.uint8)
+    if len(raw) % (n + 1):
+        raise w.corrupt(f"full-zip repetition index of {len(raw)} bytes for {n} rows")
+    width = len(raw) // (n + 1)
+    if width not in (1, 2, 4, 8):
+        raise w.corrupt(f"full-zip repetition index with {width}-byte entries")
+    ri = raw.view(f"<u{width}").astype(np.int64)
+    if np.any(np.diff(ri) < 0) or ri[-1] > data_len:
+        raise w.corrupt("bad full-zip repetition index")
+    return ri
+
+
 def _u8(buf: pa.Buffer | bytes | np.ndarray) -> np.ndarray:
     if isinstance(buf, np.ndarray):
         return buf.view(np.uint8)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
-from .compression import Where, fixed_chunk, leaf_type_below
+from .compression import Where, fixed_chunk, full_zip_repetition_index, leaf_type_below
 from .repdef import LevelsError, max_visible_level, unravel
 
 __all__ = ["decode_full_zip_rep"]
@@ -40,15 +40,7 @@ def decode_full_zip_rep(
     if len(buffers) < 2:
         raise w.corrupt("full-zip page with repetition but without a repetition index")
     raw = np.frombuffer(buffers[0], dtype=np.uint8)
-    ri_raw = np.frombuffer(buffers[1], dtype=np.uint8)
-    if len(ri_raw) % (n + 1):
-        raise w.corrupt(f"full-zip repetition index of {len(ri_raw)} bytes for {n} rows")
-    rb = len(ri_raw) // (n + 1)
-    if rb not in (1, 2, 4, 8):
-        raise w.corrupt(f"full-zip repetition index with {rb}-byte entries")
-    ri = ri_raw.view(f"<u{rb}").astype(np.int64)
-    if np.any(np.diff(ri) < 0) or (n and ri[-1] > len(raw)):
-        raise w.corrupt("bad full-zip repetition index")
+    ri = full_zip_repetition_index(w, buffers[1], n, len(raw))
     mv = max_visible_level(layers)
     details = fz.WhichOneof("details")
     if details == "bits_per_value":

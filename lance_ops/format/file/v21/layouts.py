@@ -22,7 +22,15 @@ from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .chunks import decode_chunks
-from .compression import Where, fixed_block, fixed_chunk, leaf_type_below, variable_block, variable_chunk
+from .compression import (
+    Where,
+    fixed_block,
+    fixed_chunk,
+    full_zip_repetition_index,
+    leaf_type_below,
+    variable_block,
+    variable_chunk,
+)
 from .fullzip import decode_full_zip_rep
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
@@ -142,14 +150,8 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         lb = int(fz.bits_per_offset) // 8
         if lb not in (1, 2, 4, 8) or len(buffers) < 2:
             raise w.unsupported(f"full-zip with {fz.bits_per_offset}-bit lengths / no repetition index")
-        ri_raw = np.frombuffer(buffers[1], dtype=np.uint8)
-        if len(ri_raw) % (n + 1):
-            raise w.corrupt(f"full-zip repetition index of {len(ri_raw)} bytes for {n} rows")
-        rb = len(ri_raw) // (n + 1)
-        if rb not in (1, 2, 4, 8):
-            raise w.corrupt(f"full-zip repetition index with {rb}-byte entries")
-        ri = ri_raw.view(f"<u{rb}").astype(np.int64)
-        if ri[-1] > len(raw) or np.any(np.diff(ri) < cw):
+        ri = full_zip_repetition_index(w, buffers[1], n, len(raw))
+        if np.any(np.diff(ri) < cw):
             raise w.corrupt("bad full-zip repetition index")
         starts = ri[:-1]
         levels = None
