@@ -1,16 +1,18 @@
-"""Encoding of Lance 2.1 / 2.2 pages (the writer's half of :mod:`.layouts`).
+"""Encoding of Lance 2.1 / 2.2 pages (the writer's half of :mod:`.layouts`), FORMAT_NOTES §5.1.
 
-Simple, valid encodings that pylance 14 reads (FORMAT_NOTES §5): mini-block pages with ``flat``
-fixed-width values (``fixed_size_list`` of ``flat`` for vectors), ``variable`` strings/binary
-with 32-bit (64-bit for large types) chunk offsets, and ``flat{16}`` rep/def levels (``rle`` when
-that is smaller, e.g. long runs of empty / null lists); a page
-without visible items (only null / empty lists) is a constant layout carrying its levels, as
-pylance writes it; a page whose values are too large for 32 KiB chunks is full-zip.
+Encodings pylance 14 reads: mini-block pages with inline bit-packed integer-like values,
+``flat`` floats, ``fixed_size_list`` vectors, ``variable`` strings/binary (32-bit offsets, 64-bit
+for large types) or, for low-cardinality pages, bit-packed indices into a page dictionary; def
+levels bit-packed, ``flat{16}`` or ``rle`` (whichever is smallest), rep levels ``flat{16}`` or
+``rle``.  A page without visible items (only null / empty lists) is a constant layout carrying its
+levels, as pylance writes it; a page whose values are too large for 32 KiB chunks, or with more
+null / empty lists between two values than a chunk counts, is full-zip.
 
-Mini-block chunks hold a power-of-two number of values (at least 2, at most 4096), the last one
-the rest; a chunk's levels run up to and including its last visible slot (trailing null / empty
-lists go to the next chunk), as pylance slices them, and the repetition index records per chunk
-the rows that finish in it and the levels left over after its last row start.
+Mini-block chunks hold a power-of-two number of values (at least 2; at most 4096, or 1024 when
+bit-packed), the last one the rest; a chunk's levels run up to and including its last visible
+slot (trailing null / empty lists go to the next chunk), as pylance slices them, and the
+repetition index records per chunk the rows that finish in it and the levels left over after its
+last row start.
 """
 
 from typing import Any
@@ -22,11 +24,7 @@ import pyarrow.compute as pc
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
 from .bitpacking import PagePacker
-from .repdef import Levels, def_counts, max_visible_level
-
-_LIST_LAYER_KINDS = (
-    pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST
-)
+from .repdef import Levels, def_counts, is_list_layer, max_visible_level
 
 __all__ = ["encode_page", "leaf_kind"]
 
@@ -111,6 +109,7 @@ class _Values:
 
     def __init__(self, leaf: pa.Array, kind: str, bits: int) -> None:
         self.kind, self.bits, self.n = kind, bits, len(leaf)
+        self.packer: PagePacker | None = None
         if leaf.offset:
             leaf = pa.concat_arrays([leaf])
         if kind == "var":
@@ -141,7 +140,6 @@ class _Values:
             self.raw = raw[: self.n * width]
             if len(self.raw) < self.n * width:
                 self.raw = np.concatenate([self.raw, np.zeros(self.n * width - len(self.raw), np.uint8)])
-            self.packer = None
             if kind == "fixed" and bits in (8, 16, 32, 64) and _integer_like(leaf.type) and self.n:
                 u = self.raw.view(f"<u{bits // 8}")
                 if int(u.max()).bit_length() < bits:  # inline bit-packing saves space
@@ -151,7 +149,7 @@ class _Values:
         return 2 if self.kind == "fsl" and self.item_valid is not None else 1
 
     def nbytes(self, v0: int, k: int) -> int:
-        if getattr(self, "packer", None) is not None:
+        if self.packer is not None:
             return self.packer.nbytes(v0, k)
         if self.kind == "fsl" and self.item_valid is not None:
             dim = self.width // (self.bits // 8)
@@ -271,7 +269,7 @@ def _plan_chunks(
     n = vals.n
     header = _pad(2 + 2 * len(level_bufs) + (4 if large else 2) * vals.num_buffers())
     # pylance reads at most 1024 values (or levels) from an inline bit-packed chunk buffer
-    packed = getattr(vals, "packer", None) is not None or any(b.packer is not None for b in level_bufs)
+    packed = vals.packer is not None or any(b.packer is not None for b in level_bufs)
     max_values = 1024 if packed else _MAX_CHUNK_VALUES
     out = []
     v0 = l0 = 0
@@ -412,7 +410,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         mb.repetition_index_depth = 1
     if defs is not None:
         mb.def_compression.CopyFrom(level_bufs[-1].compression())
-    if getattr(vals, "packer", None) is not None:
+    if vals.packer is not None:
         mb.value_compression.inline_bitpacking.uncompressed_bits_per_value = vals.bits
     else:
         mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
@@ -427,8 +425,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         mb.num_dictionary_items = items
         buffers.append(dict_buffer)
     if rep is not None:
-        max_rep = sum(1 for x in levels.layers if x in (
-            pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST))
+        max_rep = sum(1 for x in levels.layers if is_list_layer(x))
         buffers.append(_rep_index(chunk_reps, max_rep).tobytes())
     return buffers, layout
 
@@ -485,7 +482,7 @@ def _full_zip(levels: Levels, vals: _Values, kind: str, bits: int, where: str) -
     rep, defs = levels.rep, levels.defs
     n_slots = levels.num_levels
     layers = levels.layers
-    max_rep = sum(1 for x in layers if x in _LIST_LAYER_KINDS)
+    max_rep = sum(1 for x in layers if is_list_layer(x))
     bits_rep = max_rep.bit_length() if rep is not None else 0
     bits_def = sum(def_counts(layers)).bit_length() if defs is not None else 0
     total = bits_rep + bits_def
