@@ -132,3 +132,33 @@ def test_partition_range_run_is_idempotent_and_runs_the_check(history, instance)
                                                     "5": {}, "6": {}}
         check = checks(result)["maintenance_versions_empty"]
         assert check.passed and check.metadata["versions"].value == ["5", "6"]
+
+
+def test_dagster_cli_materializes_a_partition_range_in_one_run(history, tmp_path):
+    """``dagster asset materialize --partition-range 2...4`` (what a user types), on a persistent
+    instance in its own process: one run writes partitions 2-4 with the expected changes."""
+    import os
+    import subprocess
+    import sys
+
+    from dagster import DagsterInstance
+
+    d = history["d"]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    with DagsterInstance.from_ref(DagsterInstance.local_temp(str(home)).get_ref()) as instance:
+        instance.add_dynamic_partitions(f"{NAME}_versions", [str(v) for v in range(1, history["latest"] + 1)])
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    proc = subprocess.run(
+        [dagster, "asset", "materialize", "-f", str(history["code"]), "--select", f"{NAME}_change_feed",
+         "--partition-range", "2...4"],
+        cwd=str(history["root"]), env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with DagsterInstance.from_ref(DagsterInstance.local_temp(str(home)).get_ref()) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 1 and runs[0].status.value == "SUCCESS"
+        assert instance.get_materialized_partitions(AssetKey([f"{NAME}_change_feed"])) == {"2", "3", "4"}
+    counts = {v: partition_change_counts(d, v, {}) for v in (2, 3, 4)}
+    assert counts == {2: {"insert": 100}, 3: {"delete": 50}, 4: {"update_preimage": 20, "update_postimage": 20}}
