@@ -528,3 +528,16 @@ def test_fastlanes_pack_is_the_inverse_and_matches_the_oracle(t_bits):
         chunk = np.concatenate([vals, vals, vals[:512]])
         raw = np.frombuffer(inline_pack(chunk, t_bits), dtype=np.uint8)
         assert np.array_equal(inline_unpack(Where("x", 0), raw, t_bits, len(chunk)), chunk)
+
+
+@pytest.mark.parametrize("nblocks", [0, 1, 3, 9])
+def test_fastlanes_unpack_any_number_of_blocks(nblocks):
+    from lance_ops.format.file.v21.bitpacking import pack_blocks, unpack_blocks
+
+    rng = np.random.default_rng(nblocks)
+    for t_bits in (8, 16, 32, 64):
+        for width in (1, 5, t_bits - 1, t_bits):
+            hi = 2**width if width < 64 else 2**63
+            vals = rng.integers(0, hi, nblocks * BLOCK, dtype=np.uint64).astype(f"u{t_bits // 8}")
+            packed = pack_blocks(vals, width, t_bits) if nblocks else np.zeros(0, np.uint8)
+            assert np.array_equal(unpack_blocks(packed, width, t_bits), vals), (t_bits, width)

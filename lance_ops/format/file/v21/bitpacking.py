@@ -13,6 +13,40 @@ __all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "PagePacker", "BLOCK"]
 
 BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
+_FEW_BLOCKS = 4
+_GATHER_PLANS: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+
+
+def _gather_plan(width: int, t_bits: int) -> tuple[np.ndarray, ...]:
+    """For each output position of a block (FastLanes order): the word holding its low bits and
+    the shift; for the positions whose bits spill into the next word, that word and its shift."""
+    plan = _GATHER_PLANS.get((width, t_bits))
+    if plan is None:
+        dt = np.dtype(f"<u{t_bits // 8}")
+        lanes = BLOCK // t_bits
+        r = np.arange(t_bits)
+        pos = (_FL_ORDER[r // 8] * 16 + (r % 8) * 128)[:, None] + np.arange(lanes)[None, :]  # (row, lane)
+        order = np.argsort(pos.reshape(-1))  # output position -> flat (row, lane)
+        row, lane = order // lanes, order % lanes
+        idx, off = divmod(row * width, t_bits)
+        spill = np.flatnonzero(off + width > t_bits)
+        plan = (idx * lanes + lane, off.astype(dt), spill, (idx[spill] + 1) * lanes + lane[spill],
+                (t_bits - off[spill]).astype(dt))
+        _GATHER_PLANS[(width, t_bits)] = plan
+    return plan
+
+
+def _unpack_gather(w: np.ndarray, width: int, t_bits: int, dt: np.dtype) -> np.ndarray:
+    lo_i, off, spill, hi_i, hi_shift = _gather_plan(width, t_bits)
+    flat = w.reshape(w.shape[0], -1)
+    vals = flat[:, lo_i] >> off
+    if len(spill):
+        vals[:, spill] |= flat[:, hi_i] << hi_shift
+    if width < t_bits:
+        vals &= dt.type((1 << width) - 1)
+    return vals
+
+
 def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     """Unpack ``nblocks`` FastLanes blocks of width ``width``.
 
@@ -24,6 +58,10 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     nblocks = len(words) // nbytes_block
     lanes = BLOCK // t_bits
     w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
+    if nblocks == 0:
+        return np.zeros(0, dtype=dt)
+    if nblocks <= _FEW_BLOCKS:  # a few blocks: one gather beats T passes of Python overhead
+        return _unpack_gather(w, width, t_bits, dt).reshape(-1)
     out = np.empty((nblocks, BLOCK), dtype=dt)
     mask = dt.type((1 << width) - 1) if width < t_bits else None
     tmp = np.empty((nblocks, lanes), dtype=dt)
