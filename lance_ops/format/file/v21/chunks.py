@@ -142,14 +142,96 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     return out_offs, data
 
 
+def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
+                counts: np.ndarray) -> np.ndarray | None:
+    """Run-length u16 levels of every chunk: ``[u64 bytes of run values][u16 values][u8 lengths]``."""
+    if (rle.values.WhichOneof("compression") != "flat" or rle.values.flat.bits_per_value != 16
+            or rle.run_lengths.WhichOneof("compression") != "flat" or rle.run_lengths.flat.bits_per_value != 8):
+        return None
+    if np.any(size < 8):
+        raise w.corrupt("rle levels shorter than their header")
+    vbytes = _le(raw, start, 8)
+    runs = vbytes // 2
+    if np.any(vbytes % 2) or np.any(size - 8 - vbytes != runs):
+        raise w.corrupt("rle levels with mismatched run values and lengths")
+    if np.any(runs == 0):
+        return None
+    values = _slices(raw, start + 8, vbytes).view("<u2")
+    lengths = _slices(raw, start + 8 + vbytes, runs).astype(np.int64)
+    per_chunk = np.add.reduceat(lengths, np.concatenate([[0], np.cumsum(runs)[:-1]])) if len(lengths) else lengths
+    if len(per_chunk) != len(counts) or np.any(per_chunk != counts):
+        return None  # runs that overshoot a chunk: the chunk-by-chunk path truncates them
+    return np.repeat(values, lengths)
+
+
+def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
+            counts: np.ndarray) -> np.ndarray | None:
+    """u16 levels of every chunk: ``flat{16}``, or ``out_of_line_bitpacking{16}`` (per chunk: whole
+    1024-level blocks at one width, then the rest raw or as one more padded block)."""
+    kind = enc.WhichOneof("compression")
+    if kind == "flat" and enc.flat.bits_per_value == 16 and not enc.flat.HasField("data"):
+        if np.any(2 * counts > size):
+            raise w.corrupt("mini-block level buffer shorter than its levels")
+        return _slices(raw, start, 2 * counts).view("<u2")
+    if kind == "rle":
+        return _rle_levels(w, enc.rle, raw, start, size, counts)
+    if kind != "out_of_line_bitpacking":
+        return None
+    oob = enc.out_of_line_bitpacking
+    if oob.uncompressed_bits_per_value != 16 or oob.values.WhichOneof("compression") != "flat":
+        return None
+    width = int(oob.values.flat.bits_per_value)
+    if not 0 < width <= 16:
+        return None
+    wpb = BLOCK * width // 16  # u16 words per packed block
+    whole, tail = counts // BLOCK, counts % BLOCK
+    nwords = size // 2
+    raw_tail = nwords == whole * wpb + tail
+    packed_tail = (tail > 0) & ~raw_tail
+    if np.any(~raw_tail & (nwords < (whole + 1) * wpb)):
+        raise w.corrupt("bit-packed levels shorter than their count")
+    nblk = whole + packed_tail
+    total_blk = int(nblk.sum())
+    if total_blk:
+        first = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(nblk, out=first[1:])
+        k = np.arange(total_blk, dtype=np.int64) - np.repeat(first[:-1], nblk)
+        blk_start = np.repeat(start, nblk) + k * wpb * 2
+        packed = _slices(raw, blk_start, np.full(total_blk, wpb * 2, dtype=np.int64))
+        stream = unpack_blocks(packed, width, 16)
+        # each chunk's part from the blocks: its first min(count, nblk * 1024) levels
+        bpart = np.where(raw_tail, whole * BLOCK, counts)
+        from_blocks = _slices(stream, first[:-1] * BLOCK, bpart)
+    else:
+        bpart = np.zeros(len(counts), dtype=np.int64)
+        from_blocks = np.zeros(0, dtype="<u2")
+    rpart = np.where(raw_tail, tail, 0)
+    if not rpart.any():
+        return from_blocks
+    from_raw = _slices(raw, start + whole * wpb * 2, 2 * rpart).view("<u2")
+    # interleave per chunk: [blocks part][raw part]
+    ends = np.cumsum(counts)
+    edge = np.zeros(int(ends[-1]) + 1, dtype=np.int8)
+    has_raw = rpart > 0
+    edge[(ends - rpart)[has_raw]] += 1
+    edge[ends[has_raw]] -= 1
+    raw_pos = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
+    out = np.empty(int(ends[-1]), dtype="<u2")
+    out[raw_pos] = from_raw
+    out[~raw_pos] = from_blocks
+    return out
+
+
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
                   var_values: bool, venc: pb.CompressiveEncoding):
-    """``(defs, values)`` of every chunk of the page, or None when the page needs the general path.
+    """``(reps, defs, values)`` of every chunk of the page, or None when the page needs the
+    general path.
 
-    ``defs``: def levels (or None), ``values``: fixed values or ``(offsets, data)``.
+    ``reps`` / ``defs``: levels (or None), ``values``: fixed values or ``(offsets, data)``.
     """
-    if mb.HasField("rep_compression") or int(mb.num_buffers) != 1:
+    if int(mb.num_buffers) != 1:
         return None
+    has_rep = mb.HasField("rep_compression")
     has_def = mb.HasField("def_compression")
     word = 4 if mb.has_large_chunk else 2
     if len(meta) % word:
@@ -169,19 +251,28 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
     if starts[-1] + sizes[-1] > len(raw):
         raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
     bw = 4 if mb.has_large_chunk else 2
-    head = 2 + 2 * has_def + bw
+    nlev = has_rep + has_def
+    head = 2 + 2 * nlev + bw
     if np.any(sizes < head):
         raise w.corrupt("mini-block chunk header is truncated")
-    pos = starts + (2 + 2 * has_def)
-    vsize = _le(raw, pos, bw)
+    vsize = _le(raw, starts + 2 + 2 * nlev, bw)
     body = starts + _pad(np.int64(head))
-    defs = None
+    num_levels = _le(raw, starts, 2) if nlev else counts
+    if not has_rep and np.any(num_levels != counts):
+        raise w.corrupt("chunk def level counts differ from its item counts")
+    reps = defs = None
+    if has_rep:
+        rsize = _le(raw, starts + 2, 2)
+        reps = _levels(w, mb.rep_compression, raw, body, rsize, num_levels)
+        if reps is None:
+            return None
+        body = body + _pad(rsize)
     if has_def:
-        num_levels = _le(raw, starts, 2)
-        if np.any(num_levels != counts):
-            raise w.corrupt("chunk def level counts differ from its item counts")
-        dsize = _le(raw, starts + 2, 2)
-        defs = _fixed(w, mb.def_compression, raw, body, counts)
+        dsize = _le(raw, starts + 2 + 2 * has_rep, 2)
+        if has_rep:
+            defs = _levels(w, mb.def_compression, raw, body, dsize, num_levels)
+        else:
+            defs = _fixed(w, mb.def_compression, raw, body, counts)
         if defs is None:
             return None
         body = body + _pad(dsize)
@@ -193,4 +284,4 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         vals = _fixed(w, venc, raw, body, counts)
     if vals is None:
         return None
-    return defs, vals
+    return reps, defs, vals

@@ -432,7 +432,8 @@ def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer
     reps: list[np.ndarray] = []
     fast = decode_chunks(w, mb, meta, data, num_items, var_values, venc) if num_items else None
     if fast is not None:  # all chunks at once (chunks.py)
-        fdefs, fvals = fast
+        freps, fdefs, fvals = fast
+        reps = [freps] if freps is not None else []
         defs = [fdefs] if fdefs is not None else []
         vals = [fvals]
     for start, size, count in (_chunks(w, mb, meta, data, num_items) if fast is None else ()):
