@@ -8,8 +8,8 @@ The API mirrors pylance where they overlap::
     ds.to_table(columns=["id", "_rowid"])
 """
 
-from .commit import commit
-from .dataset import LanceDataset, LanceFragment, Scanner, dataset, write_dataset
+from ._version import __version__ as __version__
+from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, write_dataset
 from .errors import (
     CommitConflictError,
     CorruptFileError,
@@ -36,8 +36,6 @@ from .operations import (
 )
 from .schema import LanceSchema
 from .write import write_fragments
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Append",

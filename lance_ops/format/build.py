@@ -26,6 +26,7 @@ from .operations import (
     UpdateConfig,
 )
 from .transaction import Transaction
+from .versions import normalize_storage_version
 
 
 class _Ids:
@@ -196,8 +197,6 @@ def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | N
         return found.pop()
     if prev is not None and asked is None:
         return prev.data_storage_version
-    from .write import normalize_storage_version
-
     return normalize_storage_version(asked)
 
 

@@ -8,11 +8,9 @@ first, else the ``.txn`` file; a version with neither is a conflict) and checked
 
 import random
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from .build import build_manifest
-from .commit_handler import CommitHandler, ConditionalPutCommitHandler, commit_handler_for
+from .commit_handler import CommitHandler, ConditionalPutCommitHandler
 from .conflict import check
 from .errors import (
     CommitConflictError,
@@ -27,8 +25,7 @@ from .manifest import (
     read_manifest,
     write_version_hint,
 )
-from .manifest_store import ManifestStore
-from .operations import Operation, Overwrite
+from .operations import Overwrite
 from .rebase import RebaseState, rebase
 from .store import ObjectStore
 from .transaction import (
@@ -160,39 +157,3 @@ def commit_transaction(
                 pass
         raise
 
-
-def commit(
-    uri: str,
-    operation: Operation,
-    *,
-    read_version: int,
-    storage_options: Mapping[str, Any] | None = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    enable_stable_row_ids: bool = False,
-    transaction_properties: Mapping[str, str] | None = None,
-    manifest_store: "ManifestStore | str | None" = None,
-    create: bool = False,
-    data_storage_version: str | None = None,
-) -> "Any":
-    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
-
-    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
-    ``data_storage_version`` apply to a dataset this commit creates.
-    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
-    path / ``sqlite:///`` URL) instead of the object store's conditional put.
-    """
-    from .dataset import LanceDataset
-
-    store = ObjectStore(uri, storage_options)
-    handler = commit_handler_for(store, manifest_store)
-    txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
-    manifest = commit_transaction(
-        store,
-        txn,
-        create=create,
-        enable_stable_row_ids=enable_stable_row_ids,
-        data_storage_version=data_storage_version,
-        max_retries=max_retries,
-        handler=handler,
-    )
-    return LanceDataset._from_manifest(store, manifest, handler)

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from . import manifest as _m
 from ._proto import transaction_pb2
-from .errors import CorruptFileError
+from .errors import CorruptFileError, DatasetNotFoundError
 from .manifest import Manifest, ManifestFile, NamingScheme
 from .manifest_store import (
     ManifestStore,
@@ -30,6 +30,7 @@ from .manifest_store import (
     scheme_of_path,
 )
 from .store import ObjectStore
+from .versions import require_readable
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +180,34 @@ def commit_handler_for(
     if manifest_store is None:
         return ConditionalPutCommitHandler(store)
     return ExternalManifestCommitHandler(store, open_manifest_store(manifest_store))
+
+
+def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
+    """The latest manifest, or None when there is no dataset at the store's root."""
+    handler = handler or ConditionalPutCommitHandler(store)
+    latest = handler.latest_version()
+    return handler.read_manifest(latest).manifest if latest else None
+
+
+def checkout_manifest(
+    store: ObjectStore, version: int | None = None, handler: CommitHandler | None = None
+) -> tuple[Manifest, NamingScheme]:
+    """The manifest of ``version`` (latest if None) for reading, and the dataset's naming scheme.
+
+    Raises:
+        DatasetNotFoundError: no dataset at the store's root, or no such version.
+        UnsupportedFeatureError: the version needs features or a file format lance_ops cannot read.
+    """
+    handler = handler or ConditionalPutCommitHandler(store)
+    scheme, versions = handler.list_versions()
+    if not versions or scheme is None:
+        raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
+    target = versions[-1] if version is None else int(version)
+    if target not in versions:
+        raise DatasetNotFoundError(
+            f"{store.uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})"
+        )
+    manifest = handler.read_manifest(target).manifest
+    _m.check_flags(manifest.reader_feature_flags, manifest.writer_feature_flags, path=store.uri, for_write=False)
+    require_readable(manifest.data_storage_version, f"{store.uri}: version {target}")
+    return manifest, scheme

@@ -2,46 +2,41 @@
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .cleanup import CleanupStats, Tags
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .commit import commit_transaction
-from .commit_handler import CommitHandler, ConditionalPutCommitHandler, commit_handler_for
-from .errors import DatasetNotFoundError
+from .cleanup import CleanupStats, Tags, cleanup_old_versions
+from .commit import DEFAULT_MAX_RETRIES, commit_transaction
+from .commit_handler import (
+    CommitHandler,
+    ConditionalPutCommitHandler,
+    checkout_manifest,
+    commit_handler_for,
+    try_open_latest,
+)
+from .errors import DatasetAlreadyExistsError
 from .fragment import FragmentMetadata
+from .maintenance.change_feed import change_feed_batches, change_feed_schema
+from .maintenance.compaction import CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags
 from .manifest_store import ManifestStore
-from .operations import Append, Overwrite
+from .mutate import plan_delete, plan_update
+from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
 from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
 from .transaction import Transaction
+from .versions import normalize_storage_version, require_writable
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
     conform_batch,
     iter_batches,
     new_schema,
-    normalize_storage_version,
-    require_writable,
     write_fragment_files,
 )
-
-# 2.1/2.2 pages are read where their encodings are implemented (UnsupportedFeatureError otherwise);
-# new data files are written at 2.0 only, so such datasets are read-only apart from deletes.
-READABLE_FILE_VERSIONS = ("2.0", "2.1", "2.2")
-
-
-def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
-    """The latest manifest, or None when there is no dataset at the store's root."""
-    handler = handler or ConditionalPutCommitHandler(store)
-    latest = handler.latest_version()
-    return handler.read_manifest(latest).manifest if latest else None
 
 
 class LanceFragment:
@@ -92,28 +87,7 @@ class LanceDataset:
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
         self._handler = commit_handler_for(self._store, manifest_store)
-        scheme, versions = self._handler.list_versions()
-        if not versions:
-            raise DatasetNotFoundError(f"{uri}: no Lance dataset here (no manifests in _versions/)")
-        assert scheme is not None
-        self._scheme = scheme
-        target = versions[-1] if version is None else int(version)
-        if target not in versions:
-            raise DatasetNotFoundError(f"{uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})")
-        self._manifest = self._handler.read_manifest(target).manifest
-        check_flags(
-            self._manifest.reader_feature_flags,
-            self._manifest.writer_feature_flags,
-            path=uri,
-            for_write=False,
-        )
-        if self._manifest.data_storage_version not in READABLE_FILE_VERSIONS:
-            from .errors import UnsupportedFeatureError
-
-            raise UnsupportedFeatureError(
-                f"{uri}: version {target} uses Lance file format {self._manifest.data_storage_version or 'legacy (0.1)'}; "
-                f"lance_ops reads file formats {', '.join(READABLE_FILE_VERSIONS)} and writes 2.0"
-            )
+        self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
 
     @classmethod
     def _from_manifest(
@@ -268,9 +242,6 @@ class LanceDataset:
 
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
         """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
-        from .mutate import plan_delete
-        from .operations import Delete
-
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
         if total == 0:
             return self
@@ -289,9 +260,6 @@ class LanceDataset:
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
         """
-        from .mutate import plan_update
-        from .operations import Update
-
         removed, updated, new, total = plan_update(
             self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
         )
@@ -304,8 +272,6 @@ class LanceDataset:
 
     def restore(self, version: int | None = None) -> "LanceDataset":
         """Make ``version`` (default: the checked-out one) the latest, as a new version."""
-        from .operations import Restore
-
         target = self.version if version is None else version
         self._handler.read_manifest(target)  # must exist
         txn = Transaction(self.latest_version, Restore(target))
@@ -314,13 +280,9 @@ class LanceDataset:
 
     def update_config(self, upsert_values: Mapping[str, str]) -> "LanceDataset":
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``)."""
-        from .operations import UpdateConfig
-
         return self._commit(UpdateConfig({str(k): str(v) for k, v in upsert_values.items()}))
 
     def delete_config_keys(self, keys: Sequence[str]) -> "LanceDataset":
-        from .operations import UpdateConfig
-
         return self._commit(UpdateConfig({}, list(keys)))
 
     # ---------------------------------------------------------- maintenance
@@ -329,31 +291,25 @@ class LanceDataset:
         """pylance's ``ds.optimize`` namespace: ``ds.optimize.compact_files(...)``."""
         return _Optimize(self)
 
-    def compact_files(self, **options: Any) -> Any:
+    def compact_files(self, **options: Any) -> CompactionMetrics:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
-        from .maintenance.compaction import compact_files
+        return compact_files(self._manifest, self.uri, storage_options=self._storage_options,
+                             manifest_store=self._handler.manifest_store, **options)
 
-        return compact_files(self, **options)
-
-    def materialize_deletions(self, threshold: float = 0.1, **options: Any) -> Any:
+    def materialize_deletions(self, threshold: float = 0.1, **options: Any) -> CompactionMetrics:
         """Rewrite fragments whose deleted fraction is at least ``threshold``, dropping deleted rows."""
-        from .maintenance.compaction import compact_files
-
-        return compact_files(self, only_deletions=True, materialize_deletions_threshold=threshold, **options)
+        return self.compact_files(only_deletions=True, materialize_deletions_threshold=threshold, **options)
 
     def change_feed(self, begin_version: int, end_version: int | None = None) -> pa.Table:
         """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns."""
-        from .maintenance.change_feed import change_feed_batches, change_feed_schema
-
         end = self.version if end_version is None else end_version
         schema = change_feed_schema(self.checkout_version(end).schema)
-        return pa.Table.from_batches(list(change_feed_batches(self, begin_version, end)), schema=schema)
+        batches = change_feed_batches(self._store, self._handler, begin_version, end)
+        return pa.Table.from_batches(list(batches), schema=schema)
 
     # ------------------------------------------------------- tags, cleanup
     @property
-    def tags(self) -> "Tags":
-        from .cleanup import Tags
-
+    def tags(self) -> Tags:
         return Tags(self._store)
 
     def create_tag(self, name: str, version: int) -> None:
@@ -364,17 +320,13 @@ class LanceDataset:
 
     def cleanup_old_versions(
         self,
-        older_than: "timedelta | None" = None,
+        older_than: timedelta | None = None,
         retain_versions: int = 1,
         *,
         dry_run: bool = False,
         delete_unverified: bool = False,
-    ) -> "CleanupStats":
+    ) -> CleanupStats:
         """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`)."""
-        from datetime import timedelta
-
-        from .cleanup import cleanup_old_versions
-
         self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
             self._store,
@@ -473,8 +425,6 @@ def write_dataset(
     handler = commit_handler_for(store, manifest_store)
     existing = try_open_latest(store, handler)
     if existing is not None and mode == "create":
-        from .errors import DatasetAlreadyExistsError
-
         raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
     data_schema, batches = iter_batches(data, schema)
     props = dict(transaction_properties or {})
@@ -505,6 +455,41 @@ def write_dataset(
         create=existing is None and mode == "create",
         enable_stable_row_ids=enable_stable_row_ids,
         data_storage_version=version,
+        handler=handler,
+    )
+    return LanceDataset._from_manifest(store, manifest, handler)
+
+
+def commit(
+    uri: str,
+    operation: Operation,
+    *,
+    read_version: int,
+    storage_options: Mapping[str, Any] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: ManifestStore | str | None = None,
+    create: bool = False,
+    data_storage_version: str | None = None,
+) -> LanceDataset:
+    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
+
+    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
+    ``data_storage_version`` apply to a dataset this commit creates.
+    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
+    path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    """
+    store = ObjectStore(uri, storage_options)
+    handler = commit_handler_for(store, manifest_store)
+    txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    manifest = commit_transaction(
+        store,
+        txn,
+        create=create,
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
+        max_retries=max_retries,
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)

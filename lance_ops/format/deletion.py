@@ -16,6 +16,7 @@ from pyroaring import BitMap
 
 from ._proto import table_pb2
 from .errors import CorruptFileError, UnsupportedFeatureError
+from .fragment import DeletionFile, FragmentMetadata
 from .store import ObjectStore
 
 __all__ = [
@@ -23,8 +24,10 @@ __all__ = [
     "DELETION_BITMAP_THRESHOLD",
     "DELETION_SCHEMA",
     "deletion_file_path",
+    "deleted_offsets",
     "deletion_mask",
     "read_deletion_file",
+    "with_deletions",
     "write_deletion_file",
 ]
 
@@ -224,3 +227,24 @@ def deletion_mask(deleted: np.ndarray, physical_rows: int) -> np.ndarray:
             )
         mask[d.astype(np.intp)] = False
     return mask
+
+
+def deleted_offsets(store: ObjectStore, frag: FragmentMetadata) -> np.ndarray:
+    """The fragment's currently deleted local offsets (sorted uint32)."""
+    if frag.deletion_file is None:
+        return np.empty(0, dtype=np.uint32)
+    return read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+
+
+def with_deletions(
+    store: ObjectStore, frag: FragmentMetadata, new_offsets: np.ndarray, read_version: int
+) -> FragmentMetadata | None:
+    """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone."""
+    new = new_offsets.astype(np.uint32, copy=False)
+    if new.size > 1 and not bool(np.all(new[1:] > new[:-1])):
+        new = np.unique(new)
+    merged = np.union1d(deleted_offsets(store, frag), new) if frag.deletion_file is not None else new
+    if merged.size >= frag.physical_rows:
+        return None
+    df = write_deletion_file(store, frag.id, read_version, merged)
+    return frag.with_changes(deletion_file=DeletionFile.from_proto(df))

@@ -21,6 +21,7 @@ from enum import Enum
 from google.protobuf.message import DecodeError
 
 from ._proto import table_pb2, transaction_pb2
+from ._version import __version__
 from .errors import CorruptFileError, DatasetNotFoundError, SchemaError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
 from .schema import LanceSchema
@@ -180,8 +181,6 @@ class Manifest:
         )
 
     def to_proto(self) -> table_pb2.Manifest:
-        from . import __version__
-
         m = table_pb2.Manifest(
             fields=self.schema.to_proto(),
             fragments=[f.to_proto() for f in sorted(self.fragments, key=lambda f: f.id)],

@@ -15,36 +15,16 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from . import rowids
-from .deletion import read_deletion_file, write_deletion_file
+from .deletion import with_deletions
 from .errors import SchemaError
-from .fragment import DeletionFile, FragmentMetadata
+from .fragment import FragmentMetadata
 from .manifest import Manifest
 from .scan import CREATED_AT, ROW_ADDR, ROW_ID, plan_scan, scan_fragment
 from .store import ObjectStore
-from .write import DEFAULT_MAX_ROWS_PER_FILE, require_writable, write_fragment_files
+from .versions import require_writable
+from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
 LOCAL_MASK = np.uint64(0xFFFFFFFF)
-
-
-def deleted_offsets(store: ObjectStore, frag: FragmentMetadata) -> np.ndarray:
-    """The fragment's currently deleted local offsets (sorted uint32)."""
-    if frag.deletion_file is None:
-        return np.empty(0, dtype=np.uint32)
-    return read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
-
-
-def with_deletions(
-    store: ObjectStore, frag: FragmentMetadata, new_offsets: np.ndarray, read_version: int
-) -> FragmentMetadata | None:
-    """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone."""
-    new = new_offsets.astype(np.uint32, copy=False)
-    if new.size > 1 and not bool(np.all(new[1:] > new[:-1])):
-        new = np.unique(new)
-    merged = np.union1d(deleted_offsets(store, frag), new) if frag.deletion_file is not None else new
-    if merged.size >= frag.physical_rows:
-        return None
-    df = write_deletion_file(store, frag.id, read_version, merged)
-    return frag.with_changes(deletion_file=DeletionFile.from_proto(df))
 
 
 def _matching_offsets(

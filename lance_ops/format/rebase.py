@@ -11,10 +11,10 @@
 import numpy as np
 
 from . import rowids
+from .deletion import deleted_offsets, with_deletions
 from .errors import RetryableCommitConflictError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
-from .mutate import deleted_offsets, with_deletions
 from .operations import Delete, Operation, Rewrite, RewriteGroup, Update
 from .store import ObjectStore
 from .transaction import Transaction

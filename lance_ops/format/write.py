@@ -11,34 +11,17 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from .errors import SchemaError, UnsupportedFeatureError
+from .commit_handler import try_open_latest
+from .errors import SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
 from .schema import LanceSchema
 from .store import ObjectStore
+from .versions import normalize_storage_version, require_writable
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 DATA_DIR = "data"
 WriteMode = Literal["create", "append", "overwrite"]
-
-_VERSION_ALIASES = {"legacy": "0.1", "0.1": "0.1", "0.3": "2.0", "stable": "2.2", "next": "2.3"}
-#: file format versions lance_ops writes
-WRITABLE_FILE_VERSIONS = ("2.0", "2.1", "2.2")
-#: ``data_storage_version`` of a new dataset when none is given ("stable", as pylance 14)
-DEFAULT_STORAGE_VERSION = "2.2"
-
-
-def normalize_storage_version(version: str | None) -> str:
-    """``data_storage_version`` as pylance names it (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``,
-    ``"legacy"``, ...) to the file format version; raise for versions lance_ops does not write."""
-    v = _VERSION_ALIASES.get(version or DEFAULT_STORAGE_VERSION, version or DEFAULT_STORAGE_VERSION)
-    if v not in WRITABLE_FILE_VERSIONS:
-        raise UnsupportedFeatureError(
-            f"data_storage_version {version!r} (file format {v}) is not supported by lance_ops; "
-            f"use one of {', '.join(WRITABLE_FILE_VERSIONS)} or 'stable'"
-        )
-    return v
-
 
 RESERVED_COLUMNS = ("_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version")
 
@@ -49,18 +32,6 @@ def new_schema(schema: pa.Schema) -> LanceSchema:
     if reserved:
         raise SchemaError(f"column name(s) {reserved} are reserved for Lance metadata columns")
     return LanceSchema.from_arrow(schema)
-
-
-def require_writable(manifest_version: str, where: str) -> str:
-    """The file version new data files of a dataset must have (its own: pylance rejects a mix);
-    raise for datasets whose version lance_ops cannot write (legacy 0.1, 2.3+)."""
-    if manifest_version not in WRITABLE_FILE_VERSIONS:
-        raise UnsupportedFeatureError(
-            f"{where}: the dataset uses Lance file format {manifest_version or 'legacy (0.1)'}; lance_ops writes "
-            f"data files of {', '.join(WRITABLE_FILE_VERSIONS)} only and pylance refuses mixed file versions "
-            "(deletes still work)"
-        )
-    return manifest_version
 
 
 def random_data_file_name() -> str:
@@ -206,8 +177,6 @@ def write_fragments(
     version, or ``data_storage_version`` for a dataset that does not exist yet.  Commit the result with
     ``commit(uri, Append(fragments), read_version=...)``.
     """
-    from .dataset import try_open_latest
-
     store = ObjectStore(uri, storage_options)
     arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
     data_schema, batches = iter_batches(data, arrow_schema)

@@ -39,7 +39,8 @@ from lance_ops.format.operations import Update
 from lance_ops.format.scan import CREATED_AT, ROW_ID, UPDATED_AT
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, require_writable
+from lance_ops.format.versions import require_writable
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from ._common import read_version
 from ._types import spark_schema

@@ -20,18 +20,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
-from lance_ops.format.deletion import deletion_file_path
+from lance_ops.format.deletion import deletion_file_path, with_deletions
 from lance_ops.format.errors import SchemaError
 from lance_ops.format.fragment import FragmentMetadata
 from lance_ops.format.manifest import Manifest
-from lance_ops.format.mutate import with_deletions
 from lance_ops.format.operations import Delete, Update
 from lance_ops.format.rowids import encode_row_ids, encode_versions
 from lance_ops.format.scan import CREATED_AT, ROW_ADDR, ROW_ID
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, require_writable, write_fragment_files
+from lance_ops.format.versions import require_writable
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
 from ._common import as_dataframe, latest, read_version, referenced_columns
 from ._types import META_COLUMNS, cast_batch, spark_schema

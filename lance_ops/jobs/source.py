@@ -76,7 +76,7 @@ from pyspark.sql.types import (
 
 from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
 from lance_ops.format.commit import commit_transaction
-from lance_ops.format.dataset import try_open_latest
+from lance_ops.format.commit_handler import try_open_latest
 from lance_ops.format.errors import DatasetAlreadyExistsError, SchemaError
 from lance_ops.format.maintenance.distributed import (
     DEFAULT_BATCH_SIZE,
@@ -89,12 +89,8 @@ from lance_ops.format.manifest import Manifest
 from lance_ops.format.scan import CREATED_AT, UPDATED_AT
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import (
-    DEFAULT_MAX_ROWS_PER_FILE,
-    normalize_storage_version,
-    require_writable,
-    write_fragment_files,
-)
+from lance_ops.format.versions import normalize_storage_version, require_writable
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
 from ._options import get_bool, get_int, storage_options
 from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema

@@ -10,7 +10,7 @@ import functools
 import lance
 import pytest
 
-import lance_ops.format.write as lf_write
+import lance_ops.format.versions as lf_versions
 
 FILE_VERSIONS = ("2.0", "2.1", "2.2")
 
@@ -18,7 +18,7 @@ FILE_VERSIONS = ("2.0", "2.1", "2.2")
 @pytest.fixture(params=FILE_VERSIONS, autouse=True)
 def file_version(request, monkeypatch):
     version = request.param
-    monkeypatch.setattr(lf_write, "DEFAULT_STORAGE_VERSION", version)
+    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
     original = lance.write_dataset
 
     @functools.wraps(original)

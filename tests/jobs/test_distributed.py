@@ -8,6 +8,7 @@ from helpers import normalize_feed, reference_feed
 
 import lance_ops.format as lf
 from lance_ops.format.maintenance import distributed as d
+from lance_ops.format.manifest import list_versions
 from lance_ops.format.store import ObjectStore
 
 
@@ -52,6 +53,6 @@ def test_range_scans_equal_whole_fragment_scans(history):
 
 def test_id_removing_versions_skip_appends_compactions_and_id_keeping_updates(history):
     store = ObjectStore(history)
-    scheme = d.list_versions(store)[0]
+    scheme = list_versions(store)[0]
     assert d.row_changing_versions(store, scheme, 1, 9) == [3, 4, 8, 9]
     assert d.id_removing_versions(store, scheme, 1, 9) == [3, 8]

@@ -14,17 +14,18 @@ Compaction and deletion materialisation keep row ids and versions, so they add n
 first version in ``(begin, end]`` whose manifest no longer has the row.
 """
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..commit_handler import CommitHandler, checkout_manifest
 from ..errors import UnsupportedFeatureError
-from ..scan import CREATED_AT, ROW_ID, UPDATED_AT
+from ..manifest import Manifest
+from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan
+from ..store import ObjectStore
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
 
@@ -40,34 +41,38 @@ def change_feed_schema(user_schema: pa.Schema) -> pa.Schema:
     )
 
 
-def _live_ids(ds) -> np.ndarray:  # type: ignore[no-untyped-def]
-    parts = [b.column(0).to_numpy() for b in ds.to_batches(columns=[ROW_ID])]
+def _batches(
+    store: ObjectStore, manifest: Manifest, columns: Sequence[str], filter: pc.Expression | None = None
+) -> Iterator[pa.RecordBatch]:
+    return scan(store, manifest, plan_scan(manifest.schema, columns, filter, False, False))
+
+
+def _live_ids(store: ObjectStore, manifest: Manifest) -> np.ndarray:
+    parts = [b.column(0).to_numpy() for b in _batches(store, manifest, [ROW_ID])]
     return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
 
 
-def change_feed_batches(ds, begin_version: int, end_version: int) -> Iterator[pa.RecordBatch]:  # type: ignore[no-untyped-def]
-    """Stream the change feed of ``(begin_version, end_version]`` of the dataset ``ds`` opened anywhere."""
+def change_feed_batches(
+    store: ObjectStore, handler: CommitHandler, begin_version: int, end_version: int
+) -> Iterator[pa.RecordBatch]:
+    """Stream the change feed of ``(begin_version, end_version]`` of the dataset at ``store``."""
     if begin_version < 0 or end_version < begin_version:
         raise ValueError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
-    end = ds.checkout_version(end_version)
-    if not end.has_stable_row_ids:
+    end, _ = checkout_manifest(store, end_version, handler)
+    if not end.uses_stable_row_ids:
         raise UnsupportedFeatureError(
-            f"{ds.uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
+            f"{store.uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
-    schema = change_feed_schema(end.schema)
-    user = end.schema.names
-    timestamps = {
-        v["version"]: v["timestamp"].replace(tzinfo=UTC)
-        for v in ds.versions()
-        if begin_version < v["version"] <= end_version
-    }
+    schema = change_feed_schema(end.schema.to_arrow())
+    user = schema.names[: len(schema.names) - 4]
     if begin_version == end_version:
         return
 
-    # version -> commit time in microseconds, as one lookup table (versions are small ints)
+    # version -> commit time in microseconds (truncated as pylance does), as one lookup table
     lut = np.zeros(end_version + 1, dtype=np.int64)
-    for v, ts in timestamps.items():
-        lut[v] = (ts - _EPOCH) // timedelta(microseconds=1)
+    for v in handler.list_versions()[1]:
+        if begin_version < v <= end_version:
+            lut[v] = handler.read_manifest(v).manifest.timestamp_ns // 1000
 
     def emit(batch: pa.RecordBatch, kind: str, versions: np.ndarray) -> pa.RecordBatch:
         n = batch.num_rows
@@ -85,30 +90,30 @@ def change_feed_batches(ds, begin_version: int, end_version: int) -> Iterator[pa
     created, updated = pc.field(CREATED_AT), pc.field(UPDATED_AT)
     cols = user + [ROW_ID, CREATED_AT, UPDATED_AT]
     post_ids: list[np.ndarray] = []
-    for batch in end.to_batches(columns=cols, filter=(created > b) & (created <= e)):
+    for batch in _batches(store, end, cols, (created > b) & (created <= e)):
         yield emit(batch, "insert", batch.column(CREATED_AT).to_numpy())
     upd_filter = (created <= b) & (updated > b) & (updated <= e)
     post_versions: list[np.ndarray] = []
-    for batch in end.to_batches(columns=cols, filter=upd_filter):
+    for batch in _batches(store, end, cols, upd_filter):
         post_ids.append(batch.column(ROW_ID).to_numpy())
         post_versions.append(batch.column(UPDATED_AT).to_numpy())
         yield emit(batch, "update_postimage", batch.column(UPDATED_AT).to_numpy())
-    start = ds.checkout_version(begin_version) if begin_version > 0 else None
-    if start is None:
+    if begin_version == 0:
         return
+    start, _ = checkout_manifest(store, begin_version, handler)
     if post_ids:
         ids = np.concatenate(post_ids)
         vers = np.concatenate(post_versions)
         order = np.argsort(ids)
         ids, vers = ids[order], vers[order]
         id_set = pa.array(ids, type=pa.uint64())
-        for batch in start.to_batches(columns=user + [ROW_ID], filter=pc.field(ROW_ID).isin(id_set)):
+        for batch in _batches(store, start, user + [ROW_ID], pc.field(ROW_ID).isin(id_set)):
             rid = batch.column(ROW_ID).to_numpy()
             yield emit(batch, "update_preimage", vers[np.searchsorted(ids, rid)])
     # deletes: ids live at begin and not at end
-    end_ids = _live_ids(end)
-    gone_versions = _deletion_versions(ds, begin_version, end_version)
-    for batch in start.to_batches(columns=user + [ROW_ID]):
+    end_ids = _live_ids(store, end)
+    gone_versions = _deletion_versions(store, handler, begin_version, end_version)
+    for batch in _batches(store, start, user + [ROW_ID]):
         rid = batch.column(ROW_ID).to_numpy()
         pos = np.searchsorted(end_ids, rid)
         pos = np.clip(pos, 0, max(len(end_ids) - 1, 0))
@@ -120,13 +125,15 @@ def change_feed_batches(ds, begin_version: int, end_version: int) -> Iterator[pa
         yield emit(dead, "delete", gone_versions(dead_ids))
 
 
-def _deletion_versions(ds, begin: int, end: int):  # type: ignore[no-untyped-def]
+def _deletion_versions(
+    store: ObjectStore, handler: CommitHandler, begin: int, end: int
+) -> Callable[[np.ndarray], np.ndarray]:
     """A function: row ids deleted in (begin, end] -> the first version without them."""
     cache: dict[int, np.ndarray] = {}
 
     def ids_at(v: int) -> np.ndarray:
         if v not in cache:
-            cache[v] = _live_ids(ds.checkout_version(v))
+            cache[v] = _live_ids(store, checkout_manifest(store, v, handler)[0])
         return cache[v]
 
     def lookup(dead: np.ndarray) -> np.ndarray:

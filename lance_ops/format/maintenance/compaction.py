@@ -17,14 +17,15 @@ import pyarrow as pa
 
 from .. import rowids
 from ..commit import commit_transaction
-from ..commit_handler import commit_handler_for
+from ..commit_handler import checkout_manifest, commit_handler_for
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..operations import ReserveFragments, Rewrite, RewriteGroup
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
-from ..write import require_writable, write_fragment_files
+from ..versions import require_writable
+from ..write import write_fragment_files
 
 CONFIG_PREFIX = "lance.compaction."
 
@@ -175,11 +176,9 @@ def plan_compaction(
 
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
     """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing."""
-    from ..dataset import LanceDataset
-
-    if manifest is None:
-        manifest = LanceDataset(task.uri, version=task.read_version, storage_options=task.storage_options).manifest
     store = ObjectStore(task.uri, task.storage_options)
+    if manifest is None:
+        manifest, _ = checkout_manifest(store, task.read_version)
     file_version = require_writable(manifest.data_storage_version, task.uri)
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
@@ -269,8 +268,11 @@ def commit_compaction(
 
 
 def compact_files(
-    ds: Any,
+    manifest: Manifest,
+    uri: str,
     *,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: Any = None,
     target_rows_per_fragment: int | None = None,
     max_rows_per_group: int | None = None,
     materialize_deletions: bool | None = None,
@@ -280,10 +282,11 @@ def compact_files(
     dry_run: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
-    """In-process compaction of a LanceDataset (plan, execute every task, commit)."""
-    require_writable(ds.data_storage_version, ds.uri)
+    """In-process compaction of the dataset at ``uri`` checked out at ``manifest`` (plan, execute
+    every task, commit); ``manifest_store`` as for :func:`~lance_ops.format.commit_handler.commit_handler_for`."""
+    require_writable(manifest.data_storage_version, uri)
     opts = CompactionOptions.resolve(
-        ds.config,
+        manifest.config,
         target_rows_per_fragment=target_rows_per_fragment,
         max_rows_per_group=max_rows_per_group,
         materialize_deletions=materialize_deletions,
@@ -291,15 +294,13 @@ def compact_files(
         max_source_fragments=max_source_fragments,
         only_deletions=only_deletions,
     )
-    plan = plan_compaction(
-        ds.manifest, ds.uri, opts, storage_options=ds._storage_options, manifest_store=ds._handler.manifest_store
-    )
+    plan = plan_compaction(manifest, uri, opts, storage_options=storage_options, manifest_store=manifest_store)
     if dry_run or not plan.tasks:
         return CompactionMetrics(fragments_removed=plan.source_fragments, dry_run=dry_run)
     results, failed = [], []
     for task in plan.tasks:
         try:
-            results.append(execute_task(task, manifest=ds.manifest))
+            results.append(execute_task(task, manifest=manifest))
         except Exception as e:  # partial progress: one failed group must not lose the others
             failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
     return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)

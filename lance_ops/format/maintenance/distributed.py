@@ -24,11 +24,12 @@ import pyarrow.compute as pc
 
 from .. import rowids
 from ..commit import load_transaction
+from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
-from ..errors import CorruptFileError, DatasetNotFoundError, SchemaError, UnsupportedFeatureError
+from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
-from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
+from ..manifest import Manifest, NamingScheme, read_manifest
 from ..operations import Append, ReserveFragments, Rewrite, Update, UpdateConfig
 from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, fields_in_file
 from ..store import ObjectStore
@@ -59,15 +60,7 @@ __all__ = [
 
 def open_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manifest, NamingScheme]:
     """The manifest of ``version`` (latest if None) and the naming scheme, with one listing."""
-    scheme, versions = list_versions(store)
-    if not versions or scheme is None:
-        raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
-    target = versions[-1] if version is None else int(version)
-    if target not in versions:
-        raise DatasetNotFoundError(
-            f"{store.uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})"
-        )
-    return read_manifest(store, target, scheme).manifest, scheme
+    return checkout_manifest(store, version)
 
 
 def light_manifest(manifest: Manifest) -> Manifest:
