@@ -10,6 +10,7 @@ launchpad Config.  Progress goes to stderr, results to stdout.
 """
 
 import argparse
+import contextlib
 import enum
 import os
 import sys
@@ -17,9 +18,16 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
 
 JOB_CONFIGS = {
     "append": "AppendConfig",
@@ -35,69 +43,71 @@ JOB_CONFIGS = {
 ALIASES = {"change_feed": "write_change_feed", "cleanup": "cleanup_old_versions"}
 
 
-# ----------------------------------------------------------------------------- progress
-class Progress:
-    """A plain-text progress bar on stderr (determinate with ``total``, else elapsed time)."""
+# ------------------------------------------------------------------- terminal output
+def console_for(stream: Any) -> Console:
+    """A rich Console on ``stream``: colours and live bars on a terminal; plain text otherwise
+    (wide enough that tables are never wrapped, so the output can be parsed and diffed)."""
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, force_terminal=tty, width=None if tty else 250, highlight=False,
+                   emoji=False, markup=False, no_color=not tty, soft_wrap=not tty)
 
-    def __init__(self, label: str, total: int | None = None, *, stream: Any = None, width: int = 30) -> None:
-        self.label, self.total, self.width = label, total, width
-        self.stream = stream or sys.stderr
-        self.done = 0
-        self.t0 = time.perf_counter()
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._last = -1.0 if self.tty else self.t0
 
-    def update(self, done: int | None = None, note: str = "") -> None:
-        if done is not None:
-            self.done = done
+@contextlib.contextmanager
+def progress(label: str, total: int | None = None, *, stream: Any = None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on ``stream`` (stderr): determinate with ``total``, else a spinner with the
+    elapsed time.  Off a terminal it degrades to plain lines, at most one a second plus the last.
+    Yields ``advance(n)``; the bar finishes when the block ends."""
+    console = console_for(stream or sys.stderr)
+    if console.is_terminal:
+        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+        if total is not None:
+            columns += [BarColumn(), MofNCompleteColumn()]
+        columns.append(TimeElapsedColumn())
+        with RichProgress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task(label, total=total)
+            yield lambda n=1: bar.advance(task, n)
+            bar.update(task, completed=total if total is not None else 0)
+        return
+    t0 = time.perf_counter()
+    state = {"done": 0, "last": t0}
+
+    def line() -> str:
+        done = f" {state['done']}/{total}" if total is not None else ""
+        return f"{label}{done} {time.perf_counter() - t0:.1f}s"
+
+    def advance(n: int = 1) -> None:
+        state["done"] += n
         now = time.perf_counter()
-        if not self.tty and now - self._last < 1.0:
-            return  # not a terminal: a line per second at most (and the final one)
-        self._last = now
-        elapsed = now - self.t0
-        if self.total:
-            frac = min(1.0, self.done / self.total)
-            bar = "#" * int(frac * self.width)
-            text = f"{self.label} [{bar:<{self.width}}] {self.done}/{self.total} {elapsed:5.1f}s {note}"
-        else:
-            pos = int(elapsed * 8) % self.width
-            bar = " " * pos + "<=>"
-            text = f"{self.label} [{bar[: self.width]:<{self.width}}] {elapsed:5.1f}s {note}"
-        self.stream.write(("\r" + text + "\033[K") if self.tty else text + "\n")
-        self.stream.flush()
+        if now - state["last"] >= 1.0:
+            state["last"] = now
+            console.print(line())
 
-    def finish(self, note: str = "done") -> None:
-        self._last = -1.0
-        if self.total:
-            self.done = self.total
-        self.update(note=note)
-        if self.tty:
-            self.stream.write("\n")
+    yield advance
+    if total is not None:
+        state["done"] = total
+    console.print(line() + " done")
 
 
-def track(items: Sequence[Any], label: str) -> Iterable[Any]:
-    bar = Progress(label, len(items))
-    for i, item in enumerate(items):
-        yield item
-        bar.update(i + 1)
-    bar.finish()
+def track(items: Sequence[Any], label: str) -> Iterator[Any]:
+    """Iterate ``items`` with a progress bar on stderr."""
+    with progress(label, len(items)) as advance:
+        for item in items:
+            yield item
+            advance(1)
 
 
-# ------------------------------------------------------------------------------ tables
-def format_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+def render_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None, *, title: str | None = None) -> Any:
+    """A rich Table of ``rows`` (numbers right-aligned), or a "(none)" line."""
     if not rows:
-        return "(none)"
+        return Text("(none)")
     cols = list(columns or rows[0].keys())
-    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    numeric = [all(_is_num(r.get(c)) for r in rows) for c in cols]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
-
-    out = [line(cols), line(["-" * w for w in widths])]
-    out += [line(row) for row in cells]
-    return "\n".join(s.rstrip() for s in out)
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for c in cols:
+        numeric = all(_is_num(r.get(c)) for r in rows)
+        table.add_column(c, justify="right" if numeric else "left", no_wrap=True)
+    for r in rows:
+        table.add_row(*(_cell(r.get(c, "")) for c in cols))
+    return table
 
 
 def _is_num(v: Any) -> bool:
@@ -130,7 +140,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
     store = ObjectStore(uri, storage_options)
     scheme, versions = list_versions(store)
     if not versions:
-        print(f"no Lance dataset at {uri}", file=sys.stderr)
+        console_for(sys.stderr).print(f"no Lance dataset at {uri}")
         return 2
     assert scheme is not None
     rows = []
@@ -152,16 +162,17 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
     ds = lf.dataset(uri, version=version, storage_options=storage_options)
     m = ds.manifest
     st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
-    print(f"dataset   {uri}", file=out)
-    print(f"version   {ds.version} (latest {versions[-1]}, {len(versions)} versions present)", file=out)
-    print(f"format    file {m.data_storage_version}, stable row ids {'on' if ds.has_stable_row_ids else 'off'}", file=out)
-    print(f"schema    {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}", file=out)
-    print(f"stats     {st['rows']} rows, {st['fragments']} fragments ({st['small_fragments']} smaller than "
-          f"{small_fragment_rows} rows), {st['deleted_rows']} deleted rows (ratio {st['deleted_ratio']:.4f}), "
-          f"{_human_bytes(st['bytes'])}", file=out)
-    print("\nversions", file=out)
-    print(format_table(rows), file=out)
-    print(f"\nfragments of version {ds.version}", file=out)
+    console = console_for(out)
+    console.print(f"dataset   {uri}")
+    console.print(f"version   {ds.version} (latest {versions[-1]}, {len(versions)} versions present)")
+    console.print(f"format    file {m.data_storage_version}, stable row ids {'on' if ds.has_stable_row_ids else 'off'}")
+    console.print(f"schema    {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
+    console.print(f"stats     {st['rows']} rows, {st['fragments']} fragments ({st['small_fragments']} smaller than "
+                  f"{small_fragment_rows} rows), {st['deleted_rows']} deleted rows (ratio {st['deleted_ratio']:.4f}), "
+                  f"{_human_bytes(st['bytes'])}")
+    console.print()
+    console.print(render_table(rows, title="versions"))
+    console.print()
     frags = [{
         "id": f.id,
         "physical_rows": f.physical_rows,
@@ -171,7 +182,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
         "bytes": _human_bytes(sum(df.file_size_bytes for df in f.files)),
         "deletion_file": f"{f.deletion_file.id}.{f.deletion_file.extension}" if f.deletion_file else "",
     } for f in m.fragments]
-    print(format_table(frags), file=out)
+    console.print(render_table(frags, title=f"fragments of version {ds.version}"))
     return 0
 
 
@@ -244,20 +255,19 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
         except Exception as e:  # shown below; the bar thread must end either way
             result["error"] = e
 
-    print(f"running {job_name} on {d.uri}", file=sys.stderr)
+    err, console = console_for(sys.stderr), console_for(out)
+    err.print(f"running {job_name} on {d.uri}")
     thread = threading.Thread(target=work, daemon=True)
-    bar = Progress(job_name)
-    thread.start()
-    while thread.is_alive():
-        bar.update()
-        thread.join(0.25)
+    with progress(job_name) as tick:
+        thread.start()
+        while thread.is_alive():
+            tick(0)
+            thread.join(0.25)
     if "error" in result:
-        bar.finish("failed")
-        print(f"error: {result['error']}", file=sys.stderr)
+        err.print(f"error: {result['error']}")
         return 1
     r = result["r"]
-    bar.finish("succeeded" if r.success else "FAILED")
-    print(f"run {r.run_id}: {'SUCCESS' if r.success else 'FAILURE'}", file=out)
+    console.print(f"run {r.run_id}: {'SUCCESS' if r.success else 'FAILURE'}")
     mats = [e.event_specific_data.materialization for e in r.get_asset_materialization_events()]
     obs = [e.event_specific_data.asset_observation for e in r.all_events if e.event_type_value == "ASSET_OBSERVATION"]
     keys = ("version", "rows", "fragments", "small_fragments", "deleted_rows", "last_operation")
@@ -266,19 +276,19 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     table += [{"event": "observation", "asset": o.asset_key.to_user_string(),
                **{k: o.metadata[k].value for k in keys if k in o.metadata}} for o in obs]
     if table:
-        print(format_table(table, ["event", "asset", *keys]) + "\n", file=out)
+        console.print(render_table(table, ["event", "asset", *keys]))
+        console.print()
     for ev in r.all_events:
         if ev.event_type_value == "STEP_OUTPUT" and ev.event_specific_data.metadata:
             md = {k: v.value for k, v in ev.event_specific_data.metadata.items()}
-            print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()), file=out)
+            console.print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()))
     checks = r.get_asset_check_evaluations()
     for c in checks:
-        print(f"check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}", file=out)
+        console.print(f"check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")
     if not r.success:
         for ev in r.all_events:
             if ev.event_type_value == "STEP_FAILURE":
-                print(ev.event_specific_data.error.to_string() if ev.event_specific_data.error else ev.message,
-                      file=sys.stderr)
+                err.print(ev.event_specific_data.error.to_string() if ev.event_specific_data.error else ev.message)
     return 0 if r.success and all(c.passed for c in checks) else 1
 
 

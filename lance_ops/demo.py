@@ -222,10 +222,10 @@ class Demo:
                 "fragments": st["fragments"], "deleted": st["deleted_rows"],
                 "insert": c.get("insert", 0), "update": c.get("update_postimage", 0), "delete": c.get("delete", 0),
             })
-        from lance_ops.cli import format_table
+        from lance_ops.cli import console_for, render_table
 
-        print("\nversions and their changes", file=self.out)
-        print(format_table(rows), file=self.out)
+        print(file=self.out)
+        console_for(self.out).print(render_table(rows, title="versions and their changes"))
         totals = {k: sum(r[k] for r in rows) for k in ("insert", "update", "delete")}
         print(f"\nfragments before compaction {frags_before}, after {frags_after}; rows {after.count_rows()}; "
               f"changes: {totals['insert']} inserts, {totals['update']} updates, {totals['delete']} deletes", file=self.out)

@@ -14,7 +14,8 @@ from lance_ops.cli import build_parser, main
 def table_rows(text: str, header_start: str) -> list[list[str]]:
     """The data rows of the table whose header line starts with ``header_start``."""
     lines = text.splitlines()
-    i = next(n for n, line in enumerate(lines) if line.startswith(header_start))
+    want = header_start.split()
+    i = next(n for n, line in enumerate(lines) if line.split()[: len(want)] == want)
     out = []
     for line in lines[i + 2:]:
         if not line.strip():
@@ -75,3 +76,27 @@ def test_run_executes_the_dagster_job(tmp_path, spark, monkeypatch):
     assert row[:5] == ["materialization", "events", "2", "2900", "3"]
     assert lf.dataset(uri).count_rows() == 2900
     assert main(["run", "delete", "--config", cfg, "--where", "no_such_column < 1"], out=io.StringIO()) == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_elsewhere():
+    from lance_ops.cli import progress
+
+    plain = io.StringIO()
+    with progress("reading 3 manifests", 3, stream=plain) as advance:
+        for _ in range(3):
+            advance(1)
+    lines = plain.getvalue().splitlines()
+    assert lines[-1].startswith("reading 3 manifests 3/3 ") and lines[-1].endswith(" done")
+    assert "\x1b[" not in plain.getvalue()  # no escape codes off a terminal
+
+    tty = _Terminal()
+    with progress("reading 3 manifests", 3, stream=tty) as advance:
+        for _ in range(3):
+            advance(1)
+    out = tty.getvalue()
+    assert "\x1b[" in out and "3/3" in out and "reading 3 manifests" in out
