@@ -129,16 +129,17 @@ def test_graphql_lists_assets_jobs_sensors_schedules(dev):
         schedules { name cronSchedule scheduleState { status } } } } } }""")["repositoriesOrError"]["nodes"]
     (node,) = repo
     jobs = {j["name"] for j in node["jobs"]}
-    assert {"events_append", "events_delete", "events_upsert", "events_materialize_deletions", "events_compact",
-            "events_write_change_feed", "events_cleanup_old_versions", "events_observe", "events_checks",
-            "events_change_feed_partitions"} <= jobs
+    assert {"lance_append", "lance_delete", "lance_upsert", "lance_materialize_deletions", "lance_compact",
+            "lance_write_change_feed", "lance_cleanup_old_versions", "lance_observe", "lance_checks",
+            "lance_maintain"} <= jobs
     assert {(s["name"], s["sensorState"]["status"]) for s in node["sensors"]} == {
-        ("events_compaction_sensor", "STOPPED"), ("events_new_versions_sensor", "STOPPED"),
-        ("events_checks_after_maintenance", "STOPPED")}
+        ("lance_compaction_sensor", "STOPPED"), ("lance_new_versions_sensor", "STOPPED"),
+        ("lance_checks_after_maintenance", "STOPPED"), ("lance_automation_sensor", "STOPPED"),
+        ("lance_pool_limits", "RUNNING")}
     assert {(s["name"], s["cronSchedule"], s["scheduleState"]["status"]) for s in node["schedules"]} == {
-        ("events_append_schedule", "0 * * * *", "STOPPED"),
-        ("events_nightly_compaction", "0 2 * * *", "RUNNING"),
-        ("events_nightly_cleanup", "0 3 * * *", "RUNNING")}
+        ("lance_append_schedule", "0 * * * *", "STOPPED"),
+        ("lance_nightly_compaction", "0 2 * * *", "RUNNING"),
+        ("lance_nightly_cleanup", "0 3 * * *", "RUNNING")}
 
 
 def test_launch_run_over_graphql_succeeds(dev):
@@ -147,9 +148,10 @@ def test_launch_run_over_graphql_succeeds(dev):
         ... on LaunchRunSuccess { run { runId status } }
         ... on PythonError { message } ... on RunConfigValidationInvalid { errors { message } } } }""",
                      {"p": {"selector": {"repositoryLocationName": "lance_ops", "repositoryName": "__repository__",
-                                         "jobName": "events_cleanup_old_versions"},
-                            "runConfigData": {"ops": {"cleanup_old_versions_events": {
-                                "config": {"older_than_days": 0, "retain_versions": 1, "dry_run": True}}}}}})
+                                         "jobName": "lance_cleanup_old_versions",
+                                         "assetSelection": [{"path": ["events"]}]},
+                            "runConfigData": {"ops": {"events": {"config": {"cleanup_old_versions": {
+                                "older_than_days": 0, "retain_versions": 1, "dry_run": True}}}}}}})
     assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["launchRun"]["run"]["runId"]
     deadline = time.time() + 120
@@ -168,7 +170,7 @@ def test_launch_run_over_graphql_succeeds(dev):
     tags = {t["key"]: t["value"] for t in o["tags"]}
     ints = {m["label"]: m.get("intValue") for m in o["metadataEntries"]}
     assert o["runId"] == run_id and tags["dagster/data_version"] == "2"
-    assert ints["old_versions"] == 1 and ints["rows"] == 4000 and ints["fragments"] == 4
+    assert ints["dagster/row_count"] == 4000 and ints["fragments"] == 4
     assert len(lf.dataset(dev["uri"]).versions()) == 2  # a dry run removes nothing
 
 
