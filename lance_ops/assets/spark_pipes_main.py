@@ -44,7 +44,7 @@ def run(pipes: PipesContext) -> int:
         pipes.log.error(f"{type(e).__name__}: {e}")
         pipes.report_custom_message({"error": {"type": type(e).__name__, "message": str(e)}})
         return 0
-    result["executors"] = len(sc._jsc.sc().getExecutorMemoryStatus()) - 1 if not sc.master.startswith("local") else 0
+    result["executors"] = _executors(sc)
     pipes.log.info(f"{task['operation']} result: {json.dumps(result, default=str)}")
     pipes.report_custom_message({"result": result})
     version = result.get("version")
@@ -55,6 +55,14 @@ def run(pipes: PipesContext) -> int:
             data_version=str(version),
         )
     return 0
+
+
+def _executors(sc: object) -> int:
+    """Executors that registered with the driver (the driver's own block manager excluded); -1 if unknown."""
+    try:
+        return int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1  # type: ignore[attr-defined]
+    except Exception:  # a diagnostic only: never fail a run that committed
+        return -1
 
 
 if __name__ == "__main__":
