@@ -143,7 +143,7 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
     @sensor(
         name="lance_new_versions_sensor",
         required_resource_keys=keys,
-        minimum_interval_seconds=max(30, interval // 10),
+        minimum_interval_seconds=max(5, min(30, interval // 10)),
         default_status=status,
         description="Per dataset: a change-feed partition per new Lance version, and an observation of versions "
                     "written outside Dagster.",
@@ -220,7 +220,7 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
         "lance_automation_sensor",
         target=AssetSelection.groups(GROUP),
         default_status=status,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=max(5, min(30, interval // 10)),
         description="Materialises new change-feed partitions and evaluates the freshness checks "
                     "(the automation conditions of the lance assets).",
     )
