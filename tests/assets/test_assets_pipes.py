@@ -76,3 +76,13 @@ def test_operations_run_as_spark_submit_through_pipes(pipes_defs, instance, tmp_
     assert lf.dataset(uri).version == 3
     assert instance.get_latest_materialization_event(AssetKey([NAME])).asset_materialization.tags[
         "dagster/data_version"] == "3"
+
+
+def test_the_driver_script_needs_dagster_pipes_but_not_dagster():
+    import subprocess
+
+    code = ("import sys, lance_ops.assets.spark_pipes_main, lance_ops.assets.spark_tasks; "
+            "bad = [m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')]; "
+            "assert not bad, bad[:5]; assert 'dagster_pipes' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
