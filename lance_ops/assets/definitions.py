@@ -33,7 +33,7 @@ from dagster import (
 
 from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from .checks import build_checks
-from .datasets import build_dataset_asset, change_feed_plan
+from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
 from .jobs import build_jobs
 from .operations import resource_key
 from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
@@ -64,16 +64,37 @@ def _resolvable_options(res: LanceDatasetResource) -> dict[str, str] | None:
         return None  # a secret is not in this process's environment: decide at run time
 
 
+PROBE_SECONDS = 10.0
+
+
+def change_feed_plans(settings: Settings) -> dict[str, ChangeFeedPlan]:
+    """Which datasets get a change feed: every dataset's latest manifest is read in parallel, within
+    ``PROBE_SECONDS`` in all, so an unreachable store cannot stall loading the code location (a dataset
+    not read in time keeps its change feed; a run then checks again and fails typed if needed)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=min(16, len(settings.datasets)), thread_name_prefix="lance_probe")
+    futures = {d.name: pool.submit(change_feed_plan, d, _resolvable_options(dataset_resource(d)))
+               for d in settings.datasets}
+    wait(futures.values(), timeout=PROBE_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    out = {}
+    for name, f in futures.items():
+        out[name] = f.result() if f.done() and f.exception() is None else ChangeFeedPlan(True)
+    return out
+
+
 def build_definitions(settings: Settings) -> Definitions:
     assets: list[Any] = []
     checks: list[Any] = []
     versions: dict[str, DynamicPartitionsDefinition] = {}
     resources: dict[str, Any] = {"spark": spark_resource(settings)}
     check_targets = []
+    plans = change_feed_plans(settings)
     for d in settings.datasets:
         res = dataset_resource(d)
         resources[resource_key(d.name)] = res
-        plan = change_feed_plan(d, _resolvable_options(res))
+        plan = plans[d.name]
         assets.append(build_dataset_asset(d, plan))
         check_targets.append(AssetKey([d.name]))
         if plan.enabled:
