@@ -30,7 +30,7 @@ chromium:
 
 ui: $(STAMP)
 	@mkdir -p .lance_ops/demo/dagster_home
-	@test -f .lance_ops/demo/dagster_home/dagster.yaml || printf 'telemetry:\n  enabled: false\nnux:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n' > .lance_ops/demo/dagster_home/dagster.yaml
+	@test -f .lance_ops/demo/dagster_home/dagster.yaml || printf 'telemetry:\n  enabled: false\nnux:\n  enabled: false\n' > .lance_ops/demo/dagster_home/dagster.yaml
 	DAGSTER_HOME=$(CURDIR)/.lance_ops/demo/dagster_home $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 protos: $(STAMP)

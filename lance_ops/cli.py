@@ -4,9 +4,9 @@
     lance-ops run JOB [--dataset NAME] [--config lance_ops.yaml] [job options]
     lance-ops run compact --target-rows-per-fragment 100000 --dry-run
 
-``run`` executes the Dagster job ``<dataset>_<JOB>`` in this process (the instance in
-``$DAGSTER_HOME`` when set, else a throwaway one); its options are the fields of the job's
-launchpad Config.  Progress goes to stderr, results to stdout.
+``run`` executes the Dagster job ``lance_<JOB>`` on the dataset's asset in this process (the
+instance in ``$DAGSTER_HOME`` when set, else a throwaway one); its options are the fields of the
+job's launchpad Config (defaults: the dataset's policy).  Progress goes to stderr, results to stdout.
 """
 
 import argparse
@@ -200,6 +200,8 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list
     """One option per Config field (``--target-rows-per-fragment``); returns the field names."""
     names = []
     for name, field in config_cls.model_fields.items():
+        if name == "dataset":
+            continue  # --dataset names it
         typ, _ = _unwrap_optional(field.annotation)
         flag = "--" + name.replace("_", "-")
         helptext = field.description or ""
@@ -230,28 +232,26 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
 
     from lance_ops.assets import configs
     from lance_ops.assets.definitions import build_definitions
-    from lance_ops.assets.ops import op_name
+    from lance_ops.assets.runs import execute
     from lance_ops.assets.settings import load_settings
 
     warnings.filterwarnings("ignore", module="dagster")
     settings = load_settings(config_path)
     d = settings.dataset(dataset) if dataset else settings.datasets[0]
     defs = build_definitions(settings)
-    job_name = f"{d.name}_{job}"
-    run_config: dict[str, Any] = {}
+    job_name = f"lance_{job}"
+    cfg = None
     cls_name = JOB_CONFIGS[job]
+    values = {k: v for k, v in options.items() if v is not None}
     if cls_name:
-        cfg = getattr(configs, cls_name)(**{k: v for k, v in options.items() if v is not None})
-        run_config = {"ops": {op_name(d.name, job): {"config": cfg.model_dump(mode="json", exclude_none=True)}}}
-    run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
-    job_def = defs.resolve_job_def(job_name)
+        cls = getattr(configs, cls_name)
+        cfg = cls(**values, **({"dataset": d.name} if "dataset" in cls.model_fields else {}))
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            result["r"] = job_def.execute_in_process(run_config=run_config, instance=instance,
-                                                     raise_on_error=False)
+            result["r"] = execute(defs, d.name, job, cfg, instance=instance, log_level=log_level)
         except Exception as e:  # shown below; the bar thread must end either way
             result["error"] = e
 
@@ -270,18 +270,24 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     console.print(f"run {r.run_id}: {'SUCCESS' if r.success else 'FAILURE'}")
     mats = [e.event_specific_data.materialization for e in r.get_asset_materialization_events()]
     obs = [e.event_specific_data.asset_observation for e in r.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    keys = ("version", "rows", "fragments", "small_fragments", "deleted_rows", "last_operation")
+    keys = {"version": "lance/version", "rows": "dagster/row_count", "fragments": "fragments",
+            "small_fragments": "small_fragments", "deleted_rows": "deleted_rows", "last_operation": "last_operation"}
     table = [{"event": "materialization", "asset": m.asset_key.to_user_string(),
-              **{k: m.metadata[k].value for k in keys if k in m.metadata}} for m in mats]
+              **{k: m.metadata[src].value for k, src in keys.items() if src in m.metadata}} for m in mats]
     table += [{"event": "observation", "asset": o.asset_key.to_user_string(),
-               **{k: o.metadata[k].value for k in keys if k in o.metadata}} for o in obs]
+               **{k: o.metadata[src].value for k, src in keys.items() if src in o.metadata}} for o in obs]
     if table:
         console.print(render_table(table, ["event", "asset", *keys]))
         console.print()
+    for event in [*mats, *obs]:
+        if "lance_ops/job" in event.metadata:
+            md = event.metadata["lance_ops/job"].value
+            console.print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()))
     for ev in r.all_events:
         if ev.event_type_value == "STEP_OUTPUT" and ev.event_specific_data.metadata:
-            md = {k: v.value for k, v in ev.event_specific_data.metadata.items()}
-            console.print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()))
+            md = {k: v.value for k, v in ev.event_specific_data.metadata.items() if k != "lance_ops/job"}
+            if md:
+                console.print("metrics: " + ", ".join(f"{k}={v}" for k, v in md.items()))
     checks = r.get_asset_check_evaluations()
     for c in checks:
         console.print(f"check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")

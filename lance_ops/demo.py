@@ -9,7 +9,8 @@ Dagster instance; Spark ``local[*]``), with one SparkSession for every run:
 3. append more batches and upsert rows; the sensor now requests a compaction, which runs;
    a second tick requests nothing;
 4. the new-versions sensor adds a change-feed partition per version, and one backfill run
-   rebuilds the change feed of every version;
+   rebuilds the change feed of every version; one more append, and the change feed's automation
+   condition requests the new version's partition, which runs;
 5. the asset checks run; a summary table is printed.
 
 Exits 0 only if every run succeeded, every check passed and the results match the in-process
@@ -32,9 +33,6 @@ telemetry:
   enabled: false
 nux:
   enabled: false
-concurrency:
-  pools:
-    default_limit: 1
 """
 
 
@@ -72,28 +70,20 @@ class Demo:
         self.log(f"  [{'ok' if ok else 'FAILED'}] {what}")
 
     def run(self, job: str, config: Any = None, **kwargs: Any) -> Any:
-        from dagster import RunConfig
+        from lance_ops.assets.runs import execute
 
-        from lance_ops.assets.ops import op_name
-
-        name = f"{self.d.name}_{job}"
-        run_config = kwargs.pop("run_config", None)
-        if run_config is None and config is not None:
-            run_config = RunConfig(ops={op_name(self.d.name, job): config})
-        # Quiet console: the demo prints its own log.
-        run_config = (run_config.to_config_dict() if isinstance(run_config, RunConfig) else dict(run_config or {}))
-        run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+        name = f"{self.d.name}:{job}"
         t = time.perf_counter()
-        result: Any = self.defs.resolve_job_def(name).execute_in_process(
-            run_config=run_config, instance=self.instance, raise_on_error=False, **kwargs
-        )
+        result: Any = execute(self.defs, self.d.name, job, config, instance=self.instance,
+                              run_config=kwargs.pop("run_config", None), tags=kwargs.pop("tags", None),
+                              partition_key=kwargs.pop("partition_key", None))
         secs = time.perf_counter() - t
         self.runs.append((name, secs, result.success))
         versions = [m.event_specific_data.materialization.tags.get("dagster/data_version")
                     for m in result.get_asset_materialization_events()
                     if m.event_specific_data.materialization.asset_key.path == [self.d.name]]
-        self.log(f"run {name}: {'SUCCESS' if result.success else 'FAILURE'} in {secs:.1f}s"
-                 + (f", versions {', '.join(v for v in versions if v)}" if versions else ""))
+        self.log(f"run {result.dagster_run.job_name} ({name}): {'SUCCESS' if result.success else 'FAILURE'} "
+                 f"in {secs:.1f}s" + (f", versions {', '.join(v for v in versions if v)}" if versions else ""))
         if not result.success:
             self.failures.append(f"run {name} failed")
             for ev in result.all_events:
@@ -104,13 +94,9 @@ class Demo:
     def tick(self, sensor_name: str) -> Any:
         from dagster import build_sensor_context
 
-        from lance_ops.assets.ops import resource_key
-
-        sensor = self.defs.get_sensor_def(f"{self.d.name}_{sensor_name}")
-        ctx = build_sensor_context(
-            instance=self.instance, cursor=self.cursors.get(sensor.name),
-            resources={resource_key(self.d.name): (self.defs.resources or {})[resource_key(self.d.name)]},
-        )
+        sensor = self.defs.get_sensor_def(f"lance_{sensor_name}")
+        resources = {k: v for k, v in (self.defs.resources or {}).items() if k.startswith("lance_")}
+        ctx = build_sensor_context(instance=self.instance, cursor=self.cursors.get(sensor.name), resources=resources)
         result = sensor(ctx)
         new_cursor = getattr(result, "cursor", None)
         if new_cursor:
@@ -126,6 +112,31 @@ class Demo:
         for r in requests:
             self.log(f"compaction sensor: requests {r.job_name} (run key {r.run_key}; {(r.tags or {}).get('lance_ops/reason')})")
         return requests
+
+    def automation_step(self, latest: int) -> dict[str, dict[str, int]]:
+        """Append once more; the new-versions sensor adds its partition and the change feed's automation
+        condition requests it (the automation sensor does this under the daemon)."""
+        from dagster import AssetKey, evaluate_automation_conditions
+
+        from lance_ops.assets.configs import AppendConfig
+
+        first = evaluate_automation_conditions(defs=self.defs, instance=self.instance)
+        self.run("append", AppendConfig(rows=1_000))
+        for req in getattr(self.tick("new_versions_sensor"), "dynamic_partitions_requests", None) or []:
+            self.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        second = evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=first.cursor)
+        key = AssetKey([f"{self.d.name}_change_feed"])
+        wanted = sorted(second.get_requested_partitions(key), key=int)
+        self.expect(wanted == [str(latest + 1)], f"automation condition requests the new partition {latest + 1}")
+        out: dict[str, dict[str, int]] = {}
+        for part in wanted:
+            res = self.run("change_feed", partition_key=part)
+            for m in res.get_asset_materialization_events():
+                meta = m.event_specific_data.materialization.metadata
+                out[str(m.partition)] = {k: int(meta[k].value) for k in ("insert", "update_preimage",
+                                                                           "update_postimage", "delete")
+                                         if meta[k].value}
+        return out
 
     # ------------------------------------------------------------------- steps
     def pipeline(self) -> int:
@@ -146,10 +157,10 @@ class Demo:
 
         self.run("delete", DeleteConfig(where="id % 4 = 0"))
         requests = self.maintenance_tick()
-        self.expect([r.job_name for r in requests] == [f"{d.name}_materialize_deletions"],
+        self.expect([r.job_name for r in requests] == ["lance_materialize_deletions"],
                     "25% deleted: the sensor requests one deletion materialisation")
         for r in requests:
-            self.run(r.job_name.removeprefix(f"{d.name}_"), run_config=r.run_config, tags=r.tags)
+            self.run(r.job_name.removeprefix("lance_"), run_config=r.run_config, tags=r.tags)
         ds = lf.dataset(d.uri)
         self.expect(all(f.deletion_file is None for f in ds.get_fragments()) and ds.count_rows() == 15_000,
                     "deletions materialised: no deletion file left, 15000 rows")
@@ -161,7 +172,7 @@ class Demo:
         frags_before = len(before.get_fragments())
         ids_before = before.to_table(columns=["_rowid"])["_rowid"].to_numpy()
         requests = self.maintenance_tick()
-        self.expect([r.job_name for r in requests] == [f"{d.name}_compact"],
+        self.expect([r.job_name for r in requests] == ["lance_compact"],
                     f"{frags_before} small fragments: the sensor requests one compaction")
         for r in requests:
             self.run("compact", run_config=r.run_config, tags=r.tags)
@@ -180,21 +191,27 @@ class Demo:
         latest = after.version
         self.expect(keys == [str(v) for v in range(1, latest + 1)],
                     f"new-versions sensor: one partition per version (1..{latest})")
-        cf: Any = self.run("change_feed_partitions",
-                      tags={"dagster/asset_partition_range_start": "1",
-                            "dagster/asset_partition_range_end": str(latest)})
+        cf: Any = self.run("change_feed",
+                           tags={"dagster/asset_partition_range_start": "1",
+                                 "dagster/asset_partition_range_end": str(latest)})
         mats = cf.get_asset_materialization_events()
         self.expect(len({m.partition for m in mats}) == latest, f"change feed backfill: {latest} partitions, 1 run")
-        counts: dict[str, dict[str, int]] = {}
-        if mats:
-            counts = mats[0].event_specific_data.materialization.metadata["changes_by_version"].value  # type: ignore[assignment]
+        kinds = ("insert", "update_preimage", "update_postimage", "delete")
+        counts: dict[str, dict[str, int]] = {
+            str(m.partition): {k: int(m.event_specific_data.materialization.metadata[k].value) for k in kinds
+                               if m.event_specific_data.materialization.metadata[k].value}
+            for m in mats
+        }
+        counts.update(self.automation_step(latest))
+        latest = lf.dataset(d.uri).version
+        after = lf.dataset(d.uri)
 
         checks = self.run("checks")
         evaluations = checks.get_asset_check_evaluations() + cf.get_asset_check_evaluations()
         for c in evaluations:
             md = {k: v.value for k, v in c.metadata.items()}
             self.expect(c.passed, f"check {c.asset_key.to_user_string()}:{c.check_name} {md}")
-        self.expect(len(evaluations) == 5, "5 asset check evaluations (4 checks; the change feed one twice)")
+        self.expect(len(evaluations) == 6, "6 asset check evaluations (4 checks, 2 of the change feed twice)")
 
         # The oracle: the in-process change feed of each version, from lance_ops.format.
         mismatches = []
@@ -233,7 +250,7 @@ class Demo:
         print(f"Dagster recorded {len(materialized)} materialisations of asset '{d.name}' "
               f"(data versions {sorted(int(r.asset_materialization.tags['dagster/data_version']) for r in materialized)}) "
               f"in {len(self.runs)} runs", file=self.out)
-        print("runs: " + ", ".join(f"{n.removeprefix(d.name + '_')} {s:.1f}s" for n, s, _ in self.runs), file=self.out)
+        print("runs: " + ", ".join(f"{n.removeprefix(d.name + ':')} {s:.1f}s" for n, s, _ in self.runs), file=self.out)
         if self.failures:
             print(f"\nDEMO FAILED ({len(self.failures)}):", file=self.out)
             for f in self.failures:

@@ -1,29 +1,46 @@
 """The change feed asset: one dynamic partition per Lance version.
 
 Partition ``v`` holds the changes in ``(v-1, v]``, written by ``jobs.write_change_feed``,
-which replaces that range in the sink (so re-materialising a partition is idempotent).  A backfill over a
-version range runs as one run (``BackfillPolicy.single_run()``) and one Spark session.
-Versions made by maintenance only (compaction, deletion materialisation) have empty partitions.
+which replaces that range in the sink (re-materialising a partition is idempotent).  The
+``lance_new_versions`` sensor adds a partition per new version; the asset's automation
+condition then materialises the new partitions (the automation sensor, with the daemon), so
+nobody has to backfill by hand.  A range of partitions runs as one run
+(``BackfillPolicy.single_run()``) and one Spark application, and each partition gets its own
+materialisation with its own counts.  Versions made by maintenance only (compaction, deletion
+materialisation) have empty partitions.
+
+Only datasets with stable row ids have this asset (``datasets.change_feed_plan``).
 """
 
-from collections.abc import Iterator
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
-    AssetObservation,
     AssetsDefinition,
+    AutomationCondition,
     BackfillPolicy,
     DynamicPartitionsDefinition,
     MaterializeResult,
+    MetadataValue,
     asset,
 )
 
 from lance_ops import jobs as lance_jobs
 
-from .ops import resource_key
+from .datasets import GROUP
+from .errors import DatasetConfigError
+from .metadata import ROW_COUNT_KEY, URI_KEY
+from .operations import run_spark
 from .resources import LanceDatasetResource
 from .settings import DatasetSettings
+
+CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
+
+#: Materialise a version partition once, when it appears (not the ones present when the condition
+#: was first evaluated: backfill those); never while a run of it is in progress.
+NEW_VERSION_PARTITIONS = (
+    AutomationCondition.missing().newly_true().since_last_handled() & ~AutomationCondition.in_progress()
+).with_label("new version partitions")
 
 
 def partitions_def_name(name: str) -> str:
@@ -79,51 +96,58 @@ def partition_change_counts(d: DatasetSettings, version: int | str,
     return {str(r["values"]): int(r["counts"]) for r in pc.value_counts(col).to_pylist()}
 
 
-def build_change_feed_asset(d: DatasetSettings, versions: DynamicPartitionsDefinition) -> AssetsDefinition:
-    rk = resource_key(d.name)
+def partition_metadata(d: DatasetSettings, version: int, counts: dict[str, int]) -> dict[str, Any]:
+    """Per-partition metadata: the sink location, the row count and one count per change type (always all four)."""
+    return {
+        URI_KEY: MetadataValue.text(partition_path(d, version)),
+        ROW_COUNT_KEY: MetadataValue.int(sum(counts.values())),
+        "lance/version": MetadataValue.int(version),
+        **{kind: MetadataValue.int(counts.get(kind, 0)) for kind in CHANGE_TYPES},
+    }
 
+
+def build_change_feed_asset(d: DatasetSettings, versions: DynamicPartitionsDefinition, rk: str) -> AssetsDefinition:
     @asset(
         name=change_feed_asset_name(d.name),
         deps=[d.name],
         partitions_def=versions,
         backfill_policy=BackfillPolicy.single_run(),
+        automation_condition=NEW_VERSION_PARTITIONS,
         required_resource_keys={rk, "spark"},
-        group_name="lance",
-        kinds={"spark", "lance"},
-        description=f"Changes of {d.name} per version (Delta CDF columns), in {d.change_feed.sink_uri}.",
+        group_name=GROUP,
+        kinds={"spark", "lance", d.change_feed.format},
+        description=f"Changes of {d.name} per Lance version (Delta CDF columns: _change_type, _commit_version, "
+                    f"_commit_timestamp), in `{d.change_feed.sink_uri}` ({d.change_feed.format}). New versions are "
+                    "materialised automatically (automation condition); a range runs as one run.",
+        metadata={URI_KEY: MetadataValue.text(d.change_feed.sink_uri)},
     )
-    def change_feed(context: AssetExecutionContext) -> Iterator[Any]:
+    def change_feed(context: AssetExecutionContext) -> MaterializeResult:
         res: LanceDatasetResource = getattr(context.resources, rk)
-        spark = context.resources.spark.get_session()
+        spark = context.resources.spark
         keys = sorted(context.partition_keys, key=int)
-        counts: dict[str, dict[str, int]] = {}
+        bad = [k for k in keys if int(k) < 1]
+        if bad:
+            raise DatasetConfigError(d.name, "partition", f"partitions {bad} are not Lance versions (they start at 1)",
+                                     "materialise partitions 1 and up")
+        if res.exists() and not res.open().has_stable_row_ids:
+            raise DatasetConfigError(
+                d.name, "change_feed", f"{res.uri} has no stable row ids, so it has no change feed",
+                "recreate the dataset with enable_stable_row_ids=True, or set change_feed.enabled: false",
+            )
+        so = res.resolved_storage_options()
+        params = {"ranges": [[int(k) - 1, int(k)] for k in keys], "sink_uri": d.change_feed.sink_uri,
+                  "format": d.change_feed.format}
+        result = run_spark(context, d, res, spark, "write_change_feed", params)
+        written = {int(r["end_version"]): int(r["rows_written"]) for r in result["ranges"]}
         for key in keys:
             v = int(key)
-            if v < 1:
-                raise ValueError(f"{d.name}: partition {key!r} is not a Lance version")
-            so = res.resolved_storage_options()
-            result = lance_jobs.write_change_feed(
-                spark, res.uri, v - 1, v, d.change_feed.sink_uri, format=d.change_feed.format,
-                storage_options=so, sink_storage_options=so,
-            )
             by_type = partition_change_counts(d, v, so) or {}
-            if sum(by_type.values()) != result.rows_written:
+            if sum(by_type.values()) != written[v]:
                 raise RuntimeError(f"{d.name} v{v}: the sink holds {sum(by_type.values())} changes, "
-                                   f"the job wrote {result.rows_written}")
-            counts[key] = by_type
-            yield AssetObservation(
-                asset_key=context.asset_key, partition=key,
-                metadata={"version": v, "rows": sum(by_type.values()), **by_type, "path": partition_path(d, v)},
-            )
+                                   f"the job wrote {written[v]}")
             context.log.info(f"{d.name} v{v}: {sum(by_type.values())} changes {by_type}")
-        yield MaterializeResult(
-            metadata={
-                "versions": f"{keys[0]}..{keys[-1]}" if keys else "",
-                "partitions": len(keys),
-                "changes": sum(sum(c.values()) for c in counts.values()),
-                "changes_by_version": counts,
-                "sink_uri": d.change_feed.sink_uri,
-            }
-        )
+            # partition-scoped: a range run gives each partition its own counts, not the run's totals
+            context.add_asset_metadata(partition_metadata(d, v, by_type), partition_key=key)
+        return MaterializeResult()
 
     return change_feed

@@ -9,8 +9,17 @@
   fragments without deletion files.
 - ``maintenance_versions_empty`` (change feed): the partitions of versions made by maintenance
   only hold no change.
+
+Freshness (severity WARN, evaluated on the policy's ``freshness_cron`` by the automation sensor):
+
+- ``appended_recently``: the newest version that added rows (an append, or the create) is at
+  most ``max_hours_between_appends`` old (read from the manifests, so writers outside Dagster
+  count too); only when the policy sets it.
+- ``change_feed_lag`` (change feed): the newest materialised partition is at most
+  ``change_feed_max_lag_versions`` behind the dataset's latest version.
 """
 
+import time
 from typing import Any
 
 import numpy as np
@@ -20,16 +29,23 @@ from dagster import (
     AssetChecksDefinition,
     AssetCheckSeverity,
     AssetKey,
+    AutomationCondition,
+    MetadataValue,
     asset_check,
 )
 
 from lance_ops.format.errors import DatasetNotFoundError
 
 from .change_feed import change_feed_asset_name, partition_change_counts, partitions_def_name
-from .ops import OPERATION_TAG, resource_key
+from .metadata import REWRITE_KEY, timestamp
+from .operations import OPERATION_TAG, resource_key
 from .resources import LanceDatasetResource
 from .settings import DatasetSettings
 from .stats import MAINTENANCE_OPERATIONS, rewrite_fingerprints, rewrite_without_deletions, transaction_of
+
+#: Transactions that add rows (an append, or the overwrite that creates a dataset).
+APPENDING_OPERATIONS = ("append", "overwrite")
+APPEND_SCAN_LIMIT = 10_000
 
 REWRITE_OPERATIONS = ("compact", "materialize_deletions")
 EVENTS_SCANNED = 200
@@ -53,12 +69,31 @@ def _events_versions(context: AssetCheckExecutionContext, key: AssetKey, operati
     out = []
     for record in records:
         mat = record.asset_materialization
-        if mat is not None and (mat.tags or {}).get(OPERATION_TAG) == operation and "version" in mat.metadata:
-            out.append(int(mat.metadata["version"].value))
+        if mat is not None and (mat.tags or {}).get(OPERATION_TAG) == operation and "lance/version" in mat.metadata:
+            out.append(int(mat.metadata["lance/version"].value))
     return out
 
 
-def build_checks(d: DatasetSettings) -> list[AssetChecksDefinition]:
+def freshness_condition(d: DatasetSettings) -> AutomationCondition:
+    """Evaluate on every tick of the policy's ``freshness_cron`` (once per tick)."""
+    return AutomationCondition.cron_tick_passed(d.policy.freshness_cron, d.policy.timezone).since_last_handled()
+
+
+def last_append(res: LanceDatasetResource) -> tuple[int, int] | None:
+    """(version, commit timestamp ns) of the newest version that added rows; None if none is left."""
+    import lance_ops.format as lf
+
+    store = res.store()
+    versions = res.versions()
+    for v in reversed(versions[-APPEND_SCAN_LIMIT:]):
+        txn = transaction_of(store, v)
+        if txn is not None and txn.operation.name in APPENDING_OPERATIONS:
+            return v, lf.dataset(res.uri, version=v, storage_options=res.resolved_storage_options()).manifest.timestamp_ns
+    return None
+
+
+def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetChecksDefinition]:
+    """The checks of dataset ``d`` (and of its change feed when it has one)."""
     rk = resource_key(d.name)
     key = AssetKey([d.name])
 
@@ -80,11 +115,12 @@ def build_checks(d: DatasetSettings) -> list[AssetChecksDefinition]:
                  description="The latest compaction kept the multiset of (row content, _rowid, row versions).")
     def compaction_preserves_rows(context: AssetCheckExecutionContext) -> AssetCheckResult:
         res: LanceDatasetResource = getattr(context.resources, rk)
-        event = _latest_event(context, key, REWRITE_OPERATIONS, "fingerprint_before")
+        event = _latest_event(context, key, REWRITE_OPERATIONS, REWRITE_KEY)
         if event is None:
             return AssetCheckResult(passed=True, metadata={"verified": False, "reason": "no compaction recorded yet"})
-        version = int(event.metadata["rewrite_version"].value)
-        stored = str(event.metadata["fingerprint_before"].value)
+        evidence = event.metadata[REWRITE_KEY].value
+        version = int(evidence["version"])
+        stored = str(evidence["fingerprint_before"])
         try:
             ds = res.open(version)
         except DatasetNotFoundError:
@@ -94,7 +130,7 @@ def build_checks(d: DatasetSettings) -> list[AssetChecksDefinition]:
             )
         fp = rewrite_fingerprints(ds, res.store(), after_only=True)
         rows_now = ds.count_rows()
-        rows_before = int(event.metadata["rows_before"].value)
+        rows_before = int(evidence["rows_before"])
         return AssetCheckResult(
             passed=fp.after == stored and rows_now == rows_before,
             metadata={"verified": True, "version": version, "operation": event.tags.get(OPERATION_TAG, ""),
@@ -114,7 +150,36 @@ def build_checks(d: DatasetSettings) -> list[AssetChecksDefinition]:
             metadata={"versions_checked": checked, "problems": problems[:20], "latest_version": ds.version},
         )
 
-    @asset_check(asset=AssetKey([change_feed_asset_name(d.name)]), name="maintenance_versions_empty",
+    checks = [row_ids_unique, compaction_preserves_rows, deletions_materialized]
+    p = d.policy
+    if p.max_hours_between_appends is not None:
+        max_hours = p.max_hours_between_appends
+
+        @asset_check(asset=key, name="appended_recently", required_resource_keys={rk},
+                     automation_condition=freshness_condition(d),
+                     description=f"Rows were appended within the last {max_hours:g} hours (any writer; read from "
+                                 f"the manifests). Evaluated on `{p.freshness_cron}`.")
+        def appended_recently(context: AssetCheckExecutionContext) -> AssetCheckResult:
+            res: LanceDatasetResource = getattr(context.resources, rk)
+            found = last_append(res) if res.exists() else None
+            if found is None:
+                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN,
+                                        metadata={"max_hours": max_hours, "reason": f"no append in {res.uri}"})
+            version, ts_ns = found
+            hours = (time.time() - ts_ns / 1e9) / 3600
+            return AssetCheckResult(
+                passed=hours <= max_hours, severity=AssetCheckSeverity.WARN,
+                description=f"last append {hours:.1f} h ago (version {version}); allowed {max_hours:g} h",
+                metadata={"last_append_version": version, "last_append_at": timestamp(ts_ns),
+                          "hours_since_append": MetadataValue.float(round(hours, 3)), "max_hours": max_hours},
+            )
+
+        checks.append(appended_recently)
+    if not change_feed:
+        return checks
+    cf_key = AssetKey([change_feed_asset_name(d.name)])
+
+    @asset_check(asset=cf_key, name="maintenance_versions_empty",
                  required_resource_keys={rk},
                  description="Partitions of versions made by maintenance only (compaction, deletion "
                              "materialisation) hold no change.")
@@ -137,4 +202,23 @@ def build_checks(d: DatasetSettings) -> list[AssetChecksDefinition]:
                       "non_empty": nonempty},
         )
 
-    return [row_ids_unique, compaction_preserves_rows, deletions_materialized, maintenance_versions_empty]
+    max_lag = p.change_feed_max_lag_versions
+
+    @asset_check(asset=cf_key, name="change_feed_lag", required_resource_keys={rk},
+                 automation_condition=freshness_condition(d),
+                 description=f"The change feed is at most {max_lag} versions behind {d.name}. "
+                             f"Evaluated on `{p.freshness_cron}`.")
+    def change_feed_lag(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        res: LanceDatasetResource = getattr(context.resources, rk)
+        latest = res.latest_version() if res.exists() else 0
+        done = {int(k) for k in context.instance.get_materialized_partitions(cf_key)}
+        newest = max(done) if done else 0
+        lag = max(0, (latest or 0) - newest)
+        return AssetCheckResult(
+            passed=lag <= max_lag, severity=AssetCheckSeverity.WARN,
+            description=f"{lag} versions behind (dataset at {latest}, change feed at {newest}); allowed {max_lag}",
+            metadata={"latest_version": latest or 0, "newest_partition": newest, "versions_behind": lag,
+                      "max_lag_versions": max_lag},
+        )
+
+    return [*checks, maintenance_versions_empty, change_feed_lag]

@@ -1,12 +1,33 @@
-"""Launchpad config for the dataset jobs; option names and defaults as ``lance_ops.jobs``.
+"""Launchpad config of the dataset operations; option names and defaults as ``lance_ops.jobs``.
 
-``lance-ops run JOB`` builds its command-line options from these classes too.
+Each dataset asset has its own config class (``dataset_config_class``): one group per operation
+(``append``, ``delete``, ``upsert``, ``compact``, ``materialize_deletions``,
+``cleanup_old_versions``) whose defaults are that dataset's source and policy, so the launchpad
+of ``lance_compact`` pre-fills the dataset's ``target_rows_per_fragment`` and friends.  The job
+picks the operation (run tag ``lance_ops/operation``); only its group is read.
+
+``lance-ops run JOB`` builds its command-line options from the base classes here too.
 """
 
 from enum import Enum
+from typing import Any
 
 from dagster import Config
-from pydantic import Field
+from pydantic import Field, create_model
+
+from .settings import DatasetSettings
+
+
+class Operation(Enum):
+    """What a run does to a dataset (the job ``lance_<operation>`` picks it)."""
+
+    maintain = "maintain"  # what the policy asks for now: compact, materialise deletions, or nothing
+    append = "append"
+    delete = "delete"
+    upsert = "upsert"
+    compact = "compact"
+    materialize_deletions = "materialize_deletions"
+    cleanup_old_versions = "cleanup_old_versions"
 
 
 class SinkFormat(Enum):
@@ -63,17 +84,6 @@ class CompactConfig(Config):
     dry_run: bool = Field(default=False, description="plan only: report what would be rewritten, commit nothing")
 
 
-class ChangeFeedConfig(Config):
-    """Write the changes in ``(begin_version, end_version]`` to a sink."""
-
-    begin_version: int = Field(ge=0)
-    end_version: int | None = Field(default=None, description="default: the latest version")
-    sink_uri: str | None = Field(
-        default=None, description="default: {change_feed.sink_uri}_ranges (parquet: one _change_range=B-E directory per range)"
-    )
-    format: SinkFormat | None = Field(default=None, description="default: the dataset's change_feed.format")
-
-
 class CleanupConfig(Config):
     """Remove versions older than ``older_than_days`` beyond the newest ``retain_versions`` (pylance semantics)."""
 
@@ -81,3 +91,90 @@ class CleanupConfig(Config):
     retain_versions: int = Field(default=1, ge=1)
     delete_unverified: bool = False
     dry_run: bool = False
+
+
+class ChangeFeedConfig(Config):
+    """Write the changes of one dataset in ``(begin_version, end_version]`` to a sink (job ``lance_write_change_feed``)."""
+
+    dataset: str = Field(description="the dataset's name in lance_ops.yaml")
+    begin_version: int = Field(ge=0)
+    end_version: int | None = Field(default=None, description="default: the latest version")
+    sink_uri: str | None = Field(
+        default=None,
+        description="default: {change_feed.sink_uri}_ranges (parquet: one change_range=B-E directory per range)",
+    )
+    format: SinkFormat | None = Field(default=None, description="default: the dataset's change_feed.format")
+
+
+class ObserveConfig(Config):
+    """Record the latest version of a dataset as an observation (job ``lance_observe``)."""
+
+    dataset: str = Field(description="the dataset's name in lance_ops.yaml")
+
+
+#: operation -> its config group (the base class; each dataset gets a subclass with its defaults)
+OPERATION_CONFIGS: dict[Operation, type[Config]] = {
+    Operation.append: AppendConfig,
+    Operation.delete: DeleteConfig,
+    Operation.upsert: UpsertConfig,
+    Operation.compact: CompactConfig,
+    Operation.materialize_deletions: MaterializeDeletionsConfig,
+    Operation.cleanup_old_versions: CleanupConfig,
+}
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _group(d: DatasetSettings, base: type[Config], suffix: str, **defaults: Any) -> type[Config]:
+    """``base`` with ``defaults`` (field -> value); the class name is unique per dataset."""
+    fields: dict[str, Any] = {}
+    for name, value in defaults.items():
+        info = base.model_fields[name]
+        fields[name] = (info.annotation, Field(default=value, description=info.description, **_bounds(info)))
+    return create_model(f"{_camel(d.name)}{suffix}Config", __base__=base, __doc__=base.__doc__, **fields)
+
+
+def _bounds(info: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in info.metadata:
+        for key in ("gt", "ge", "lt", "le"):
+            if getattr(m, key, None) is not None:
+                out[key] = getattr(m, key)
+    return out
+
+
+class _OptionalDelete(DeleteConfig):
+    where: str | None = Field(  # type: ignore[assignment]
+        default=None, description="Spark SQL predicate, e.g. \"id < 100\" (required by lance_delete)"
+    )
+
+
+def dataset_config_class(d: DatasetSettings) -> type[Config]:
+    """The launchpad config of the dataset asset ``d.name``: one group per operation, defaults from
+    ``d``'s source and policy (what the sensors and schedules use), and an optional ``operation``."""
+    p, src = d.policy, d.source
+    source = {"format": src.format, "path": src.path, "rows": src.rows}
+    groups: dict[str, type[Config]] = {
+        "append": _group(d, AppendConfig, "Append", **source),
+        "delete": create_model(f"{_camel(d.name)}DeleteConfig", __base__=_OptionalDelete, __doc__=DeleteConfig.__doc__),
+        "upsert": _group(d, UpsertConfig, "Upsert", on=list(p.upsert_on), **source),
+        "compact": _group(d, CompactConfig, "Compact", target_rows_per_fragment=p.target_rows_per_fragment,
+                          max_rows_per_group=p.max_rows_per_group,
+                          materialize_deletions_threshold=p.deleted_ratio_threshold),
+        "materialize_deletions": _group(d, MaterializeDeletionsConfig, "MaterializeDeletions",
+                                        threshold=p.deleted_ratio_threshold),
+        "cleanup_old_versions": _group(d, CleanupConfig, "Cleanup", older_than_days=p.cleanup_older_than_days,
+                                       retain_versions=p.cleanup_retain_versions),
+    }
+    fields: dict[str, Any] = {
+        "operation": (Operation | None, Field(
+            default=None,
+            description="default: the job's operation (lance_compact -> compact); 'maintain' when the asset "
+                        "is materialised on its own (what the policy asks for now)")),
+    }
+    for name, cls in groups.items():
+        fields[name] = (cls, Field(default_factory=cls, description=(cls.__doc__ or "").strip().splitlines()[0]))
+    return create_model(f"{_camel(d.name)}OperationsConfig", __base__=Config,
+                        __doc__=f"Operations on the Lance dataset {d.name}; defaults are its policy.", **fields)

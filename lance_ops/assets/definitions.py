@@ -1,48 +1,45 @@
 """The Dagster code location: ``defs`` for the datasets in ``lance_ops.yaml``.
 
-Per dataset ``<name>``:
+Per dataset ``<name>`` (the only things that grow with the number of datasets):
 
-- asset ``<name>``: the dataset; each materialisation is a Lance version (``data_version``),
-  reported by the jobs below; writers outside Dagster appear as observations.
-- asset ``<name>_change_feed``: partitioned by version (dynamic partitions ``<name>_versions``).
-- jobs ``<name>_{append,delete,upsert,materialize_deletions,compact,write_change_feed,
-  cleanup_old_versions,observe}`` (op jobs with a typed Config; the op of ``<name>_<operation>``
-  is ``<operation>_<name>``), ``<name>_checks`` and ``<name>_change_feed_partitions``.
-- sensors ``<name>_compaction_sensor``, ``<name>_new_versions_sensor``,
-  ``<name>_checks_after_maintenance`` (run status: checks after each rewrite/delete/upsert); schedules
-  ``<name>_append_schedule``, ``<name>_nightly_compaction``, ``<name>_nightly_cleanup``.
+- asset ``<name>``: the dataset, materialisable; each materialisation is a Lance version
+  (``data_version``), made by one operation (``operations.py``); pool ``lance-<name>``.
+- asset ``<name>_change_feed``: partitioned by version (dynamic partitions ``<name>_versions``),
+  materialised automatically for new versions; only for datasets with stable row ids.
+- asset checks on both; resource ``lance_<name>`` (LanceDatasetResource).
 
-Resources: ``lance_<name>`` (LanceDatasetResource) and ``spark`` (SparkResource).  Every job
-runs its steps in one process (one Spark session per run).
+For all datasets together (a fixed number):
+
+- jobs ``lance_<operation>`` (``jobs.py``), ``lance_checks``, ``lance_write_change_feed``, ``lance_observe``;
+- sensors ``lance_compaction_sensor``, ``lance_new_versions_sensor``,
+  ``lance_checks_after_maintenance``, ``lance_pool_limits``, ``lance_automation_sensor``;
+- schedules ``lance_append_schedule``, ``lance_nightly_compaction``, ``lance_nightly_cleanup``
+  (one more per distinct cron);
+- resource ``spark``: SparkResource (in the run worker, the default) or, with
+  ``spark.submit`` in lance_ops.yaml, PipesSparkSubmitResource (spark-submit through Pipes).
+
+Every job runs its steps in one process (one Spark session per run).
 """
+
+from typing import Any
 
 from dagster import (
     AssetKey,
     AssetSelection,
-    AssetSpec,
     Definitions,
     DynamicPartitionsDefinition,
-    define_asset_job,
     in_process_executor,
 )
 
 from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from .checks import build_checks
-from .ops import build_jobs, resource_key
-from .resources import LanceDatasetResource, SparkResource
+from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
+from .jobs import build_jobs
+from .operations import resource_key
+from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
 from .schedules import build_schedules
 from .sensors import build_sensors
 from .settings import DatasetSettings, Settings, load_settings
-
-
-def dataset_spec(d: DatasetSettings) -> AssetSpec:
-    return AssetSpec(
-        key=AssetKey([d.name]),
-        group_name="lance",
-        kinds={"lance"},
-        description=d.description or f"Lance dataset at {d.uri}; each materialisation is a version.",
-        metadata={"uri": d.uri},
-    )
 
 
 def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:
@@ -50,40 +47,68 @@ def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:
                                 storage_options_env=d.storage_options_env)
 
 
+def spark_resource(settings: Settings) -> Any:
+    """In the run worker (default), or spark-submit through Dagster Pipes when ``spark.submit`` is set."""
+    sub = settings.spark.submit
+    if sub is None:
+        return SparkResource(master=settings.spark.master, conf=settings.spark.merged_conf())
+    return PipesSparkSubmitResource(spark_submit=sub.spark_submit, master=sub.master,
+                                    conf={**settings.spark.merged_conf(), **sub.conf}, env=dict(sub.env),
+                                    python=sub.python)
+
+
+def _resolvable_options(res: LanceDatasetResource) -> dict[str, str] | None:
+    try:
+        return res.resolved_storage_options()
+    except RuntimeError:
+        return None  # a secret is not in this process's environment: decide at run time
+
+
+PROBE_SECONDS = 10.0
+
+
+def change_feed_plans(settings: Settings) -> dict[str, ChangeFeedPlan]:
+    """Which datasets get a change feed: every dataset's latest manifest is read in parallel, within
+    ``PROBE_SECONDS`` in all, so an unreachable store cannot stall loading the code location (a dataset
+    not read in time keeps its change feed; a run then checks again and fails typed if needed)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=min(16, len(settings.datasets)), thread_name_prefix="lance_probe")
+    futures = {d.name: pool.submit(change_feed_plan, d, _resolvable_options(dataset_resource(d)))
+               for d in settings.datasets}
+    wait(futures.values(), timeout=PROBE_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    out = {}
+    for name, f in futures.items():
+        out[name] = f.result() if f.done() and f.exception() is None else ChangeFeedPlan(True)
+    return out
+
+
 def build_definitions(settings: Settings) -> Definitions:
-    assets: list = []
-    checks: list = []
-    jobs: list = []
-    sensors: list = []
-    schedules: list = []
-    resources: dict = {"spark": SparkResource(master=settings.spark.master, conf=settings.spark.merged_conf())}
+    assets: list[Any] = []
+    checks: list[Any] = []
+    versions: dict[str, DynamicPartitionsDefinition] = {}
+    resources: dict[str, Any] = {"spark": spark_resource(settings)}
+    check_targets = []
+    plans = change_feed_plans(settings)
     for d in settings.datasets:
-        versions = DynamicPartitionsDefinition(name=partitions_def_name(d.name))
-        change_feed = build_change_feed_asset(d, versions)
-        assets += [dataset_spec(d), change_feed]
-        checks += build_checks(d)
-        op_jobs = build_jobs(d)
-        jobs += list(op_jobs.values())
-        checks_job = define_asset_job(
-            f"{d.name}_checks",
-            selection=AssetSelection.checks_for_assets(AssetKey([d.name]), AssetKey([change_feed_asset_name(d.name)])),
-            description=f"Run the asset checks of {d.name} and its change feed.",
-        )
-        jobs += [
-            checks_job,
-            define_asset_job(
-                f"{d.name}_change_feed_partitions",
-                selection=AssetSelection.assets(AssetKey([change_feed_asset_name(d.name)])),
-                description=f"Materialise change feed partitions of {d.name} (a range runs as one run).",
-            ),
-        ]
-        sensors += build_sensors(d, op_jobs, versions, checks_job)
-        schedules += build_schedules(d, op_jobs)
-        resources[resource_key(d.name)] = dataset_resource(d)
+        res = dataset_resource(d)
+        resources[resource_key(d.name)] = res
+        plan = plans[d.name]
+        assets.append(build_dataset_asset(d, plan))
+        check_targets.append(AssetKey([d.name]))
+        if plan.enabled:
+            versions[d.name] = DynamicPartitionsDefinition(name=partitions_def_name(d.name))
+            assets.append(build_change_feed_asset(d, versions[d.name], resource_key(d.name)))
+            check_targets.append(AssetKey([change_feed_asset_name(d.name)]))
+        checks += build_checks(d, change_feed=plan.enabled)
+    jobs = build_jobs(settings, AssetSelection.checks_for_assets(*check_targets))
+    sensors = build_sensors(settings, jobs, jobs["lance_checks"], versions)
+    schedules = build_schedules(settings, jobs)
     return Definitions(
         assets=assets,
         asset_checks=checks,
-        jobs=jobs,
+        jobs=list(jobs.values()),
         sensors=sensors,
         schedules=schedules,
         resources=resources,

@@ -1,8 +1,10 @@
-"""Dagster resources: a Lance dataset and a Spark session.
+"""Dagster resources: a Lance dataset, and Spark in the run worker or through Pipes.
 
-Both are thin: ``LanceDatasetResource`` opens ``lance_ops.format`` datasets, ``SparkResource``
+All thin: ``LanceDatasetResource`` opens ``lance_ops.format`` datasets; ``SparkResource``
 builds the session through ``lance_ops.jobs.spark_session`` (``getOrCreate``, so an active
-session, e.g. a test fixture's, is reused) and never stops it.
+session, e.g. a test fixture's, is reused) and never stops it; ``PipesSparkSubmitResource``
+runs the same operations as spark-submit applications.  Both Spark resources offer
+``run_task(context, task)``, so the assets do not care where Spark runs.
 """
 
 import os
@@ -63,7 +65,7 @@ class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
 
 
 class SparkResource(ConfigurableResource):  # type: ignore[misc]
-    """A SparkSession, local (``local[*]``) or on a cluster (``spark://host:7077``).
+    """Spark in the run worker (the embedded default): local (``local[*]``) or a cluster driver.
 
     The session is built once per run (on first use) through ``lance_ops.jobs.spark_session``,
     which registers the Lance data source.  It is not stopped at the end of the run: the JVM
@@ -83,6 +85,79 @@ class SparkResource(ConfigurableResource):  # type: ignore[misc]
             os.environ.setdefault("PYSPARK_PYTHON", _python())
             self._session = jobs.spark_session(master=self.master, conf=dict(self.conf))
         return self._session
+
+    def run_task(self, context: Any, task: dict[str, Any]) -> dict[str, Any]:
+        """Run a dataset operation (see ``spark_tasks``) on this process's session."""
+        from .spark_tasks import run_task
+
+        return run_task(self.get_session(), task)
+
+    def describe(self) -> str:
+        return f"in the run worker, master {self.master}"
+
+
+class PipesSparkSubmitResource(ConfigurableResource):  # type: ignore[misc]
+    """Spark as ``spark-submit`` applications launched through Dagster Pipes (no JVM in the run worker).
+
+    ``run_task`` starts ``spark_submit --master <master> [--conf k=v ...] spark_pipes_main.py``
+    with a ``PipesSubprocessClient``; the driver (client deploy mode) opens dagster-pipes, runs
+    the task through ``lance_ops.jobs`` and reports its log lines, the job's result (a custom
+    message) and the version it committed (a materialization with that data version) back to
+    this run.  A typed lance_ops error on the driver comes back as the same error type.
+    """
+
+    spark_submit: str = "spark-submit"
+    master: str = "local[*]"
+    conf: dict[str, str] = {}
+    env: dict[str, str] = {}
+    python: str | None = None
+
+    def command(self) -> list[str]:
+        from . import spark_pipes_main
+
+        python = self.python or _python()
+        cmd = [self.spark_submit, "--master", self.master, "--deploy-mode", "client", "--name", "lance_ops",
+               "--conf", f"spark.pyspark.python={python}", "--conf", f"spark.pyspark.driver.python={python}"]
+        for k, v in sorted(self.conf.items()):
+            cmd += ["--conf", f"{k}={v}"]
+        return [*cmd, os.path.abspath(spark_pipes_main.__file__)]
+
+    def run_task(self, context: Any, task: dict[str, Any]) -> dict[str, Any]:
+        from dagster import PipesSubprocessClient
+
+        python = self.python or _python()
+        env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, **self.env}
+        invocation = PipesSubprocessClient(env=env).run(context=context, command=self.command(),
+                                                         extras={"lance_ops_task": task})
+        messages = invocation.get_custom_messages()
+        results = [m["result"] for m in messages if isinstance(m, dict) and "result" in m]
+        errors = [m["error"] for m in messages if isinstance(m, dict) and "error" in m]
+        if errors:
+            raise _remote_error(errors[-1])
+        if not results:
+            raise RuntimeError(f"spark-submit of {task['operation']} on {task['uri']} reported no result")
+        out = dict(results[-1])
+        reported = [r for r in invocation.get_results() if getattr(r, "data_version", None) is not None]
+        if reported:
+            out["pipes_data_version"] = reported[-1].data_version.value  # type: ignore[union-attr]
+        return out
+
+    def describe(self) -> str:
+        return f"spark-submit through Dagster Pipes, master {self.master}"
+
+
+def _remote_error(info: dict[str, str]) -> Exception:
+    """The typed lance_ops error a spark-submit driver reported (same class, same message)."""
+    from lance_ops.format import errors
+
+    cls = getattr(errors, str(info.get("type")), None)
+    message = str(info.get("message", ""))
+    if isinstance(cls, type) and issubclass(cls, errors.LanceOpsError):
+        try:
+            return cls(message)  # type: ignore[no-any-return]
+        except TypeError:  # a class with a richer constructor (CorruptFileError)
+            pass
+    return errors.LanceOpsError(f"{info.get('type')}: {message}")
 
 
 def _python() -> str:

@@ -1,43 +1,71 @@
-"""Schedules: append on a cron (off by default), nightly compaction and cleanup per dataset policy."""
+"""Schedules: append (off by default), compaction and cleanup, one schedule per distinct cron.
 
-from dagster import DefaultScheduleStatus, JobDefinition, RunConfig, ScheduleDefinition
+Datasets whose policies share a cron (and timezone and on/off default) share a schedule, which
+requests one run per dataset (asset selection = that dataset; config = its policy defaults).
+With the default policy every dataset shares ``lance_append_schedule``,
+``lance_nightly_compaction`` and ``lance_nightly_cleanup``; a dataset with its own cron adds a
+schedule named after that cron (``lance_nightly_compaction__0_4_x_x_x``).
+"""
 
-from .configs import AppendConfig, CleanupConfig, CompactConfig
-from .ops import op_name
-from .settings import DatasetSettings
+import re
+from collections import defaultdict
+from collections.abc import Callable
+
+from dagster import (
+    AssetKey,
+    DefaultScheduleStatus,
+    RunRequest,
+    ScheduleDefinition,
+    ScheduleEvaluationContext,
+    schedule,
+)
+
+from .configs import Operation
+from .operations import DATASET_TAG, job_name
+from .settings import DatasetSettings, PolicySettings, Settings
+
+# (schedule name, operation, the policy's cron, its "enabled" flag)
+KINDS: list[tuple[str, Operation, Callable[[PolicySettings], str], Callable[[PolicySettings], bool]]] = [
+    ("lance_append_schedule", Operation.append, lambda p: p.append_cron, lambda p: p.append_schedule_enabled),
+    ("lance_nightly_compaction", Operation.compact, lambda p: p.compaction_cron,
+     lambda p: p.maintenance_schedules_enabled),
+    ("lance_nightly_cleanup", Operation.cleanup_old_versions, lambda p: p.cleanup_cron,
+     lambda p: p.maintenance_schedules_enabled),
+]
 
 
-def build_schedules(d: DatasetSettings, jobs: dict[str, JobDefinition]) -> list[ScheduleDefinition]:
-    p = d.policy
+def _slug(cron: str, tz: str, enabled: bool) -> str:
+    text = re.sub(r"[^0-9A-Za-z]+", "_", cron.replace("*", "x")).strip("_")
+    return text + ("" if tz == "UTC" else "__" + re.sub(r"[^0-9A-Za-z]+", "_", tz)) + ("" if enabled else "__off")
 
-    def status(enabled: bool) -> DefaultScheduleStatus:
-        return DefaultScheduleStatus.RUNNING if enabled else DefaultScheduleStatus.STOPPED
 
-    append, compact, cleanup = (f"{d.name}_{op}" for op in ("append", "compact", "cleanup_old_versions"))
-    append_op, compact_op, cleanup_op = (op_name(d.name, o) for o in ("append", "compact", "cleanup_old_versions"))
-    return [
-        ScheduleDefinition(
-            name=f"{d.name}_append_schedule", job=jobs[append], cron_schedule=p.append_cron,
-            execution_timezone=p.timezone, default_status=status(p.append_schedule_enabled),
-            run_config=RunConfig(ops={append_op: AppendConfig()}),
-            description=f"Append from the configured source to {d.name}.",
-        ),
-        ScheduleDefinition(
-            name=f"{d.name}_nightly_compaction", job=jobs[compact], cron_schedule=p.compaction_cron,
-            execution_timezone=p.timezone, default_status=status(p.maintenance_schedules_enabled),
-            run_config=RunConfig(ops={compact_op: CompactConfig(
-                target_rows_per_fragment=p.target_rows_per_fragment,
-                max_rows_per_group=p.max_rows_per_group,
-                materialize_deletions_threshold=p.deleted_ratio_threshold,
-            )}),
-            description=f"Compact {d.name} with its policy's target fragment size.",
-        ),
-        ScheduleDefinition(
-            name=f"{d.name}_nightly_cleanup", job=jobs[cleanup], cron_schedule=p.cleanup_cron,
-            execution_timezone=p.timezone, default_status=status(p.maintenance_schedules_enabled),
-            run_config=RunConfig(ops={cleanup_op: CleanupConfig(
-                older_than_days=p.cleanup_older_than_days, retain_versions=p.cleanup_retain_versions,
-            )}),
-            description=f"Remove versions of {d.name} older than the policy allows.",
-        ),
-    ]
+def build_schedules(settings: Settings, jobs: dict[str, object]) -> list[ScheduleDefinition]:
+    out: list[ScheduleDefinition] = []
+    for base, operation, cron_of, enabled_of in KINDS:
+        groups: dict[tuple[str, str, bool], list[DatasetSettings]] = defaultdict(list)
+        for d in settings.datasets:
+            groups[(cron_of(d.policy), d.policy.timezone, enabled_of(d.policy))].append(d)
+        # the largest group keeps the plain name
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        for i, ((cron, tz, enabled), members) in enumerate(ordered):
+            name = base if i == 0 else f"{base}__{_slug(cron, tz, enabled)}"
+            out.append(_schedule(name, operation, cron, tz, enabled, [d.name for d in members], jobs))
+    return out
+
+
+def _schedule(name: str, operation: Operation, cron: str, tz: str, enabled: bool, names: list[str],
+              jobs: dict[str, object]) -> ScheduleDefinition:
+    @schedule(
+        name=name,
+        job=jobs[job_name(operation)],  # type: ignore[arg-type]
+        cron_schedule=cron,
+        execution_timezone=tz,
+        default_status=DefaultScheduleStatus.RUNNING if enabled else DefaultScheduleStatus.STOPPED,
+        description=f"{operation.value} of {', '.join(names)} (one run per dataset, with its policy).",
+    )
+    def _fn(context: ScheduleEvaluationContext) -> list[RunRequest]:
+        stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else ""
+        return [RunRequest(run_key=f"{n}:{operation.value}:{stamp}", asset_selection=[AssetKey([n])],
+                           tags={DATASET_TAG: n}) for n in names]
+
+    return _fn

@@ -1,19 +1,35 @@
-"""Sensors: maintenance on demand, and one change-feed partition per new Lance version.
+"""Sensors: one of each for every dataset together, with a per-dataset cursor.
 
-Both keep the last Lance version they looked at as their cursor, so a tick that finds no new
-version does nothing.  Both read manifest metadata only (a listing of ``_versions/`` and a few
-manifests), never data files.
+- ``lance_compaction_sensor``: per dataset with a new version, what the policy asks for
+  (compaction or deletion materialisation) as a run of ``lance_compact`` /
+  ``lance_materialize_deletions`` on that dataset's asset (run key ``<name>:<op>:v<version>``;
+  no run config: the dataset's config defaults are its policy).
+- ``lance_new_versions_sensor``: a change-feed partition per new version (datasets with a change
+  feed) and an observation of versions written outside Dagster.
+- ``lance_checks_after_maintenance`` (run status): the dataset's checks after each successful
+  rewrite, delete or upsert.
+- ``lance_pool_limits`` (running by default): sets each ``lance-<name>`` pool's limit to the
+  policy's ``max_concurrent_writes``, so the limits hold with a stock dagster.yaml.
+
+Cursors are JSON objects ``{dataset: last version seen}``; each tick reads manifest metadata only
+(a listing of ``_versions/`` and a few manifests).  A dataset that cannot be read is skipped (and
+logged) without holding the others back.  The sensors evaluate the datasets whose policy sets
+``sensors_enabled``; their default status is RUNNING when at least one does, and when none does
+and an operator starts one in the UI, it evaluates every dataset.
 """
 
+import json
 from typing import Any
 
 from dagster import (
+    AssetCheckKey,
+    AssetKey,
     AssetObservation,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
     DagsterRunStatus,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
-    JobDefinition,
-    RunConfig,
     RunRequest,
     RunStatusSensorContext,
     SensorDefinition,
@@ -24,129 +40,196 @@ from dagster import (
     sensor,
 )
 
-from .change_feed import partitions_def_name
-from .configs import CompactConfig, MaterializeDeletionsConfig
-from .ops import DATA_VERSION_TAG, OPERATION_TAG, op_name, resource_key
+from .change_feed import change_feed_asset_name
+from .configs import Operation
+from .datasets import GROUP
+from .metadata import version_metadata
+from .operations import (
+    DATA_VERSION_TAG,
+    DATASET_TAG,
+    OPERATION_TAG,
+    REASON_TAG,
+    ensure_pool_limit,
+    job_name,
+    maintenance_request,
+    pool_name,
+    resource_key,
+)
 from .resources import LanceDatasetResource
-from .settings import DatasetSettings
-from .stats import RUN_ID_PROPERTY, manifest_stats, transaction_of, version_stats, versions_since_compaction
+from .settings import DatasetSettings, Settings
+from .stats import RUN_ID_PROPERTY, transaction_of
+
+DATASET_CHECKS = ("row_ids_unique", "compaction_preserves_rows", "deletions_materialized")
 
 
-def maintenance_request(d: DatasetSettings, res: LanceDatasetResource, version: int) -> tuple[str, list[str]] | None:
-    """What the policy asks for at ``version``: (``"compact"`` or ``"materialize_deletions"``, reasons), or None."""
-    p = d.policy
-    ds = res.open(version)
-    stats = manifest_stats(ds.manifest, small_fragment_rows=p.target_rows_per_fragment)
-    since = versions_since_compaction(res.store(), version, limit=p.max_versions_since_compaction)
-    compact: list[str] = []
-    if stats["small_fragments"] >= p.min_small_fragments:
-        compact.append(f"{stats['small_fragments']} small fragments >= {p.min_small_fragments}")
-    if since >= p.max_versions_since_compaction:
-        compact.append(f"{since} versions since the last compaction >= {p.max_versions_since_compaction}")
-    deletions = []
-    if stats["deleted_rows"] and stats["deleted_ratio"] >= p.deleted_ratio_threshold:
-        deletions.append(f"deleted ratio {stats['deleted_ratio']:.3f} >= {p.deleted_ratio_threshold}")
-    if compact:
-        return "compact", compact + deletions
-    if deletions:
-        return "materialize_deletions", deletions
-    return None
+def load_cursor(raw: str | None) -> dict[str, int]:
+    """A sensor cursor: ``{dataset: version}`` (an old integer cursor means nothing seen)."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def dump_cursor(cursor: dict[str, int]) -> str:
+    return json.dumps(dict(sorted(cursor.items())), separators=(",", ":"))
+
+
+def watched(settings: Settings) -> list[DatasetSettings]:
+    """The datasets the sensors evaluate: those with ``sensors_enabled``, else all."""
+    on = [d for d in settings.datasets if d.policy.sensors_enabled]
+    return on or list(settings.datasets)
+
+
+def default_status(settings: Settings) -> DefaultSensorStatus:
+    return DefaultSensorStatus.RUNNING if any(d.policy.sensors_enabled for d in settings.datasets) \
+        else DefaultSensorStatus.STOPPED
 
 
 # ``**_resources``: a direct call (``sensor(context)``, as in tests) passes the required
 # resources as keyword arguments; the daemon does not.  Both read ``context.resources``.
 
 
-def build_sensors(
-    d: DatasetSettings, jobs: dict[str, JobDefinition], versions: DynamicPartitionsDefinition, checks_job: Any
-) -> list[SensorDefinition]:
-    rk = resource_key(d.name)
-    p = d.policy
-    status = DefaultSensorStatus.RUNNING if p.sensors_enabled else DefaultSensorStatus.STOPPED
-    compact_job, deletions_job = jobs[f"{d.name}_compact"], jobs[f"{d.name}_materialize_deletions"]
+def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
+                  versions: dict[str, DynamicPartitionsDefinition]) -> list[SensorDefinition]:
+    """The sensors of the code location (their number does not depend on the number of datasets)."""
+    keys = {resource_key(d.name) for d in settings.datasets}
+    status = default_status(settings)
+    interval = min(d.policy.sensor_interval_seconds for d in settings.datasets)
+
+    def res_of(context: Any, d: DatasetSettings) -> LanceDatasetResource:
+        return getattr(context.resources, resource_key(d.name))  # type: ignore[no-any-return]
 
     @sensor(
-        name=f"{d.name}_compaction_sensor",
-        jobs=[compact_job, deletions_job],
-        required_resource_keys={rk},
-        minimum_interval_seconds=p.sensor_interval_seconds,
+        name="lance_compaction_sensor",
+        jobs=[jobs[job_name(Operation.compact)], jobs[job_name(Operation.materialize_deletions)]],
+        required_resource_keys=keys,
+        minimum_interval_seconds=interval,
         default_status=status,
-        description=f"Requests a compaction or deletion materialisation of {d.name} when small fragments, "
-                    "the deleted-row ratio or versions since the last compaction cross the policy.",
+        description="Per dataset with a new version: a compaction or deletion materialisation when small "
+                    "fragments, the deleted-row ratio or the versions since the last compaction cross its policy.",
     )
     def compaction_sensor(context: SensorEvaluationContext, **_resources: Any) -> Any:
-        res: LanceDatasetResource = getattr(context.resources, rk)
-        latest = res.latest_version()
-        if latest is None:
-            return SkipReason(f"no dataset at {res.uri} yet")
-        seen = int(context.cursor) if context.cursor else 0
-        if latest <= seen:
-            return SkipReason(f"no new version since {seen}")
-        wanted = maintenance_request(d, res, latest)
-        if wanted is None:
-            return SensorResult(skip_reason=SkipReason(f"version {latest} is within the policy"), cursor=str(latest))
-        operation, reasons = wanted
-        if operation == "compact":
-            op_config: Any = CompactConfig(
-                target_rows_per_fragment=p.target_rows_per_fragment,
-                max_rows_per_group=p.max_rows_per_group,
-                materialize_deletions_threshold=p.deleted_ratio_threshold,
-            )
-        else:
-            op_config = MaterializeDeletionsConfig(threshold=p.deleted_ratio_threshold)
-        job_name = f"{d.name}_{operation}"
-        request = RunRequest(
-            run_key=f"{job_name}-v{latest}",
-            job_name=job_name,
-            run_config=RunConfig(ops={op_name(d.name, operation): op_config}),
-            tags={"lance_ops/version": str(latest), "lance_ops/reason": "; ".join(reasons)[:200]},
-        )
-        return SensorResult(run_requests=[request], cursor=str(latest))
+        cursor = load_cursor(context.cursor)
+        requests, notes = [], []
+        for d in watched(settings):
+            res = res_of(context, d)
+            try:
+                latest = res.latest_version() if res.exists() else None
+                if latest is None or latest <= cursor.get(d.name, 0):
+                    continue
+                wanted = maintenance_request(d, res, latest)
+            except Exception as e:  # one unreadable dataset must not stop the others
+                context.log.warning(f"{d.name}: skipped ({type(e).__name__}: {e})")
+                continue
+            cursor[d.name] = latest
+            if wanted is None:
+                notes.append(f"{d.name} v{latest} within the policy")
+                continue
+            operation, reasons = wanted
+            requests.append(RunRequest(
+                run_key=f"{d.name}:{operation.value}:v{latest}",
+                job_name=job_name(operation),
+                asset_selection=[AssetKey([d.name])],
+                tags={DATASET_TAG: d.name, "lance_ops/version": str(latest), REASON_TAG: "; ".join(reasons)[:200]},
+            ))
+        if not requests:
+            return SensorResult(skip_reason=SkipReason("; ".join(notes) or "no new version"),
+                                cursor=dump_cursor(cursor))
+        return SensorResult(run_requests=requests, cursor=dump_cursor(cursor))
 
     @sensor(
-        name=f"{d.name}_new_versions_sensor",
-        required_resource_keys={rk},
-        minimum_interval_seconds=max(30, p.sensor_interval_seconds // 10),
+        name="lance_new_versions_sensor",
+        required_resource_keys=keys,
+        minimum_interval_seconds=max(5, min(30, interval // 10)),
         default_status=status,
-        description=f"Adds a {versions.name} partition per new Lance version of {d.name} and observes versions "
+        description="Per dataset: a change-feed partition per new Lance version, and an observation of versions "
                     "written outside Dagster.",
     )
     def new_versions_sensor(context: SensorEvaluationContext, **_resources: Any) -> Any:
-        res: LanceDatasetResource = getattr(context.resources, rk)
-        present = res.versions() if res.exists() else []
-        seen = int(context.cursor) if context.cursor else 0
-        new = [v for v in present if v > seen]
-        if not new:
-            return SkipReason(f"no new version since {seen}")
-        known = set(context.instance.get_dynamic_partitions(partitions_def_name(d.name)))
-        to_add = [str(v) for v in new if str(v) not in known]
-        events = []
-        store = res.store()
-        latest = new[-1]
-        txn = transaction_of(store, latest)
-        if txn is None or not txn.properties.get(RUN_ID_PROPERTY):
-            # Written outside Dagster: record what is there now as an observation.
-            stats = version_stats(res.open(latest), store, small_fragment_rows=p.target_rows_per_fragment)
-            events.append(AssetObservation(
-                asset_key=d.name, metadata={**stats.as_metadata(), "uri": res.uri},
-                tags={DATA_VERSION_TAG: str(latest), OPERATION_TAG: "observe"},
-            ))
-        return SensorResult(
-            dynamic_partitions_requests=[versions.build_add_request(to_add)] if to_add else [],
-            asset_events=events,
-            cursor=str(latest),
-        )
+        cursor = load_cursor(context.cursor)
+        adds, events = [], []
+        for d in watched(settings):
+            res = res_of(context, d)
+            try:
+                present = res.versions() if res.exists() else []
+                new = [v for v in present if v > cursor.get(d.name, 0)]
+                if not new:
+                    continue
+                latest = new[-1]
+                store = res.store()
+                txn = transaction_of(store, latest)
+                event = None
+                if txn is None or not txn.properties.get(RUN_ID_PROPERTY):
+                    # Written outside Dagster: record what is there now as an observation.
+                    md = version_metadata(res.uri, d.name, res.open(latest), store,
+                                          small_fragment_rows=d.policy.target_rows_per_fragment)
+                    event = AssetObservation(asset_key=d.name, metadata=md,
+                                             tags={DATA_VERSION_TAG: str(latest), OPERATION_TAG: "observe"})
+                add = None
+                if d.name in versions:
+                    pdef = versions[d.name]
+                    known = set(context.instance.get_dynamic_partitions(pdef.name))
+                    to_add = [str(v) for v in new if str(v) not in known]
+                    add = pdef.build_add_request(to_add) if to_add else None
+            except Exception as e:  # one unreadable dataset must not stop the others
+                context.log.warning(f"{d.name}: skipped ({type(e).__name__}: {e})")
+                continue
+            adds += [add] if add is not None else []
+            events += [event] if event is not None else []
+            cursor[d.name] = latest
+        if not adds and not events:
+            return SensorResult(skip_reason=SkipReason("no new version"), cursor=dump_cursor(cursor))
+        return SensorResult(dynamic_partitions_requests=adds, asset_events=events, cursor=dump_cursor(cursor))
+
+    monitored = [jobs[job_name(o)] for o in (Operation.compact, Operation.materialize_deletions, Operation.delete,
+                                             Operation.upsert, Operation.maintain)]
+    with_feed = set(versions)
 
     @run_status_sensor(
-        name=f"{d.name}_checks_after_maintenance",
+        name="lance_checks_after_maintenance",
         run_status=DagsterRunStatus.SUCCESS,
-        monitored_jobs=[jobs[f"{d.name}_{op}"] for op in ("compact", "materialize_deletions", "delete", "upsert")],
+        monitored_jobs=monitored,
         request_job=checks_job,
         default_status=status,
-        description=f"Runs the asset checks of {d.name} after every successful rewrite, delete or upsert.",
+        description="Runs the asset checks of the datasets a successful rewrite, delete or upsert touched.",
     )
     def checks_after_maintenance(context: RunStatusSensorContext) -> RunRequest:
+        touched = context.dagster_run.asset_selection
+        names = [d.name for d in settings.datasets if touched is None or AssetKey([d.name]) in touched]
         return RunRequest(run_key=f"checks-after-{context.dagster_run.run_id}",
+                          asset_check_keys=check_keys(names, with_feed),
                           tags={"lance_ops/after_run": context.dagster_run.run_id})
 
-    return [compaction_sensor, new_versions_sensor, checks_after_maintenance]
+    @sensor(
+        name="lance_pool_limits",
+        required_resource_keys=set(),
+        minimum_interval_seconds=60,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Sets the limit of each dataset's pool (lance-<name>) to its policy's max_concurrent_writes, "
+                    "so concurrent writers are limited with a stock dagster.yaml.",
+    )
+    def pool_limits(context: SensorEvaluationContext) -> SkipReason:
+        changed = [f"{pool_name(d.name)}={d.policy.max_concurrent_writes}" for d in settings.datasets
+                   if ensure_pool_limit(context.instance, pool_name(d.name), d.policy.max_concurrent_writes)]
+        return SkipReason(f"set pool limits: {', '.join(changed)}" if changed else "pool limits as declared")
+
+    automation = AutomationConditionSensorDefinition(
+        "lance_automation_sensor",
+        target=AssetSelection.groups(GROUP),
+        default_status=status,
+        minimum_interval_seconds=max(5, min(30, interval // 10)),
+        description="Materialises new change-feed partitions and evaluates the freshness checks "
+                    "(the automation conditions of the lance assets).",
+    )
+    return [compaction_sensor, new_versions_sensor, checks_after_maintenance, pool_limits, automation]
+
+
+def check_keys(names: list[str], with_feed: set[str]) -> list[AssetCheckKey]:
+    """The maintenance checks of datasets ``names`` (and of their change feeds)."""
+    out = [AssetCheckKey(AssetKey([n]), c) for n in names for c in DATASET_CHECKS]
+    out += [AssetCheckKey(AssetKey([change_feed_asset_name(n)]), "maintenance_versions_empty")
+            for n in names if n in with_feed]
+    return out

@@ -50,11 +50,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SparkSubmitSettings(_Strict):
+    """Run the Spark operations as ``spark-submit`` applications through Dagster Pipes.
+
+    The run worker then starts no JVM: it launches ``spark_submit`` (client deploy mode) with
+    ``master`` and ``conf``; the driver runs ``lance_ops/assets/spark_pipes_main.py`` and reports
+    logs, the job's result and the versions it committed back to Dagster through dagster-pipes.
+    """
+
+    spark_submit: str = "spark-submit"   # path of the spark-submit script
+    master: str = "local[*]"             # spark://host:7077, local[2], ...
+    conf: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)  # extra environment for spark-submit
+    python: str | None = None            # PYSPARK_PYTHON for driver and executors (default: this interpreter)
+
+
 class SparkSettings(_Strict):
-    """Where Spark jobs run: ``local[*]`` or a cluster (``spark://host:7077``)."""
+    """Where Spark jobs run: in the run worker (``local[*]`` or ``spark://host:7077``), or, with
+    ``submit``, as spark-submit applications launched through Dagster Pipes."""
 
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
+    submit: SparkSubmitSettings | None = None
 
     def merged_conf(self) -> dict[str, str]:
         return {**DEFAULT_SPARK_CONF, **self.conf}
@@ -78,12 +95,17 @@ class SourceSettings(_Strict):
 class ChangeFeedSettings(_Strict):
     """Where the change feed asset writes: partition ``v`` is the range ``(v-1, v]``.
 
-    ``parquet``: ``{sink_uri}/_change_range={v-1}-{v}/``, one directory per version;
-    ``lance``: one Lance dataset holding every version's changes (replaced per version).
+    ``parquet``: ``{sink_uri}/change_range={v-1}-{v}/``, one Hive-style directory per version
+    (pyarrow, pandas and Spark read the sink from its root); ``lance``: one Lance dataset
+    holding every version's changes (replaced per version).
+
+    ``enabled``: None (default) = a change feed asset unless the dataset exists without stable
+    row ids (the change feed needs them); False = none.
     """
 
     sink_uri: str
     format: Literal["parquet", "lance"] = "parquet"
+    enabled: bool | None = None
 
 
 class PolicySettings(_Strict):
@@ -111,6 +133,14 @@ class PolicySettings(_Strict):
     cleanup_older_than_days: float = Field(default=14.0, ge=0)
     cleanup_retain_versions: int = Field(default=1, ge=1)
     timezone: str = "UTC"
+    # Runs that write the dataset at the same time (the Dagster pool ``lance-<name>``; the code
+    # location sets the pool's limit on the instance, no dagster.yaml setting needed).
+    max_concurrent_writes: int = Field(default=1, ge=1)
+    # Freshness checks, evaluated by the automation sensor on ``freshness_cron``:
+    max_hours_between_appends: float | None = Field(default=None, gt=0)  # None: no append freshness check
+    change_feed_max_lag_versions: int = Field(default=10, ge=0)
+    freshness_cron: str = "*/15 * * * *"
+    upsert_on: tuple[str, ...] = ("id",)  # default key columns of an upsert
 
 
 class DatasetSettings(_Strict):
@@ -139,10 +169,16 @@ class Settings(_Strict):
     source_path: str = "<embedded default>"
 
     def dataset(self, name: str) -> DatasetSettings:
+        """The dataset called ``name``; an unknown name raises DatasetConfigError naming the known ones."""
         for d in self.datasets:
             if d.name == name:
                 return d
-        raise KeyError(f"no dataset {name!r} in {self.source_path} (have {[d.name for d in self.datasets]})")
+        from .errors import DatasetConfigError
+
+        raise DatasetConfigError(
+            name, "dataset", f"no dataset {name!r} in {self.source_path}",
+            f"use one of {[d.name for d in self.datasets]} or add it under `datasets:` in lance_ops.yaml",
+        )
 
 
 def _absolute(uri: str, base: Path) -> str:

@@ -1,12 +1,12 @@
 """What Dagster records about a dataset version, read from manifests (no data scan) unless noted.
 
-``version_stats`` feeds the metadata of every materialisation and observation and the
-compaction sensor; ``fingerprint`` (a scan) backs the compaction asset check.
+``manifest_stats`` feeds the metadata of every materialisation and observation (``metadata.py``)
+and the compaction sensor; ``fingerprint`` (a scan) backs the compaction asset check.
 """
 
 import hashlib
 from collections.abc import Collection, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,24 +29,6 @@ OPERATION_PROPERTY = "lance_ops/operation"
 MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config"})
 
 VERSION_COLUMNS = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
-
-
-@dataclass(frozen=True)
-class VersionStats:
-    version: int
-    rows: int
-    fragments: int
-    small_fragments: int
-    deleted_rows: int
-    deleted_ratio: float
-    bytes: int
-    file_version: str
-    last_operation: str
-    operation_run_id: str  # the Dagster run that committed it ("" when written outside Dagster)
-    timestamp: float
-
-    def as_metadata(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def transaction_of(store: ObjectStore, version: int) -> Transaction | None:
@@ -73,19 +55,6 @@ def manifest_stats(manifest: Manifest, *, small_fragment_rows: int) -> dict[str,
         "deleted_ratio": round(deleted / physical, 6) if physical else 0.0,
         "bytes": sum(df.file_size_bytes for f in frags for df in f.files),
     }
-
-
-def version_stats(ds: lf.LanceDataset, store: ObjectStore, *, small_fragment_rows: int) -> VersionStats:
-    m = ds.manifest
-    txn = transaction_of(store, m.version)
-    return VersionStats(
-        version=m.version,
-        file_version=m.data_storage_version,
-        last_operation=txn.operation.name if txn else "unknown",
-        operation_run_id=str(txn.properties.get(RUN_ID_PROPERTY, "")) if txn else "",
-        timestamp=m.timestamp_ns / 1e9,
-        **manifest_stats(m, small_fragment_rows=small_fragment_rows),
-    )
 
 
 def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) -> int:

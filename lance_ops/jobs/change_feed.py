@@ -155,9 +155,14 @@ def change_feed(
     return out.withColumn(COMMIT_TIMESTAMP, ts).select(*[f.name for f in out_schema.fields])
 
 
+#: The Hive-style partition column of a parquet sink (no leading ``_``: pyarrow, pandas and Spark
+#: skip directories whose name starts with ``_`` or ``.`` when they read a sink from its root).
+RANGE_COLUMN = "change_range"
+
+
 def range_location(sink_uri: str, begin_version: int, end_version: int) -> str:
-    """Where a parquet sink keeps the changes of ``(begin, end]``."""
-    return f"{sink_uri.rstrip('/')}/_change_range={begin_version}-{end_version}"
+    """Where a parquet sink keeps the changes of ``(begin, end]``: ``<sink>/change_range=<begin>-<end>``."""
+    return f"{sink_uri.rstrip('/')}/{RANGE_COLUMN}={begin_version}-{end_version}"
 
 
 def write_change_feed(
@@ -174,9 +179,10 @@ def write_change_feed(
 ) -> ChangeFeedWriteResult:
     """Write the change feed of ``(begin, end]`` to ``sink_uri``; re-running a range never duplicates.
 
-    - ``parquet``: the range goes to its own directory ``<sink>/_change_range=<begin>-<end>``,
-      replaced as a whole (Spark ``mode("overwrite")`` on that directory only).  Reading the
-      sink root shows ``_change_range`` as a partition column.  Ranges written must not overlap.
+    - ``parquet``: the range goes to its own Hive-style directory ``<sink>/change_range=<begin>-<end>``,
+      replaced as a whole (Spark ``mode("overwrite")`` on that directory only).  pyarrow
+      (``pq.read_table(sink)``), pandas and Spark read the sink from its root and show
+      ``change_range`` as a string partition column.  Ranges written must not overlap.
     - ``lance``: one transaction (an Update) deletes the sink rows whose ``_commit_version`` is
       in ``(begin, end]`` and adds the new ones, so the sink holds each version's changes once
       whatever ranges were run, and a reader never sees a half-replaced range.  The source

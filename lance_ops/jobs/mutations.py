@@ -112,6 +112,27 @@ def _deletion_writer(
     return write
 
 
+def check_predicate(spark: SparkSession, uri: str, manifest: Manifest, where: str) -> None:
+    """Raise SchemaError unless ``where`` resolves against the columns of ``manifest``.
+
+    Spark analyses the predicate on an empty DataFrame with every user and metadata column, so
+    an unknown column is reported with the dataset's real columns (the scan itself only reads
+    the columns the predicate names).
+    """
+    from pyspark.errors import AnalysisException
+
+    schema = spark_schema(manifest.schema.to_arrow(), META_COLUMNS)
+    try:
+        spark.createDataFrame([], schema).where(where).schema  # noqa: B018 (analysis only)
+    except AnalysisException as e:
+        user = [f.name for f in manifest.schema.top_level()]
+        reason = str(e).strip().splitlines()[0][:300]
+        raise SchemaError(
+            f"{uri}: the predicate {where!r} does not resolve against version {manifest.version}; "
+            f"its columns are {user} (and metadata columns {list(META_COLUMNS)}). Spark said: {reason}"
+        ) from None
+
+
 def plan_deletions(
     spark: SparkSession, uri: str, manifest: Manifest, where: str, storage_options: Mapping[str, Any]
 ) -> tuple[list[FragmentMetadata], list[int], int]:
@@ -121,6 +142,7 @@ def plan_deletions(
         (updated fragments, ids of fragments now empty, rows deleted); nothing is committed.
     """
     names = [f.name for f in manifest.schema.top_level()]
+    check_predicate(spark, uri, manifest, where)
     cols = referenced_columns(where, names + [c for c in META_COLUMNS if c != ROW_ADDR]) + [ROW_ADDR]
     df = read_version(spark, uri, manifest, cols, storage_options=storage_options)
     matched = df.where(where).select(

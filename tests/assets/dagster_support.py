@@ -4,18 +4,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster import Definitions, RunConfig
+from dagster import Definitions
 
 from lance_ops.assets.definitions import build_definitions
-from lance_ops.assets.ops import op_name
+from lance_ops.assets.runs import execute
 from lance_ops.assets.settings import Settings, parse_settings
 
 NAME = "events"
-QUIET = {"console": {"config": {"log_level": "WARNING"}}}
 
 
-def settings_for(root: Path, *, rows: int = 4000, sink_format: str = "parquet", **policy: Any) -> Settings:
-    """One dataset ``events`` under ``root`` (Spark local[2]); ``policy`` overrides the defaults below."""
+def settings_for(root: Path, *, rows: int = 4000, sink_format: str = "parquet", extra: dict | None = None,
+                 **policy: Any) -> Settings:
+    """One dataset ``events`` under ``root`` (Spark local[2]); ``policy`` overrides the defaults below.
+
+    ``extra``: more datasets (name -> settings mapping), written next to ``events``.
+    """
     pol = {"target_rows_per_fragment": 10_000, "min_small_fragments": 4, "deleted_ratio_threshold": 0.2,
            "max_versions_since_compaction": 50, **policy}
     doc = {
@@ -25,7 +28,7 @@ def settings_for(root: Path, *, rows: int = 4000, sink_format: str = "parquet", 
             "source": {"format": "generate", "rows": rows},
             "change_feed": {"sink_uri": "events_changes", "format": sink_format},
             "policy": pol,
-        }},
+        }, **(extra or {})},
     }
     root.mkdir(parents=True, exist_ok=True)
     path = root / "lance_ops.yaml"
@@ -39,20 +42,23 @@ def defs_for(root: Path, **kw: Any) -> tuple[Settings, Definitions]:
 
 
 def run(defs: Definitions, instance: Any, job: str, config: Any = None, *, run_config: Any = None,
-        tags: dict[str, str] | None = None, expect_success: bool = True) -> Any:
-    """Execute ``events_<job>`` in process on ``instance``."""
-    if run_config is None:
-        run_config = RunConfig(ops={op_name(NAME, job): config}) if config is not None else RunConfig()
-    rc = run_config.to_config_dict() if isinstance(run_config, RunConfig) else dict(run_config)
-    rc["loggers"] = QUIET
-    result = defs.resolve_job_def(f"{NAME}_{job}").execute_in_process(
-        run_config=rc, instance=instance, tags=tags, raise_on_error=False
-    )
+        tags: dict[str, str] | None = None, expect_success: bool = True, dataset: str = NAME) -> Any:
+    """Run operation ``job`` (``append``, ``compact``, ..., ``checks``, ``change_feed``) on ``dataset``."""
+    result = execute(defs, dataset, job, config, instance=instance, run_config=run_config, tags=tags)
     if expect_success and not result.success:
-        errors = [e.event_specific_data.error.to_string() for e in result.all_events
-                  if e.event_type_value == "STEP_FAILURE" and e.event_specific_data.error]
-        raise AssertionError(f"run {NAME}_{job} failed:\n" + "\n".join(errors))
+        raise AssertionError(f"run {job} on {dataset} failed:\n" + "\n".join(failures(result)))
     return result
+
+
+def failures(result: Any) -> list[str]:
+    return [e.event_specific_data.error.to_string() for e in result.all_events
+            if e.event_type_value == "STEP_FAILURE" and e.event_specific_data.error]
+
+
+def step_error(result: Any) -> Any:
+    """The SerializableErrorInfo of the failed step (its cause chain holds the user error)."""
+    (err,) = [e.event_specific_data.error for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return err.cause or err
 
 
 def materializations(result: Any, asset: str = NAME) -> list[Any]:
@@ -69,6 +75,11 @@ def observations(result: Any, asset: str = NAME) -> list[Any]:
 def md(event: Any) -> dict[str, Any]:
     """An event's metadata as plain values."""
     return {k: v.value for k, v in event.metadata.items()}
+
+
+def job_md(event: Any) -> dict[str, Any]:
+    """The job result recorded on an event (the ``lance_ops/job`` JSON entry)."""
+    return event.metadata["lance_ops/job"].value
 
 
 def data_version(event: Any) -> str | None:

@@ -1,4 +1,5 @@
-"""The change feed asset: one partition per version, rebuilt by an asset backfill in one run.
+"""The change feed asset: one partition per version, rebuilt by an asset backfill in one run,
+materialised by its automation condition when versions appear, readable from the sink root.
 
 The backfill goes through Dagster's own asset-backfill machinery (what the UI and
 ``launchPartitionBackfill`` create), driven without the daemon; it uses internal ``dagster._``
@@ -12,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, instance_for_test
-from dagster_support import NAME, checks, defs_for, run
+from dagster_support import NAME, checks, defs_for, md, run
 from datagen import simple_table
 
 import lance_ops.format as lf
@@ -84,10 +85,10 @@ def test_backfill_over_every_version_equals_the_spark_change_feed(history, spark
         # The new-versions sensor adds the partitions (applied here as the daemon would).
         from dagster import build_sensor_context
 
-        from lance_ops.assets.ops import resource_key
+        from lance_ops.assets.operations import resource_key
 
         ctx = build_sensor_context(instance=instance, resources={resource_key(NAME): defs.resources[resource_key(NAME)]})
-        (add,) = defs.get_sensor_def(f"{NAME}_new_versions_sensor")(ctx).dynamic_partitions_requests
+        (add,) = defs.get_sensor_def("lance_new_versions_sensor")(ctx).dynamic_partitions_requests
         keys = list(add.partition_keys)
         assert keys == ["1", "2", "3", "4", "5", "6"]
         instance.add_dynamic_partitions(add.partitions_def_name, keys)
@@ -97,6 +98,14 @@ def test_backfill_over_every_version_equals_the_spark_change_feed(history, spark
         runs = instance.get_runs()
         assert len(runs) == 1  # BackfillPolicy.single_run(): the whole range in one run
         assert instance.get_materialized_partitions(AssetKey([f"{NAME}_change_feed"])) == set(keys)
+        # each partition's materialisation has its own counts, not the run's totals
+        records = instance.fetch_materializations(AssetKey([f"{NAME}_change_feed"]), limit=20).records
+        per_partition = {r.partition_key: md(r.asset_materialization) for r in records}
+        assert {k: (m["dagster/row_count"], m["insert"], m["delete"], m["update_postimage"])
+                for k, m in per_partition.items()} == {
+            "1": (300, 300, 0, 0), "2": (100, 100, 0, 0), "3": (50, 0, 50, 0), "4": (40, 0, 0, 20),
+            "5": (0, 0, 0, 0), "6": (0, 0, 0, 0)}
+        assert per_partition["3"]["dagster/uri"] == partition_path(d, 3) and per_partition["3"]["lance/version"] == 3
 
     for v in range(1, latest + 1):
         ours = sink_partition(d, v)
@@ -118,20 +127,21 @@ def test_partition_range_run_is_idempotent_and_runs_the_check(history, instance)
     d, defs, latest = history["d"], history["defs"], history["latest"]
     instance.add_dynamic_partitions(f"{NAME}_versions", [str(v) for v in range(1, latest + 1)])
     tags = {"dagster/asset_partition_range_start": "3", "dagster/asset_partition_range_end": str(latest)}
-    first = run(defs, instance, "change_feed_partitions", tags=tags)
+    first = run(defs, instance, "change_feed", tags=tags)
     before = {v: sink_partition(d, v) for v in range(3, latest + 1)}
-    second = run(defs, instance, "change_feed_partitions", tags=tags)
+    second = run(defs, instance, "change_feed", tags=tags)
     for v in range(3, latest + 1):
         assert sink_partition(d, v).equals(before[v])
     for result in (first, second):
         mats = result.get_asset_materialization_events()
         assert sorted(int(m.partition) for m in mats) == [3, 4, 5, 6]
-        meta = mats[0].event_specific_data.materialization.metadata
-        assert meta["changes_by_version"].value == {"3": {"delete": 50},
-                                                    "4": {"update_preimage": 20, "update_postimage": 20},
-                                                    "5": {}, "6": {}}
+        counts = {m.partition: {k: v for k, v in md(m.event_specific_data.materialization).items()
+                                if k in ("insert", "update_preimage", "update_postimage", "delete") and v}
+                  for m in mats}
+        assert counts == {"3": {"delete": 50}, "4": {"update_preimage": 20, "update_postimage": 20}, "5": {}, "6": {}}
         check = checks(result)["maintenance_versions_empty"]
         assert check.passed and check.metadata["versions"].value == ["5", "6"]
+        assert checks(result)["change_feed_lag"].passed  # the lag check runs with its asset too
 
 
 def test_dagster_cli_materializes_a_partition_range_in_one_run(history, tmp_path):
@@ -162,3 +172,49 @@ def test_dagster_cli_materializes_a_partition_range_in_one_run(history, tmp_path
         assert instance.get_materialized_partitions(AssetKey([f"{NAME}_change_feed"])) == {"2", "3", "4"}
     counts = {v: partition_change_counts(d, v, {}) for v in (2, 3, 4)}
     assert counts == {2: {"insert": 100}, 3: {"delete": 50}, 4: {"update_preimage": 20, "update_postimage": 20}}
+
+
+def test_the_sink_reads_from_its_root_with_pyarrow_pandas_and_spark(history, spark, instance):
+    """No leading underscore in the range directories: readers that skip ``_*`` see every change."""
+    import pandas as pd
+
+    d, defs, latest = history["d"], history["defs"], history["latest"]
+    instance.add_dynamic_partitions(f"{NAME}_versions", [str(v) for v in range(1, latest + 1)])
+    run(defs, instance, "change_feed",
+        tags={"dagster/asset_partition_range_start": "1", "dagster/asset_partition_range_end": str(latest)})
+    sink = d.change_feed.sink_uri
+    total = 300 + 100 + 50 + 40
+    table = pq.read_table(sink)
+    assert table.num_rows == total
+    assert sorted(set(table["change_range"].to_pylist())) == ["0-1", "1-2", "2-3", "3-4"]  # 5, 6: no rows
+    assert len(pd.read_parquet(sink)) == total
+    back = spark.read.parquet(sink)
+    assert back.count() == total
+    assert sorted(r[0] for r in back.select("change_range").distinct().collect()) == ["0-1", "1-2", "2-3", "3-4"]
+
+
+def test_new_versions_are_materialised_by_the_automation_condition(tmp_path, spark):
+    """The change feed's condition requests each version partition once, when it appears (the
+    automation sensor evaluates it under the daemon; ``evaluate_automation_conditions`` here)."""
+    from dagster import evaluate_automation_conditions
+
+    _, defs = defs_for(tmp_path)
+    uri = str(tmp_path / "events")
+    key = AssetKey([f"{NAME}_change_feed"])
+    lf.write_dataset(simple_table(0, 100), uri, enable_stable_row_ids=True)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions(f"{NAME}_versions", ["1"])
+        first = evaluate_automation_conditions(defs=defs, instance=instance)
+        assert first.total_requested == 0  # present before the condition was applied: a backfill's job
+        lf.write_dataset(simple_table(100, 50), uri, mode="append")
+        lf.dataset(uri).delete(pc.field("id") < 10)
+        instance.add_dynamic_partitions(f"{NAME}_versions", ["2", "3"])  # what lance_new_versions_sensor adds
+        second = evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+        assert second.get_requested_partitions(key) == {"2", "3"}
+        # the daemon launches them as one run (BackfillPolicy.single_run; tests/assets/test_assets_daemon.py)
+        tags = {"dagster/asset_partition_range_start": "2", "dagster/asset_partition_range_end": "3"}
+        result = run(defs, instance, "change_feed", tags=dict(tags))
+        counts = {m.partition: md(m.event_specific_data.materialization) for m in result.get_asset_materialization_events()}
+        assert {k: (v["insert"], v["delete"]) for k, v in counts.items()} == {"2": (50, 0), "3": (0, 10)}
+        third = evaluate_automation_conditions(defs=defs, instance=instance, cursor=second.cursor)
+        assert third.total_requested == 0  # materialised: never requested again

@@ -35,7 +35,7 @@ def healthy(tmp_path_factory, spark, module_instance):
     latest = lf.dataset(settings.datasets[0].uri).version
     assert latest == 7
     inst.add_dynamic_partitions(f"{NAME}_versions", [str(v) for v in range(1, latest + 1)])
-    run(defs, inst, "change_feed_partitions",
+    run(defs, inst, "change_feed",
         tags={"dagster/asset_partition_range_start": "6", "dagster/asset_partition_range_end": "7"})
     return {"root": root, "defs": defs, "d": settings.datasets[0], "instance": inst}
 
@@ -51,7 +51,7 @@ def check_results(defs, instance):
     result = run(defs, instance, "checks")
     found = checks(result)
     assert set(found) == {"row_ids_unique", "compaction_preserves_rows", "deletions_materialized",
-                          "maintenance_versions_empty"}
+                          "maintenance_versions_empty"}  # what lance_checks_after_maintenance requests
     return found
 
 
@@ -145,3 +145,44 @@ def _first_row_ids(frag, n):
 
     ids = decode_row_ids(frag.row_ids, expected_len=frag.physical_rows)
     return encode_row_ids(np.asarray(ids[:n], dtype=np.uint64))
+
+
+def run_checks(defs, instance, *keys):
+    from dagster import AssetCheckKey, AssetKey
+
+    selection = {AssetCheckKey(AssetKey([a]), c) for a, c in keys}
+    job = defs.resolve_job_def("lance_checks").get_subset(asset_check_selection=selection)
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success
+    return checks(result)
+
+
+def test_freshness_checks_appended_recently_and_change_feed_lag(tmp_path, instance):
+    from dagster import AssetCheckSeverity, AutomationCondition
+
+    uri = str(tmp_path / "fresh" / "events")
+    lf.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), uri, enable_stable_row_ids=True)
+    lf.dataset(uri).delete(pc.field("id") < 2)  # v2: not an append
+    _, loose = defs_for(tmp_path / "fresh", max_hours_between_appends=1, change_feed_max_lag_versions=1)
+    _, strict = defs_for(tmp_path / "fresh", max_hours_between_appends=1e-6)  # 3.6 ms
+    lag_key = (f"{NAME}_change_feed", "change_feed_lag")
+    ok = run_checks(loose, instance, (NAME, "appended_recently"), lag_key)
+    fresh = ok["appended_recently"]
+    assert fresh.passed and fresh.severity == AssetCheckSeverity.WARN
+    assert fresh.metadata["last_append_version"].value == 1 and fresh.metadata["max_hours"].value == 1
+    assert fresh.metadata["hours_since_append"].value < 1
+    lag = ok["change_feed_lag"]
+    assert not lag.passed and lag.metadata["versions_behind"].value == 2  # nothing materialised, 2 versions
+    assert "2 versions behind (dataset at 2, change feed at 0); allowed 1" in lag.description
+    stale = run_checks(strict, instance, (NAME, "appended_recently"))["appended_recently"]
+    assert not stale.passed and stale.metadata["last_append_version"].value == 1
+    instance.add_dynamic_partitions(f"{NAME}_versions", ["1"])
+    run(loose, instance, "change_feed", tags={"dagster/asset_partition_range_start": "1",
+                                               "dagster/asset_partition_range_end": "1"})
+    lag = run_checks(loose, instance, lag_key)["change_feed_lag"]
+    assert lag.passed and lag.metadata["versions_behind"].value == 1 and lag.metadata["newest_partition"].value == 1
+    spec = loose.get_repository_def().asset_graph
+    conditions = {k.name: spec.get(k).automation_condition for k in spec.asset_check_keys}
+    every_15_minutes = AutomationCondition.cron_tick_passed("*/15 * * * *", "UTC").since_last_handled()
+    assert conditions["appended_recently"] == conditions["change_feed_lag"] == every_15_minutes
+    assert conditions["row_ids_unique"] is None  # run after maintenance, not on a cron

@@ -1,4 +1,5 @@
-"""Every dataset job, run twice through Dagster on a real instance, checked against lance_ops.format.
+"""Every dataset job (``lance_<operation>`` on the dataset's asset), run twice through Dagster on a
+real instance, checked against lance_ops.format.
 
 The tests share one dataset and run in file order (a lifecycle: create, append, delete,
 upsert, materialise deletions, compact, change feed, observe, cleanup).  Each runs its job
@@ -13,6 +14,7 @@ from dagster_support import (
     NAME,
     data_version,
     defs_for,
+    job_md,
     materializations,
     md,
     observations,
@@ -56,17 +58,26 @@ def test_append_twice_creates_then_appends(world):
     r2 = run(defs, inst, "append", AppendConfig(rows=3000, max_rows_per_file=1500))
     (m1,), (m2,) = materializations(r1), materializations(r2)
     assert (data_version(m1), data_version(m2)) == ("1", "2")
+    assert r1.dagster_run.tags["lance_ops/operation"] == "append" and r1.dagster_run.job_name == "lance_append"
     ds = latest(world)
     assert ds.version == 2 and ds.has_stable_row_ids
-    assert md(m1)["rows"] == 3000 and md(m2)["rows"] == 6000 == ds.count_rows()
+    assert md(m1)["dagster/row_count"] == 3000 and md(m2)["dagster/row_count"] == 6000 == ds.count_rows()
     assert md(m2)["fragments"] == len(ds.get_fragments()) == 4  # 2 Spark partitions of 1500 rows per append
     assert md(m2)["small_fragments"] == 4 and md(m2)["deleted_rows"] == 0 and md(m2)["deleted_ratio"] == 0.0
     assert md(m1)["last_operation"] == "overwrite" and md(m2)["last_operation"] == "append"
-    assert md(m2)["file_version"] == "2.2" and md(m2)["bytes"] > 0  # "stable", the default
-    assert md(m2)["dagster_run_id"] == r2.run_id and md(m2)["rows_written"] == 3000
+    assert md(m2)["file_version"] == "2.2" and md(m2)["size_bytes"] > 0  # "stable", the default
+    assert md(m2)["dagster/uri"] == world["d"].uri and md(m2)["dagster/table_name"] == NAME
+    assert md(m2)["lance/version"] == 2
+    assert [c.name for c in md(m2)["dagster/column_schema"].columns] == ["id", "kind", "amount"]
+    assert [c.type for c in md(m2)["dagster/column_schema"].columns] == ["int64", "string", "double"]
+    assert abs(md(m2)["committed_at"] - ds.manifest.timestamp_ns / 1e9) < 1e-3  # a timestamp, not a float
+    assert type(m2.metadata["committed_at"]).__name__ == "TimestampMetadataValue"
     # the run id is stamped into the Lance commit itself, so writers outside Dagster can trace it
-    assert md(m2)["operation_run_id"] == r2.run_id
-    assert output_metadata(r2)["fragments_added"] == 2
+    assert md(m2)["committed_by_run"] == r2.run_id and "dagster_run_id" not in md(m2)
+    job = job_md(m2)
+    assert job["rows_written"] == 3000 and job["fragments_added"] == 2 and job["operation"] == "append"
+    # job metrics stay in one JSON entry (not plotted): no sparse per-metric plots on the asset
+    assert not {"rows_written", "seconds", "tasks_planned", "fragments_added"} & set(md(m2))
     # ids continue from the dataset's next row id: no id repeats, row ids dense
     t = ds.to_table(columns=["id", "_rowid", "_row_created_at_version"])
     assert sorted(t["id"].to_pylist()) == list(range(6000))
@@ -80,9 +91,12 @@ def test_delete_twice_second_is_a_no_op(world):
     r1 = run(defs, inst, "delete", DeleteConfig(where="id % 4 = 0"))
     r2 = run(defs, inst, "delete", DeleteConfig(where="id % 4 = 0"))
     (m1,) = materializations(r1)
-    assert data_version(m1) == "3" and md(m1)["rows_deleted"] == 1500 and md(m1)["where"] == "id % 4 = 0"
-    assert md(m1)["rows"] == 4500 and md(m1)["deleted_rows"] == 1500 and md(m1)["deleted_ratio"] == 0.25
-    assert materializations(r2) == [] and output_metadata(r2)["rows_deleted"] == 0
+    assert data_version(m1) == "3" and job_md(m1)["rows_deleted"] == 1500
+    assert md(m1)["dagster/row_count"] == 4500 and md(m1)["deleted_rows"] == 1500 and md(m1)["deleted_ratio"] == 0.25
+    # nothing matched the second time: no new version, an observation of version 3
+    assert materializations(r2) == []
+    (o2,) = observations(r2)
+    assert data_version(o2) == "3" and job_md(o2)["rows_deleted"] == 0 and job_md(o2)["version"] is None
     ds = latest(world)
     assert ds.version == 3 and ds.count_rows() == 4500 and int((live_ids(world) % 4 == 0).sum()) == 0
 
@@ -94,8 +108,8 @@ def test_upsert_twice_updates_then_updates_the_same_rows(world):
     rows_after_first = latest(world).count_rows()
     r2 = run(defs, inst, "upsert", cfg)
     (m1,), (m2,) = materializations(r1), materializations(r2)
-    assert (md(m1)["rows_updated"], md(m1)["rows_inserted"]) == (750, 1250)
-    assert (md(m2)["rows_updated"], md(m2)["rows_inserted"]) == (2000, 0)
+    assert (job_md(m1)["rows_updated"], job_md(m1)["rows_inserted"]) == (750, 1250)
+    assert (job_md(m2)["rows_updated"], job_md(m2)["rows_inserted"]) == (2000, 0)
     assert md(m1)["last_operation"] == md(m2)["last_operation"] == "update"
     ds = latest(world)
     assert rows_after_first == ds.count_rows() == 4500 + 1250
@@ -115,10 +129,11 @@ def test_materialize_deletions_twice(world):
     assert [md(m)["last_operation"] for m in mats] == ["reserve_fragments", "rewrite"]
     assert [int(data_version(m)) for m in mats] == [before.version + 1, before.version + 2]
     last = md(mats[-1])
-    assert last["deleted_rows"] == 0 and last["rewrite_version"] == before.version + 2
-    assert last["fingerprint_before"] == last["fingerprint_after"]
-    assert last["rows_before"] == last["rows"] == before.count_rows()
-    assert materializations(r2) == [] and output_metadata(r2)["version"] == "None"
+    evidence = last["lance_ops/rewrite"]
+    assert last["deleted_rows"] == 0 and evidence["version"] == before.version + 2
+    assert evidence["fingerprint_before"] == evidence["fingerprint_after"]
+    assert evidence["rows_before"] == last["dagster/row_count"] == before.count_rows()
+    assert materializations(r2) == [] and job_md(observations(r2)[0])["version"] is None
     after = latest(world)
     assert all(f.deletion_file is None for f in after.get_fragments())
     assert fingerprint(after) == fingerprint(before)
@@ -131,16 +146,19 @@ def test_compact_dry_run_then_twice(world):
     dry = run(defs, inst, "compact", CompactConfig(target_rows_per_fragment=10_000, dry_run=True))
     assert materializations(dry) == []
     (obs,) = observations(dry)
-    assert data_version(obs) == str(before.version) and md(obs)["fragments_removed"] == n_before
+    assert data_version(obs) == str(before.version) and job_md(obs)["fragments_removed"] == n_before
+    assert obs.tags["lance_ops/operation"] == "compact.dry_run"
     assert latest(world).version == before.version
     r1 = run(defs, inst, "compact", CompactConfig(target_rows_per_fragment=10_000))
     r2 = run(defs, inst, "compact", CompactConfig(target_rows_per_fragment=10_000))
     mats = materializations(r1)
     assert [md(m)["last_operation"] for m in mats] == ["reserve_fragments", "rewrite"]
     last = md(mats[-1])
-    assert last["fragments"] == 1 and last["fragments_removed"] == n_before and last["small_fragments"] == 1
-    assert last["fingerprint_before"] == last["fingerprint_after"] and last["rows_moved"] == before.count_rows()
-    assert materializations(r2) == [] and output_metadata(r2)["tasks_planned"] == 0
+    assert last["fragments"] == 1 and job_md(mats[-1])["fragments_removed"] == n_before and last["small_fragments"] == 1
+    evidence = last["lance_ops/rewrite"]
+    assert evidence["fingerprint_before"] == evidence["fingerprint_after"]
+    assert evidence["rows_moved"] == before.count_rows()
+    assert materializations(r2) == [] and job_md(observations(r2)[0])["tasks_planned"] == 0
     after = latest(world)
     assert len(after.get_fragments()) == 1 and fingerprint(after) == fingerprint(before)
 
@@ -149,7 +167,7 @@ def test_write_change_feed_twice_is_idempotent(world, tmp_path):
     defs, inst = world["defs"], world["instance"]
     end = latest(world).version
     sink = str(tmp_path / "feed")
-    cfg = ChangeFeedConfig(begin_version=2, end_version=end, sink_uri=sink)
+    cfg = ChangeFeedConfig(dataset=NAME, begin_version=2, end_version=end, sink_uri=sink)
     r1 = run(defs, inst, "write_change_feed", cfg)
     first = pq.read_table(output_metadata(r1)["location"]).sort_by([("_rowid", "ascending"), ("_change_type", "ascending")])
     r2 = run(defs, inst, "write_change_feed", cfg)
@@ -168,11 +186,11 @@ def test_observe_twice_and_a_writer_outside_dagster(world):
     v = latest(world).version
     r1, r2 = run(defs, inst, "observe"), run(defs, inst, "observe")
     (o1,), (o2,) = observations(r1), observations(r2)
-    assert data_version(o1) == data_version(o2) == str(v) and md(o1)["rows"] == md(o2)["rows"]
+    assert data_version(o1) == data_version(o2) == str(v) and md(o1)["dagster/row_count"] == md(o2)["dagster/row_count"]
     lf.write_dataset(latest(world).to_table(columns=["id", "kind", "amount"], limit=10), d.uri, mode="append")
     (o3,) = observations(run(defs, inst, "observe"))
-    assert data_version(o3) == str(v + 1) and md(o3)["rows"] == md(o1)["rows"] + 10
-    assert md(o3)["last_operation"] == "append" and md(o3)["operation_run_id"] == ""
+    assert data_version(o3) == str(v + 1) and md(o3)["dagster/row_count"] == md(o1)["dagster/row_count"] + 10
+    assert md(o3)["last_operation"] == "append" and md(o3)["committed_by_run"] == ""
     from dagster import AssetKey
 
     assert inst.get_latest_data_version_record(AssetKey([NAME])) is not None
@@ -187,8 +205,9 @@ def test_cleanup_twice(world):
     r1 = run(defs, inst, "cleanup_old_versions", cfg)
     r2 = run(defs, inst, "cleanup_old_versions", cfg)
     (o1,), (o2,) = observations(r1), observations(r2)
-    assert md(o1)["old_versions"] == n - 3 and md(o1)["data_files_removed"] > 0 and md(o1)["bytes_removed"] > 0
-    assert md(o2)["old_versions"] == 0 and md(o2)["bytes_removed"] == 0
+    assert job_md(o1)["old_versions"] == n - 3 and job_md(o1)["data_files_removed"] > 0
+    assert job_md(o1)["bytes_removed"] > 0
+    assert job_md(o2)["old_versions"] == 0 and job_md(o2)["bytes_removed"] == 0
     after = latest(world)
     assert [v["version"] for v in after.versions()] == list(range(before.version - 2, before.version + 1))
     assert after.to_table().equals(before.to_table())

@@ -79,7 +79,7 @@ def test_write_change_feed_is_idempotent(spark, history, tmp_path):
         r = jobs.write_change_feed(spark, uri, 3, 9, pq_sink, format="parquet")
     back = spark.read.parquet(pq_sink)
     assert back.count() == r.rows_written == len(reference_feed(uri, 3, 9))
-    assert feed_rows(back.drop("_change_range")) == reference_feed(uri, 3, 9)
+    assert feed_rows(back.drop("change_range")) == reference_feed(uri, 3, 9)
 
     sink = str(tmp_path / "cdf_lance")
     first = jobs.write_change_feed(spark, uri, 0, 5, sink)
