@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
-from .bitpacking import BLOCK, unpack_blocks
+from . import fsst, kernels
+from .bitpacking import BLOCK, aligned_words, unpack_blocks
 from .compression import Where
 
 __all__ = ["decode_chunks"]
@@ -57,6 +58,17 @@ def _inline_unpacked(w: Where, raw: np.ndarray, start: np.ndarray, counts: np.nd
     """Inline bit-packing of every chunk: per 1024 values ``[T-bit width][packed]``."""
     size = t_bits // 8
     dt = np.dtype(f"<u{size}")
+    jit = kernels.get()
+    if jit is not None and not np.any(start % size):
+        words = aligned_words(raw[: len(raw) // size * size], dt)
+        total = int(counts.sum())
+        out = np.empty(total + BLOCK, dtype=dt)
+        err = jit.INLINE_CHUNKS[t_bits](words, start // size, counts, *kernels.plan(t_bits), out)
+        if err == 2:
+            raise w.corrupt(f"inline bit width above {t_bits}")
+        if err:
+            raise w.corrupt("inline bit-packed chunk is truncated")
+        return out[:total]
     nblk = (counts + BLOCK - 1) // BLOCK
     total = int(nblk.sum())
     out = np.zeros(total * BLOCK, dtype=dt)
@@ -112,7 +124,7 @@ def _fixed(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nda
 
 
 def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
-              counts: np.ndarray):
+              counts: np.ndarray, fsst_table: bytes | None = None):
     if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
         return None
     off = enc.variable.offsets
@@ -121,6 +133,31 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     ow = int(off.flat.bits_per_value) // 8
     if np.any((counts + 1) * ow > size):
         raise w.corrupt("variable chunk shorter than its offsets")
+    jit = kernels.get()
+    if jit is not None and not np.any(start % ow):
+        words = aligned_words(raw[: len(raw) // ow * ow], np.dtype(f"<u{ow}"))
+        out_offs = np.empty(int(counts.sum()) + 1, dtype=np.int64)
+        if np.any(start + size > len(raw)):
+            raise w.corrupt("bad offsets in variable chunk")
+        if fsst_table is not None:  # decompress straight from the chunks
+            try:
+                on, symbols, lens = fsst.parse_symbol_table(fsst_table)
+            except ValueError as e:
+                raise w.corrupt(f"bad FSST data: {e}") from None
+            if on:
+                data = fsst.output_buffer(int(size.sum()))
+                err = jit.fsst_chunks(words, raw, start // ow, start, size, counts, int(np.count_nonzero(lens)),
+                                      symbols.view("<u8").reshape(-1), lens, out_offs, data)
+                if err in (1, 3):
+                    raise w.corrupt("bad offsets in variable chunk")
+                if err:
+                    raise w.corrupt(f"bad FSST data: {fsst.error_message(err)}")
+                return out_offs, data[: int(out_offs[-1])], True
+        if jit.variable_sizes(words, start // ow, size, counts, out_offs):
+            raise w.corrupt("bad offsets in variable chunk")
+        data = np.empty(int(out_offs[-1]), dtype=np.uint8)
+        jit.variable_copy(raw, words, start // ow, start, counts, data)
+        return out_offs, data, False
     n = int(counts.sum())
     offs = _slices(raw, start, (counts + 1) * ow).view(f"<u{ow}").astype(np.int64)
     # per chunk: counts+1 offsets, absolute in the chunk buffer
@@ -139,7 +176,7 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     out_offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=out_offs[1:])
     data = _slices(raw, start + lo, hi - lo)
-    return out_offs, data
+    return out_offs, data, False
 
 
 def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
@@ -223,11 +260,13 @@ def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nd
 
 
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
-                  var_values: bool, venc: pb.CompressiveEncoding):
-    """``(reps, defs, values)`` of every chunk of the page, or None when the page needs the
-    general path.
+                  var_values: bool, venc: pb.CompressiveEncoding, fsst_table: bytes | None = None):
+    """``(reps, defs, values, decompressed)`` of every chunk of the page, or None when the page
+    needs the general path.
 
     ``reps`` / ``defs``: levels (or None), ``values``: fixed values or ``(offsets, data)``.
+    ``fsst_table``: the page's FSST symbol table, when its variable values are FSST codes; with
+    the compiled kernels they are then decompressed here (``decompressed`` True).
     """
     if int(mb.num_buffers) != 1:
         return None
@@ -278,10 +317,13 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         body = body + _pad(dsize)
     if np.any(body + vsize > starts + sizes):
         raise w.corrupt("mini-block chunk buffer runs past the chunk")
+    done = False
     if var_values:
-        vals = _variable(w, venc, raw, body, vsize, counts)
+        got = _variable(w, venc, raw, body, vsize, counts, fsst_table)
+        vals = None if got is None else got[:2]
+        done = got is not None and got[2]
     else:
         vals = _fixed(w, venc, raw, body, counts)
     if vals is None:
         return None
-    return reps, defs, vals
+    return reps, defs, vals, done

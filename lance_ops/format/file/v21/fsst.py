@@ -14,6 +14,8 @@ escapes are the bytes at even distance from the run start.
 import numpy as np
 import pyarrow as pa
 
+from . import kernels
+
 _MAGIC = 0x46535354
 ESC = 255
 
@@ -41,9 +43,14 @@ def parse_symbol_table(table: bytes) -> tuple[bool, np.ndarray, np.ndarray]:
 def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decompress FSST strings ``data[offsets[i]:offsets[i+1]]``; returns ``(offsets int64, data uint8)``."""
     on, symbols, lens = parse_symbol_table(table)
-    offsets = offsets.astype(np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets[0] < 0 or offsets[-1] > len(data) or np.any(offsets[1:] < offsets[:-1]):
+        raise ValueError("FSST string offsets out of order or beyond the data")
     if not on:
         return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+    jit = kernels.get()
+    if jit is not None:
+        return _decompress_jit(jit, symbols, lens, offsets, data)
     base = int(offsets[0])
     buf = data[base : int(offsets[-1])]
     offsets = offsets - base
@@ -95,3 +102,32 @@ def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.
     t_offs = np.frombuffer(taken.buffers()[1], dtype=np.int64, count=m + 1)
     out = np.frombuffer(taken.buffers()[2], dtype=np.uint8, count=int(t_offs[-1])) if t_offs[-1] else np.zeros(0, np.uint8)
     return t_offs[np.minimum(offsets, m)], out
+
+
+_ERRORS = {4: "FSST data ends with an escape byte", 5: "FSST code without a symbol"}
+
+
+def error_message(code: int) -> str:
+    """The message of a compiled FSST kernel's error code."""
+    return _ERRORS.get(code, f"FSST decode error {code}")
+
+
+def _decompress_jit(jit, symbols: np.ndarray, lens: np.ndarray, offsets: np.ndarray,  # type: ignore[no-untyped-def]
+                    data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`decompress` by the compiled kernel, in one pass."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    out_offsets = np.empty(len(offsets), dtype=np.int64)
+    out = output_buffer(int(offsets[-1] - offsets[0]))
+    err = jit.fsst_decode(data, offsets, int(np.count_nonzero(lens)), symbols.view("<u8").reshape(-1), lens,
+                          out_offsets, out)
+    if err:
+        raise ValueError(error_message(err))
+    return out_offsets, out[: int(out_offsets[-1])]
+
+
+def output_buffer(codes: int) -> np.ndarray:
+    """Room for the decoded bytes of ``codes`` FSST codes (at most 8 bytes each, plus the 8 a
+    last symbol store may touch).  Allocated untouched: only the pages the decoder writes take
+    memory (a large ``np.empty`` is a fresh anonymous mapping)."""
+    return np.empty(8 * codes + 8, dtype=np.uint8)

@@ -1,0 +1,260 @@
+"""Compiled (numba) loops of 2.1/2.2 page decoding; imported only through :mod:`.kernels`.
+
+Every kernel checks its input before it reads (numba does not bounds-check): corrupt pages
+return an error code, never read outside their buffers.  All of them release the GIL, so the
+prefetch threads decode pages in parallel.  Compiled code is cached on disk (``cache=True``):
+only the first process on a machine pays the compilation (a few seconds for all kernels).
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_OPTS = {"nogil": True, "cache": True, "boundscheck": False}
+
+#: error codes returned by the kernels
+OK, TRUNCATED, BAD_WIDTH, BAD_OFFSETS, ESCAPE_AT_END, NO_SYMBOL = 0, 1, 2, 3, 4, 5
+
+
+@intrinsic
+def _store_u64(typingctx, arr, idx, val):  # type: ignore[no-untyped-def]
+    """``arr[idx : idx + 8] = val`` (little-endian), one unaligned 8-byte store; ``arr`` is uint8."""
+    sig = types.void(arr, idx, val)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        a, i, v = args
+        ary = context.make_array(signature.args[0])(context, builder, a)
+        ptr = builder.gep(ary.data, [i])
+        store = builder.store(v, builder.bitcast(ptr, ir.IntType(64).as_pointer()))
+        store.align = 1
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# ------------------------------------------------------------------------------------- FSST
+@njit(nogil=True, cache=True, inline="always")
+def _fsst_string(buf, j, e, n_symbols, words, lens, out, o):  # type: ignore[no-untyped-def]
+    """Decode the codes ``buf[j:e]`` of one string into ``out[o:]``; returns the new output
+    position, or ``-error`` (``out`` must have 8 bytes per code of room)."""
+    while j < e:
+        code = buf[j]
+        if code == 255:
+            if j + 1 >= e:
+                return -ESCAPE_AT_END
+            out[o] = buf[j + 1]
+            o += 1
+            j += 2
+        elif code < n_symbols:
+            _store_u64(out, o, words[code])
+            o += lens[code]
+            j += 1
+        else:
+            return -NO_SYMBOL
+    return o
+
+
+@njit(**_OPTS)
+def fsst_decode(buf, offsets, n_symbols, words, lens, out_offsets, out):  # type: ignore[no-untyped-def]
+    """Decode FSST strings ``buf[offsets[i] : offsets[i + 1]]`` (checked by the caller to lie
+    in ``buf``, in order) in one pass; returns an error code.
+
+    A code ``c < n_symbols`` emits ``lens[c]`` bytes of ``words[c]`` (stored as one unaligned
+    8-byte word), 255 escapes the next byte.  ``out`` has room for 8 bytes per code (only the
+    pages written count in memory); ``out_offsets`` gets the ``n + 1`` decoded offsets.
+    """
+    o = 0
+    out_offsets[0] = 0
+    for i in range(offsets.size - 1):
+        o = _fsst_string(buf, offsets[i], offsets[i + 1], n_symbols, words, lens, out, o)
+        if o < 0:
+            return -o
+        out_offsets[i + 1] = o
+    return OK
+
+
+@njit(**_OPTS)
+def fsst_chunks(offs, raw, wstarts, bstarts, sizes, counts, n_symbols, words, lens, out_offsets, out):  # type: ignore[no-untyped-def]
+    """:func:`fsst_decode` straight from the ``variable`` chunks of a mini-block page, checking
+    their offsets on the way (arguments as :func:`variable_sizes`; ``raw``: the page bytes)."""
+    o = 0
+    k_out = 0
+    out_offsets[0] = 0
+    for c in range(wstarts.size):
+        s = wstarts[c]
+        k = counts[c]
+        b = bstarts[c]
+        if s < 0 or s + k + 1 > offs.size or b < 0 or b + sizes[c] > raw.size:
+            return TRUNCATED
+        prev = np.int64(offs[s])
+        if prev > sizes[c]:
+            return BAD_OFFSETS
+        for i in range(1, k + 1):
+            v = np.int64(offs[s + i])
+            if v < prev or v > sizes[c]:
+                return BAD_OFFSETS
+            o = _fsst_string(raw, b + prev, b + v, n_symbols, words, lens, out, o)
+            if o < 0:
+                return -o
+            k_out += 1
+            out_offsets[k_out] = o
+            prev = v
+    return OK
+
+
+# ------------------------------------------------------------------------------ FastLanes
+# One body, inlined into a wrapper per word size: the lane count is then a constant and the
+# 1024 / T lanes of a row become a few vector instructions (~1 ns per value, 3x the generic).
+@njit(nogil=True, cache=True, inline="always")
+def _unpack_body(w, wpos, t_bits, lanes, ix, of, sp, hs, base, mask, out, opos):  # type: ignore[no-untyped-def]
+    """One FastLanes block from ``w[wpos:]`` into ``out[opos : opos + 1024]``; ``ix, of, sp,
+    hs, mask`` are the rows of :func:`~.kernels.plan` for the block's width."""
+    for r in range(t_bits):
+        i0 = wpos + ix[r] * lanes
+        o0 = opos + base[r]
+        sh = of[r]
+        if sp[r]:
+            h = hs[r]
+            for lane in range(lanes):
+                out[o0 + lane] = ((w[i0 + lane] >> sh) | (w[i0 + lanes + lane] << h)) & mask
+        else:
+            for lane in range(lanes):
+                out[o0 + lane] = (w[i0 + lane] >> sh) & mask
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _unpack_blocks(w, nblocks, width, t_bits, lanes, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    if width > t_bits:
+        return BAD_WIDTH
+    if nblocks * width * lanes > w.size or nblocks * 1024 > out.size:
+        return TRUNCATED
+    if width == 0:
+        for k in range(nblocks * 1024):
+            out[k] = 0
+        return OK
+    ix, of, sp, hs, mask = idx[width], off[width], spill[width], hshift[width], masks[width]
+    for b in range(nblocks):
+        _unpack_body(w, b * width * lanes, t_bits, lanes, ix, of, sp, hs, base, mask, out, b * 1024)
+    return OK
+
+
+@njit(**_OPTS)
+def unpack_blocks8(w, nblocks, width, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    """``nblocks`` contiguous FastLanes blocks of one width (``w``: words) into ``out``."""
+    return _unpack_blocks(w, nblocks, width, 8, 128, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def unpack_blocks16(w, nblocks, width, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _unpack_blocks(w, nblocks, width, 16, 64, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def unpack_blocks32(w, nblocks, width, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _unpack_blocks(w, nblocks, width, 32, 32, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def unpack_blocks64(w, nblocks, width, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _unpack_blocks(w, nblocks, width, 64, 16, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _inline_chunks(w, starts, counts, t_bits, lanes, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    o = 0
+    for c in range(starts.size):
+        pos = starts[c]
+        left = counts[c]
+        while left > 0:
+            if pos < 0 or pos >= w.size:
+                return TRUNCATED
+            width = np.int64(w[pos])
+            pos += 1
+            if width > t_bits:
+                return BAD_WIDTH
+            if pos + width * lanes > w.size or o + 1024 > out.size:
+                return TRUNCATED
+            if width == 0:
+                for k in range(1024):
+                    out[o + k] = 0
+            else:
+                _unpack_body(w, pos, t_bits, lanes, idx[width], off[width], spill[width], hshift[width], base,
+                             masks[width], out, o)
+            pos += width * lanes
+            take = min(left, 1024)
+            o += take
+            left -= take
+    return OK
+
+
+@njit(**_OPTS)
+def inline_chunks8(w, starts, counts, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    """Inline bit-packed values of every mini-block chunk: chunk ``c`` starts at word
+    ``starts[c]`` with blocks ``[width word][1024 * width / T words]`` holding ``counts[c]``
+    values.  ``out`` gets every chunk's values back to back; it needs 1024 values of slack
+    (a chunk's last block is unpacked whole)."""
+    return _inline_chunks(w, starts, counts, 8, 128, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def inline_chunks16(w, starts, counts, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _inline_chunks(w, starts, counts, 16, 64, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def inline_chunks32(w, starts, counts, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _inline_chunks(w, starts, counts, 32, 32, idx, off, spill, hshift, base, masks, out)
+
+
+@njit(**_OPTS)
+def inline_chunks64(w, starts, counts, idx, off, spill, hshift, base, masks, out):  # type: ignore[no-untyped-def]
+    return _inline_chunks(w, starts, counts, 64, 16, idx, off, spill, hshift, base, masks, out)
+
+
+UNPACK_BLOCKS = {8: unpack_blocks8, 16: unpack_blocks16, 32: unpack_blocks32, 64: unpack_blocks64}
+INLINE_CHUNKS = {8: inline_chunks8, 16: inline_chunks16, 32: inline_chunks32, 64: inline_chunks64}
+
+
+# ---------------------------------------------------------------------- variable chunks
+@njit(**_OPTS)
+def variable_sizes(offs, starts, sizes, counts, out_offsets):  # type: ignore[no-untyped-def]
+    """Offsets of the values of every ``variable`` chunk into ``out_offsets`` (from 0, every
+    chunk's values back to back); returns an error code.
+
+    ``offs``: the page as offset words; chunk ``c`` has ``counts[c] + 1`` offsets at word
+    ``starts[c]``, relative to the chunk's value buffer of ``sizes[c]`` bytes.
+    """
+    o = 0
+    total = 0
+    out_offsets[0] = 0
+    for c in range(starts.size):
+        s = starts[c]
+        k = counts[c]
+        if s < 0 or s + k + 1 > offs.size:
+            return TRUNCATED
+        prev = np.int64(offs[s])
+        if prev > sizes[c]:
+            return BAD_OFFSETS
+        for i in range(1, k + 1):
+            v = np.int64(offs[s + i])
+            if v < prev or v > sizes[c]:
+                return BAD_OFFSETS
+            total += v - prev
+            o += 1
+            out_offsets[o] = total
+            prev = v
+    return OK
+
+
+@njit(**_OPTS)
+def variable_copy(raw, offs, starts, byte_starts, counts, out):  # type: ignore[no-untyped-def]
+    """Copy every chunk's value bytes (checked by :func:`variable_sizes`) back to back."""
+    o = 0
+    for c in range(starts.size):
+        lo = np.int64(offs[starts[c]])
+        hi = np.int64(offs[starts[c] + counts[c]])
+        b = byte_starts[c]
+        out[o : o + hi - lo] = raw[b + lo : b + hi]
+        o += hi - lo
+    return o
