@@ -258,3 +258,216 @@ def variable_copy(raw, offs, starts, byte_starts, counts, out):  # type: ignore[
         out[o : o + hi - lo] = raw[b + lo : b + hi]
         o += hi - lo
     return o
+
+
+# --------------------------------------------------------------------------- FSST encoding
+@intrinsic
+def _load_u64(typingctx, arr, idx):  # type: ignore[no-untyped-def]
+    """``arr[idx : idx + 8]`` as a little-endian uint64, one unaligned load (``arr`` is uint8
+    and must have 8 readable bytes from ``idx``)."""
+    sig = types.uint64(arr, idx)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        a, i = args
+        ary = context.make_array(signature.args[0])(context, builder, a)
+        ptr = builder.gep(ary.data, [i])
+        load = builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()))
+        load.align = 1
+        return load
+
+    return sig, codegen
+
+
+_HASH_SLOTS = 4096
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _slot(prefix3):  # type: ignore[no-untyped-def]
+    h = prefix3 * np.uint64(2971215073)
+    return np.int64((h ^ (h >> np.uint64(15))) & np.uint64(_HASH_SLOTS - 1))
+
+
+@njit(nogil=True, cache=True)
+def _load_tail(buf, p):  # type: ignore[no-untyped-def]
+    """:func:`_load_u64` for the last 7 bytes of ``buf`` (zeros past its end)."""
+    w = np.uint64(0)
+    for k in range(buf.size - p):
+        w |= np.uint64(buf[p + k]) << np.uint64(8 * k)
+    return w
+
+
+@njit(**_OPTS)
+def fsst_select(cand_w, cand_l, by_gain, words, lens):  # type: ignore[no-untyped-def]
+    """Fill ``words``/``lens`` with up to 255 candidates in ``by_gain`` order, as FSST's tables
+    allow: one symbol per one-byte value, per two-byte value, and per hash slot of the first
+    three bytes (so that matching is three table lookups); returns the symbol count."""
+    byte_used = np.zeros(256, np.bool_)
+    short_used = np.zeros(65536, np.bool_)
+    slot_used = np.zeros(_HASH_SLOTS, np.bool_)
+    n = 0
+    for k in range(by_gain.size):
+        if n == 255:
+            break
+        i = by_gain[k]
+        w = cand_w[i]
+        ln = cand_l[i]
+        if ln == 1:
+            key = np.int64(w & np.uint64(0xFF))
+            if byte_used[key]:
+                continue
+            byte_used[key] = True
+        elif ln == 2:
+            key = np.int64(w & np.uint64(0xFFFF))
+            if short_used[key]:
+                continue
+            short_used[key] = True
+        else:
+            key = _slot(w & np.uint64(0xFFFFFF))
+            if slot_used[key]:
+                continue
+            slot_used[key] = True
+        words[n] = w
+        lens[n] = ln
+        n += 1
+    return n
+
+
+@njit(**_OPTS)
+def fsst_lookup(words, lens, n):  # type: ignore[no-untyped-def]
+    """The match tables of symbols ``words[:n]`` / ``lens[:n]``: the code of the one-byte
+    symbol of each byte, of the two-byte symbol of each byte pair, and of the longer symbol of
+    each hash slot of three first bytes (-1 where there is none)."""
+    byte_code = np.full(256, -1, np.int64)
+    short_code = np.full(65536, -1, np.int64)
+    hash_code = np.full(_HASH_SLOTS, -1, np.int64)
+    for c in range(n):
+        w = words[c]
+        if lens[c] == 1:
+            byte_code[np.int64(w & np.uint64(0xFF))] = c
+        elif lens[c] == 2:
+            short_code[np.int64(w & np.uint64(0xFFFF))] = c
+        else:
+            hash_code[_slot(w & np.uint64(0xFFFFFF))] = c
+    return byte_code, short_code, hash_code
+
+
+@njit(**_OPTS)
+def fsst_count(buf, offsets, words, lens, n, masks):  # type: ignore[no-untyped-def]
+    """One training round over the sample strings: how often each code (``256 + b`` for an
+    escaped byte) and each pair of consecutive codes inside a string occur with table ``n``.
+
+    The symbol matched at each position is the one :func:`fsst_encode` would emit (the matching
+    is written out in both: numba compiles a shared helper ~15x slower here)."""
+    byte_code, short_code, hash_code = fsst_lookup(words, lens, n)
+    c1 = np.zeros(512, np.int64)
+    c2 = np.zeros((512, 512), np.int64)
+    for i in range(offsets.size - 1):
+        p = offsets[i]
+        end = offsets[i + 1]
+        prev = -1
+        while p < end:
+            left = end - p
+            w = _load_u64(buf, p) if p + 8 <= buf.size else _load_tail(buf, p)
+            code = -1
+            ln = 1
+            if left >= 3:
+                c = hash_code[_slot(w & np.uint64(0xFFFFFF))]
+                if c >= 0:
+                    l3 = lens[c]
+                    if l3 <= left and (w & masks[l3]) == words[c]:
+                        code = c
+                        ln = l3
+            if code < 0 and left >= 2:
+                c = short_code[np.int64(w & np.uint64(0xFFFF))]
+                if c >= 0:
+                    code = c
+                    ln = 2
+            if code < 0:
+                code = byte_code[np.int64(w & np.uint64(0xFF))]
+            if code < 0:
+                code = 256 + np.int64(w & np.uint64(0xFF))
+            c1[code] += 1
+            if ln > 1:  # the single byte too: one-byte symbols compete with longer ones
+                c1[256 + np.int64(w & np.uint64(0xFF))] += 1
+            if prev >= 0:
+                c2[prev, code] += 1
+            prev = code
+            p += ln
+    return c1, c2
+
+
+@njit(**_OPTS)
+def fsst_encode(buf, offsets, words, lens, n, masks, out, out_offsets):  # type: ignore[no-untyped-def]
+    """Compress strings ``buf[offsets[i] : offsets[i + 1]]`` with table ``n`` into ``out`` (room
+    for 2 bytes per input byte); returns the bytes written, ``out_offsets`` gets the n + 1
+    offsets.
+
+    At each position: the symbol of the first three bytes' hash slot if it matches, else the
+    two-byte symbol, else the one-byte symbol, else an escaped literal (255, byte)."""
+    byte_code, short_code, hash_code = fsst_lookup(words, lens, n)
+    o = 0
+    out_offsets[0] = 0
+    for i in range(offsets.size - 1):
+        p = offsets[i]
+        end = offsets[i + 1]
+        while p < end:
+            left = end - p
+            w = _load_u64(buf, p) if p + 8 <= buf.size else _load_tail(buf, p)
+            code = -1
+            ln = 1
+            if left >= 3:
+                c = hash_code[_slot(w & np.uint64(0xFFFFFF))]
+                if c >= 0:
+                    l3 = lens[c]
+                    if l3 <= left and (w & masks[l3]) == words[c]:
+                        code = c
+                        ln = l3
+            if code < 0 and left >= 2:
+                c = short_code[np.int64(w & np.uint64(0xFFFF))]
+                if c >= 0:
+                    code = c
+                    ln = 2
+            if code < 0:
+                code = byte_code[np.int64(w & np.uint64(0xFF))]
+            if code < 0:
+                out[o] = 255
+                out[o + 1] = np.uint8(w & np.uint64(0xFF))
+                o += 2
+            else:
+                out[o] = np.uint8(code)
+                o += 1
+            p += ln
+        out_offsets[i + 1] = o
+    return o
+
+
+@njit(**_OPTS)
+def fsst_candidates(c1, c2, cw, cl, masks):  # type: ignore[no-untyped-def]
+    """The candidate symbols of a training round: every counted code (its bytes covered as
+    gain) and every counted pair of codes concatenated (up to 8 bytes); ``(words, lens, gains)``."""
+    m = 0
+    for a in range(512):
+        if c1[a]:
+            m += 1
+        for b in range(512):
+            if c2[a, b]:
+                m += 1
+    w = np.empty(m, np.uint64)
+    ln = np.empty(m, np.int64)
+    g = np.empty(m, np.int64)
+    k = 0
+    for a in range(512):
+        if c1[a]:
+            w[k] = cw[a]
+            ln[k] = cl[a]
+            g[k] = c1[a] * cl[a]
+            k += 1
+        for b in range(512):
+            if c2[a, b]:
+                la = cl[a]
+                lp = min(la + cl[b], 8)
+                w[k] = (cw[a] | (cw[b] << np.uint64(8 * la))) & masks[lp]
+                ln[k] = lp
+                g[k] = c2[a, b] * lp
+                k += 1
+    return w, ln, g
