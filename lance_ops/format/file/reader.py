@@ -835,7 +835,10 @@ class DataFileReader:
                 projected = self.schema.project_ids(list(field_ids))
             except SchemaError as e:
                 raise SchemaError(f"{self.path}: {e}") from None
-            out_schema = projected.to_arrow()
+            try:
+                out_schema = projected.to_arrow()
+            except SchemaError as e:  # the file's own schema (FileDescriptor) is damaged
+                raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from None
             _SCHEMA_CACHE.put(key, out_schema)
         cols = [
             self._build(self.schema.field_by_id(fid), out_schema.field(i).type)
