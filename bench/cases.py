@@ -733,15 +733,15 @@ def _forget_manifests() -> None:
 
 def case_open_many_fragments(fx: Fixtures, p: Any) -> Case:
     """``dataset(uri)`` of the ``compact_small_fragments`` dataset (its manifest lists every
-    fragment with its row-id sequence), plus the fragment list; caches dropped before each open."""
+    fragment with its row-id sequence); lance_ops' caches dropped before each open."""
     lance = _pylance()
     path = fx.small_fragments_22()
 
     def ours() -> int:
-        return len(lf.dataset(path).get_fragments())
+        return lf.dataset(path).version
 
     def theirs() -> int:
-        return len(lance.dataset(path).get_fragments())
+        return lance.dataset(path).version
 
     return Case(
         "open_many_fragments",
