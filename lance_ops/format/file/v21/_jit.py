@@ -471,3 +471,58 @@ def fsst_candidates(c1, c2, cw, cl, masks):  # type: ignore[no-untyped-def]
                 g[k] = c2[a, b] * lp
                 k += 1
     return w, ln, g
+
+
+# ------------------------------------------------------------------ mini-block chunk table
+@njit(**_OPTS)
+def chunk_table(words, raw, num_items, has_rep, has_def, bw, out):  # type: ignore[no-untyped-def]
+    """The chunk table of a mini-block page with one value buffer, in one call (small pages
+    spend most of their decode time in NumPy's per-call cost otherwise).
+
+    ``words``: the chunk metadata words; ``out`` (8 rows x chunks, int64) gets per chunk: value
+    count, start, size, value-buffer size, level count, rep-level bytes, def-level bytes and
+    the start of its buffers (after the header).  Returns an error code: 1 counts do not add up
+    to ``num_items``, 2 chunks beyond the buffer, 3 header truncated, 4 def levels != values.
+    """
+    n = words.size
+    nlev = has_rep + has_def
+    head = 2 + 2 * nlev + bw
+    body_off = (head + 7) // 8 * 8
+    total = 0
+    pos = 0
+    for c in range(n):
+        wd = np.int64(words[c])
+        log = wd & 0xF
+        size = ((wd >> 4) + 1) * 8
+        if c < n - 1:
+            count = np.int64(1) << log
+        else:
+            count = num_items - total
+            if count < 0 or (log and count != (np.int64(1) << log)):
+                return 1
+        total += count
+        if pos + size > raw.size:
+            return 2
+        if size < head:
+            return 3
+        vs = np.int64(0)
+        for b in range(bw):
+            vs |= np.int64(raw[pos + 2 + 2 * nlev + b]) << (8 * b)
+        levels = count
+        if nlev:
+            levels = np.int64(raw[pos]) | (np.int64(raw[pos + 1]) << 8)
+            if not has_rep and levels != count:
+                return 4
+        rs = np.int64(raw[pos + 2]) | (np.int64(raw[pos + 3]) << 8) if has_rep else np.int64(0)
+        dp = pos + 2 + 2 * has_rep
+        ds = np.int64(raw[dp]) | (np.int64(raw[dp + 1]) << 8) if has_def else np.int64(0)
+        out[0, c] = count
+        out[1, c] = pos
+        out[2, c] = size
+        out[3, c] = vs
+        out[4, c] = levels
+        out[5, c] = rs
+        out[6, c] = ds
+        out[7, c] = pos + body_off
+        pos += size
+    return 0

@@ -259,6 +259,39 @@ def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nd
     return out
 
 
+_TABLE_ERRORS = {
+    1: "mini-block chunk value counts do not add up to num_items",
+    3: "mini-block chunk header is truncated",
+    4: "chunk def level counts differ from its item counts",
+}
+
+
+def _chunk_table(w: Where, words: np.ndarray, raw: np.ndarray, num_items: int, has_rep: bool, has_def: bool,
+                 bw: int):
+    """NumPy version of the compiled ``chunk_table``: ``(counts, starts, sizes, value-buffer
+    sizes, level counts, buffer starts)`` of every chunk."""
+    logs = words & 0xF
+    sizes = ((words >> 4) + 1) * _ALIGN
+    counts = np.left_shift(np.int64(1), logs)
+    counts[-1] = num_items - int(counts[:-1].sum())
+    if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+        raise w.corrupt(_TABLE_ERRORS[1])
+    starts = np.zeros(len(words), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    if starts[-1] + sizes[-1] > len(raw):
+        raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
+    nlev = has_rep + has_def
+    head = 2 + 2 * nlev + bw
+    if np.any(sizes < head):
+        raise w.corrupt(_TABLE_ERRORS[3])
+    vsize = _le(raw, starts + 2 + 2 * nlev, bw)
+    body = starts + _pad(np.int64(head))
+    num_levels = _le(raw, starts, 2) if nlev else counts
+    if not has_rep and np.any(num_levels != counts):
+        raise w.corrupt(_TABLE_ERRORS[4])
+    return counts, starts, sizes, vsize, num_levels, body
+
+
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
                   var_values: bool, venc: pb.CompressiveEncoding, fsst_table: bytes | None = None):
     """``(reps, defs, values, decompressed)`` of every chunk of the page, or None when the page
@@ -275,39 +308,32 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
     word = 4 if mb.has_large_chunk else 2
     if len(meta) % word:
         raise w.corrupt(f"mini-block chunk metadata of {len(meta)} bytes")
-    words = np.frombuffer(meta, dtype=f"<u{word}").astype(np.int64)
+    words = np.frombuffer(meta, dtype=f"<u{word}")
     if not len(words):
         return None
-    logs = words & 0xF
-    sizes = ((words >> 4) + 1) * _ALIGN
-    counts = np.left_shift(np.int64(1), logs)
-    counts[-1] = num_items - int(counts[:-1].sum())
-    if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
-        raise w.corrupt("mini-block chunk value counts do not add up to num_items")
-    starts = np.zeros(len(words), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
     raw = np.frombuffer(data, dtype=np.uint8)
-    if starts[-1] + sizes[-1] > len(raw):
-        raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
     bw = 4 if mb.has_large_chunk else 2
-    nlev = has_rep + has_def
-    head = 2 + 2 * nlev + bw
-    if np.any(sizes < head):
-        raise w.corrupt("mini-block chunk header is truncated")
-    vsize = _le(raw, starts + 2 + 2 * nlev, bw)
-    body = starts + _pad(np.int64(head))
-    num_levels = _le(raw, starts, 2) if nlev else counts
-    if not has_rep and np.any(num_levels != counts):
-        raise w.corrupt("chunk def level counts differ from its item counts")
+    jit = kernels.get()
+    if jit is not None:  # the chunk table in one call
+        table = np.empty((8, len(words)), dtype=np.int64)
+        err = jit.chunk_table(words, raw, num_items, int(has_rep), int(has_def), bw, table)
+        if err:
+            raise w.corrupt(_TABLE_ERRORS[err] if err != 2 else "mini-block chunks run past the data buffer")
+        counts, starts, sizes, vsize, num_levels, rsize_all, dsize_all, body = table
+    else:
+        counts, starts, sizes, vsize, num_levels, body = _chunk_table(w, words.astype(np.int64), raw, num_items,
+                                                                      has_rep, has_def, bw)
+        rsize_all = _le(raw, starts + 2, 2) if has_rep else None
+        dsize_all = _le(raw, starts + 2 + 2 * has_rep, 2) if has_def else None
     reps = defs = None
     if has_rep:
-        rsize = _le(raw, starts + 2, 2)
+        rsize = rsize_all
         reps = _levels(w, mb.rep_compression, raw, body, rsize, num_levels)
         if reps is None:
             return None
         body = body + _pad(rsize)
     if has_def:
-        dsize = _le(raw, starts + 2 + 2 * has_rep, 2)
+        dsize = dsize_all
         if has_rep:
             defs = _levels(w, mb.def_compression, raw, body, dsize, num_levels)
         else:
