@@ -75,8 +75,13 @@ class _Sink:
             self.pos += mv.nbytes
 
     def write_buffer(self, data: Any) -> tuple[int, int]:
+        """Write one page buffer (bytes-like, or a list of parts written back to back)."""
         start = self.pos
-        self.write(data)
+        if isinstance(data, list):
+            for part in data:
+                self.write(part)
+        else:
+            self.write(data)
         size = self.pos - start
         pad = -size % ALIGN
         if pad:

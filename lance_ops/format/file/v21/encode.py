@@ -387,7 +387,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
             vals = _Values(levels.leaf, kind, bits)
         return _full_zip(levels, vals, kind, bits, where)
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
-    parts: list[bytes] = []
+    parts: list[bytearray] = []
     pos = 0
     chunk_reps = []
     for i, (v0, k, l0, l1) in enumerate(chunks):
@@ -411,7 +411,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         size = len(blob)
         log = 0 if last else k.bit_length() - 1
         meta[i] = ((size // _ALIGN - 1) << 4) | log
-        parts.append(bytes(blob))
+        parts.append(blob)
         pos += size
     mb = layout.mini_block_layout
     if rep is not None:
@@ -430,7 +430,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     mb.num_buffers = vals.num_buffers()
     mb.num_items = n_items
     mb.has_large_chunk = large
-    buffers: list[Any] = [meta.tobytes(), b"".join(parts)]
+    buffers: list[Any] = [meta.tobytes(), parts]  # the chunks, written one after another
     if dictionary is not None:
         _, dict_buffer, items, offset_bits = dictionary
         mb.dictionary.variable.offsets.CopyFrom(_flat(offset_bits))
