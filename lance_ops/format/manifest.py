@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -223,7 +223,8 @@ class Manifest:
         stay unchanged)."""
         return cls(
             schema=LanceSchema.from_proto(m.fields, dict(m.schema_metadata)),
-            fragments=FragmentList(m.fragments, where) if lazy else tuple(
+            # a FragmentList behaves as the tuple it stands for
+            fragments=cast("tuple[FragmentMetadata, ...]", FragmentList(m.fragments, where)) if lazy else tuple(
                 FragmentMetadata.from_proto(f, where=where) for f in m.fragments
             ),
             version=m.version,

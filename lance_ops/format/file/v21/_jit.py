@@ -6,12 +6,14 @@ prefetch threads decode pages in parallel.  Compiled code is cached on disk (``c
 only the first process on a machine pays the compilation (a few seconds for all kernels).
 """
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-_OPTS = {"nogil": True, "cache": True, "boundscheck": False}
+_OPTS: dict[str, Any] = {"nogil": True, "cache": True, "boundscheck": False}
 
 #: error codes returned by the kernels
 OK, TRUNCATED, BAD_WIDTH, BAD_OFFSETS, ESCAPE_AT_END, NO_SYMBOL = 0, 1, 2, 3, 4, 5

@@ -323,8 +323,9 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
     else:
         counts, starts, sizes, vsize, num_levels, body = _chunk_table(w, words.astype(np.int64), raw, num_items,
                                                                       has_rep, has_def, bw)
-        rsize_all = _le(raw, starts + 2, 2) if has_rep else None
-        dsize_all = _le(raw, starts + 2 + 2 * has_rep, 2) if has_def else None
+        no_levels = np.zeros(len(starts), dtype=np.int64)
+        rsize_all = _le(raw, starts + 2, 2) if has_rep else no_levels
+        dsize_all = _le(raw, starts + 2 + 2 * has_rep, 2) if has_def else no_levels
     reps = defs = None
     if has_rep:
         rsize = rsize_all
