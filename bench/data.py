@@ -178,6 +178,65 @@ class Fixtures:
         return self._paths["feed"], 1, 3
 
 
+    # ------------------------------------------------- pylance-written 2.2 datasets
+    # What users have: pylance 14 writes file format 2.2 by default; these datasets are
+    # created (and deleted from, updated) by pylance, with stable row ids, and lance_ops then
+    # maintains copies of them.
+    def pylance_fragments_22(self) -> str:
+        """``delete_rows`` rows in ``fragments`` equal fragments, written by pylance at 2.2 with
+        stable row ids (template for ``delete_22``)."""
+        if "py_frags22" not in self._paths:
+            import lance
+
+            path = self.path("py_frags22_ds")
+            remove(path)
+            rows, n = self.p.delete_rows, self.p.fragments
+            lance.write_dataset(make_table(rows), path, max_rows_per_file=rows // n,
+                                enable_stable_row_ids=True, data_storage_version="2.2")
+            self._paths["py_frags22"] = path
+        return self._paths["py_frags22"]
+
+    def pylance_deleted_22(self) -> str:
+        """``pylance_fragments_22`` after pylance deleted 10% of every fragment (template for
+        ``compact_22``, ``compact_22_local2`` and ``materialize_22``)."""
+        if "py_deleted22" not in self._paths:
+            import lance
+
+            path = copy_dataset(self.pylance_fragments_22(), self.path("py_deleted22_ds"))
+            lance.dataset(path).delete(DELETE_PREDICATE_SQL)
+            self._paths["py_deleted22"] = path
+        return self._paths["py_deleted22"]
+
+    def pylance_feed_22(self) -> tuple[str, int, int]:
+        """``feed_dataset`` built by pylance at 2.2: v1 ``feed_rows`` rows (stable row ids),
+        v2 +10% appended, v3 10% of the v1 rows updated.  Returns (path, 1, 3)."""
+        if "py_feed22" not in self._paths:
+            import lance
+
+            path = self.path("py_feed22_ds")
+            remove(path)
+            n = self.p.feed_rows
+            lance.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.2")
+            lance.write_dataset(make_table(n // 10, start=n), path, mode="append")
+            lance.dataset(path).update({"s": "'updated'"}, where=f"x < 0.1 and id < {n}")
+            self._paths["py_feed22"] = path
+        return self._paths["py_feed22"], 1, 3
+
+    def small_fragments_22(self) -> str:
+        """``small_fragments`` fragments of ``small_fragment_rows`` rows each, written by pylance
+        at 2.2 with stable row ids: what streaming ingestion leaves behind."""
+        if "small22" not in self._paths:
+            import lance
+
+            path = self.path("small22_ds")
+            remove(path)
+            rows = self.p.small_fragments * self.p.small_fragment_rows
+            lance.write_dataset(make_table(rows), path, max_rows_per_file=self.p.small_fragment_rows,
+                                enable_stable_row_ids=True, data_storage_version="2.2")
+            self._paths["small22"] = path
+        return self._paths["small22"]
+
+
 def write_ipc(table: pa.Table, path: str, *, batch_rows: int = 65536) -> None:
     """The physical limit for writing: the same rows as an uncompressed Arrow IPC file."""
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:

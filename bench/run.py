@@ -34,6 +34,8 @@ class Params:
     fragments: int = 200
     compact_tasks: int = 2  # one task per local[2] slot: Spark pays per task (~60 ms here)
     feed_rows: int = 1_000_000
+    small_fragments: int = 10_000  # compact_small_fragments / open_many_fragments
+    small_fragment_rows: int = 100
     reps: int = 7
     small_reps: int = 3
     spark_reps: int = 5
@@ -46,6 +48,7 @@ QUICK = {
     "opens": 10,
     "delete_rows": 400_000,
     "feed_rows": 200_000,
+    "small_fragments": 2_000,
     "reps": 3,
     "small_reps": 2,
     "spark_reps": 3,
@@ -70,6 +73,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="merge this (subset) run into the existing results.json/RESULTS.md: its cases replace "
         "or join the saved ones, which are kept",
     )
+    ap.add_argument("--scale", action="store_true",
+                    help="instead of the cases: write, scan, change feed and compaction at 10M and 100M rows "
+                    "(time per row and peak memory; see bench/scale.py)")
+    ap.add_argument("--scale-rows", default="10000000,100000000", help="comma-separated dataset sizes for --scale")
+    ap.add_argument("--scale-reps", type=int, default=1, help="runs per step and library for --scale")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     ap.add_argument("--markdown", default=os.path.join(HERE, "RESULTS.md"))
     return ap.parse_args(argv)
@@ -195,11 +203,19 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
     entry["reps"] = case.reps
     entry["min_s"] = {v: _round(min(s.seconds for s in ss)) for v, ss in samples.items() if ss}
     entry["all_s"] = {v: [_round(s.seconds) for s in ss] for v, ss in samples.items()}
-    if case.target is not None:
-        entry["target"] = case.target.text
-        entry["target_met"] = case.target.met(entry)
     entry.update(case.extra)
+    if case.target is not None:
+        entry["target"] = case.target.full_text
+        entry["target_met"] = case.target.met(entry)
+    lo_peak, py_peak = entry.get("lance_ops_peak_mb"), entry.get("pylance_peak_mb")
+    if lo_peak is not None and py_peak is not None:
+        # issue 17: no case of ours may need more than 2x pylance's peak plus 64 MB
+        entry["memory_ok"] = bool(lo_peak <= 2 * py_peak + MEMORY_SLACK_MB)
     return entry
+
+
+#: the memory bound of every compare case: lance_ops peak <= 2 x pylance peak + this
+MEMORY_SLACK_MB = 64
 
 
 def _round(x: float) -> float:
@@ -245,8 +261,9 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
     lines = [
         header,
         "",
-        "| case | lance_ops | pylance | ratio | lance_ops rate | pylance rate | lance_ops peak | target | notes |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "| case | lance_ops | pylance | ratio | lance_ops rate | pylance rate | lance_ops peak | pylance peak "
+        "| target | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for e in entries:
         unit = e.get("unit", "")
@@ -258,30 +275,34 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
             rate = _fmt_rate(e.get("ipc_throughput"), unit)
             if lo is not None:
                 notes.append(f"{e['limit_of']}: lance_ops {lo}× / pylance {py}× the IPC time")
-            lines.append(f"| {e['name']} | {_fmt_s(e['ipc_s'])} (IPC) | | | {rate} | | | | {'; '.join(notes)} |")
+            lines.append(f"| {e['name']} | {_fmt_s(e['ipc_s'])} (IPC) | | | {rate} | | | | | {'; '.join(notes)} |")
             continue
         if "speedup" in e:
             notes.append(f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}×")
         if e.get("executor_peak_mb") is not None:
             notes.append(f"executor peak {e['executor_peak_mb']:.0f} MB")
-        if e.get("pylance_peak_mb") is not None:
-            notes.append(f"pylance peak {e['pylance_peak_mb']:.0f} MB")
+        if e.get("memory_ok") is False:
+            notes.append(f"❌ peak above 2x pylance's + {MEMORY_SLACK_MB} MB")
         if e.get("lance_ops_bytes") is not None and e.get("pylance_bytes") is not None:
             notes.append(
                 f"on disk: lance_ops {_fmt_bytes(e['lance_ops_bytes'])}, pylance {_fmt_bytes(e['pylance_bytes'])}"
+                + (f" ({e['size_ratio']:.2f}x)" if e.get("size_ratio") else "")
             )
         if e.get("dataset_bytes") is not None:
             notes.append(f"reads {_fmt_bytes(e['dataset_bytes'])} written by {e.get('written_by', '?')}")
+        elif e.get("written_by"):
+            notes.append(f"dataset written by {e['written_by']}" + (", stable row ids" if e.get("stable_row_ids") else ""))
         if e.get("data_storage_version"):
             notes.append(f"file format {e['data_storage_version']}")
         if e.get("measured"):
             notes.append(f"measured {e['measured']}")
-        if e["name"] in ("append_commit", "open_latest"):
+        if e["name"] in ("append_commit", "open_latest", "open_many_fragments"):
             notes.append("per operation")
         ratio = e.get("ratio")
         peak = e.get("lance_ops_peak_mb")
+        py_peak = e.get("pylance_peak_mb")
         lines.append(
-            "| {name} | {lo} | {py} | {ratio} | {lr} | {pr} | {peak} | {target} | {notes} |".format(
+            "| {name} | {lo} | {py} | {ratio} | {lr} | {pr} | {peak} | {py_peak} | {target} | {notes} |".format(
                 name=e["name"],
                 lo=_fmt_s(e.get("lance_ops_s")),
                 py=_fmt_s(e.get("pylance_s")),
@@ -289,12 +310,13 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
                 lr=_fmt_rate(e.get("lance_ops_throughput"), unit),
                 pr=_fmt_rate(e.get("pylance_throughput"), unit),
                 peak="—" if peak is None else f"{peak:.0f} MB",
+                py_peak="—" if py_peak is None else f"{py_peak:.0f} MB",
                 target=target,
                 notes="; ".join(notes),
             )
         )
     for name, why in skipped.items():
-        lines.append(f"| {name} | skipped | | | | | | | {why} |")
+        lines.append(f"| {name} | skipped | | | | | | | | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -305,6 +327,19 @@ def main(argv: list[str] | None = None) -> int:
         for name in CASES:
             print(name)
         return 0
+    if args.scale:
+        from . import scale
+
+        workdir = args.workdir or tempfile.mkdtemp(prefix="lance_ops_scale_")
+        try:
+            sizes = [int(x) for x in args.scale_rows.split(",") if x.strip()]
+            out = None if args.no_save else os.path.join(HERE, "scale_results.json")
+            return scale.main(sizes, workdir, args.scale_reps, out)
+        finally:
+            if not args.keep and not args.workdir:
+                import shutil
+
+                shutil.rmtree(workdir, ignore_errors=True)
     p = make_params(args)
     selected = list(CASES) if not args.cases else [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in selected if c not in CASES]
@@ -474,7 +509,7 @@ def _progress(e: dict[str, Any]) -> str:
         return f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}"
     return (
         f"lance_ops {_fmt_s(e['lance_ops_s'])}, pylance {_fmt_s(e['pylance_s'])}, ratio {e['ratio']}, "
-        f"lance_ops peak {e['lance_ops_peak_mb']} MB"
+        f"lance_ops peak {e['lance_ops_peak_mb']} MB, pylance peak {e.get('pylance_peak_mb')} MB"
     )
 
 

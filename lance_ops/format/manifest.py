@@ -14,9 +14,10 @@ import os
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -110,6 +111,64 @@ def check_flags(reader: int, writer: int, *, path: str, for_write: bool) -> None
         )
 
 
+class FragmentList(Sequence[FragmentMetadata]):
+    """A decoded manifest's fragments, built from their protobuf messages on first use.
+
+    Opening a dataset reads its manifest, but a version of 10,000 small fragments need not
+    become 10,000 Python objects until something looks at them (a scan, a commit, a planner):
+    ``len()`` is free, anything else decodes them all once (and then checks their data file
+    paths, raising :class:`CorruptFileError` naming the manifest).  Behaves as the tuple it
+    stands for: equal to it, hashes and pickles as it.
+    """
+
+    __slots__ = ("_protos", "_path", "_items")
+
+    def __init__(self, protos: Any, path: str) -> None:
+        self._protos = protos
+        self._path = path
+        self._items: tuple[FragmentMetadata, ...] | None = None
+
+    def _all(self) -> tuple[FragmentMetadata, ...]:
+        items = self._items
+        if items is None:
+            try:
+                items = tuple([FragmentMetadata.from_proto(f, where=self._path) for f in self._protos])
+            except (ValueError, KeyError, IndexError, TypeError, OverflowError) as e:
+                raise CorruptFileError(self._path, f"manifest content is invalid: {e}") from e
+            check_fragments(items, self._path)
+            self._items, self._protos = items, None
+        return items
+
+    def __len__(self) -> int:
+        return len(self._items) if self._items is not None else len(self._protos)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[FragmentMetadata]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FragmentList):
+            other = other._all()
+        return self._all() == other
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __add__(self, other: Any) -> tuple[FragmentMetadata, ...]:
+        return self._all() + tuple(other)
+
+    def __radd__(self, other: Any) -> tuple[FragmentMetadata, ...]:
+        return tuple(other) + self._all()
+
+    def __reduce__(self) -> Any:
+        return (tuple, (self._all(),))
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
 @dataclass(frozen=True)
 class Manifest:
     """One dataset version.  ``extra`` keeps proto fields lance_ops does not model."""
@@ -158,10 +217,17 @@ class Manifest:
 
     # ---------------------------------------------------------------- protobuf
     @classmethod
-    def from_proto(cls, m: table_pb2.Manifest, *, index_section: bytes | None = None, where: str = "") -> "Manifest":
+    def from_proto(
+        cls, m: table_pb2.Manifest, *, index_section: bytes | None = None, where: str = "", lazy: bool = False
+    ) -> "Manifest":
+        """``lazy``: fragments as a :class:`FragmentList` (decoded on first use; ``m`` must then
+        stay unchanged)."""
         return cls(
             schema=LanceSchema.from_proto(m.fields, dict(m.schema_metadata)),
-            fragments=tuple(FragmentMetadata.from_proto(f, where=where) for f in m.fragments),
+            # a FragmentList behaves as the tuple it stands for
+            fragments=cast("tuple[FragmentMetadata, ...]", FragmentList(m.fragments, where)) if lazy else tuple(
+                FragmentMetadata.from_proto(f, where=where) for f in m.fragments
+            ),
             version=m.version,
             timestamp_ns=m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos,
             reader_feature_flags=m.reader_feature_flags,
@@ -274,14 +340,14 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     elif m.HasField("transaction_section_deprecated"):
         txn = _section(data[:pos], m.transaction_section_deprecated, path, "inline transaction")
     try:
-        manifest = Manifest.from_proto(m, index_section=index, where=path)
+        manifest = Manifest.from_proto(m, index_section=index, where=path, lazy=True)
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
         raise CorruptFileError(path, f"manifest content is invalid: {e}") from e
     names = [f.name for f in manifest.schema.top_level()]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise CorruptFileError(path, f"the schema has duplicate column names {dup}")
-    check_fragments(manifest.fragments, path)
+    precheck_fragments(m.fragments, path)
     if manifest.transaction_file and not is_plain_name(manifest.transaction_file):
         raise CorruptFileError(
             path, f"transaction_file {manifest.transaction_file!r} is not a plain file name in _transactions/"
@@ -326,6 +392,25 @@ def check_fragments(fragments: Sequence[FragmentMetadata], path: str) -> None:
                 raise CorruptFileError(
                     path, f"fragment {f.id} names data file {df.path!r}: not a relative path inside data/"
                 )
+
+
+def precheck_fragments(protos: Any, path: str) -> None:
+    """What :func:`check_fragments` checks without decoding the fragments (their row counts,
+    external row-id files), so a manifest with absurd fragments fails on open; data file paths
+    are checked when the fragments are first used (:class:`FragmentList`).
+
+    Raises:
+        CorruptFileError / UnsupportedFeatureError: naming ``path``.
+    """
+    for f in protos:
+        has = f.HasField
+        if (
+            f.physical_rows > MAX_FRAGMENT_ROWS
+            or (has("deletion_file") and f.deletion_file.num_deleted_rows > f.physical_rows)
+            or has("external_row_ids") or has("external_created_at_versions")
+            or has("external_last_updated_at_versions")
+        ):
+            check_fragments([FragmentMetadata.from_proto(f, where=path)], path)  # raises, naming it
 
 
 def manifest_path(scheme: NamingScheme, version: int) -> str:

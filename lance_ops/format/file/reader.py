@@ -18,9 +18,8 @@ import bisect
 import os
 import struct
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +44,7 @@ from .encodings import (
     bool_to_bitmap,
     decode_array,
 )
+from .prefetch import PagePrefetcher
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 
@@ -141,100 +141,6 @@ def _preadv(fd: int, view: memoryview, offset: int) -> int:
     data = os.pread(fd, len(view), offset)  # pragma: no cover - platforms without preadv
     view[: len(data)] = data
     return len(data)
-
-
-#: background readers per scan: two concurrent page reads nearly double the copy rate of a
-#: 2-core machine (one thread alone barely overlaps with the consumer)
-PREFETCH_THREADS = max(1, min(4, os.cpu_count() or 1))
-
-
-class PagePrefetcher:
-    """Reads and decodes the pages a scan will need next, in background threads, in read order.
-
-    A sequential reader (:meth:`DataFileReader.read` with ``prefetch=``) schedules its pages in
-    the order it will consume them; a scan may schedule the next file's pages while it still
-    consumes the current one.  At most ``budget_bytes`` of submitted pages wait untaken, so
-    memory stays bounded whatever the file and page sizes.  ``preadv`` and the NumPy/Arrow
-    kernels release the GIL, so I/O and decoding overlap with the consumer's work.
-
-    Only the consuming thread calls :meth:`schedule`, :meth:`take` and :meth:`close`; worker
-    threads only run ``DataFileReader._decode_page``.  Create one per scan and close it (the
-    pool is per instance: a process forked mid-scan never inherits a half-dead shared pool).
-    """
-
-    def __init__(self, *, budget_bytes: int = 64 * 1024 * 1024, threads: int = PREFETCH_THREADS) -> None:
-        if budget_bytes <= 0 or threads <= 0:
-            raise ValueError(f"budget_bytes and threads must be positive, got {budget_bytes}, {threads}")
-        self.budget_bytes = budget_bytes
-        self._threads = threads
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: deque[tuple[_PagedColumn, int, int]] = deque()
-        # keyed by the column object itself (not its id: a freed column's id can be reused)
-        self._futures: dict[tuple[_PagedColumn, int], tuple[Future[Any], int]] = {}
-        self._inflight = 0
-        self._closed = False
-
-    def schedule(self, pages: Sequence[tuple["_PagedColumn", int]]) -> None:
-        """Queue ``(column, page index)`` pairs, in the order they will be taken."""
-        for column, i in pages:
-            nbytes = sum(size for _, size in column.pages[i].ranges)
-            self._pending.append((column, i, nbytes))
-            column._scheduled.add(i)
-        self._pump()
-
-    def _submit_head(self) -> None:
-        column, i, nbytes = self._pending.popleft()
-        if i not in column._scheduled:  # decoded directly meanwhile
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="lance_ops-prefetch")
-        fut = self._pool.submit(column.reader._decode_page, column.column, column.pages[i], column.dtype)
-        self._futures[(column, i)] = (fut, nbytes)
-        self._inflight += nbytes
-
-    def _pump(self) -> None:
-        while self._pending and not self._closed:
-            if self._inflight and self._inflight + self._pending[0][2] > self.budget_bytes:
-                return
-            self._submit_head()
-
-    def take(self, column: "_PagedColumn", i: int) -> Any:
-        """The decoded page ``i`` of ``column`` (waiting for it; submitting it first if needed)."""
-        key = (column, i)
-        if key not in self._futures and i in column._scheduled:
-            # still queued (over budget, or read out of order): submit up to it
-            while self._pending and not self._closed:
-                head_column, head_i, _ = self._pending[0]
-                self._submit_head()
-                if head_column is column and head_i == i:
-                    break
-        column._scheduled.discard(i)
-        entry = self._futures.pop(key, None)
-        if entry is None:
-            return column.reader._decode_page(column.column, column.pages[i], column.dtype)
-        fut, nbytes = entry
-        try:
-            return fut.result()
-        finally:
-            self._inflight -= nbytes
-            self._pump()
-
-    def close(self) -> None:
-        """Drop what was not taken; running reads finish in the background and are discarded."""
-        self._closed = True
-        self._pending.clear()
-        for fut, _ in self._futures.values():
-            fut.cancel()
-        self._futures.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def __enter__(self) -> "PagePrefetcher":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _Column:
@@ -835,7 +741,10 @@ class DataFileReader:
                 projected = self.schema.project_ids(list(field_ids))
             except SchemaError as e:
                 raise SchemaError(f"{self.path}: {e}") from None
-            out_schema = projected.to_arrow()
+            try:
+                out_schema = projected.to_arrow()
+            except SchemaError as e:  # the file's own schema (FileDescriptor) is damaged
+                raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from None
             _SCHEMA_CACHE.put(key, out_schema)
         cols = [
             self._build(self.schema.field_by_id(fid), out_schema.field(i).type)

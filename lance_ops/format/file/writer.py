@@ -12,8 +12,11 @@ for Arrow dictionary columns); all buffers are padded to 64 bytes with ``0x48``.
 """
 
 import bisect
+import os
 import struct
+from collections import deque
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -27,6 +30,7 @@ from ..schema import LanceField, LanceSchema, types_equivalent
 from ..store import ObjectStore
 from . import encodings as enc
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
+from .v21 import kernels
 from .v21.encode import encode_page, leaf_kind
 from .v21.repdef import build_levels
 
@@ -71,8 +75,13 @@ class _Sink:
             self.pos += mv.nbytes
 
     def write_buffer(self, data: Any) -> tuple[int, int]:
+        """Write one page buffer (bytes-like, or a list of parts written back to back)."""
         start = self.pos
-        self.write(data)
+        if isinstance(data, list):
+            for part in data:
+                self.write(part)
+        else:
+            self.write(data)
         size = self.pos - start
         pad = -size % ALIGN
         if pad:
@@ -386,8 +395,7 @@ class _Leaf21Encoder:
             self.queue, self.queued = [arr.slice(a, b - a)], self._size(arr.slice(a, b - a))
         for a, b in spans:
             levels = build_levels(arr.slice(a, b - a), self.path)
-            buffers, layout = encode_page(levels, self.w.version, self.where)
-            self.w._emit_page21(self.column, b - a, buffers, layout)
+            self.w._encode_page21(self.column, b - a, levels, self.where)
 
 
 class _ListEncoder(_FieldEncoder):
@@ -523,6 +531,7 @@ class DataFileWriter:
         self._sink = _Sink(sink)
         self._num_rows = 0
         self._finished = False
+        self._pending: deque[tuple[int, int, Future[Any]]] = deque()
         self._arrow_schema = schema.to_arrow()
         if version == "2.0":
             self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
@@ -646,6 +655,24 @@ class DataFileWriter:
         page.encoding.direct.encoding = _any(enc.ARRAY_ENCODING_URL, encoding)
         self._pages[column].append(page)
 
+    def _encode_page21(self, column: int, length: int, levels: Any, where: str) -> None:
+        """Encode a page of ``column`` and emit it; with the compiled kernels the encoding runs
+        on a background thread (FSST and NumPy release the GIL, so it overlaps the caller's
+        next batch), at most :data:`_MAX_PENDING_PAGES` pages ahead of the file."""
+        pool = _encode_pool() if kernels.get() is not None else None
+        if pool is None:
+            buffers, layout = encode_page(levels, self.version, where)
+            self._emit_page21(column, length, buffers, layout)
+            return
+        self._pending.append((column, length, pool.submit(encode_page, levels, self.version, where)))
+        while len(self._pending) > _MAX_PENDING_PAGES:
+            self._emit_pending()
+
+    def _emit_pending(self) -> None:
+        column, length, fut = self._pending.popleft()
+        buffers, layout = fut.result()
+        self._emit_page21(column, length, buffers, layout)
+
     def _emit_page21(self, column: int, length: int, buffers: list[Any], layout: Any) -> None:
         page = file2_pb2.ColumnMetadata.Page()
         for b in buffers:
@@ -669,6 +696,8 @@ class DataFileWriter:
         self._finished = True
         for e in self._encoders:
             e.flush(final=True)
+        while self._pending:
+            self._emit_pending()
         sink = self._sink
         fd = file_pb2.FileDescriptor()
         fd.schema.fields.extend(self.schema.to_proto())
@@ -698,6 +727,21 @@ class DataFileWriter:
             )
         )
         return sink.pos
+
+
+#: pages encoded ahead of the file by the background encoder (each holds its encoded buffers)
+_MAX_PENDING_PAGES = 2
+_POOL: dict[int, ThreadPoolExecutor] = {}
+
+
+def _encode_pool() -> ThreadPoolExecutor:
+    """One encoder thread per process (made anew after a fork: Spark forks its workers)."""
+    pid = os.getpid()
+    pool = _POOL.get(pid)
+    if pool is None:
+        _POOL.clear()
+        pool = _POOL[pid] = ThreadPoolExecutor(1, thread_name_prefix="lance_ops-encode")
+    return pool
 
 
 def data_file_field_info(schema: LanceSchema, version: str = "2.0") -> tuple[list[int], list[int]]:

@@ -9,6 +9,8 @@ W bits each (row r at bits ``[r*W, (r+1)*W)``).  Row ``r`` of lane ``l`` is the 
 
 import numpy as np
 
+from . import kernels
+
 __all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "PagePacker", "BLOCK"]
 
 BLOCK = 1024
@@ -57,9 +59,16 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     nbytes_block = BLOCK * width // 8
     nblocks = len(words) // nbytes_block
     lanes = BLOCK // t_bits
-    w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
     if nblocks == 0:
         return np.zeros(0, dtype=dt)
+    jit = kernels.get()
+    if jit is not None:
+        flat = aligned_words(words[: nblocks * nbytes_block], dt)
+        out = np.empty(nblocks * BLOCK, dtype=dt)
+        if jit.UNPACK_BLOCKS[t_bits](flat, nblocks, width, *kernels.plan(t_bits), out):
+            raise ValueError(f"bit-packed data of {len(words)} bytes does not hold {nblocks} blocks of width {width}")
+        return out
+    w = np.frombuffer(words[: nblocks * nbytes_block], dtype=dt).reshape(nblocks, width, lanes)
     if nblocks <= _FEW_BLOCKS:  # a few blocks: one gather beats T passes of Python overhead
         return _unpack_gather(w, width, t_bits, dt).reshape(-1)
     out = np.empty((nblocks, BLOCK), dtype=dt)
@@ -85,6 +94,14 @@ def unpack_blocks(words: np.ndarray, width: int, t_bits: int) -> np.ndarray:
         else:
             dst[...] = src
     return out.reshape(-1)
+
+
+def aligned_words(raw: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``raw`` (bytes, a multiple of the word size) viewed as words of ``dt``, copied only when
+    its address is not a multiple of the word size."""
+    u8 = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, (bytes, memoryview)) else np.ascontiguousarray(raw)
+    out = u8.view(dt)
+    return out if out.flags.aligned else out.copy()
 
 
 def unpack_block_count(words: np.ndarray, width: int, t_bits: int, nblocks: int) -> np.ndarray:

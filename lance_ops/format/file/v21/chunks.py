@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..._proto import encodings_v2_1_pb2 as pb
-from .bitpacking import BLOCK, unpack_blocks
+from . import fsst, kernels
+from .bitpacking import BLOCK, aligned_words, unpack_blocks
 from .compression import Where
 
 __all__ = ["decode_chunks"]
@@ -57,6 +58,17 @@ def _inline_unpacked(w: Where, raw: np.ndarray, start: np.ndarray, counts: np.nd
     """Inline bit-packing of every chunk: per 1024 values ``[T-bit width][packed]``."""
     size = t_bits // 8
     dt = np.dtype(f"<u{size}")
+    jit = kernels.get()
+    if jit is not None and not np.any(start % size):
+        words = aligned_words(raw[: len(raw) // size * size], dt)
+        total = int(counts.sum())
+        out = np.empty(total + BLOCK, dtype=dt)
+        err = jit.INLINE_CHUNKS[t_bits](words, start // size, counts, *kernels.plan(t_bits), out)
+        if err == 2:
+            raise w.corrupt(f"inline bit width above {t_bits}")
+        if err:
+            raise w.corrupt("inline bit-packed chunk is truncated")
+        return out[:total]
     nblk = (counts + BLOCK - 1) // BLOCK
     total = int(nblk.sum())
     out = np.zeros(total * BLOCK, dtype=dt)
@@ -112,7 +124,7 @@ def _fixed(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nda
 
 
 def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
-              counts: np.ndarray):
+              counts: np.ndarray, fsst_table: bytes | None = None):
     if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
         return None
     off = enc.variable.offsets
@@ -121,6 +133,31 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     ow = int(off.flat.bits_per_value) // 8
     if np.any((counts + 1) * ow > size):
         raise w.corrupt("variable chunk shorter than its offsets")
+    jit = kernels.get()
+    if jit is not None and not np.any(start % ow):
+        words = aligned_words(raw[: len(raw) // ow * ow], np.dtype(f"<u{ow}"))
+        out_offs = np.empty(int(counts.sum()) + 1, dtype=np.int64)
+        if np.any(start + size > len(raw)):
+            raise w.corrupt("bad offsets in variable chunk")
+        if fsst_table is not None:  # decompress straight from the chunks
+            try:
+                on, symbols, lens = fsst.parse_symbol_table(fsst_table)
+            except ValueError as e:
+                raise w.corrupt(f"bad FSST data: {e}") from None
+            if on:
+                data = fsst.output_buffer(int(size.sum()))
+                err = jit.fsst_chunks(words, raw, start // ow, start, size, counts, int(np.count_nonzero(lens)),
+                                      symbols.view("<u8").reshape(-1), lens, out_offs, data)
+                if err in (1, 3):
+                    raise w.corrupt("bad offsets in variable chunk")
+                if err:
+                    raise w.corrupt(f"bad FSST data: {fsst.error_message(err)}")
+                return out_offs, data[: int(out_offs[-1])], True
+        if jit.variable_sizes(words, start // ow, size, counts, out_offs):
+            raise w.corrupt("bad offsets in variable chunk")
+        data = np.empty(int(out_offs[-1]), dtype=np.uint8)
+        jit.variable_copy(raw, words, start // ow, start, counts, data)
+        return out_offs, data, False
     n = int(counts.sum())
     offs = _slices(raw, start, (counts + 1) * ow).view(f"<u{ow}").astype(np.int64)
     # per chunk: counts+1 offsets, absolute in the chunk buffer
@@ -139,7 +176,7 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     out_offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=out_offs[1:])
     data = _slices(raw, start + lo, hi - lo)
-    return out_offs, data
+    return out_offs, data, False
 
 
 def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
@@ -222,12 +259,47 @@ def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nd
     return out
 
 
+_TABLE_ERRORS = {
+    1: "mini-block chunk value counts do not add up to num_items",
+    3: "mini-block chunk header is truncated",
+    4: "chunk def level counts differ from its item counts",
+}
+
+
+def _chunk_table(w: Where, words: np.ndarray, raw: np.ndarray, num_items: int, has_rep: bool, has_def: bool,
+                 bw: int):
+    """NumPy version of the compiled ``chunk_table``: ``(counts, starts, sizes, value-buffer
+    sizes, level counts, buffer starts)`` of every chunk."""
+    logs = words & 0xF
+    sizes = ((words >> 4) + 1) * _ALIGN
+    counts = np.left_shift(np.int64(1), logs)
+    counts[-1] = num_items - int(counts[:-1].sum())
+    if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+        raise w.corrupt(_TABLE_ERRORS[1])
+    starts = np.zeros(len(words), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    if starts[-1] + sizes[-1] > len(raw):
+        raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
+    nlev = has_rep + has_def
+    head = 2 + 2 * nlev + bw
+    if np.any(sizes < head):
+        raise w.corrupt(_TABLE_ERRORS[3])
+    vsize = _le(raw, starts + 2 + 2 * nlev, bw)
+    body = starts + _pad(np.int64(head))
+    num_levels = _le(raw, starts, 2) if nlev else counts
+    if not has_rep and np.any(num_levels != counts):
+        raise w.corrupt(_TABLE_ERRORS[4])
+    return counts, starts, sizes, vsize, num_levels, body
+
+
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
-                  var_values: bool, venc: pb.CompressiveEncoding):
-    """``(reps, defs, values)`` of every chunk of the page, or None when the page needs the
-    general path.
+                  var_values: bool, venc: pb.CompressiveEncoding, fsst_table: bytes | None = None):
+    """``(reps, defs, values, decompressed)`` of every chunk of the page, or None when the page
+    needs the general path.
 
     ``reps`` / ``defs``: levels (or None), ``values``: fixed values or ``(offsets, data)``.
+    ``fsst_table``: the page's FSST symbol table, when its variable values are FSST codes; with
+    the compiled kernels they are then decompressed here (``decompressed`` True).
     """
     if int(mb.num_buffers) != 1:
         return None
@@ -236,39 +308,33 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
     word = 4 if mb.has_large_chunk else 2
     if len(meta) % word:
         raise w.corrupt(f"mini-block chunk metadata of {len(meta)} bytes")
-    words = np.frombuffer(meta, dtype=f"<u{word}").astype(np.int64)
+    words = np.frombuffer(meta, dtype=f"<u{word}")
     if not len(words):
         return None
-    logs = words & 0xF
-    sizes = ((words >> 4) + 1) * _ALIGN
-    counts = np.left_shift(np.int64(1), logs)
-    counts[-1] = num_items - int(counts[:-1].sum())
-    if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
-        raise w.corrupt("mini-block chunk value counts do not add up to num_items")
-    starts = np.zeros(len(words), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
     raw = np.frombuffer(data, dtype=np.uint8)
-    if starts[-1] + sizes[-1] > len(raw):
-        raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
     bw = 4 if mb.has_large_chunk else 2
-    nlev = has_rep + has_def
-    head = 2 + 2 * nlev + bw
-    if np.any(sizes < head):
-        raise w.corrupt("mini-block chunk header is truncated")
-    vsize = _le(raw, starts + 2 + 2 * nlev, bw)
-    body = starts + _pad(np.int64(head))
-    num_levels = _le(raw, starts, 2) if nlev else counts
-    if not has_rep and np.any(num_levels != counts):
-        raise w.corrupt("chunk def level counts differ from its item counts")
+    jit = kernels.get()
+    if jit is not None:  # the chunk table in one call
+        table = np.empty((8, len(words)), dtype=np.int64)
+        err = jit.chunk_table(words, raw, num_items, int(has_rep), int(has_def), bw, table)
+        if err:
+            raise w.corrupt(_TABLE_ERRORS[err] if err != 2 else "mini-block chunks run past the data buffer")
+        counts, starts, sizes, vsize, num_levels, rsize_all, dsize_all, body = table
+    else:
+        counts, starts, sizes, vsize, num_levels, body = _chunk_table(w, words.astype(np.int64), raw, num_items,
+                                                                      has_rep, has_def, bw)
+        no_levels = np.zeros(len(starts), dtype=np.int64)
+        rsize_all = _le(raw, starts + 2, 2) if has_rep else no_levels
+        dsize_all = _le(raw, starts + 2 + 2 * has_rep, 2) if has_def else no_levels
     reps = defs = None
     if has_rep:
-        rsize = _le(raw, starts + 2, 2)
+        rsize = rsize_all
         reps = _levels(w, mb.rep_compression, raw, body, rsize, num_levels)
         if reps is None:
             return None
         body = body + _pad(rsize)
     if has_def:
-        dsize = _le(raw, starts + 2 + 2 * has_rep, 2)
+        dsize = dsize_all
         if has_rep:
             defs = _levels(w, mb.def_compression, raw, body, dsize, num_levels)
         else:
@@ -278,10 +344,13 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         body = body + _pad(dsize)
     if np.any(body + vsize > starts + sizes):
         raise w.corrupt("mini-block chunk buffer runs past the chunk")
+    done = False
     if var_values:
-        vals = _variable(w, venc, raw, body, vsize, counts)
+        got = _variable(w, venc, raw, body, vsize, counts, fsst_table)
+        vals = None if got is None else got[:2]
+        done = got is not None and got[2]
     else:
         vals = _fixed(w, venc, raw, body, counts)
     if vals is None:
         return None
-    return reps, defs, vals
+    return reps, defs, vals, done

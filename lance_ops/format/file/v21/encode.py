@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
+from . import fsst
 from .bitpacking import PagePacker
 from .repdef import Levels, def_counts, is_list_layer, max_visible_level
 
@@ -32,6 +33,9 @@ _ALIGN = 8
 _MAX_CHUNK_BYTES = 32 * 1024
 _MAX_CHUNK_VALUES = 4096
 _MAX_LEVELS = 0xFFFF
+#: pylance writes mini-block pages (FSST-compressed strings) only for values under 256 bytes
+#: (``is_narrow`` in lance-encoding); longer ones are full-zip there
+_NARROW_BYTES = 256
 
 
 def _pad(n: int) -> int:
@@ -100,8 +104,10 @@ def _value_encoding(kind: str, bits: int, t: pa.DataType, item_validity: bool = 
 
 
 def _integer_like(t: pa.DataType) -> bool:
+    """Types whose values are bit-packed when their high bits are all zero (pylance packs the
+    raw bits of floats too: ``x`` in [0, 1) saves its two top bits)."""
     return (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
-            or pa.types.is_duration(t))
+            or pa.types.is_duration(t) or pa.types.is_floating(t))
 
 
 class _Values:
@@ -347,10 +353,13 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         db = defs.astype("<u2").tobytes() if defs is not None else b""
         return [rb, db], layout
     dictionary = _dictionary_encode(levels.leaf) if kind == "var" else None
+    fsst_table = None
     if dictionary is not None:  # low-cardinality strings: bit-packed indices into a page dictionary
         vals = _Values(dictionary[0], "fixed", 32)
     else:
         vals = _Values(levels.leaf, kind, bits)
+        if kind == "var":
+            fsst_table = _fsst_encode(vals)
     num_levels = levels.num_levels
     mv = max_visible_level(levels.layers)
     if rep is None or defs is None or mv is None:
@@ -374,11 +383,11 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     except _ChunksTooLarge:
         # values too large for 32 KiB chunks, or too many levels between two values: full-zip
         # pages have no chunks (one control word per level, values zipped in)
-        if dictionary is not None:
+        if dictionary is not None or fsst_table is not None:
             vals = _Values(levels.leaf, kind, bits)
         return _full_zip(levels, vals, kind, bits, where)
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
-    parts: list[bytes] = []
+    parts: list[bytearray] = []
     pos = 0
     chunk_reps = []
     for i, (v0, k, l0, l1) in enumerate(chunks):
@@ -402,7 +411,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         size = len(blob)
         log = 0 if last else k.bit_length() - 1
         meta[i] = ((size // _ALIGN - 1) << 4) | log
-        parts.append(bytes(blob))
+        parts.append(blob)
         pos += size
     mb = layout.mini_block_layout
     if rep is not None:
@@ -412,13 +421,16 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         mb.def_compression.CopyFrom(level_bufs[-1].compression())
     if vals.packer is not None:
         mb.value_compression.inline_bitpacking.uncompressed_bits_per_value = vals.bits
+    elif fsst_table is not None:
+        mb.value_compression.fsst.symbol_table = fsst_table
+        mb.value_compression.fsst.values.CopyFrom(_value_encoding(kind, bits, levels.leaf.type))
     else:
         mb.value_compression.CopyFrom(_value_encoding(kind, bits, levels.leaf.type, vals.num_buffers() == 2))
     mb.layers.extend(levels.layers)
     mb.num_buffers = vals.num_buffers()
     mb.num_items = n_items
     mb.has_large_chunk = large
-    buffers: list[Any] = [meta.tobytes(), b"".join(parts)]
+    buffers: list[Any] = [meta.tobytes(), parts]  # the chunks, written one after another
     if dictionary is not None:
         _, dict_buffer, items, offset_bits = dictionary
         mb.dictionary.variable.offsets.CopyFrom(_flat(offset_bits))
@@ -428,6 +440,24 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         max_rep = sum(1 for x in levels.layers if is_list_layer(x))
         buffers.append(_rep_index(chunk_reps, max_rep).tobytes())
     return buffers, layout
+
+
+def _fsst_encode(vals: _Values) -> bytes | None:
+    """FSST-compress the page's strings in place (``vals`` then holds the codes) and return the
+    symbol table, where pylance would (mini-block pages of values under 256 bytes with 32 KiB of
+    data and a value of 5 bytes or more) and the codes are smaller; None to store them as they
+    are (or without the compiled kernels)."""
+    longest = vals.max_value_bytes()
+    if len(vals.data) < fsst.MIN_INPUT_BYTES or not fsst.MIN_MAX_LENGTH <= longest < _NARROW_BYTES:
+        return None
+    got = fsst.compress(vals.data, vals.offsets)
+    if got is None:
+        return None
+    table, offsets, codes = got
+    if len(codes) + len(table) >= len(vals.data):
+        return None
+    vals.offsets, vals.data = offsets, codes
+    return table
 
 
 def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | None:

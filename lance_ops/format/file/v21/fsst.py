@@ -14,6 +14,8 @@ escapes are the bytes at even distance from the run start.
 import numpy as np
 import pyarrow as pa
 
+from . import kernels
+
 _MAGIC = 0x46535354
 ESC = 255
 
@@ -41,9 +43,14 @@ def parse_symbol_table(table: bytes) -> tuple[bool, np.ndarray, np.ndarray]:
 def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decompress FSST strings ``data[offsets[i]:offsets[i+1]]``; returns ``(offsets int64, data uint8)``."""
     on, symbols, lens = parse_symbol_table(table)
-    offsets = offsets.astype(np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets[0] < 0 or offsets[-1] > len(data) or np.any(offsets[1:] < offsets[:-1]):
+        raise ValueError("FSST string offsets out of order or beyond the data")
     if not on:
         return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+    jit = kernels.get()
+    if jit is not None:
+        return _decompress_jit(jit, symbols, lens, offsets, data)
     base = int(offsets[0])
     buf = data[base : int(offsets[-1])]
     offsets = offsets - base
@@ -95,3 +102,120 @@ def decompress(table: bytes, offsets: np.ndarray, data: np.ndarray) -> tuple[np.
     t_offs = np.frombuffer(taken.buffers()[1], dtype=np.int64, count=m + 1)
     out = np.frombuffer(taken.buffers()[2], dtype=np.uint8, count=int(t_offs[-1])) if t_offs[-1] else np.zeros(0, np.uint8)
     return t_offs[np.minimum(offsets, m)], out
+
+
+_ERRORS = {4: "FSST data ends with an escape byte", 5: "FSST code without a symbol"}
+
+
+def error_message(code: int) -> str:
+    """The message of a compiled FSST kernel's error code."""
+    return _ERRORS.get(code, f"FSST decode error {code}")
+
+
+def _decompress_jit(jit, symbols: np.ndarray, lens: np.ndarray, offsets: np.ndarray,  # type: ignore[no-untyped-def]
+                    data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`decompress` by the compiled kernel, in one pass."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    out_offsets = np.empty(len(offsets), dtype=np.int64)
+    out = output_buffer(int(offsets[-1] - offsets[0]))
+    err = jit.fsst_decode(data, offsets, int(np.count_nonzero(lens)), symbols.view("<u8").reshape(-1), lens,
+                          out_offsets, out)
+    if err:
+        raise ValueError(error_message(err))
+    return out_offsets, out[: int(out_offsets[-1])]
+
+
+def output_buffer(codes: int) -> np.ndarray:
+    """Room for the decoded bytes of ``codes`` FSST codes (at most 8 bytes each, plus the 8 a
+    last symbol store may touch).  Allocated untouched: only the pages the decoder writes take
+    memory (a large ``np.empty`` is a fresh anonymous mapping)."""
+    return np.empty(8 * codes + 8, dtype=np.uint8)
+
+
+# ------------------------------------------------------------------------------ encoding
+#: the symbol table pylance's decoder reads: header, 256 symbol words, 256 lengths
+TABLE_BYTES = 8 + 256 * 8 + 256
+#: pylance compresses a page's strings with FSST from 32 KiB of data and a longest value of 5
+#: bytes (rust/compression/fsst ``FSST_LEAST_INPUT_SIZE`` / ``FSST_LEAST_INPUT_MAX_LENGTH``)
+MIN_INPUT_BYTES = 32 * 1024
+MIN_MAX_LENGTH = 5
+_SAMPLE_BYTES = 32 * 1024
+_ROUNDS = 5
+_MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def _sample(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """About 32 KiB of whole strings spread over the page."""
+    n = len(offsets) - 1
+    total = int(offsets[-1] - offsets[0])
+    step = max(1, total // _SAMPLE_BYTES)
+    pick = np.arange(0, n, step) if step > 1 else np.arange(n)
+    lens = (offsets[pick + 1] - offsets[pick]).astype(np.int64)
+    keep = np.cumsum(lens) <= 2 * _SAMPLE_BYTES
+    pick, lens = pick[keep], lens[keep]
+    so = np.zeros(len(pick) + 1, np.int64)
+    np.cumsum(lens, out=so[1:])
+    idx = np.repeat(offsets[pick] - so[:-1], lens) + np.arange(int(so[-1]))
+    return data[idx], so
+
+
+def train(jit, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:  # type: ignore[no-untyped-def]
+    """A symbol table for the strings ``data[offsets[i]:offsets[i+1]]``: ``(words, lens, n)``.
+
+    FSST's training (Boncz et al., VLDB 2020), on a sample: compress it with the current table,
+    count each code and each pair of consecutive codes, and keep the 255 candidates (codes and
+    concatenated pairs, at most 8 bytes) that cover the most bytes; five rounds.
+    """
+    buf, so = _sample(data, offsets)
+    words = np.zeros(256, np.uint64)
+    lens = np.zeros(256, np.int64)
+    n = 0
+    base_words = np.zeros(512, np.uint64)
+    base_words[256:] = np.arange(256, dtype=np.uint64)
+    base_lens = np.zeros(512, np.int64)
+    base_lens[256:] = 1
+    for _ in range(_ROUNDS):
+        c1, c2 = jit.fsst_count(buf, so, words, lens, n, _MASKS)
+        cw, cl = base_words.copy(), base_lens.copy()
+        cw[:n], cl[:n] = words[:n], lens[:n]
+        cand_w, cand_l, gain = jit.fsst_candidates(c1, c2, cw, cl, _MASKS)
+        if not len(cand_w):
+            break
+        order = np.lexsort((cand_w, cand_l))
+        cand_w, cand_l, gain = cand_w[order], cand_l[order], gain[order]
+        first = np.ones(len(cand_w), bool)
+        first[1:] = (cand_w[1:] != cand_w[:-1]) | (cand_l[1:] != cand_l[:-1])
+        starts = np.flatnonzero(first)
+        total = np.add.reduceat(gain, starts)
+        by_gain = starts[np.argsort(-total, kind="stable")]
+        words[:] = 0
+        lens[:] = 0
+        n = int(jit.fsst_select(cand_w, cand_l, by_gain, words, lens))
+    return words, lens, n
+
+
+def table_bytes(words: np.ndarray, lens: np.ndarray, n: int) -> bytes:
+    """The 2312-byte symbol table pylance reads (switch on, ``n`` symbols)."""
+    head = (_MAGIC << 32) | (1 << 24) | n
+    out = np.zeros(TABLE_BYTES, np.uint8)
+    out[:8] = np.frombuffer(head.to_bytes(8, "little"), np.uint8)
+    out[8 : 8 + 8 * n] = words[:n].astype("<u8").view(np.uint8)
+    out[8 + 8 * n : 8 + 9 * n] = lens[:n].astype(np.uint8)
+    return out.tobytes()
+
+
+def compress(data: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """FSST-compress strings ``data[offsets[i]:offsets[i+1]]`` (``offsets`` from 0): ``(symbol
+    table, code offsets, codes)``, or None without the compiled kernels (the writer then stores
+    the strings uncompressed)."""
+    jit = kernels.get()
+    if jit is None:
+        return None
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    words, lens, n = train(jit, data, offsets)
+    size = int(offsets[-1])
+    out = np.empty(2 * size + 8, np.uint8)  # escapes take 2 bytes; untouched pages cost nothing
+    out_offsets = np.empty(len(offsets), np.int64)
+    used = jit.fsst_encode(np.ascontiguousarray(data[:size]), offsets, words, lens, n, _MASKS, out, out_offsets)
+    return table_bytes(words, lens, n), out_offsets, out[:used]

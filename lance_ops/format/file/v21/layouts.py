@@ -430,9 +430,11 @@ def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer
     vals: list[Any] = []
     defs: list[np.ndarray] = []
     reps: list[np.ndarray] = []
-    fast = decode_chunks(w, mb, meta, data, num_items, var_values, venc) if num_items else None
+    table = bytes(mb.value_compression.fsst.symbol_table) if page_fsst else None
+    fast = decode_chunks(w, mb, meta, data, num_items, var_values, venc, table) if num_items else None
     if fast is not None:  # all chunks at once (chunks.py)
-        freps, fdefs, fvals = fast
+        freps, fdefs, fvals, decompressed = fast
+        page_fsst = page_fsst and not decompressed
         reps = [freps] if freps is not None else []
         defs = [fdefs] if fdefs is not None else []
         vals = [fvals]
@@ -483,6 +485,8 @@ def _mini_block_chunks(w: Where, mb: pb.MiniBlockLayout, buffers: list[pa.Buffer
 def _concat_var(vals: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     if not vals:
         return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    if len(vals) == 1:
+        return vals[0]
     data = np.concatenate([d for _, d in vals])
     sizes = np.concatenate([np.diff(o) for o, _ in vals])
     offs = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -595,12 +599,25 @@ def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.nd
         offsets = offsets.astype(np.int32)
     vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
     arr = pa.Array.from_buffers(dtype, n, [vb, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+    if (pa.types.is_string(dtype) or pa.types.is_large_string(dtype)) and not _is_ascii(data):
         try:
             arr.validate(full=True)
         except pa.ArrowInvalid as e:
             raise w.corrupt(f"string values are not valid UTF-8: {e}") from None
     return arr
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+def _is_ascii(data: np.ndarray) -> bool:
+    """True if no byte has its high bit set: ASCII is valid UTF-8 (the offsets are checked
+    separately), so only other data needs Arrow's full UTF-8 validation."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    n8 = len(data) // 8
+    if n8 and np.bitwise_or.reduce(data[: n8 * 8].view("<u8")) & _HIGH_BITS:
+        return False
+    return not np.any(data[n8 * 8 :] & 0x80)
 
 
 def _dictionary(w: Where, mb: pb.MiniBlockLayout, buf: pa.Buffer, dtype: pa.DataType) -> pa.Array:

@@ -1,0 +1,295 @@
+"""Benchmark cases on datasets pylance wrote at file format 2.2 with stable row ids (issue 17):
+what users' datasets are, maintained by lance_ops.  Registered into ``cases.CASES``."""
+
+import os
+from typing import Any
+
+import pyarrow as pa
+
+import lance_ops.format as lf
+
+from .cases import Case, Skip, SparkEnv, Target, _fresh_dirs, _pylance
+from .data import DELETE_PREDICATE_SQL, Fixtures, copy_dataset, delete_predicate, remove
+
+
+def case_delete_22(fx: Fixtures, p: Any) -> Case:
+    """``delete_10pct`` on the pylance-written 2.2 dataset with stable row ids."""
+    lance = _pylance()
+    template = fx.pylance_fragments_22()
+    out = _fresh_dirs(fx, "delete22", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "delete_22",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).delete(delete_predicate()),
+            "pylance": lambda: lance.dataset(out["pylance"]).delete(DELETE_PREDICATE_SQL),
+        },
+        work=p.delete_rows,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.5, "time <= 1.5x pylance"),
+        extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL,
+               **_about_22("pylance")},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _about_22(writer: str) -> dict[str, Any]:
+    return {"data_storage_version": "2.2", "written_by": writer, "stable_row_ids": True}
+
+
+def case_compact_22(fx: Fixtures, p: Any) -> Case:
+    """``compact_inprocess`` on the pylance-written 2.2 dataset after pylance deleted 10%."""
+    lance = _pylance()
+    template = fx.pylance_deleted_22()
+    target, live = fx.compaction_target(), lance.dataset(template).count_rows()
+    out = _fresh_dirs(fx, "compact22", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "compact_22",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
+               **_about_22("pylance")},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_compact_22_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    """``compact_local2`` on the pylance-written 2.2 dataset after pylance deleted 10%."""
+    lance = _pylance()
+    jobs = spark.jobs("compact")
+    template = fx.pylance_deleted_22()
+    target, live = fx.compaction_target(), lance.dataset(template).count_rows()
+    session = spark.session("local[2]")
+    out = _fresh_dirs(fx, "spark_compact22", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+        if v == "lance_ops":
+            spark.session("local[2]")
+
+    return Case(
+        "compact_22_local2",
+        {
+            "lance_ops": lambda: jobs.compact(session, out["lance_ops"], target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.spark_reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time on local[2] <= 1.0x pylance"),
+        spark_variants=frozenset({"lance_ops"}),
+        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
+               "master": "local[2]", **_about_22("pylance")},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+#: materialize_22 threshold: pylance materialises a fragment when its deleted share is strictly
+#: above the threshold (lance_ops from the threshold on), so 10% deleted needs one below 0.1
+MATERIALIZE_THRESHOLD = 0.05
+
+
+def case_materialize_22(fx: Fixtures, p: Any) -> Case:
+    """Deletion materialisation: every fragment (10% deleted) rewritten alone, by both.
+
+    lance_ops ``materialize_deletions``; pylance ``compact_files`` with the target at the
+    fragments' live rows, so that no fragment is merged with another (checked)."""
+    lance = _pylance()
+    template = fx.pylance_deleted_22()
+    live = lance.dataset(template).count_rows()
+    per_frag = live // p.fragments
+    thr = MATERIALIZE_THRESHOLD
+    out = _fresh_dirs(fx, "materialize22", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    def after(case: Case) -> None:
+        for v, d in out.items():
+            if os.path.isdir(d):
+                frags = lance.dataset(d).get_fragments()
+                case.extra[f"{v}_fragments_after"] = len(frags)
+                case.extra[f"{v}_deletion_files_after"] = sum(f.deletion_file() is not None for f in frags)
+
+    return Case(
+        "materialize_22",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).materialize_deletions(threshold=thr),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=per_frag, materialize_deletions_threshold=thr
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"fragments": p.fragments, "live_rows": live, "threshold": thr, **_about_22("pylance")},
+        after=after,
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _feed_until_preimages(path: str, begin: int, end: int) -> pa.Table:
+    """lance_ops' change feed cut where pylance's ``delta()`` stops: the inserts and update
+    post-images (the feed yields those first, then pre-images and deletes)."""
+    from lance_ops.format.maintenance.change_feed import change_feed_batches
+
+    batches = []
+    for b in change_feed_batches(lf.dataset(path), begin, end):
+        kind = b.column("_change_type")[0].as_py() if b.num_rows else None
+        if kind in ("update_preimage", "delete"):
+            break
+        batches.append(b)
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def _pylance_delta(path: str, begin: int, end: int) -> int:
+    d = _pylance().dataset(path).delta(begin_version=begin, end_version=end)
+    return d.get_inserted_rows().read_all().num_rows + d.get_updated_rows().read_all().num_rows
+
+
+def case_change_feed_22(fx: Fixtures, p: Any) -> Case:
+    """The change feed of the pylance-built 2.2 feed dataset, the rows pylance's ``delta()``
+    gives (inserted + updated post-images, all columns)."""
+    path, begin, end = fx.pylance_feed_22()
+    n_py = _pylance_delta(path, begin, end)
+    n_ours = _feed_until_preimages(path, begin, end).num_rows
+    if n_ours != n_py:
+        raise Skip(f"lance_ops' feed has {n_ours} inserted + updated rows, pylance's delta {n_py}")
+    return Case(
+        "change_feed_22",
+        {
+            "lance_ops": lambda: _feed_until_preimages(path, begin, end).num_rows,
+            "pylance": lambda: _pylance_delta(path, begin, end),
+        },
+        work=n_py,
+        unit="rows/s",
+        reps=p.reps,
+        target=Target("ratio", 2.0, "time <= 2x pylance"),
+        extra={"base_rows": p.feed_rows, "versions": f"({begin}, {end}]", "feed_rows": n_py,
+               **_about_22("pylance")},
+    )
+
+
+def case_change_feed_22_full(fx: Fixtures, p: Any) -> Case:
+    """The whole lance_ops change feed (with update pre-images and deletes, which pylance's
+    ``delta()`` does not produce) against the same pylance ``delta()``."""
+    path, begin, end = fx.pylance_feed_22()
+    n_feed = lf.dataset(path).change_feed(begin, end).num_rows
+    return Case(
+        "change_feed_22_full",
+        {
+            "lance_ops": lambda: lf.dataset(path).change_feed(begin, end).num_rows,
+            "pylance": lambda: _pylance_delta(path, begin, end),
+        },
+        work=n_feed,
+        unit="rows/s",
+        reps=p.reps,
+        extra={"base_rows": p.feed_rows, "versions": f"({begin}, {end}]", "feed_rows": n_feed,
+               "note": "lance_ops: inserts, update pre- and post-images, deletes; pylance: inserted + updated",
+               **_about_22("pylance")},
+    )
+
+
+def case_compact_small_fragments(fx: Fixtures, p: Any) -> Case:
+    """``small_fragments`` x ``small_fragment_rows``-row fragments (pylance, 2.2) compacted
+    in-process into 1M-row fragments."""
+    lance = _pylance()
+    template = fx.small_fragments_22()
+    rows = p.small_fragments * p.small_fragment_rows
+    target = 1_048_576
+    out = _fresh_dirs(fx, "small22", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "compact_small_fragments",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=rows,
+        unit="rows/s",
+        reps=p.small_reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"fragments": p.small_fragments, "rows_per_fragment": p.small_fragment_rows,
+               "target_rows_per_fragment": target, **_about_22("pylance")},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _forget_manifests() -> None:
+    """Drop lance_ops' in-process caches of decoded manifests and file footers, so that every
+    timed open decodes the manifest (pylance's ``dataset()`` starts a fresh session each time)."""
+    from lance_ops.format import manifest
+    from lance_ops.format.file import reader
+
+    getattr(manifest, "_MANIFEST_CACHE", {}).clear()
+    for name in ("_METADATA_CACHE", "_SCHEMA_CACHE"):
+        cache = getattr(reader, name, None)
+        if cache is not None and hasattr(cache, "_data"):
+            cache._data.clear()
+
+
+def case_open_many_fragments(fx: Fixtures, p: Any) -> Case:
+    """``dataset(uri)`` of the ``compact_small_fragments`` dataset (its manifest lists every
+    fragment with its row-id sequence); lance_ops' caches dropped before each open."""
+    lance = _pylance()
+    path = fx.small_fragments_22()
+
+    def ours() -> int:
+        return lf.dataset(path).version
+
+    def theirs() -> int:
+        return lance.dataset(path).version
+
+    return Case(
+        "open_many_fragments",
+        {"lance_ops": ours, "pylance": theirs},
+        work=1,
+        unit="opens/s",
+        reps=max(p.small_reps, 5),
+        prepare=lambda v: _forget_manifests(),
+        target=Target("ratio", 2.0, "open latency <= 2x pylance"),
+        extra={"fragments": p.small_fragments, **_about_22("pylance")},
+    )
+
+
+#: in run order, after the cases of ``cases.CASES``
+CASES_22 = {
+    "delete_22": case_delete_22,
+    "compact_22": case_compact_22,
+    "compact_22_local2": case_compact_22_local2,
+    "materialize_22": case_materialize_22,
+    "change_feed_22": case_change_feed_22,
+    "change_feed_22_full": case_change_feed_22_full,
+    "compact_small_fragments": case_compact_small_fragments,
+    "open_many_fragments": case_open_many_fragments,
+}
+SPARK_CASES_22 = frozenset({"compact_22_local2"})
