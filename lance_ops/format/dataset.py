@@ -325,8 +325,13 @@ class LanceDataset:
         *,
         dry_run: bool = False,
         delete_unverified: bool = False,
+        retention_duration_check: bool = True,
     ) -> CleanupStats:
-        """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`)."""
+        """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`).
+
+        ``older_than`` (default 14 days) below one hour is refused unless
+        ``retention_duration_check=False`` (Delta's VACUUM check); a negative one always is.
+        """
         self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
             self._store,
@@ -334,6 +339,7 @@ class LanceDataset:
             retain_versions=retain_versions,
             dry_run=dry_run,
             delete_unverified=delete_unverified,
+            retention_duration_check=retention_duration_check,
         )
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":

@@ -448,7 +448,10 @@ def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> Man
             raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
     if size > MAX_MANIFEST_BYTES:
         raise CorruptFileError(store.full_path(rel), f"manifest is {size} bytes, larger than the limit")
-    data = store.read(rel)
+    try:
+        data = store.read(rel)
+    except FileNotFoundError:
+        raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist (removed meanwhile)") from None
     mf = decode_manifest_file(data, store.full_path(rel))
     if mf.manifest.version != version:
         raise CorruptFileError(
