@@ -24,6 +24,7 @@ from .errors import (
     CommitStateUnknownError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     RetryableCommitConflictError,
 )
 from .idempotency import DEFAULT_LOOKBACK_VERSIONS, find_committed, idempotency_key
@@ -102,6 +103,8 @@ def commit_transaction(
     """
     if handler is None:
         handler = ConditionalPutCommitHandler(store)
+    if isinstance(txn.read_version, bool) or not isinstance(txn.read_version, int) or txn.read_version < 0:
+        raise InvalidArgumentError(f"read_version must be a non-negative integer, got {txn.read_version!r}")
     validate_operation(txn.operation)  # before anything is written
     key = idempotency_key(txn.properties)
     written: Transaction | None = None
@@ -147,14 +150,14 @@ def commit_transaction(
                     if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
                         break
                     other = _removed_is_retryable(
-                        store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, loaded)
+                        store, txn, v, lambda v=v, s=scheme: _load_cached(store, v, s, handler, loaded)
                     )
                     common = check(txn, other, v)
                     if common:
                         if rebase_state is None:
                             rebase_state = RebaseState(_removed_is_retryable(
                                 store, txn, txn.read_version,
-                                lambda: handler.read_manifest(txn.read_version).manifest,
+                                lambda t=txn: handler.read_manifest(t.read_version).manifest,
                             ))
                         theirs = _removed_is_retryable(store, txn, v, lambda v=v: handler.read_manifest(v).manifest)
                         txn = rebase(

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from . import manifest as _m
 from ._proto import transaction_pb2
-from .errors import CorruptFileError, DatasetNotFoundError
+from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError
 from .manifest import Manifest, ManifestFile, NamingScheme
 from .manifest_store import (
     ManifestStore,
@@ -199,6 +199,8 @@ def checkout_manifest(
         UnsupportedFeatureError: the version needs features or a file format lance_ops cannot read.
     """
     handler = handler or ConditionalPutCommitHandler(store)
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise ArgumentTypeError(f"version must be an integer version number, got {type(version).__name__} {version!r}")
     scheme, versions = handler.list_versions()
     if not versions or scheme is None:
         raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")

@@ -20,7 +20,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ._proto import rowids_pb2
-from .errors import CorruptFileError
+from .errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError
 
 __all__ = [
     "MAX_FRAGMENT_ROWS",
@@ -52,16 +52,16 @@ def _as_u64(values: object, what: str) -> np.ndarray:
     """``values`` as a 1-D uint64 array; ValueError/TypeError for negatives or non-integers."""
     a = np.asarray(values)
     if a.ndim != 1:
-        raise ValueError(f"{what} must be one-dimensional, got shape {a.shape}")
+        raise InvalidArgumentError(f"{what} must be one-dimensional, got shape {a.shape}")
     if a.size == 0:
         return _EMPTY_U64
     if a.dtype.kind == "u":
         return a.astype(np.uint64, copy=False)
     if a.dtype.kind == "i":
         if int(a.min()) < 0:
-            raise ValueError(f"{what} must be non-negative, got minimum {int(a.min())}")
+            raise InvalidArgumentError(f"{what} must be non-negative, got minimum {int(a.min())}")
         return a.astype(np.uint64)
-    raise TypeError(f"{what} must be an array of unsigned integers, got dtype {a.dtype}")
+    raise ArgumentTypeError(f"{what} must be an array of unsigned integers, got dtype {a.dtype}")
 
 
 def _parse(message: object, data: bytes, path: str, what: str) -> None:
@@ -427,7 +427,7 @@ def encode_versions(versions: np.ndarray) -> bytes:
 def constant_versions(n: int, version: int) -> bytes:
     """One run ``range{0..n}`` at ``version``: what pylance writes for a new fragment."""
     if n < 0 or version < 0:
-        raise ValueError(f"row count and version must be non-negative, got n={n}, version={version}")
+        raise InvalidArgumentError(f"row count and version must be non-negative, got n={n}, version={version}")
     seq = rowids_pb2.RowDatasetVersionSequence()
     if n:
         run = seq.runs.add()
@@ -451,7 +451,7 @@ def encode_versions_like(versions: np.ndarray, parts_lengths: Sequence[int]) -> 
     if len(parts_lengths):
         lengths = np.asarray(parts_lengths, dtype=np.int64)
         if lengths.ndim != 1 or (lengths < 0).any() or int(lengths.sum()) != n:
-            raise ValueError(f"parts_lengths {list(parts_lengths)!r} must be non-negative and sum to {n}")
+            raise InvalidArgumentError(f"parts_lengths {list(parts_lengths)!r} must be non-negative and sum to {n}")
         bounds = np.cumsum(lengths)[:-1]
         cuts = np.union1d(cuts, bounds[(bounds > 0) & (bounds < n)])
     if n == 0:

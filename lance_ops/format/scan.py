@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from . import rowids
 from .deletion import read_deletion_file
-from .errors import CorruptFileError, SchemaError
+from .errors import ArgumentTypeError, CorruptFileError, SchemaError
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
@@ -66,10 +66,12 @@ def plan_scan(
     if columns is None:
         output = list(names)
     else:
-        if isinstance(columns, str):
-            raise TypeError(f"columns must be a list of names, got the string {columns!r}")
+        if isinstance(columns, str) or not isinstance(columns, Sequence | set | frozenset | tuple):
+            raise ArgumentTypeError(f"columns must be a list of names, got {type(columns).__name__} {columns!r}")
         output = list(columns)
         for c in output:
+            if not isinstance(c, str):
+                raise ArgumentTypeError(f"column names must be strings, got {type(c).__name__} {c!r} in {output}")
             if c not in names and c not in META_COLUMNS:
                 raise SchemaError(f"column {c!r} is not in the dataset schema {names}")
     if with_row_id and ROW_ID not in output:
@@ -79,8 +81,7 @@ def plan_scan(
     needed = set(output)
     filter_cols: tuple[str, ...] = ()
     if filter is not None:
-        if isinstance(filter, str):
-            raise TypeError("filter must be a pyarrow.compute.Expression (SQL strings are not supported)")
+        check_filter(schema, filter)
         # A superset of the referenced columns: every name that occurs as a token of the expression.
         text = str(filter)
         tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
@@ -93,6 +94,47 @@ def plan_scan(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
     return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema, filter_cols)
+
+
+_UNKNOWN_FIELD = re.compile(r"No match for FieldRef\.Name\((.*?)\)")
+
+
+def check_filter(schema: LanceSchema, expr: object, what: str = "filter") -> None:
+    """Refuse a filter that cannot run on this schema, naming the column or the mismatch.
+
+    The expression is bound to an empty table of the dataset's columns (and the metadata
+    columns) before any data is read.
+
+    Raises:
+        ArgumentTypeError: not a ``pyarrow.compute.Expression`` (e.g. a SQL string).
+        SchemaError: an unknown column (the dataset's columns are listed), operands whose types
+            do not match (e.g. int64 compared with a string), or a non-boolean expression.
+    """
+    if not isinstance(expr, pc.Expression):
+        kind = "SQL strings are not supported" if isinstance(expr, str) else f"got {type(expr).__name__} {expr!r}"
+        raise ArgumentTypeError(f"{what} must be a pyarrow.compute.Expression ({kind})")
+    arrow = schema.to_arrow()
+    names = [f.name for f in schema.top_level()]
+    empty = pa.table(
+        [pa.array([], type=f.type) for f in arrow] + [pa.array([], type=pa.uint64()) for _ in META_COLUMNS],
+        names=[*arrow.names, *META_COLUMNS],
+    )
+    try:
+        _filter_table(empty, expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
+        msg = str(e).split("\n", 1)[0]
+        unknown = _UNKNOWN_FIELD.search(msg)
+        if unknown:
+            raise SchemaError(
+                f"{what} {expr}: column {unknown.group(1)!r} is not in the dataset; its columns are {names} "
+                f"(and {list(META_COLUMNS)})"
+            ) from None
+        text = str(expr)
+        tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        types = ", ".join(f"{f.name}: {f.type}" for f in arrow if f.name in tokens or f'"{f.name}"' in text)
+        raise SchemaError(
+            f"{what} {expr} cannot be evaluated on the dataset's columns ({types or 'none referenced'}): {msg}"
+        ) from None
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
