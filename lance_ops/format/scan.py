@@ -511,7 +511,8 @@ def scan(
         return
     todo = []
     for frag in fragments if fragments is not None else manifest.fragments:
-        if plan.filter is None and skip >= frag.num_rows and frag.num_rows >= 0:
+        # (a fragment without live rows is still opened: its data file must confirm physical_rows)
+        if plan.filter is None and skip > 0 and skip >= frag.num_rows:
             skip -= frag.num_rows
             continue
         todo.append(frag)
