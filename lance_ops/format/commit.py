@@ -183,7 +183,7 @@ def commit_transaction(
             )
             if _put(store, handler, new, txn, scheme):
                 write_version_hint(store, new.version)
-                return new
+                return new.with_changes(source=store.full_path(manifest_path(scheme, new.version)))
             attempt += 1
             if attempt > max_retries:
                 raise CommitConflictError(

@@ -192,6 +192,8 @@ class Manifest:
     index_section: bytes | None = None  # raw IndexSection bytes, carried forward unchanged
     base_paths: tuple[bytes, ...] = ()  # raw BasePath messages
     branch: str | None = None
+    #: the manifest file this was read from (named in errors), "" for one not yet written
+    source: str = field(default="", compare=False, repr=False)
 
     @property
     def uses_stable_row_ids(self) -> bool:
@@ -247,6 +249,7 @@ class Manifest:
             index_section=index_section,
             base_paths=tuple(b.SerializeToString() for b in m.base_paths),
             branch=m.branch if m.HasField("branch") else None,
+            source=where,
         )
 
     def to_proto(self) -> table_pb2.Manifest:

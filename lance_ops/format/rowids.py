@@ -14,13 +14,18 @@ Decoding never materialises more ids than the caller says the fragment has (``ex
 so a hostile ``range{0 .. 2**60}`` is rejected before any allocation.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from ._proto import rowids_pb2
 from .errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .fragment import FragmentMetadata
 
 __all__ = [
     "MAX_FRAGMENT_ROWS",
@@ -33,6 +38,9 @@ __all__ = [
     "encode_segment",
     "encode_versions",
     "encode_versions_like",
+    "fragment_row_ids",
+    "fragment_versions",
+    "inline_field",
     "segment_len",
 ]
 
@@ -290,6 +298,33 @@ def encode_segment(ids: np.ndarray) -> rowids_pb2.U64Segment:
 
 
 # --------------------------------------------------------------------------- row id sequences
+
+
+@contextmanager
+def inline_field(source: str, fragment_id: int, field: str) -> Iterator[None]:
+    """Name the manifest, fragment and field in CorruptFileErrors of an inline sequence."""
+    try:
+        yield
+    except CorruptFileError as e:
+        if e.path not in ("<inline>", source):
+            raise
+        raise CorruptFileError(source or "<unwritten manifest>", f"fragment {fragment_id} {field}: {e.problem}") from None
+
+
+def fragment_row_ids(frag: "FragmentMetadata", source: str) -> np.ndarray:
+    """:func:`decode_row_ids` of a fragment's inline row ids (``physical_rows`` of them)."""
+    assert frag.row_ids is not None
+    with inline_field(source, frag.id, "inline_row_ids"):
+        return decode_row_ids(frag.row_ids, expected_len=frag.physical_rows, path=source or "<inline>")
+
+
+def fragment_versions(frag: "FragmentMetadata", source: str, *, created: bool) -> np.ndarray:
+    """:func:`decode_versions` of a fragment's inline created-at / last-updated-at versions."""
+    data = frag.created_at_versions if created else frag.last_updated_at_versions
+    assert data is not None
+    name = "inline_created_at_versions" if created else "inline_last_updated_at_versions"
+    with inline_field(source, frag.id, name):
+        return decode_versions(data, expected_len=frag.physical_rows, path=source or "<inline>")
 
 
 def decode_row_ids(data: bytes, *, expected_len: int | None = None, path: str = "<inline>") -> np.ndarray:

@@ -288,21 +288,20 @@ def _open_fragment(
     if plan.filter_is_metadata_only and set(plan.filter_columns) <= {CREATED_AT, UPDATED_AT}:
         # a version-range filter: evaluated once per run of equal versions, before anything
         # is expanded per row or read, so fragments without a match cost almost nothing
-        live = _version_filter(frag, plan, live)
+        live = _version_filter(frag, plan, live, manifest.source)
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
     ids = versions_c = versions_u = None
     if ROW_ID in meta and manifest.uses_stable_row_ids:
         if frag.row_ids is None:
-            from .errors import CorruptFileError
-
-            raise CorruptFileError(store.uri, f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.decode_row_ids(frag.row_ids, expected_len=frag.physical_rows)
+            raise CorruptFileError(manifest.source or store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.fragment_row_ids(frag, manifest.source)
     if CREATED_AT in meta and frag.created_at_versions is not None:
-        versions_c = rowids.decode_versions(frag.created_at_versions, expected_len=frag.physical_rows)
+        versions_c = rowids.fragment_versions(frag, manifest.source, created=True)
     if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
-        versions_u = rowids.decode_versions(frag.last_updated_at_versions, expected_len=frag.physical_rows)
+        versions_u = rowids.fragment_versions(frag, manifest.source, created=False)
     if plan.filter is not None and plan.filter_is_metadata_only:
         # Evaluate the filter once for the whole fragment, before any data is read: fragments
         # without a match are never opened.
@@ -348,14 +347,18 @@ def _metadata_filter(
     return mask
 
 
-def _version_runs(frag: FragmentMetadata, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _version_runs(frag: FragmentMetadata, name: str, source: str) -> tuple[np.ndarray, np.ndarray]:
     data = frag.created_at_versions if name == CREATED_AT else frag.last_updated_at_versions
     if data is None:  # no sequence: version 1 for every row, as pylance reports it
         return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
-    return rowids.decode_version_runs(data, expected_len=frag.physical_rows)
+    field = "inline_created_at_versions" if name == CREATED_AT else "inline_last_updated_at_versions"
+    with rowids.inline_field(source, frag.id, field):
+        return rowids.decode_version_runs(data, expected_len=frag.physical_rows, path=source or "<inline>")
 
 
-def _version_filter(frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None) -> np.ndarray | None:
+def _version_filter(
+    frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None, source: str = ""
+) -> np.ndarray | None:
     """Mask of the live rows matching a filter over the version columns only; None for no match.
 
     The row range is cut where any referenced sequence changes value; the filter runs on one
@@ -364,7 +367,7 @@ def _version_filter(frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | N
     n = frag.physical_rows
     if n == 0:
         return None
-    runs = {name: _version_runs(frag, name) for name in plan.filter_columns}
+    runs = {name: _version_runs(frag, name, source) for name in plan.filter_columns}
     cuts = [np.cumsum(lens) for _, lens in runs.values()]
     ends = np.unique(np.concatenate([*cuts, np.array([n], dtype=np.int64)]))
     ends = ends[ends > 0]

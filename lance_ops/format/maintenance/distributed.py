@@ -97,18 +97,19 @@ def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
     n = frag.physical_rows
     if manifest.uses_stable_row_ids:
         if frag.row_ids is None:
-            raise CorruptFileError(store.uri, f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.decode_row_ids(frag.row_ids, expected_len=n)
+            raise CorruptFileError(manifest.source or store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.fragment_row_ids(frag, manifest.source)
     else:
         ids = (np.uint64(frag.id) << np.uint64(32)) + np.arange(n, dtype=np.uint64)
     ones = np.ones(n, dtype=np.uint64)
     created = (
-        rowids.decode_versions(frag.created_at_versions, expected_len=n)
+        rowids.fragment_versions(frag, manifest.source, created=True)
         if frag.created_at_versions is not None
         else ones
     )
     updated = (
-        rowids.decode_versions(frag.last_updated_at_versions, expected_len=n)
+        rowids.fragment_versions(frag, manifest.source, created=False)
         if frag.last_updated_at_versions is not None
         else ones
     )
