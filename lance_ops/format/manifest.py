@@ -340,6 +340,11 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     index = None
     if m.HasField("index_section"):
         index = _section(data[:pos], m.index_section, path, "index section")
+        try:
+            # carried forward byte for byte: a damaged one must not reach the next version
+            table_pb2.IndexSection().ParseFromString(index)
+        except DecodeError as e:
+            raise CorruptFileError(path, f"index section does not decode: {e}") from e
     txn = None
     if m.HasField("transaction_section"):
         txn = _section(data[:pos], m.transaction_section, path, "inline transaction")

@@ -14,6 +14,7 @@ skipped; filters run single-threaded in Acero (its pool hand-off costs more than
 import re
 from collections import deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,12 +24,12 @@ import pyarrow.compute as pc
 
 from . import rowids
 from .deletion import read_deletion_file
-from .errors import ArgumentTypeError, CorruptFileError, SchemaError
+from .errors import ArgumentTypeError, CorruptFileError, SchemaError, UnsupportedFeatureError
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
 from .schema import LanceSchema
-from .store import ObjectStore
+from .store import ObjectStore, ObjectStoreError
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -185,7 +186,8 @@ def _fragment_data(
         return _null_batches(frag.physical_rows, names, target, batch_size)
     streams = []
     for df, ids in sources:
-        reader = _checked_reader(store, frag, df)
+        with named_fragment(manifest, frag):
+            reader = _checked_reader(store, frag, df)
         gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -254,6 +256,20 @@ def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
     return out
 
 
+@contextmanager
+def named_fragment(manifest: Manifest, frag: FragmentMetadata) -> Iterator[None]:
+    """Add the fragment and the manifest naming the file to errors about the fragment's files."""
+    try:
+        yield
+    except (CorruptFileError, ObjectStoreError, UnsupportedFeatureError) as e:
+        where = f" (fragment {frag.id} of {manifest.source or f'version {manifest.version}'})"
+        if where in str(e):
+            raise
+        if isinstance(e, CorruptFileError):
+            raise CorruptFileError(e.path, e.problem + where) from e
+        raise type(e)(str(e) + where) from e
+
+
 def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:
     """The data file's reader, after checking it holds the fragment's ``physical_rows``."""
     reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
@@ -277,10 +293,12 @@ def _open_fragment(
     if frag.files:
         # Trust physical_rows for per-row allocations only once a data file confirms it
         # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
-        _checked_reader(store, frag, frag.files[0])
+        with named_fragment(manifest, frag):
+            _checked_reader(store, frag, frag.files[0])
     live = None
     if frag.deletion_file is not None:
-        deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+        with named_fragment(manifest, frag):
+            deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
         if len(deleted):
             live = np.ones(frag.physical_rows, dtype=bool)
             live[deleted] = False

@@ -61,6 +61,8 @@ def decode_transaction(data: bytes, path: str) -> Transaction:
         t.ParseFromString(data)
     except DecodeError as e:
         raise CorruptFileError(path, f"transaction protobuf does not decode: {e}") from e
+    if t.WhichOneof("operation") is None:
+        raise CorruptFileError(path, "transaction has no operation")
     try:
         txn = Transaction.from_proto(t)
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
