@@ -201,6 +201,30 @@ def commit_transaction(
         raise
 
 
+def find_earlier_commit(
+    store: ObjectStore,
+    properties: "dict[str, str] | None",
+    *,
+    handler: CommitHandler | None = None,
+    lookback: int = DEFAULT_LOOKBACK_VERSIONS,
+) -> Manifest | None:
+    """The manifest of the version that already committed the write keyed by ``properties``
+    (``txnAppId``/``txnVersion``), or None (no key, or not committed in recent history)."""
+    key = idempotency_key(properties or {})
+    if key is None:
+        return None
+    handler = handler or ConditionalPutCommitHandler(store)
+    scheme, versions = handler.list_versions()
+    if not versions:
+        return None
+    s = scheme or NamingScheme.V2
+    done = find_committed(
+        key, [v for v in versions if v > versions[-1] - lookback],
+        lambda v: load_transaction(store, v, s, handler=handler),
+    )
+    return handler.read_manifest(done).manifest if done is not None else None
+
+
 def _load_cached(
     store: ObjectStore, version: int, scheme: NamingScheme, handler: CommitHandler, cache: dict[int, Transaction]
 ) -> Transaction:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .cleanup import CleanupStats, Tags, cleanup_old_versions
-from .commit import DEFAULT_MAX_RETRIES, commit_transaction
+from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
 from .commit_handler import (
     CommitHandler,
     ConditionalPutCommitHandler,
@@ -457,6 +457,9 @@ def write_dataset(
     handler = commit_handler_for(store, manifest_store)
     existing = try_open_latest(store, handler)
     if existing is not None and mode == "create":
+        done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
+        if done is not None:  # a retried create whose first attempt committed
+            return LanceDataset._from_manifest(store, done, handler)
         raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
     data_schema, batches = iter_batches(data, schema)
     props = dict(transaction_properties or {})

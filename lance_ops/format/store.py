@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import fsspec
+import fsspec.asyn
 
 from .errors import ArgumentTypeError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
 
@@ -56,6 +57,8 @@ class ConditionalPutError(ObjectStoreError):
 
 #: URI schemes lance_ops reads and writes (``gcs`` is gcsfs's alias of ``gs``).
 SUPPORTED_PROTOCOLS = ("file", "memory", "gs", "gcs")
+#: storage option: deadline (seconds) of a conditional create, retries included
+COMMIT_TIMEOUT_OPTION = "commit_timeout"
 #: metadata key of the token a conditional create tags its object with (GCS)
 WRITER_TOKEN_KEY = "lance-ops-writer"
 #: read-back attempts after a failed conditional create, and the pause between them
@@ -75,6 +78,12 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _describe(e: BaseException) -> str:
+    """``Type: message`` of a transport error (timeouts often carry no message)."""
+    text = str(e) or ("no answer in time" if isinstance(e, TimeoutError) else "no details")
+    return f"{type(e).__name__}: {text}"
+
+
 @contextmanager
 def _storage_errors(path: str, what: str) -> Iterator[None]:
     """Turn OS and transport errors of a storage call into typed errors naming ``path``."""
@@ -85,7 +94,7 @@ def _storage_errors(path: str, what: str) -> Iterator[None]:
     except FileNotFoundError as e:
         raise ObjectNotFoundError(f"{path}: {what} failed: no such object") from e
     except _transport_errors() as e:
-        raise ObjectStoreError(f"{path}: {what} failed: {type(e).__name__}: {e}") from e
+        raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
 
 
 def check_uri(uri: object) -> str:
@@ -129,7 +138,10 @@ class ObjectStore:
 
     Args:
         uri: dataset root (local path, ``file://``, ``memory://`` or ``gs://``).
-        storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``).
+        storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``),
+            except ``commit_timeout``: seconds a conditional create (a commit) may take, retries
+            included, before its outcome is settled by reading the object back (default: the
+            filesystem's own retry budget, about 30 s for gcsfs).
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -142,6 +154,8 @@ class ObjectStore:
         self.storage_options = dict(storage_options or {})
         self.is_local = self.protocol == "file"
         opts = dict(self.storage_options)
+        timeout = opts.pop(COMMIT_TIMEOUT_OPTION, None)
+        self.commit_timeout = float(timeout) if timeout is not None else None
         if self.protocol not in ("file", "memory"):
             # Another process may commit at any time: never answer exists()/size() from a stale listing.
             opts.setdefault("use_listings_cache", False)
@@ -321,7 +335,12 @@ class ObjectStore:
         # object with a token and, on a 412 or any failure, check whose object is there.
         token = uuid.uuid4().hex
         try:
-            self.fs.pipe_file(path, data, mode="create", metadata={WRITER_TOKEN_KEY: token})
+            if self.commit_timeout is not None and hasattr(self.fs, "_pipe_file"):
+                # one deadline for the create and every retry of it (gcsfs alone retries ~30 s)
+                fsspec.asyn.sync(self.fs.loop, self.fs._pipe_file, path, data, mode="create",
+                                 metadata={WRITER_TOKEN_KEY: token}, timeout=self.commit_timeout)
+            else:
+                self.fs.pipe_file(path, data, mode="create", metadata={WRITER_TOKEN_KEY: token})
         except FileExistsError:
             return self._read_back(path, token, None) is True
         except Exception as e:  # noqa: BLE001 - timeout, disconnect, 5xx: settle it by reading back
@@ -330,7 +349,7 @@ class ObjectStore:
             owner = self._read_back(path, token, e)
             if owner is None:
                 raise ConditionalPutError(
-                    f"{path}: create failed ({type(e).__name__}: {e}) and the object is absent: not created",
+                    f"{path}: create failed ({_describe(e)}) and the object is absent: not created",
                     path=path, applied=False,
                 ) from e
             return owner
@@ -362,9 +381,10 @@ class ObjectStore:
                 last = e
                 continue
             return (info.get("metadata") or {}).get(WRITER_TOKEN_KEY) == token
-        what = f"create failed ({type(cause).__name__}: {cause})" if cause is not None else "create lost a race"
+        what = f"create failed ({_describe(cause)})" if cause is not None else "create lost a race"
+        assert last is not None
         raise ConditionalPutError(
-            f"{path}: {what} and reading the object back failed too ({type(last).__name__}: {last}): "
+            f"{path}: {what} and reading the object back failed too ({_describe(last)}): "
             "it may or may not exist", path=path, applied=None,
         ) from (cause or last)
 
