@@ -24,7 +24,7 @@ from .errors import (
     InvalidArgumentError,
 )
 from .fragment import FragmentMetadata
-from .idempotency import committed_by
+from .idempotency import committed_by, idempotency_key
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags
@@ -252,6 +252,7 @@ class LanceDataset:
 
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
         """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
         if total == 0:
             return self
@@ -270,6 +271,7 @@ class LanceDataset:
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
         """
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         removed, updated, new, total = plan_update(
             self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
         )
@@ -329,6 +331,8 @@ class LanceDataset:
     def change_feed(self, begin_version: int, end_version: int | None = None) -> pa.Table:
         """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns."""
         end = self.version if end_version is None else end_version
+        if not 0 <= begin_version <= end:
+            raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end}]")
         schema = change_feed_schema(self.checkout_version(end).schema)
         batches = change_feed_batches(self._store, self._handler, begin_version, end)
         return pa.Table.from_batches(list(batches), schema=schema)
@@ -463,6 +467,7 @@ def write_dataset(
         raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
     data_schema, batches = iter_batches(data, schema)
     props = dict(transaction_properties or {})
+    idempotency_key(props)  # refused before any file is written
     if existing is not None and mode == "append":
         check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
         file_version = require_writable(existing.data_storage_version, uri)
