@@ -49,6 +49,8 @@ from .transaction import (
 )
 
 DEFAULT_MAX_RETRIES = 20
+#: transactions read at once when searching an object store's history (idempotent writes)
+REMOTE_PARALLEL_READS = 16
 
 
 def load_transaction(
@@ -124,6 +126,7 @@ def commit_transaction(
                 done = find_committed(
                     key, [v for v in versions if v > low],
                     lambda v, s=scheme or NamingScheme.V2: _load_cached(store, v, s, handler, loaded),
+                    parallel=1 if store.is_local else REMOTE_PARALLEL_READS,
                 )
                 idem_checked = latest
                 if done is not None:
@@ -221,6 +224,7 @@ def find_earlier_commit(
     done = find_committed(
         key, [v for v in versions if v > versions[-1] - lookback],
         lambda v: load_transaction(store, v, s, handler=handler),
+        parallel=1 if store.is_local else REMOTE_PARALLEL_READS,
     )
     return handler.read_manifest(done).manifest if done is not None else None
 

@@ -13,6 +13,7 @@ commit once.  pylance writers that set the same properties are recognised too.
 """
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from .errors import DatasetNotFoundError, InvalidArgumentError
 from .manifest import Manifest
@@ -65,18 +66,45 @@ def find_committed(
     key: tuple[str, int],
     versions: Iterable[int],
     load: Callable[[int], Transaction],
+    *,
+    parallel: int = 1,
 ) -> int | None:
     """The version that already committed the write ``key``, or None.
 
     ``versions`` are searched newest first; the newest transaction carrying the same
     ``txnAppId`` decides (its ``txnVersion`` at least ours: committed).  Versions removed by a
-    concurrent cleanup are skipped.
+    concurrent cleanup are skipped.  With ``parallel`` > 1 the transactions are loaded that
+    many at a time, newest first (object stores: one round trip per batch, not per version).
     """
+    order = sorted(versions, reverse=True)
+    if parallel > 1 and len(order) > 1:
+        for start in range(0, len(order), parallel):
+            batch = order[start : start + parallel]
+            with ThreadPoolExecutor(min(parallel, len(batch))) as pool:
+                loaded = list(pool.map(lambda v: _load_or_none(load, v), batch))
+            found = _decide(key, zip(batch, loaded, strict=True))
+            if found is not _UNDECIDED:
+                return found  # type: ignore[return-value]
+        return None
+    found = _decide(key, ((v, _load_or_none(load, v)) for v in order))
+    return None if found is _UNDECIDED else found  # type: ignore[return-value]
+
+
+_UNDECIDED = object()
+
+
+def _load_or_none(load: Callable[[int], Transaction], version: int) -> Transaction | None:
+    try:
+        return load(version)
+    except DatasetNotFoundError:
+        return None
+
+
+def _decide(key: tuple[str, int], loaded: Iterable[tuple[int, Transaction | None]]) -> object:
+    """The committed version, None (this writer's newest commit is older), or _UNDECIDED."""
     app, number = key
-    for v in sorted(versions, reverse=True):
-        try:
-            txn = load(v)
-        except DatasetNotFoundError:
+    for v, txn in loaded:
+        if txn is None:
             continue
         if txn.properties.get(TXN_APP_ID) != app:
             continue
@@ -85,7 +113,7 @@ def find_committed(
         except ValueError:
             continue  # a foreign writer's malformed property: not a commit of ours
         return v if theirs >= number else None
-    return None
+    return _UNDECIDED
 
 
 def committed_by(manifest: Manifest, txn: Transaction) -> bool:
