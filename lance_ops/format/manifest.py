@@ -340,9 +340,10 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     index = None
     if m.HasField("index_section"):
         index = _section(data[:pos], m.index_section, path, "index section")
+        section = table_pb2.IndexSection()
         try:
             # carried forward byte for byte: a damaged one must not reach the next version
-            table_pb2.IndexSection().ParseFromString(index)
+            section.ParseFromString(index)
         except DecodeError as e:
             raise CorruptFileError(path, f"index section does not decode: {e}") from e
     txn = None
@@ -363,6 +364,8 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         raise CorruptFileError(path, f"the schema has duplicate column names {dup}")
     precheck_fragments(m.fragments, path)
     precheck_fragment_ids(m, path)
+    if index is not None:
+        check_indices(section, manifest, path)
     if manifest.transaction_file and not is_plain_name(manifest.transaction_file):
         raise CorruptFileError(
             path, f"transaction_file {manifest.transaction_file!r} is not a plain file name in _transactions/"
@@ -498,6 +501,27 @@ def precheck_fragment_ids(m: table_pb2.Manifest, path: str) -> None:
         if n == 0:
             raise CorruptFileError(path, f"fragments[{i}].physical_rows: fragment {fid} has 0 rows (no writer makes "
                                    "an empty fragment; its data file disagrees)")
+
+
+def check_indices(section: table_pb2.IndexSection, manifest: "Manifest", path: str) -> None:
+    """Refuse index entries no writer produces (they are carried into every later version).
+
+    Raises:
+        CorruptFileError: a uuid that is not 16 bytes, a field the schema does not have, or an
+            index built on a version newer than the manifest's.
+    """
+    ids = {f.id for f in manifest.schema.fields}
+    for i, idx in enumerate(section.indices):
+        if len(idx.uuid.uuid) != 16:
+            raise CorruptFileError(path, f"index section indices[{i}].uuid: {len(idx.uuid.uuid)} bytes, not 16")
+        missing = [f for f in idx.fields if f >= 0 and f not in ids]  # negative: system indices
+        if missing:
+            raise CorruptFileError(path, f"index section indices[{i}] ({idx.name!r}).fields: ids {missing} are not in the schema")
+        if idx.dataset_version > manifest.version:
+            raise CorruptFileError(
+                path, f"index section indices[{i}] ({idx.name!r}).dataset_version: {idx.dataset_version} is after "
+                f"this version {manifest.version}",
+            )
 
 
 def manifest_path(scheme: NamingScheme, version: int) -> str:
