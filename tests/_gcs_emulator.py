@@ -19,7 +19,10 @@ patches the emulator's route table in memory (site-packages is never edited):
 * The listen backlog is raised from 5 to 128 (racing clients otherwise wait 1 s for SYN
   retransmits) and shutdown polls every 50 ms.
 * Fault injection for tests: :meth:`EmulatorHandle.drop_responses` lets a request be processed
-  (the write lands) and then closes the connection without an answer, like a lost response.
+  (the write lands) and then closes the connection without an answer, like a lost response;
+  :meth:`EmulatorHandle.delay_responses` processes it and answers only after a delay (an answer
+  that arrives after the client's timeout); :meth:`EmulatorHandle.fail_requests` answers with
+  an HTTP error (503, ...) or hangs up *without* processing (the request never applied).
 
 Set ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` before gcsfs is imported (done below): without it
 gcsfs probes a gRPC endpoint before every bucket call, which costs ~60 s against the emulator.
@@ -50,6 +53,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 from collections import deque  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from functools import partial  # noqa: E402
@@ -100,6 +104,9 @@ class _Fault:
     method: str
     path_regex: re.Pattern[str]
     remaining: int
+    kind: str = "drop"  # drop (apply, no answer) | delay (apply, answer late) | fail (no apply)
+    status: int = 0  # fail: the HTTP status answered; 0 = hang up without an answer
+    seconds: float = 0.0  # delay
 
 
 @dataclass
@@ -408,6 +415,39 @@ def _router_handle(self, method):
                 break
     if fault is None:
         return st.originals["Router.handle"](self, method)
+    if fault.kind == "delay":
+        # Process the request (the write lands) and hold the answer back; the server handles
+        # one request at a time, so everything else waits too (as a stalled frontend would).
+        real_wfile = handler.wfile
+        sink = handler.wfile = _Sink()
+        try:
+            st.originals["Router.handle"](self, method)
+        finally:
+            handler.wfile = real_wfile
+        time.sleep(fault.seconds)
+        try:
+            real_wfile.write(sink.getvalue())
+        except OSError:
+            pass  # the client gave up long ago
+        handler.close_connection = True
+        logger.info("fault injected: answered %s %s after %.1f s", method, handler.path, fault.seconds)
+        return
+    if fault.kind == "fail":
+        try:  # read the body first: closing with unread input would reset the connection
+            handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        except (OSError, ValueError):
+            pass
+        if fault.status:
+            body = json.dumps({"error": {"code": fault.status, "message": "injected fault"}}).encode()
+            handler.send_response(fault.status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        handler.close_connection = True
+        logger.info("fault injected: %s %s answered %s without processing", method, handler.path,
+                    fault.status or "nothing")
+        return
     # Process the request (the write lands), then hang up without answering: a lost response.
     real_wfile = handler.wfile
     handler.wfile = _Sink()
@@ -550,6 +590,17 @@ class EmulatorHandle:
         """Process the next ``count`` matching requests but hang up without answering them."""
         with _state().lock:
             _state().faults.append(_Fault(method.upper(), re.compile(path_regex), count))
+
+    def delay_responses(self, method: str, path_regex: str, seconds: float, count: int = 1) -> None:
+        """Process the next ``count`` matching requests, answering each after ``seconds``."""
+        with _state().lock:
+            _state().faults.append(_Fault(method.upper(), re.compile(path_regex), count, "delay", seconds=seconds))
+
+    def fail_requests(self, method: str, path_regex: str, status: int = 503, count: int = 1) -> None:
+        """Answer the next ``count`` matching requests with ``status`` without processing them
+        (``status=0``: hang up without an answer); the request never applies."""
+        with _state().lock:
+            _state().faults.append(_Fault(method.upper(), re.compile(path_regex), count, "fail", status=status))
 
     def clear_faults(self) -> None:
         with _state().lock:

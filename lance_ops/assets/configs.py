@@ -91,6 +91,9 @@ class CleanupConfig(Config):
     retain_versions: int = Field(default=1, ge=1)
     delete_unverified: bool = False
     dry_run: bool = False
+    retention_duration_check: bool = Field(
+        default=True, description="refuse older_than_days below one hour (Delta's VACUUM check); "
+        "turn off only when nothing else reads or writes the dataset")
 
 
 class ChangeFeedConfig(Config):

@@ -23,6 +23,7 @@
   version is the materialisation's data version.
 """
 
+import hashlib
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -44,6 +45,7 @@ from pydantic import Field
 
 import lance_ops.format as lf
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
+from lance_ops.format.idempotency import with_idempotency
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from .metadata import RUN_ID_PROPERTY, table_metadata
@@ -103,7 +105,10 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
         on = list(md.get("merge_on") or self.merge_on)
         table = _to_arrow(obj)
         so = self._options()
-        props = {RUN_ID_PROPERTY: context.run_id, JOB_PROPERTY: context.job_name, "lance_ops/io_manager": mode.value}
+        props = with_idempotency(
+            {RUN_ID_PROPERTY: context.run_id, JOB_PROPERTY: context.job_name, "lance_ops/io_manager": mode.value},
+            _write_key(context, path), 0,
+        )
         where = partition_filter(context, md, table.schema) if context.has_asset_partitions else None
         if where is not None and mode is not WriteMode.append:
             outside = rows_outside(table, where)
@@ -247,3 +252,17 @@ def partition_filter(context: Any, md: dict[str, Any], schema: pa.Schema) -> pc.
         assert out is not None
         return out
     return one(pdef, str(expr), keys)
+
+
+def _write_key(context: OutputContext, path: list[str]) -> str:
+    """Delta's ``txnAppId`` of one output write: ``dagster/<root run id>/<asset>[/<partitions>]``;
+    a retried step or a re-executed run writes the output at most once."""
+    try:
+        root = context.step_context.dagster_run.root_run_id or context.run_id
+    except Exception:  # noqa: BLE001 - no step context (direct invocation): the run id alone
+        root = context.run_id
+    part = ""
+    if context.has_asset_partitions:
+        keys = ",".join(sorted(context.asset_partition_keys))
+        part = "/" + (keys if len(keys) <= 64 else hashlib.sha1(keys.encode()).hexdigest()[:16])
+    return f"dagster/{root}/{'.'.join(path)}{part}"

@@ -25,6 +25,7 @@ from dagster import (
 )
 
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.idempotency import with_idempotency
 
 from .configs import Operation
 from .errors import DatasetConfigError
@@ -122,9 +123,23 @@ def _task(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetR
         "storage_options": dict(res.storage_options),
         "storage_options_env": dict(res.storage_options_env),
         "params": params,
-        "transaction_properties": {RUN_ID_PROPERTY: context.run_id, JOB_PROPERTY: context.job_name,
-                                   OPERATION_PROPERTY: operation},
+        "transaction_properties": _commit_properties(context, d, operation),
     }
+
+
+#: operations that commit once: their commits carry an idempotency key
+IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert")
+
+
+def _commit_properties(context: AssetExecutionContext, d: DatasetSettings, operation: str) -> dict[str, str]:
+    """The run's commit stamp; for a single-commit operation also Delta's ``txnAppId``
+    (``dagster/<root run id>/<dataset>/<operation>``), so a retry of the step or a re-execution
+    of the run after an ambiguous failure commits at most once."""
+    props = {RUN_ID_PROPERTY: context.run_id, JOB_PROPERTY: context.job_name, OPERATION_PROPERTY: operation}
+    if operation not in IDEMPOTENT_OPERATIONS:
+        return props
+    root = getattr(context.run, "root_run_id", None) or context.run_id
+    return with_idempotency(props, f"dagster/{root}/{d.name}/{operation}", 0)
 
 
 def _source_params(d: DatasetSettings, params: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +309,7 @@ def _cleanup(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatas
         retain_versions=int(params["retain_versions"]),
         dry_run=bool(params["dry_run"]),
         delete_unverified=bool(params["delete_unverified"]),
+        retention_duration_check=bool(params.get("retention_duration_check", True)),
     )
     fields = getattr(stats, "__dataclass_fields__", None) or vars(stats)
     result: dict[str, Any] = {k: getattr(stats, k) for k in fields if k != "removed_paths"}

@@ -11,11 +11,16 @@ The API mirrors pylance where they overlap::
 from ._version import __version__ as __version__
 from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, write_dataset
 from .errors import (
+    ArgumentTypeError,
     CommitConflictError,
+    CommitError,
+    CommitFailedError,
+    CommitStateUnknownError,
     CorruptFileError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     IncompatibleTransactionError,
+    InvalidArgumentError,
     LanceOpsError,
     RetryableCommitConflictError,
     SchemaError,
@@ -39,7 +44,11 @@ from .write import write_fragments
 
 __all__ = [
     "Append",
+    "ArgumentTypeError",
     "CommitConflictError",
+    "CommitError",
+    "CommitFailedError",
+    "CommitStateUnknownError",
     "CorruptFileError",
     "DataFile",
     "DatasetAlreadyExistsError",
@@ -48,6 +57,7 @@ __all__ = [
     "DeletionFile",
     "FragmentMetadata",
     "IncompatibleTransactionError",
+    "InvalidArgumentError",
     "LanceDataset",
     "LanceFragment",
     "LanceOpsError",

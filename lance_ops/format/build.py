@@ -62,10 +62,10 @@ def _created_versions_for(prev: Manifest, row_ids: np.ndarray) -> bytes:
     for f in prev.fragments:
         if f.row_ids is None:
             continue
-        ids = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)
+        ids = rowids.fragment_row_ids(f, prev.source)
         all_ids.append(ids)
         if f.created_at_versions is not None:
-            all_created.append(rowids.decode_versions(f.created_at_versions, expected_len=f.physical_rows))
+            all_created.append(rowids.fragment_versions(f, prev.source, created=True))
         else:
             all_created.append(np.ones(len(ids), dtype=np.uint64))
     if not all_ids:
@@ -147,7 +147,7 @@ def build_manifest(
             frags = _replace(frags, op.updated_fragments, removed=op.removed_fragment_ids)
             for f in op.new_fragments:
                 if stable and f.row_ids is not None and f.created_at_versions is None:
-                    preserved = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)
+                    preserved = rowids.fragment_row_ids(f, f"transaction {txn.file_name}")
                     f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
                 frags.append(ids.new_fragment(f))
         elif isinstance(op, Rewrite):
@@ -184,6 +184,7 @@ def build_manifest(
         next_row_id=ids.next_row_id,
         transaction_file=txn.file_name,
         tag="",
+        source="",  # not written yet; the commit loop names the file it lands in
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)

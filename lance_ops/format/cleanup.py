@@ -4,6 +4,14 @@ Tags live in ``_refs/tags/{name}.json`` as pylance writes them.  Cleanup removes
 than the cut, and the ``.txn``, data and deletion files that only removed versions reference;
 never a file a retained or tagged version uses.  Files no version references at all (left by
 failed or killed writers) are removed once older than a grace period.
+
+Cleanup never fails because others work (concurrent writers, pylance, another cleanup): files
+and manifests that vanish between listing and use are skipped, versions committed while it
+runs are found by a second listing and kept, and, as pylance does, files of removed versions
+go only when older than the retention cut-off (``now - older_than``) and unreferenced files
+only after the grace period, so a commit in flight never loses a file it references.
+A retention guard like Delta's VACUUM check refuses ``older_than`` below
+:data:`MIN_RETENTION` unless ``retention_duration_check=False``; a negative one is always refused.
 """
 
 import json
@@ -12,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from .deletion import deletion_file_path
-from .errors import CorruptFileError, LanceOpsError
+from .errors import CorruptFileError, DatasetNotFoundError, InvalidArgumentError, LanceOpsError
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -22,11 +30,14 @@ from .manifest import (
     parse_manifest_name,
     read_manifest,
 )
-from .store import ObjectStore
+from .store import ObjectStore, ObjectStoreError
 
 TAGS_DIR = "_refs/tags"
 HINT_FILE = "latest_version_hint.json"
 DEFAULT_ORPHAN_GRACE = timedelta(days=7)
+#: the shortest ``older_than`` cleanup accepts unless ``retention_duration_check=False``: readers
+#: and commits in flight may still need versions younger than this (Delta's VACUUM check)
+MIN_RETENTION = timedelta(hours=1)
 
 
 class TagError(LanceOpsError):
@@ -73,7 +84,10 @@ class Tags:
         out: dict[str, dict[str, object]] = {}
         for fname in sorted(self._store.list_dir(TAGS_DIR)):
             if fname.endswith(".json"):
-                out[fname[: -len(".json")]] = self._load(f"{TAGS_DIR}/{fname}")
+                try:
+                    out[fname[: -len(".json")]] = self._load(f"{TAGS_DIR}/{fname}")
+                except FileNotFoundError:
+                    continue  # deleted since the listing
         return out
 
     def get_version(self, name: str) -> int:
@@ -108,6 +122,25 @@ def _files_of(m: Manifest) -> set[str]:
     return files
 
 
+def check_retention(older_than: timedelta, *, retention_duration_check: bool = True,
+                    min_retention: timedelta = MIN_RETENTION) -> None:
+    """Refuse a negative ``older_than``, and one below ``min_retention`` unless the check is off.
+
+    Raises:
+        InvalidArgumentError: naming the value and how to override the check.
+    """
+    if not isinstance(older_than, timedelta):
+        raise InvalidArgumentError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__} {older_than!r}")
+    if older_than < timedelta(0):
+        raise InvalidArgumentError(f"older_than must not be negative, got {older_than}")
+    if retention_duration_check and older_than < min_retention:
+        raise InvalidArgumentError(
+            f"older_than={older_than} is shorter than the minimum retention {min_retention}: readers and "
+            "commits in flight may still need those versions. Pass retention_duration_check=False if no "
+            "other process reads or writes the dataset (Delta: retentionDurationCheck)"
+        )
+
+
 def cleanup_old_versions(
     store: ObjectStore,
     *,
@@ -116,6 +149,7 @@ def cleanup_old_versions(
     dry_run: bool = False,
     delete_unverified: bool = False,
     orphan_grace: timedelta = DEFAULT_ORPHAN_GRACE,
+    retention_duration_check: bool = True,
 ) -> CleanupStats:
     """Remove versions older than ``older_than`` beyond the newest ``retain_versions``, and their files.
 
@@ -123,18 +157,22 @@ def cleanup_old_versions(
     ``retain_versions`` and not tagged; so do the data, deletion and ``.txn`` files only such
     versions name.  Files no version names (left by failed or killed writers) go once older
     than ``orphan_grace`` (7 days, whatever ``older_than`` is), as do commit temp files left
-    in ``_versions/``.
+    in ``_versions/``.  Files younger than the cut-off (``now - older_than``) are kept.
 
     Args:
         dry_run: report what would be removed, remove nothing.
         delete_unverified: also remove unreferenced files younger than ``orphan_grace``
             (only safe when no writer is running).
+        retention_duration_check: refuse ``older_than`` below :data:`MIN_RETENTION` (one hour).
 
     Raises:
+        InvalidArgumentError: ``older_than`` negative, or below the minimum retention with the
+            check on; ``retain_versions`` below 1.
         CorruptFileError: a manifest or tag file does not decode (nothing is removed then).
     """
-    if retain_versions < 1:
-        raise ValueError(f"retain_versions must be at least 1, got {retain_versions}")
+    if isinstance(retain_versions, bool) or not isinstance(retain_versions, int) or retain_versions < 1:
+        raise InvalidArgumentError(f"retain_versions must be an integer of at least 1, got {retain_versions!r}")
+    check_retention(older_than, retention_duration_check=retention_duration_check)
     scheme, versions = list_versions(store)
     if not versions:
         return CleanupStats()
@@ -142,25 +180,38 @@ def cleanup_old_versions(
     now_ns = time.time_ns()
     cut_ns = now_ns - int(older_than.total_seconds() * 1e9)
     tagged = {int(t["version"]) for t in Tags(store).list().values()}  # type: ignore[call-overload]
-    manifests = {v: read_manifest(store, v, scheme).manifest for v in versions}
-    keep = set(versions[-retain_versions:]) | {v for v in versions if v in tagged}
+    manifests = _read_present(store, versions, scheme)
+    # Versions committed while we read (or whose manifests another cleanup removed, which only
+    # happens once newer ones exist): a second listing, and everything new is kept.
+    _, again = list_versions(store)
+    newer = _read_present(store, [v for v in again if v > versions[-1]], scheme)
+    present = sorted(manifests)
+    keep = set(present[-retain_versions:]) | {v for v in present if v in tagged}
     keep |= {v for v, m in manifests.items() if m.timestamp_ns >= cut_ns}
-    drop = [v for v in versions if v not in keep]
+    drop = [v for v in present if v not in keep]
+    retained = {**{v: manifests[v] for v in keep}, **newer}
+    if not retained:
+        return CleanupStats()  # every version vanished meanwhile: another cleanup's business
     kept_files: set[str] = set()
-    for v in keep:
-        kept_files |= _files_of(manifests[v])
+    for m in retained.values():
+        kept_files |= _files_of(m)
     dropped_files: set[str] = set()
     for v in drop:
         dropped_files |= _files_of(manifests[v])
-    # As pylance: an unreferenced file is removed once it is older than the grace period,
-    # whatever ``older_than`` says (a file no manifest names is not a version).
+    # As pylance: a file of a removed version goes unless it is younger than the retention
+    # cut-off (a commit in flight may reference it); a file no manifest names goes once older
+    # than the grace period, whatever ``older_than`` says (it may be a commit in flight's).
+    file_cut = cut_ns / 1e9
     grace_cut = now_ns / 1e9 - (0 if delete_unverified else orphan_grace.total_seconds())
     candidates: dict[str, int] = {}
     for prefix in ("data", "_deletions", "_transactions"):
         for rel, size, mtime in store.list_files(prefix):
             if rel in kept_files:
                 continue
-            if rel in dropped_files or (mtime is not None and mtime < grace_cut):
+            if rel in dropped_files:
+                if mtime is None or mtime < file_cut:
+                    candidates[rel] = size
+            elif mtime is not None and mtime < grace_cut:
                 candidates[rel] = size
     # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
     temps: dict[str, int] = {}
@@ -175,7 +226,7 @@ def cleanup_old_versions(
         if mtime is not None and mtime < grace_cut:
             temps[rel] = size
     removed = [manifest_path(scheme, v) for v in drop]
-    sizes = {p: store.size(p) for p in removed}
+    sizes = {p: _size_or_zero(store, p) for p in removed}
     stats = dict(data=0, txn=0, dele=0)
     failed = 0
     for rel in sorted(candidates):
@@ -184,8 +235,8 @@ def cleanup_old_versions(
         # Manifests first: a version disappears before its files do, so no reader sees a hole.
         for rel in removed + sorted(candidates) + sorted(temps):
             try:
-                store.delete(rel)
-            except OSError:
+                store.delete(rel)  # a file already gone (another cleanup) is not an error
+            except (OSError, ObjectStoreError):
                 failed += 1
     return CleanupStats(
         bytes_removed=sum(candidates.values()) + sum(sizes.values()) + sum(temps.values()),
@@ -197,6 +248,24 @@ def cleanup_old_versions(
         temporary_files_removed=len(temps),
         removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
     )
+
+
+def _read_present(store: ObjectStore, versions: list[int], scheme: NamingScheme) -> dict[int, Manifest]:
+    """Manifests of ``versions``; those removed since the listing (another cleanup) are skipped."""
+    out: dict[int, Manifest] = {}
+    for v in versions:
+        try:
+            out[v] = read_manifest(store, v, scheme).manifest
+        except DatasetNotFoundError:
+            continue
+    return out
+
+
+def _size_or_zero(store: ObjectStore, rel: str) -> int:
+    try:
+        return store.size(rel)
+    except FileNotFoundError:
+        return 0  # removed meanwhile by another cleanup
 
 
 __all__ = ["CleanupStats", "TagError", "Tags", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR"]

@@ -4,6 +4,12 @@ On a lost race, every transaction committed since ``read_version`` is loaded (in
 first, else the ``.txn`` file; a version with neither is a conflict) and checked against ours
 (:mod:`.conflict`); compatible ones are rebased over, otherwise a typed
 :class:`CommitConflictError` is raised.  Retries back off with jitter.
+
+Outcomes are never left unknown silently: when creating the manifest fails in the storage
+layer the object store reads it back (:meth:`.store.ObjectStore.put_if_absent`); if it did not
+land the commit raises :class:`CommitFailedError` (``retry_safe``), if that cannot be told
+:class:`CommitStateUnknownError`.  A transaction carrying ``txnAppId``/``txnVersion``
+(:mod:`.idempotency`) that already committed returns that version instead of committing twice.
 """
 
 import random
@@ -14,20 +20,25 @@ from .commit_handler import CommitHandler, ConditionalPutCommitHandler
 from .conflict import check
 from .errors import (
     CommitConflictError,
+    CommitFailedError,
+    CommitStateUnknownError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     RetryableCommitConflictError,
 )
+from .idempotency import DEFAULT_LOOKBACK_VERSIONS, find_committed, idempotency_key
 from .manifest import (
     Manifest,
     NamingScheme,
     check_flags,
+    manifest_path,
     read_manifest,
     write_version_hint,
 )
 from .operations import Overwrite
 from .rebase import RebaseState, rebase
-from .store import ObjectStore
+from .store import ConditionalPutError, ObjectStore, ObjectStoreError
 from .transaction import (
     TRANSACTIONS_DIR,
     Transaction,
@@ -38,6 +49,8 @@ from .transaction import (
 )
 
 DEFAULT_MAX_RETRIES = 20
+#: transactions read at once when searching an object store's history (idempotent writes)
+REMOTE_PARALLEL_READS = 16
 
 
 def load_transaction(
@@ -65,6 +78,7 @@ def commit_transaction(
     max_retries: int = DEFAULT_MAX_RETRIES,
     handler: CommitHandler | None = None,
     known: Manifest | None = None,
+    idempotency_lookback: int = DEFAULT_LOOKBACK_VERSIONS,
 ) -> Manifest:
     """Commit ``txn``; return the manifest of the version it became.
 
@@ -74,19 +88,50 @@ def commit_transaction(
         max_retries: lost races to retry before giving up with CommitConflictError.
         handler: lists, reads and creates versions (default: conditional put on ``store``).
         known: a manifest the caller already holds; reused when it is still the latest.
+        idempotency_lookback: versions before the latest searched for an earlier commit of
+            the same ``txnAppId``/``txnVersion`` (when the transaction carries them).
+
+    Returns:
+        The new version's manifest; for a write already committed under the same
+        ``txnAppId``/``txnVersion``, the manifest of that earlier version
+        (:func:`.idempotency.committed_by` tells them apart).
+
+    Raises:
+        CommitConflictError: lost to a concurrent transaction (``retry_safe`` says whether
+            redoing the work on the latest version can succeed).
+        CommitFailedError: the storage layer failed and the version was not created.
+        CommitStateUnknownError: the storage layer failed and whether the version was created
+            could not be read back; retry only with ``txnAppId``/``txnVersion``.
     """
     if handler is None:
         handler = ConditionalPutCommitHandler(store)
+    if isinstance(txn.read_version, bool) or not isinstance(txn.read_version, int) or txn.read_version < 0:
+        raise InvalidArgumentError(f"read_version must be a non-negative integer, got {txn.read_version!r}")
     validate_operation(txn.operation)  # before anything is written
+    key = idempotency_key(txn.properties)
     written: Transaction | None = None
     rebase_state: RebaseState | None = None
     checked_up_to = txn.read_version
     attempt = 0
     txn_files: set[str] = set()
+    loaded: dict[int, Transaction] = {}
+    idem_checked: int | None = None
     try:
         while True:
             scheme, versions = handler.list_versions()
             latest = versions[-1] if versions else 0
+            if key is not None and latest > 0:
+                # Before anything else: a retried create must find its own first attempt.
+                low = latest - idempotency_lookback if idem_checked is None else idem_checked
+                done = find_committed(
+                    key, [v for v in versions if v > low],
+                    lambda v, s=scheme or NamingScheme.V2: _load_cached(store, v, s, handler, loaded),
+                    parallel=1 if store.is_local else REMOTE_PARALLEL_READS,
+                )
+                idem_checked = latest
+                if done is not None:
+                    _discard(store, txn_files)
+                    return handler.read_manifest(done).manifest
             if create and latest > 0:
                 raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
             if latest == 0 and not isinstance(txn.operation, Overwrite):
@@ -107,12 +152,17 @@ def commit_transaction(
                 for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
                     if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
                         break
-                    other = load_transaction(store, v, scheme, handler=handler)
+                    other = _removed_is_retryable(
+                        store, txn, v, lambda v=v, s=scheme: _load_cached(store, v, s, handler, loaded)
+                    )
                     common = check(txn, other, v)
                     if common:
                         if rebase_state is None:
-                            rebase_state = RebaseState(handler.read_manifest(txn.read_version).manifest)
-                        theirs = handler.read_manifest(v).manifest
+                            rebase_state = RebaseState(_removed_is_retryable(
+                                store, txn, txn.read_version,
+                                lambda t=txn: handler.read_manifest(t.read_version).manifest,
+                            ))
+                        theirs = _removed_is_retryable(store, txn, v, lambda v=v: handler.read_manifest(v).manifest)
                         txn = rebase(
                             store, txn, common, theirs, rebase_state,
                             stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
@@ -134,9 +184,9 @@ def commit_transaction(
                 data_storage_version=data_storage_version,
                 load_version=load,
             )
-            if handler.put_manifest_if_absent(new, txn.to_proto(), scheme):
+            if _put(store, handler, new, txn, scheme):
                 write_version_hint(store, new.version)
-                return new
+                return new.with_changes(source=store.full_path(manifest_path(scheme, new.version)))
             attempt += 1
             if attempt > max_retries:
                 raise CommitConflictError(
@@ -148,12 +198,90 @@ def commit_transaction(
                 )
             # Back off with jitter so racing writers spread out.
             time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
-    except CommitConflictError:
+    except (CommitConflictError, CommitFailedError):
         # this transaction will never be committed: no manifest references its .txn
-        for name in txn_files:
-            try:
-                store.delete(f"{TRANSACTIONS_DIR}/{name}")
-            except Exception:  # pragma: no cover - best effort; cleanup removes orphans anyway
-                pass
+        _discard(store, txn_files)
         raise
 
+
+def find_earlier_commit(
+    store: ObjectStore,
+    properties: "dict[str, str] | None",
+    *,
+    handler: CommitHandler | None = None,
+    lookback: int = DEFAULT_LOOKBACK_VERSIONS,
+) -> Manifest | None:
+    """The manifest of the version that already committed the write keyed by ``properties``
+    (``txnAppId``/``txnVersion``), or None (no key, or not committed in recent history)."""
+    key = idempotency_key(properties or {})
+    if key is None:
+        return None
+    handler = handler or ConditionalPutCommitHandler(store)
+    scheme, versions = handler.list_versions()
+    if not versions:
+        return None
+    s = scheme or NamingScheme.V2
+    done = find_committed(
+        key, [v for v in versions if v > versions[-1] - lookback],
+        lambda v: load_transaction(store, v, s, handler=handler),
+        parallel=1 if store.is_local else REMOTE_PARALLEL_READS,
+    )
+    return handler.read_manifest(done).manifest if done is not None else None
+
+
+def _load_cached(
+    store: ObjectStore, version: int, scheme: NamingScheme, handler: CommitHandler, cache: dict[int, Transaction]
+) -> Transaction:
+    """:func:`load_transaction`, once per version per commit (idempotency and conflict checks share it)."""
+    if version not in cache:
+        cache[version] = load_transaction(store, version, scheme, handler=handler)
+    return cache[version]
+
+
+def _removed_is_retryable(store: ObjectStore, txn: Transaction, version: int, fn):  # type: ignore[no-untyped-def]
+    """``fn()``; a version removed meanwhile (a concurrent cleanup) makes the commit retryable."""
+    try:
+        return fn()
+    except DatasetNotFoundError as e:
+        raise RetryableCommitConflictError(
+            f"{store.uri}: version {version} was removed (cleanup_old_versions) while a "
+            f"{txn.operation.name} planned on version {txn.read_version} was checking for conflicts; "
+            "redo it on the latest version",
+            read_version=txn.read_version,
+            conflicting_version=version,
+            operation=txn.operation,
+        ) from e
+
+
+def _put(store: ObjectStore, handler: CommitHandler, new: Manifest, txn: Transaction, scheme: NamingScheme) -> bool:
+    """Create the manifest of ``new.version``; a storage failure becomes a typed, settled outcome."""
+    path = store.full_path(manifest_path(scheme, new.version))
+    try:
+        return handler.put_manifest_if_absent(new, txn.to_proto(), scheme)
+    except ConditionalPutError as e:
+        if e.applied is False:
+            raise CommitFailedError(
+                f"{path}: version {new.version} was not created ({e}); nothing was committed, retrying is safe",
+                path=path, version=new.version,
+            ) from e
+        raise CommitStateUnknownError(
+            f"{path}: version {new.version} may or may not have been committed ({e}). Before retrying, "
+            f"check whether version {new.version}'s transaction uuid is {txn.uuid}, or retry with the "
+            "txnAppId/txnVersion transaction properties (a retry with them commits at most once)",
+            path=path, version=new.version,
+        ) from e
+    except ObjectStoreError as e:
+        # failed before the create was sent (staging the bytes): nothing can have landed
+        raise CommitFailedError(
+            f"{path}: version {new.version} was not created ({e}); nothing was committed, retrying is safe",
+            path=path, version=new.version,
+        ) from e
+
+
+def _discard(store: ObjectStore, txn_files: set[str]) -> None:
+    for name in txn_files:
+        try:
+            store.delete(f"{TRANSACTIONS_DIR}/{name}")
+        except Exception:  # pragma: no cover - best effort; cleanup removes orphans anyway
+            pass
+    txn_files.clear()

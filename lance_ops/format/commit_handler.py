@@ -18,7 +18,7 @@ from typing import Protocol
 
 from . import manifest as _m
 from ._proto import transaction_pb2
-from .errors import CorruptFileError, DatasetNotFoundError
+from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError
 from .manifest import Manifest, ManifestFile, NamingScheme
 from .manifest_store import (
     ManifestStore,
@@ -33,6 +33,9 @@ from .store import ObjectStore
 from .versions import require_readable
 
 log = logging.getLogger(__name__)
+
+#: listings tried when the latest version listed vanishes before it is read (concurrent cleanup)
+LATEST_ATTEMPTS = 3
 
 
 class CommitHandler(Protocol):
@@ -185,6 +188,14 @@ def commit_handler_for(
 def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
     """The latest manifest, or None when there is no dataset at the store's root."""
     handler = handler or ConditionalPutCommitHandler(store)
+    for _ in range(LATEST_ATTEMPTS - 1):
+        latest = handler.latest_version()
+        if not latest:
+            return None
+        try:
+            return handler.read_manifest(latest).manifest
+        except DatasetNotFoundError:
+            continue  # removed by a cleanup that saw newer versions: list again
     latest = handler.latest_version()
     return handler.read_manifest(latest).manifest if latest else None
 
@@ -199,15 +210,24 @@ def checkout_manifest(
         UnsupportedFeatureError: the version needs features or a file format lance_ops cannot read.
     """
     handler = handler or ConditionalPutCommitHandler(store)
-    scheme, versions = handler.list_versions()
-    if not versions or scheme is None:
-        raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
-    target = versions[-1] if version is None else int(version)
-    if target not in versions:
-        raise DatasetNotFoundError(
-            f"{store.uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})"
-        )
-    manifest = handler.read_manifest(target).manifest
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise ArgumentTypeError(f"version must be an integer version number, got {type(version).__name__} {version!r}")
+    for attempt in range(LATEST_ATTEMPTS):
+        scheme, versions = handler.list_versions()
+        if not versions or scheme is None:
+            raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
+        target = versions[-1] if version is None else int(version)
+        if target not in versions:
+            raise DatasetNotFoundError(
+                f"{store.uri}: version {target} does not exist (versions {versions[0]}..{versions[-1]})"
+            )
+        try:
+            manifest = handler.read_manifest(target).manifest
+            break
+        except DatasetNotFoundError:
+            # the latest listed was removed by a cleanup that saw newer versions: list again
+            if version is not None or attempt == LATEST_ATTEMPTS - 1:
+                raise
     _m.check_flags(manifest.reader_feature_flags, manifest.writer_feature_flags, path=store.uri, for_write=False)
     require_readable(manifest.data_storage_version, f"{store.uri}: version {target}")
     return manifest, scheme

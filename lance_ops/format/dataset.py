@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .cleanup import CleanupStats, Tags, cleanup_old_versions
-from .commit import DEFAULT_MAX_RETRIES, commit_transaction
+from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
 from .commit_handler import (
     CommitHandler,
     ConditionalPutCommitHandler,
@@ -16,8 +16,15 @@ from .commit_handler import (
     commit_handler_for,
     try_open_latest,
 )
-from .errors import DatasetAlreadyExistsError
+from .errors import (
+    ArgumentTypeError,
+    CommitConflictError,
+    CommitFailedError,
+    DatasetAlreadyExistsError,
+    InvalidArgumentError,
+)
 from .fragment import FragmentMetadata
+from .idempotency import committed_by, idempotency_key
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags
@@ -33,6 +40,7 @@ from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
     conform_batch,
+    discard_files,
     iter_batches,
     new_schema,
     write_fragment_files,
@@ -196,6 +204,7 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        _check_scan_args(limit, offset, batch_size)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         return self._scan(plan, fragments, limit, offset, batch_size)
 
@@ -212,6 +221,7 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
+        _check_scan_args(limit, offset, batch_size)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
@@ -242,6 +252,7 @@ class LanceDataset:
 
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
         """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
         if total == 0:
             return self
@@ -260,6 +271,7 @@ class LanceDataset:
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
         """
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         removed, updated, new, total = plan_update(
             self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
         )
@@ -278,11 +290,27 @@ class LanceDataset:
         manifest = commit_transaction(self._store, txn, handler=self._handler)
         return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
-    def update_config(self, upsert_values: Mapping[str, str]) -> "LanceDataset":
-        """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``)."""
-        return self._commit(UpdateConfig({str(k): str(v) for k, v in upsert_values.items()}))
+    def update_config(self, upsert_values: Mapping[str, str | None]) -> "LanceDataset":
+        """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
+        None removes the key, as in pylance."""
+        if not isinstance(upsert_values, Mapping):
+            raise ArgumentTypeError(f"update_config takes a mapping of str to str or None, got {type(upsert_values).__name__}")
+        upserts: dict[str, str] = {}
+        removes: list[str] = []
+        for k, v in upsert_values.items():
+            if not isinstance(k, str) or not k:
+                raise ArgumentTypeError(f"config keys must be non-empty strings, got {type(k).__name__} {k!r}")
+            if v is None:
+                removes.append(k)
+            elif isinstance(v, str):
+                upserts[k] = v
+            else:
+                raise ArgumentTypeError(f"config value of {k!r} must be a string or None (remove), got {type(v).__name__} {v!r}")
+        return self._commit(UpdateConfig(upserts, removes))
 
     def delete_config_keys(self, keys: Sequence[str]) -> "LanceDataset":
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            raise ArgumentTypeError(f"delete_config_keys takes a list of key strings, got {keys!r}")
         return self._commit(UpdateConfig({}, list(keys)))
 
     # ---------------------------------------------------------- maintenance
@@ -303,6 +331,8 @@ class LanceDataset:
     def change_feed(self, begin_version: int, end_version: int | None = None) -> pa.Table:
         """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns."""
         end = self.version if end_version is None else end_version
+        if not 0 <= begin_version <= end:
+            raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end}]")
         schema = change_feed_schema(self.checkout_version(end).schema)
         batches = change_feed_batches(self._store, self._handler, begin_version, end)
         return pa.Table.from_batches(list(batches), schema=schema)
@@ -325,8 +355,13 @@ class LanceDataset:
         *,
         dry_run: bool = False,
         delete_unverified: bool = False,
+        retention_duration_check: bool = True,
     ) -> CleanupStats:
-        """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`)."""
+        """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`).
+
+        ``older_than`` (default 14 days) below one hour is refused unless
+        ``retention_duration_check=False`` (Delta's VACUUM check); a negative one always is.
+        """
         self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
             self._store,
@@ -334,6 +369,7 @@ class LanceDataset:
             retain_versions=retain_versions,
             dry_run=dry_run,
             delete_unverified=delete_unverified,
+            retention_duration_check=retention_duration_check,
         )
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
@@ -420,14 +456,18 @@ def write_dataset(
     the object store's conditional put; every writer of the dataset must use the same one.
     """
     if mode not in ("create", "append", "overwrite"):
-        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+        raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
     existing = try_open_latest(store, handler)
     if existing is not None and mode == "create":
+        done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
+        if done is not None:  # a retried create whose first attempt committed
+            return LanceDataset._from_manifest(store, done, handler)
         raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
     data_schema, batches = iter_batches(data, schema)
     props = dict(transaction_properties or {})
+    idempotency_key(props)  # refused before any file is written
     if existing is not None and mode == "append":
         check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
         file_version = require_writable(existing.data_storage_version, uri)
@@ -436,7 +476,7 @@ def write_dataset(
         frags = write_fragment_files(store, batches, lance_schema, version=file_version,
                                      max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = commit_transaction(store, txn, handler=handler, known=existing)
+        manifest = _commit_written(store, txn, frags, handler=handler, known=existing)
         return LanceDataset._from_manifest(store, manifest, handler)
     version = (
         require_writable(existing.data_storage_version, uri)
@@ -449,15 +489,29 @@ def write_dataset(
                                  version=version, max_rows_per_file=max_rows_per_file)
     read_version = existing.version if existing is not None else 0
     txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
-    manifest = commit_transaction(
+    manifest = _commit_written(
         store,
         txn,
+        frags,
         create=existing is None and mode == "create",
         enable_stable_row_ids=enable_stable_row_ids,
         data_storage_version=version,
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
+
+
+def _commit_written(store: ObjectStore, txn: Transaction, frags: list[FragmentMetadata], **kw: Any) -> Manifest:
+    """Commit the files this call wrote; remove them when they can never be committed (a known
+    failure, or a duplicate of a write already committed under the same ``txnAppId``)."""
+    try:
+        manifest = commit_transaction(store, txn, **kw)
+    except (CommitConflictError, CommitFailedError):
+        discard_files(store, frags)
+        raise
+    if not committed_by(manifest, txn):
+        discard_files(store, frags)
+    return manifest
 
 
 def commit(
@@ -504,3 +558,13 @@ class _Optimize:
     def compact_files(self, **options: Any) -> Any:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
         return self._ds.compact_files(**options)
+
+
+def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
+    for name, value, low in (("limit", limit, 0), ("offset", offset, 0), ("batch_size", batch_size, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+        if value < low:
+            raise InvalidArgumentError(f"{name} must be at least {low}, got {value}")

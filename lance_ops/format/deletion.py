@@ -15,7 +15,7 @@ import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
 from ._proto import table_pb2
-from .errors import CorruptFileError, UnsupportedFeatureError
+from .errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError, UnsupportedFeatureError
 from .fragment import DeletionFile, FragmentMetadata
 from .store import ObjectStore
 
@@ -187,13 +187,13 @@ def write_deletion_file(
     """
     a = np.asarray(offsets)
     if a.ndim != 1:
-        raise ValueError(f"offsets must be one-dimensional, got shape {a.shape}")
+        raise InvalidArgumentError(f"offsets must be one-dimensional, got shape {a.shape}")
     if a.size and a.dtype.kind not in "iu":
-        raise TypeError(f"offsets must be integers, got dtype {a.dtype}")
+        raise ArgumentTypeError(f"offsets must be integers, got dtype {a.dtype}")
     if a.size == 0:
-        raise ValueError(f"no deleted rows for fragment {fragment_id}: write no deletion file instead")
+        raise InvalidArgumentError(f"no deleted rows for fragment {fragment_id}: write no deletion file instead")
     if int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF:
-        raise ValueError(f"deleted row offsets must lie in [0, 2**32), got [{int(a.min())}, {int(a.max())}]")
+        raise InvalidArgumentError(f"deleted row offsets must lie in [0, 2**32), got [{int(a.min())}, {int(a.max())}]")
     # Offsets usually arrive sorted and unique (row addresses in scan order): skip the hash-based unique.
     if a.size > 1 and not bool(np.all(a[1:] > a[:-1])):
         a = np.unique(a)
@@ -222,7 +222,7 @@ def deletion_mask(deleted: np.ndarray, physical_rows: int) -> np.ndarray:
     d = np.asarray(deleted)
     if d.size:
         if int(d.min()) < 0 or int(d.max()) >= physical_rows:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"deleted offsets must lie in [0, {physical_rows}), got [{int(d.min())}, {int(d.max())}]"
             )
         mask[d.astype(np.intp)] = False

@@ -1,7 +1,11 @@
 """One exception tree for the format library, named in the spec's words.
 
 Messages say what failed, for which path/version/field, expected what, found what.
-Bad arguments stay ``ValueError``/``TypeError``.
+Bad arguments raise :class:`InvalidArgumentError` (a ``ValueError``) or
+:class:`ArgumentTypeError` (also a ``TypeError``): typed, yet caught where callers catch the
+builtin.  A commit's outcome is never left unknown silently: :class:`CommitFailedError` (not
+committed, safe to retry) or :class:`CommitStateUnknownError` (may have committed; retry only
+with an idempotency key), each with ``retry_safe``.
 """
 
 from typing import Any
@@ -36,6 +40,14 @@ class SchemaError(LanceOpsError):
     """Data does not match the dataset schema (missing column, wrong type, ...)."""
 
 
+class InvalidArgumentError(LanceOpsError, ValueError):
+    """An argument's value is invalid (names the argument and the value received)."""
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type (names the argument and the type received)."""
+
+
 class CommitConflictError(LanceOpsError):
     """A commit lost a race against another transaction it cannot be rebased over."""
 
@@ -54,6 +66,11 @@ class CommitConflictError(LanceOpsError):
         self.operation = operation
         self.other_operation = other_operation
 
+    @property
+    def retry_safe(self) -> bool:
+        """Nothing was committed: redoing the work on the latest version is safe."""
+        return not isinstance(self, IncompatibleTransactionError)
+
 
 class RetryableCommitConflictError(CommitConflictError):
     """The caller must redo its work on the new version, then commit again."""
@@ -61,3 +78,36 @@ class RetryableCommitConflictError(CommitConflictError):
 
 class IncompatibleTransactionError(CommitConflictError):
     """The transaction can never be committed on top of what was committed meanwhile."""
+
+
+class CommitError(LanceOpsError):
+    """Creating the new version failed in the storage layer (timeout, disconnect, 5xx).
+
+    Attributes:
+        path: the manifest that was being created.
+        version: the version that was being committed.
+        retry_safe: True when the version is known not to exist (a retry commits once).
+    """
+
+    retry_safe: bool = False
+
+    def __init__(self, message: str, *, path: str = "", version: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.version = version
+
+
+class CommitFailedError(CommitError):
+    """The commit did not happen (read back: the version's manifest is not ours); retry is safe."""
+
+    retry_safe = True
+
+
+class CommitStateUnknownError(CommitError):
+    """The commit may or may not have happened (the read-back failed too).
+
+    Retrying may commit twice unless the transaction carries an idempotency key
+    (``txnAppId``/``txnVersion``); nothing the commit wrote is removed.
+    """
+
+    retry_safe = False

@@ -121,12 +121,13 @@ class FragmentList(Sequence[FragmentMetadata]):
     stands for: equal to it, hashes and pickles as it.
     """
 
-    __slots__ = ("_protos", "_path", "_items")
+    __slots__ = ("_protos", "_path", "_items", "_base_paths")
 
-    def __init__(self, protos: Any, path: str) -> None:
+    def __init__(self, protos: Any, path: str, base_paths: bool | None = None) -> None:
         self._protos = protos
         self._path = path
         self._items: tuple[FragmentMetadata, ...] | None = None
+        self._base_paths = base_paths  # whether the manifest has base paths (checks data file base_ids)
 
     def _all(self) -> tuple[FragmentMetadata, ...]:
         items = self._items
@@ -135,7 +136,7 @@ class FragmentList(Sequence[FragmentMetadata]):
                 items = tuple([FragmentMetadata.from_proto(f, where=self._path) for f in self._protos])
             except (ValueError, KeyError, IndexError, TypeError, OverflowError) as e:
                 raise CorruptFileError(self._path, f"manifest content is invalid: {e}") from e
-            check_fragments(items, self._path)
+            check_fragments(items, self._path, base_paths=self._base_paths)
             self._items, self._protos = items, None
         return items
 
@@ -191,6 +192,8 @@ class Manifest:
     index_section: bytes | None = None  # raw IndexSection bytes, carried forward unchanged
     base_paths: tuple[bytes, ...] = ()  # raw BasePath messages
     branch: str | None = None
+    #: the manifest file this was read from (named in errors), "" for one not yet written
+    source: str = field(default="", compare=False, repr=False)
 
     @property
     def uses_stable_row_ids(self) -> bool:
@@ -225,7 +228,9 @@ class Manifest:
         return cls(
             schema=LanceSchema.from_proto(m.fields, dict(m.schema_metadata)),
             # a FragmentList behaves as the tuple it stands for
-            fragments=cast("tuple[FragmentMetadata, ...]", FragmentList(m.fragments, where)) if lazy else tuple(
+            fragments=cast("tuple[FragmentMetadata, ...]", FragmentList(
+                m.fragments, where, base_paths=bool(m.reader_feature_flags & FLAG_BASE_PATHS) and len(m.base_paths) > 0,
+            )) if lazy else tuple(
                 FragmentMetadata.from_proto(f, where=where) for f in m.fragments
             ),
             version=m.version,
@@ -244,6 +249,7 @@ class Manifest:
             index_section=index_section,
             base_paths=tuple(b.SerializeToString() for b in m.base_paths),
             branch=m.branch if m.HasField("branch") else None,
+            source=where,
         )
 
     def to_proto(self) -> table_pb2.Manifest:
@@ -334,6 +340,12 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     index = None
     if m.HasField("index_section"):
         index = _section(data[:pos], m.index_section, path, "index section")
+        section = table_pb2.IndexSection()
+        try:
+            # carried forward byte for byte: a damaged one must not reach the next version
+            section.ParseFromString(index)
+        except DecodeError as e:
+            raise CorruptFileError(path, f"index section does not decode: {e}") from e
     txn = None
     if m.HasField("transaction_section"):
         txn = _section(data[:pos], m.transaction_section, path, "inline transaction")
@@ -341,13 +353,19 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         txn = _section(data[:pos], m.transaction_section_deprecated, path, "inline transaction")
     try:
         manifest = Manifest.from_proto(m, index_section=index, where=path, lazy=True)
+        manifest.schema.to_arrow()  # every field's type resolves (sizes bounded) before any read
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
         raise CorruptFileError(path, f"manifest content is invalid: {e}") from e
     names = [f.name for f in manifest.schema.top_level()]
+    if not names:
+        raise CorruptFileError(path, "fields: the schema has no columns")
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise CorruptFileError(path, f"the schema has duplicate column names {dup}")
     precheck_fragments(m.fragments, path)
+    precheck_fragment_ids(m, path)
+    if index is not None:
+        check_indices(section, manifest, path)
     if manifest.transaction_file and not is_plain_name(manifest.transaction_file):
         raise CorruptFileError(
             path, f"transaction_file {manifest.transaction_file!r} is not a plain file name in _transactions/"
@@ -371,12 +389,39 @@ def is_safe_relative_path(path: str) -> bool:
     return all(part not in ("", ".", "..") for part in path.split("/"))
 
 
-def check_fragments(fragments: Sequence[FragmentMetadata], path: str) -> None:
+def check_fragments(fragments: Sequence[FragmentMetadata], path: str, *, base_paths: bool | None = None) -> None:
     """Refuse fragments whose data file paths could leave ``data/`` or whose sizes are absurd.
+
+    Args:
+        base_paths: whether the manifest holding the fragments has base paths (feature flag
+            16); when False a data or deletion file with a ``base_id`` is corrupt.  None: unknown
+            (a transaction), not checked.
 
     Raises:
         CorruptFileError: naming ``path`` (the manifest or transaction holding the fragments).
     """
+    for i, f in enumerate(fragments):
+        for j, df in enumerate(f.files):
+            if df.base_id is not None and base_paths is False:
+                raise CorruptFileError(
+                    path, f"fragments[{i}].files[{j}].base_id: data file {df.path!r} of fragment {f.id} has "
+                    f"base_id {df.base_id} but the manifest has no base paths (feature flag {FLAG_BASE_PATHS})",
+                )
+            if df.file_size_bytes > MAX_DATA_FILE_BYTES:
+                raise CorruptFileError(
+                    path, f"fragments[{i}].files[{j}].file_size_bytes: data file {df.path!r} of fragment {f.id} "
+                    f"claims {df.file_size_bytes} bytes",
+                )
+            if df.column_indices and len(df.column_indices) != len(df.fields):
+                raise CorruptFileError(
+                    path, f"fragments[{i}].files[{j}].column_indices: data file {df.path!r} of fragment {f.id} "
+                    f"lists {len(df.fields)} fields but {len(df.column_indices)} column indices",
+                )
+        if f.deletion_file is not None and f.deletion_file.base_id is not None and base_paths is False:
+            raise CorruptFileError(
+                path, f"fragments[{i}].deletion_file.base_id: fragment {f.id}'s deletion file has base_id "
+                f"{f.deletion_file.base_id} but the manifest has no base paths",
+            )
     for f in fragments:
         if f.physical_rows > MAX_FRAGMENT_ROWS:
             raise CorruptFileError(
@@ -411,6 +456,72 @@ def precheck_fragments(protos: Any, path: str) -> None:
             or has("external_last_updated_at_versions")
         ):
             check_fragments([FragmentMetadata.from_proto(f, where=path)], path)  # raises, naming it
+
+
+#: fragment ids are u32 (``max_fragment_id`` is a uint32 and a row address keeps the id in its
+#: high 32 bits)
+MAX_FRAGMENT_ID = 2**32 - 1
+#: a data file claiming more bytes than this is corrupt (1 PiB; a reader would seek to it)
+MAX_DATA_FILE_BYTES = 2**50
+FLAG_BASE_PATHS = 16  # pylance 14: data/deletion files may live under another base path
+
+
+def precheck_fragment_ids(m: table_pb2.Manifest, path: str) -> None:
+    """Refuse fragment lists no writer produces, from the protobuf (no fragment is decoded):
+    repeated ids, ids beyond ``max_fragment_id`` or the u32 id width, fragments without data
+    files or rows.  Per data file checks run when the fragments are first used
+    (:func:`check_fragments` with ``base_paths``).
+
+    Raises:
+        CorruptFileError: naming ``path`` (the manifest) and the offending field.
+    """
+    limit = m.max_fragment_id if m.HasField("max_fragment_id") else None
+    if limit is not None and limit > MAX_FRAGMENT_ID:
+        raise CorruptFileError(path, f"max_fragment_id: {limit} is beyond the u32 id width")
+    frags = m.fragments
+    if not len(frags):
+        return
+    rows = [(f.id, f.physical_rows, len(f.files)) for f in frags]
+    ids = [r[0] for r in rows]
+    top = max(ids)
+    if len(set(ids)) == len(ids) and top <= min(MAX_FRAGMENT_ID, MAX_FRAGMENT_ID if limit is None else limit) \
+            and min(r[1] for r in rows) > 0 and min(r[2] for r in rows) > 0:
+        return
+    seen: set[int] = set()
+    for i, (fid, n, files) in enumerate(rows):
+        if fid in seen:
+            raise CorruptFileError(path, f"fragments[{i}].id: fragment id {fid} is listed twice")
+        seen.add(fid)
+        if fid > MAX_FRAGMENT_ID:
+            raise CorruptFileError(path, f"fragments[{i}].id: fragment id {fid} is beyond the u32 id width")
+        if limit is not None and fid > limit:
+            raise CorruptFileError(path, f"fragments[{i}].id: fragment id {fid} is beyond max_fragment_id {limit}")
+        if not files:
+            raise CorruptFileError(path, f"fragments[{i}].files: fragment {fid} has no data files")
+        if n == 0:
+            raise CorruptFileError(path, f"fragments[{i}].physical_rows: fragment {fid} has 0 rows (no writer makes "
+                                   "an empty fragment; its data file disagrees)")
+
+
+def check_indices(section: table_pb2.IndexSection, manifest: "Manifest", path: str) -> None:
+    """Refuse index entries no writer produces (they are carried into every later version).
+
+    Raises:
+        CorruptFileError: a uuid that is not 16 bytes, a field the schema does not have, or an
+            index built on a version newer than the manifest's.
+    """
+    ids = {f.id for f in manifest.schema.fields}
+    for i, idx in enumerate(section.indices):
+        if len(idx.uuid.uuid) != 16:
+            raise CorruptFileError(path, f"index section indices[{i}].uuid: {len(idx.uuid.uuid)} bytes, not 16")
+        missing = [f for f in idx.fields if f >= 0 and f not in ids]  # negative: system indices
+        if missing:
+            raise CorruptFileError(path, f"index section indices[{i}] ({idx.name!r}).fields: ids {missing} are not in the schema")
+        if idx.dataset_version > manifest.version:
+            raise CorruptFileError(
+                path, f"index section indices[{i}] ({idx.name!r}).dataset_version: {idx.dataset_version} is after "
+                f"this version {manifest.version}",
+            )
 
 
 def manifest_path(scheme: NamingScheme, version: int) -> str:
@@ -448,7 +559,10 @@ def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> Man
             raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
     if size > MAX_MANIFEST_BYTES:
         raise CorruptFileError(store.full_path(rel), f"manifest is {size} bytes, larger than the limit")
-    data = store.read(rel)
+    try:
+        data = store.read(rel)
+    except FileNotFoundError:
+        raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist (removed meanwhile)") from None
     mf = decode_manifest_file(data, store.full_path(rel))
     if mf.manifest.version != version:
         raise CorruptFileError(

@@ -45,7 +45,14 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .errors import CommitConflictError, CorruptFileError, DatasetNotFoundError, LanceOpsError
+from .errors import (
+    ArgumentTypeError,
+    CommitConflictError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    LanceOpsError,
+)
 from .manifest import VERSIONS_DIR, NamingScheme, list_versions, manifest_path, parse_manifest_name
 from .store import ObjectStore, ObjectStoreError
 
@@ -168,9 +175,9 @@ def _default_committer() -> str:
 
 def _check_version(version: int) -> int:
     if isinstance(version, bool) or not isinstance(version, int):
-        raise TypeError(f"version must be an int, got {type(version).__name__}")
+        raise ArgumentTypeError(f"version must be an int, got {type(version).__name__}")
     if not 0 <= version <= _MAX_VERSION:
-        raise ValueError(f"version must be in [0, 2**63), got {version}")
+        raise InvalidArgumentError(f"version must be in [0, 2**63), got {version}")
     return version
 
 
@@ -180,22 +187,22 @@ def _sqlite_path(path_or_url: "str | os.PathLike[str]") -> str:
     As SQLAlchemy: ``sqlite:///rel/x.db`` is relative, ``sqlite:////abs/x.db`` absolute.
     """
     if not isinstance(path_or_url, str | os.PathLike):
-        raise TypeError(f"path_or_url must be a str or os.PathLike, got {type(path_or_url).__name__}")
+        raise ArgumentTypeError(f"path_or_url must be a str or os.PathLike, got {type(path_or_url).__name__}")
     raw = os.fspath(path_or_url)
     if "://" in raw:
         scheme, rest = raw.split("://", 1)
         if scheme.lower() != "sqlite":
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"manifest store URL {raw!r}: only sqlite:/// URLs are built in; "
                 "pass a ManifestStore implementation for other databases"
             )
         if rest and (not rest.startswith("/") or "?" in rest):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"manifest store URL {raw!r}: expected sqlite:///relative.db or sqlite:////abs.db"
             )
         raw = rest[1:]  # "sqlite://" alone is SQLAlchemy's in-memory database: refused below
     if raw in ("", ":memory:") or raw.startswith("file:"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"manifest store {path_or_url!r}: an in-memory SQLite database is private to one "
             "connection; give a file path"
         )
@@ -226,9 +233,9 @@ class SQLiteManifestStore:
         committer: str | None = None,
     ) -> None:
         if not _IDENTIFIER.match(table):
-            raise ValueError(f"table must be a SQL identifier, got {table!r}")
+            raise InvalidArgumentError(f"table must be a SQL identifier, got {table!r}")
         if busy_timeout <= 0:
-            raise ValueError(f"busy_timeout must be positive, got {busy_timeout}")
+            raise InvalidArgumentError(f"busy_timeout must be positive, got {busy_timeout}")
         self.path = _sqlite_path(path_or_url)
         self.table = table
         self.busy_timeout = float(busy_timeout)
@@ -359,7 +366,7 @@ def open_manifest_store(spec: "ManifestStore | str | os.PathLike[str]") -> Manif
         return SQLiteManifestStore(spec)
     if isinstance(spec, ManifestStore):
         return spec
-    raise TypeError(
+    raise ArgumentTypeError(
         f"manifest_store must be a ManifestStore, a path or a sqlite:/// URL, got {type(spec).__name__}"
     )
 

@@ -16,10 +16,10 @@ import pyarrow.dataset as pads
 
 from . import rowids
 from .deletion import with_deletions
-from .errors import SchemaError
+from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
-from .scan import CREATED_AT, ROW_ADDR, ROW_ID, plan_scan, scan_fragment
+from .scan import CREATED_AT, ROW_ADDR, ROW_ID, ScanPlan, check_filter, plan_scan, scan_fragment
 from .store import ObjectStore
 from .versions import require_writable
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
@@ -27,10 +27,7 @@ from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 LOCAL_MASK = np.uint64(0xFFFFFFFF)
 
 
-def _matching_offsets(
-    store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, predicate: pc.Expression | None
-) -> np.ndarray:
-    plan = plan_scan(manifest.schema, [ROW_ADDR], predicate, False, False)
+def _matching_offsets(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, plan: ScanPlan) -> np.ndarray:
     parts = [
         b.column(0).to_numpy() & LOCAL_MASK for b in scan_fragment(store, manifest, frag, plan)
     ]
@@ -45,9 +42,13 @@ def plan_delete(
     Returns:
         (updated fragments, ids of fragments deleted entirely, number of rows deleted)
     """
+    if predicate is None:
+        raise InvalidArgumentError("delete needs a predicate (pc.scalar(True) deletes every row)")
+    check_filter(manifest.schema, predicate, "delete predicate")
+    plan = plan_scan(manifest.schema, [ROW_ADDR], predicate, False, False)
     updated, removed, total = [], [], 0
     for frag in manifest.fragments:
-        offsets = _matching_offsets(store, manifest, frag, predicate)
+        offsets = _matching_offsets(store, manifest, frag, plan)
         if offsets.size == 0:
             continue
         total += int(offsets.size)
@@ -66,14 +67,26 @@ def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> 
         if name in values:
             v = values[name]
             typ = schema.field(name).type
-            expr = v if isinstance(v, pc.Expression) else pc.scalar(pa.scalar(v, type=typ))
+            try:
+                expr = v if isinstance(v, pc.Expression) else pc.scalar(pa.scalar(v, type=typ))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
+                    ValueError, OverflowError) as e:
+                raise SchemaError(f"update: value {v!r} for column {name!r} is not a {typ}: {e}") from None
             exprs[name] = expr.cast(typ) if isinstance(v, pc.Expression) else expr
         else:
             exprs[name] = pc.field(name)
-    out = pads.dataset(table).to_table(columns=exprs)
-    return pa.Table.from_arrays(
-        [out.column(n).cast(schema.field(n).type) for n in table.column_names], schema=table.schema
-    )
+    try:
+        out = pads.dataset(table).to_table(columns=exprs)
+        cols = [out.column(n).cast(schema.field(n).type) for n in table.column_names]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        msg = str(e).split("\n", 1)[0]
+        set_ = {k: str(v) for k, v in values.items()}
+        raise SchemaError(f"update: the values {set_} cannot be computed on the dataset's columns "
+                          f"{[f'{f.name}: {f.type}' for f in schema]}: {msg}") from None
+    for n, col in zip(table.column_names, cols, strict=True):
+        if not schema.field(n).nullable and col.null_count:
+            raise SchemaError(f"update: column {n!r} is not nullable but the value {values.get(n)!r} gives nulls")
+    return pa.Table.from_arrays(cols, schema=table.schema)
 
 
 def plan_update(
@@ -91,11 +104,17 @@ def plan_update(
     """
     file_version = require_writable(manifest.data_storage_version, store.uri)
     arrow = manifest.schema.to_arrow()
+    if not isinstance(values, Mapping):
+        raise ArgumentTypeError(f"update values must be a mapping of column name to value, got {type(values).__name__}")
     for name in values:
-        if name not in arrow.names:
+        if not isinstance(name, str) or name not in arrow.names:
             raise SchemaError(f"update: column {name!r} is not in the dataset schema {arrow.names}")
     if not values:
-        raise ValueError("update needs at least one column to set")
+        raise InvalidArgumentError("update needs at least one column to set")
+    if where is not None:
+        check_filter(manifest.schema, where, "update where")
+    # values checked against the schema before any data is read or written
+    _evaluate(pa.Table.from_batches([], schema=arrow), values, arrow)
     stable = manifest.uses_stable_row_ids
     user_cols = list(arrow.names)
     meta = [ROW_ADDR] + ([ROW_ID, CREATED_AT] if stable else [])

@@ -25,6 +25,8 @@ class RebaseState:
 
     def __init__(self, read_manifest: Manifest) -> None:
         self.seen: dict[int, FragmentMetadata] = {f.id: f for f in read_manifest.fragments}
+        #: the manifest each fragment in ``seen`` was last read from (named in errors)
+        self.source: dict[int, str] = {f.id: read_manifest.source for f in read_manifest.fragments}
 
 
 def _retry_error(txn: Transaction, version: int, why: str, other: Operation | None = None) -> RetryableCommitConflictError:
@@ -88,6 +90,7 @@ def rebase(
                 raise _retry(txn, v, f"{both.size} row(s) of fragment {fid} were changed by both")
             merged = with_deletions(store, theirs, mine_new, v)
             state.seen[fid] = theirs
+            state.source[fid] = theirs_manifest.source
             if merged is None:
                 updated.pop(fid, None)
                 removed.add(fid)
@@ -117,10 +120,11 @@ def rebase(
             else:
                 offsets = np.setdiff1d(deleted_offsets(store, theirs), before)
                 state.seen[fid] = theirs
+                state.source[fid] = theirs_manifest.source
             if offsets.size:
                 if base.row_ids is None:
                     raise _retry(txn, v, f"fragment {fid} has no row ids")
-                ids = rowids.decode_row_ids(base.row_ids, expected_len=base.physical_rows)
+                ids = rowids.fragment_row_ids(base, state.source.get(fid, theirs_manifest.source))
                 gone_ids.append(ids[offsets.astype(np.intp)])
         if not gone_ids:
             return txn
@@ -131,7 +135,7 @@ def rebase(
             for nf in g.new_fragments:
                 if nf.row_ids is None or nf.id == 0:
                     raise _retry(txn, v, "compacted fragment has no row ids or no reserved fragment id")
-                ids = rowids.decode_row_ids(nf.row_ids, expected_len=nf.physical_rows)
+                ids = rowids.fragment_row_ids(nf, f"transaction {txn.file_name}")
                 hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
                 if hit.size:
                     merged = with_deletions(store, nf, hit, v)

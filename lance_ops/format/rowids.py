@@ -14,13 +14,18 @@ Decoding never materialises more ids than the caller says the fragment has (``ex
 so a hostile ``range{0 .. 2**60}`` is rejected before any allocation.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from ._proto import rowids_pb2
-from .errors import CorruptFileError
+from .errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .fragment import FragmentMetadata
 
 __all__ = [
     "MAX_FRAGMENT_ROWS",
@@ -33,6 +38,9 @@ __all__ = [
     "encode_segment",
     "encode_versions",
     "encode_versions_like",
+    "fragment_row_ids",
+    "fragment_versions",
+    "inline_field",
     "segment_len",
 ]
 
@@ -52,16 +60,16 @@ def _as_u64(values: object, what: str) -> np.ndarray:
     """``values`` as a 1-D uint64 array; ValueError/TypeError for negatives or non-integers."""
     a = np.asarray(values)
     if a.ndim != 1:
-        raise ValueError(f"{what} must be one-dimensional, got shape {a.shape}")
+        raise InvalidArgumentError(f"{what} must be one-dimensional, got shape {a.shape}")
     if a.size == 0:
         return _EMPTY_U64
     if a.dtype.kind == "u":
         return a.astype(np.uint64, copy=False)
     if a.dtype.kind == "i":
         if int(a.min()) < 0:
-            raise ValueError(f"{what} must be non-negative, got minimum {int(a.min())}")
+            raise InvalidArgumentError(f"{what} must be non-negative, got minimum {int(a.min())}")
         return a.astype(np.uint64)
-    raise TypeError(f"{what} must be an array of unsigned integers, got dtype {a.dtype}")
+    raise ArgumentTypeError(f"{what} must be an array of unsigned integers, got dtype {a.dtype}")
 
 
 def _parse(message: object, data: bytes, path: str, what: str) -> None:
@@ -292,6 +300,33 @@ def encode_segment(ids: np.ndarray) -> rowids_pb2.U64Segment:
 # --------------------------------------------------------------------------- row id sequences
 
 
+@contextmanager
+def inline_field(source: str, fragment_id: int, field: str) -> Iterator[None]:
+    """Name the manifest, fragment and field in CorruptFileErrors of an inline sequence."""
+    try:
+        yield
+    except CorruptFileError as e:
+        if e.path not in ("<inline>", source):
+            raise
+        raise CorruptFileError(source or "<unwritten manifest>", f"fragment {fragment_id} {field}: {e.problem}") from None
+
+
+def fragment_row_ids(frag: "FragmentMetadata", source: str) -> np.ndarray:
+    """:func:`decode_row_ids` of a fragment's inline row ids (``physical_rows`` of them)."""
+    assert frag.row_ids is not None
+    with inline_field(source, frag.id, "inline_row_ids"):
+        return decode_row_ids(frag.row_ids, expected_len=frag.physical_rows, path=source or "<inline>")
+
+
+def fragment_versions(frag: "FragmentMetadata", source: str, *, created: bool) -> np.ndarray:
+    """:func:`decode_versions` of a fragment's inline created-at / last-updated-at versions."""
+    data = frag.created_at_versions if created else frag.last_updated_at_versions
+    assert data is not None
+    name = "inline_created_at_versions" if created else "inline_last_updated_at_versions"
+    with inline_field(source, frag.id, name):
+        return decode_versions(data, expected_len=frag.physical_rows, path=source or "<inline>")
+
+
 def decode_row_ids(data: bytes, *, expected_len: int | None = None, path: str = "<inline>") -> np.ndarray:
     """Row ids of a fragment's physical rows, in order, from ``RowIdSequence`` bytes.
 
@@ -427,7 +462,7 @@ def encode_versions(versions: np.ndarray) -> bytes:
 def constant_versions(n: int, version: int) -> bytes:
     """One run ``range{0..n}`` at ``version``: what pylance writes for a new fragment."""
     if n < 0 or version < 0:
-        raise ValueError(f"row count and version must be non-negative, got n={n}, version={version}")
+        raise InvalidArgumentError(f"row count and version must be non-negative, got n={n}, version={version}")
     seq = rowids_pb2.RowDatasetVersionSequence()
     if n:
         run = seq.runs.add()
@@ -451,7 +486,7 @@ def encode_versions_like(versions: np.ndarray, parts_lengths: Sequence[int]) -> 
     if len(parts_lengths):
         lengths = np.asarray(parts_lengths, dtype=np.int64)
         if lengths.ndim != 1 or (lengths < 0).any() or int(lengths.sum()) != n:
-            raise ValueError(f"parts_lengths {list(parts_lengths)!r} must be non-negative and sum to {n}")
+            raise InvalidArgumentError(f"parts_lengths {list(parts_lengths)!r} must be non-negative and sum to {n}")
         bounds = np.cumsum(lengths)[:-1]
         cuts = np.union1d(cuts, bounds[(bounds > 0) & (bounds < n)])
     if n == 0:

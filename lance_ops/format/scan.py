@@ -14,6 +14,7 @@ skipped; filters run single-threaded in Acero (its pool hand-off costs more than
 import re
 from collections import deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,12 +24,12 @@ import pyarrow.compute as pc
 
 from . import rowids
 from .deletion import read_deletion_file
-from .errors import CorruptFileError, SchemaError
+from .errors import ArgumentTypeError, CorruptFileError, SchemaError, UnsupportedFeatureError
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
 from .schema import LanceSchema
-from .store import ObjectStore
+from .store import ObjectStore, ObjectStoreError
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -66,10 +67,12 @@ def plan_scan(
     if columns is None:
         output = list(names)
     else:
-        if isinstance(columns, str):
-            raise TypeError(f"columns must be a list of names, got the string {columns!r}")
+        if isinstance(columns, str) or not isinstance(columns, Sequence | set | frozenset | tuple):
+            raise ArgumentTypeError(f"columns must be a list of names, got {type(columns).__name__} {columns!r}")
         output = list(columns)
         for c in output:
+            if not isinstance(c, str):
+                raise ArgumentTypeError(f"column names must be strings, got {type(c).__name__} {c!r} in {output}")
             if c not in names and c not in META_COLUMNS:
                 raise SchemaError(f"column {c!r} is not in the dataset schema {names}")
     if with_row_id and ROW_ID not in output:
@@ -79,8 +82,7 @@ def plan_scan(
     needed = set(output)
     filter_cols: tuple[str, ...] = ()
     if filter is not None:
-        if isinstance(filter, str):
-            raise TypeError("filter must be a pyarrow.compute.Expression (SQL strings are not supported)")
+        check_filter(schema, filter)
         # A superset of the referenced columns: every name that occurs as a token of the expression.
         text = str(filter)
         tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
@@ -93,6 +95,47 @@ def plan_scan(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
     return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema, filter_cols)
+
+
+_UNKNOWN_FIELD = re.compile(r"No match for FieldRef\.Name\((.*?)\)")
+
+
+def check_filter(schema: LanceSchema, expr: object, what: str = "filter") -> None:
+    """Refuse a filter that cannot run on this schema, naming the column or the mismatch.
+
+    The expression is bound to an empty table of the dataset's columns (and the metadata
+    columns) before any data is read.
+
+    Raises:
+        ArgumentTypeError: not a ``pyarrow.compute.Expression`` (e.g. a SQL string).
+        SchemaError: an unknown column (the dataset's columns are listed), operands whose types
+            do not match (e.g. int64 compared with a string), or a non-boolean expression.
+    """
+    if not isinstance(expr, pc.Expression):
+        kind = "SQL strings are not supported" if isinstance(expr, str) else f"got {type(expr).__name__} {expr!r}"
+        raise ArgumentTypeError(f"{what} must be a pyarrow.compute.Expression ({kind})")
+    arrow = schema.to_arrow()
+    names = [f.name for f in schema.top_level()]
+    empty = pa.table(
+        [pa.array([], type=f.type) for f in arrow] + [pa.array([], type=pa.uint64()) for _ in META_COLUMNS],
+        names=[*arrow.names, *META_COLUMNS],
+    )
+    try:
+        _filter_table(empty, expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
+        msg = str(e).split("\n", 1)[0]
+        unknown = _UNKNOWN_FIELD.search(msg)
+        if unknown:
+            raise SchemaError(
+                f"{what} {expr}: column {unknown.group(1)!r} is not in the dataset; its columns are {names} "
+                f"(and {list(META_COLUMNS)})"
+            ) from None
+        text = str(expr)
+        tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        types = ", ".join(f"{f.name}: {f.type}" for f in arrow if f.name in tokens or f'"{f.name}"' in text)
+        raise SchemaError(
+            f"{what} {expr} cannot be evaluated on the dataset's columns ({types or 'none referenced'}): {msg}"
+        ) from None
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
@@ -143,7 +186,8 @@ def _fragment_data(
         return _null_batches(frag.physical_rows, names, target, batch_size)
     streams = []
     for df, ids in sources:
-        reader = _checked_reader(store, frag, df)
+        with named_fragment(manifest, frag):
+            reader = _checked_reader(store, frag, df)
         gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -212,6 +256,20 @@ def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
     return out
 
 
+@contextmanager
+def named_fragment(manifest: Manifest, frag: FragmentMetadata) -> Iterator[None]:
+    """Add the fragment and the manifest naming the file to errors about the fragment's files."""
+    try:
+        yield
+    except (CorruptFileError, ObjectStoreError, UnsupportedFeatureError) as e:
+        where = f" (fragment {frag.id} of {manifest.source or f'version {manifest.version}'})"
+        if where in str(e):
+            raise
+        if isinstance(e, CorruptFileError):
+            raise CorruptFileError(e.path, e.problem + where) from e
+        raise type(e)(str(e) + where) from e
+
+
 def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:
     """The data file's reader, after checking it holds the fragment's ``physical_rows``."""
     reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
@@ -235,10 +293,12 @@ def _open_fragment(
     if frag.files:
         # Trust physical_rows for per-row allocations only once a data file confirms it
         # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
-        _checked_reader(store, frag, frag.files[0])
+        with named_fragment(manifest, frag):
+            _checked_reader(store, frag, frag.files[0])
     live = None
     if frag.deletion_file is not None:
-        deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+        with named_fragment(manifest, frag):
+            deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
         if len(deleted):
             live = np.ones(frag.physical_rows, dtype=bool)
             live[deleted] = False
@@ -246,21 +306,20 @@ def _open_fragment(
     if plan.filter_is_metadata_only and set(plan.filter_columns) <= {CREATED_AT, UPDATED_AT}:
         # a version-range filter: evaluated once per run of equal versions, before anything
         # is expanded per row or read, so fragments without a match cost almost nothing
-        live = _version_filter(frag, plan, live)
+        live = _version_filter(frag, plan, live, manifest.source)
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
     ids = versions_c = versions_u = None
     if ROW_ID in meta and manifest.uses_stable_row_ids:
         if frag.row_ids is None:
-            from .errors import CorruptFileError
-
-            raise CorruptFileError(store.uri, f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.decode_row_ids(frag.row_ids, expected_len=frag.physical_rows)
+            raise CorruptFileError(manifest.source or store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.fragment_row_ids(frag, manifest.source)
     if CREATED_AT in meta and frag.created_at_versions is not None:
-        versions_c = rowids.decode_versions(frag.created_at_versions, expected_len=frag.physical_rows)
+        versions_c = rowids.fragment_versions(frag, manifest.source, created=True)
     if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
-        versions_u = rowids.decode_versions(frag.last_updated_at_versions, expected_len=frag.physical_rows)
+        versions_u = rowids.fragment_versions(frag, manifest.source, created=False)
     if plan.filter is not None and plan.filter_is_metadata_only:
         # Evaluate the filter once for the whole fragment, before any data is read: fragments
         # without a match are never opened.
@@ -306,14 +365,18 @@ def _metadata_filter(
     return mask
 
 
-def _version_runs(frag: FragmentMetadata, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _version_runs(frag: FragmentMetadata, name: str, source: str) -> tuple[np.ndarray, np.ndarray]:
     data = frag.created_at_versions if name == CREATED_AT else frag.last_updated_at_versions
     if data is None:  # no sequence: version 1 for every row, as pylance reports it
         return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
-    return rowids.decode_version_runs(data, expected_len=frag.physical_rows)
+    field = "inline_created_at_versions" if name == CREATED_AT else "inline_last_updated_at_versions"
+    with rowids.inline_field(source, frag.id, field):
+        return rowids.decode_version_runs(data, expected_len=frag.physical_rows, path=source or "<inline>")
 
 
-def _version_filter(frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None) -> np.ndarray | None:
+def _version_filter(
+    frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None, source: str = ""
+) -> np.ndarray | None:
     """Mask of the live rows matching a filter over the version columns only; None for no match.
 
     The row range is cut where any referenced sequence changes value; the filter runs on one
@@ -322,7 +385,7 @@ def _version_filter(frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | N
     n = frag.physical_rows
     if n == 0:
         return None
-    runs = {name: _version_runs(frag, name) for name in plan.filter_columns}
+    runs = {name: _version_runs(frag, name, source) for name in plan.filter_columns}
     cuts = [np.cumsum(lens) for _, lens in runs.values()]
     ends = np.unique(np.concatenate([*cuts, np.array([n], dtype=np.int64)]))
     ends = ends[ends > 0]
@@ -469,7 +532,8 @@ def scan(
         return
     todo = []
     for frag in fragments if fragments is not None else manifest.fragments:
-        if plan.filter is None and skip >= frag.num_rows and frag.num_rows >= 0:
+        # (a fragment without live rows is still opened: its data file must confirm physical_rows)
+        if plan.filter is None and skip > 0 and skip >= frag.num_rows:
             skip -= frag.num_rows
             continue
         todo.append(frag)

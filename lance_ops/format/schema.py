@@ -144,6 +144,17 @@ def logical_type(arrow_type: pa.DataType) -> str:
     raise UnsupportedFeatureError(f"Lance has no logical type for Arrow type {t}")
 
 
+#: the largest fixed_size_list dimension / fixed_size_binary width a logical type may state
+#: (Arrow's int32 sizes, and a bound on what one row may make a reader allocate)
+MAX_FIXED_SIZE = 2**31 - 1
+
+
+def _bounded(size: int, lt: str) -> int:
+    if not 0 < size <= MAX_FIXED_SIZE:
+        raise SchemaError(f"logical type {lt!r}: size {size} is outside [1, {MAX_FIXED_SIZE}]")
+    return size
+
+
 def _parse_logical(lt: str) -> pa.DataType | None:
     """Arrow type of a leaf logical type; None for the nested ones (struct, list, map)."""
     simple = _LOGICAL_TO_SIMPLE.get(lt)
@@ -153,7 +164,7 @@ def _parse_logical(lt: str) -> pa.DataType | None:
     kind = parts[0]
     try:
         if kind == "fixed_size_list" and len(parts) >= 3:
-            size = int(parts[-1])
+            size = _bounded(int(parts[-1]), lt)
             inner = ":".join(parts[1:-1])
             if inner == _BFLOAT16:
                 item = pa.field(
@@ -168,7 +179,7 @@ def _parse_logical(lt: str) -> pa.DataType | None:
                 raise SchemaError(f"unsupported logical type {lt!r}")
             return pa.list_(pa.field("item", inner_type, True), size)
         if kind == "fixed_size_binary" and len(parts) == 2:
-            return pa.binary(int(parts[1]))
+            return pa.binary(_bounded(int(parts[1]), lt))
         if kind == "dict" and len(parts) == 4:
             value_type = _parse_logical(parts[1])
             index_type = _parse_logical(parts[2])
@@ -188,7 +199,7 @@ def _parse_logical(lt: str) -> pa.DataType | None:
                 raise SchemaError(f"unsupported time unit in logical type {lt!r}")
             tz = ":".join(parts[2:])  # time zone offsets such as "+01:00" contain ':'
             return pa.timestamp(unit, None if tz == "-" else tz)
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         raise SchemaError(f"malformed logical type {lt!r}: {e}") from e
     if lt in ("struct", "list", "list.struct", "large_list", "large_list.struct", "map"):
         return None
@@ -399,7 +410,12 @@ class LanceSchema:
 
     def _arrow_field(self, f: LanceField) -> pa.Field:
         children = [self._arrow_field(c) for c in self.children(f.id)]
-        t = arrow_type(f, children)
+        try:
+            t = arrow_type(f, children)
+        except SchemaError as e:
+            if str(e).startswith("field "):
+                raise
+            raise SchemaError(f"field {f.name!r} (id {f.id}): {e}") from None
         md = {k.encode(): bytes(v) for k, v in f.metadata.items()}
         if f.extension_name and _EXT_NAME_KEY.encode() not in md:
             md[_EXT_NAME_KEY.encode()] = f.extension_name.encode()

@@ -1,23 +1,31 @@
 """Object storage for datasets: an fsspec adapter with range reads and atomic create.
 
-Local paths, ``file://``, ``memory://`` and ``gs://`` (gcsfs) are supported.  Commits rely on
+Local paths, ``file://``, ``memory://`` and ``gs://`` (gcsfs) are supported; any other scheme
+is an :class:`~lance_ops.format.errors.UnsupportedFeatureError`.  Commits rely on
 :meth:`ObjectStore.put_if_absent`, which is atomic on every backend: local = write a temp file
 then ``os.link`` (EEXIST = lost race); GCS = an upload with ``ifGenerationMatch=0`` (HTTP 412 =
 lost race, surfaced by gcsfs as ``FileExistsError``); memory = a locked check-and-set.
-Never ``exists()`` then write (FORMAT_NOTES.md §12).
+Never ``exists()`` then write (FORMAT_NOTES.md §12).  When the create itself fails (timeout,
+lost connection, 5xx after gcsfs's retries) the object is read back: the writer token in its
+metadata says whether our bytes landed, so the outcome is never left unknown unless the
+read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
+:class:`ObjectStoreError` naming the path, whatever the transport raised.
 """
 
 import os
 import posixpath
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import fsspec
+import fsspec.asyn
 
-from .errors import LanceOpsError
+from .errors import ArgumentTypeError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -34,21 +42,87 @@ class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
     """The object does not exist.  Also a ``FileNotFoundError``, so callers may catch either."""
 
 
+class ConditionalPutError(ObjectStoreError):
+    """A create-if-absent failed in transport and the read-back could not settle it all.
+
+    ``applied`` is False when the object was read back and is absent (the create did not
+    happen; retrying is safe), None when the read-back failed too (unknown).
+    """
+
+    def __init__(self, message: str, *, path: str, applied: bool | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.applied = applied
+
+
+#: URI schemes lance_ops reads and writes (``gcs`` is gcsfs's alias of ``gs``).
+SUPPORTED_PROTOCOLS = ("file", "memory", "gs", "gcs")
+#: storage option: deadline (seconds) of a conditional create, retries included
+COMMIT_TIMEOUT_OPTION = "commit_timeout"
+#: metadata key of the token a conditional create tags its object with (GCS)
+WRITER_TOKEN_KEY = "lance-ops-writer"
+#: read-back attempts after a failed conditional create, and the pause between them
+READ_BACK_ATTEMPTS = 3
+READ_BACK_PAUSE = 0.2
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a remote filesystem raises for a failed call besides OSError (gcsfs, aiohttp)."""
+    found: list[type[BaseException]] = [OSError]
+    retry = sys.modules.get("gcsfs.retry")
+    if retry is not None:
+        found.append(retry.HttpError)
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        found.append(aiohttp.ClientError)
+    return tuple(found)
+
+
+def _describe(e: BaseException) -> str:
+    """``Type: message`` of a transport error (timeouts often carry no message)."""
+    text = str(e) or ("no answer in time" if isinstance(e, TimeoutError) else "no details")
+    return f"{type(e).__name__}: {text}"
+
+
 @contextmanager
 def _storage_errors(path: str, what: str) -> Iterator[None]:
-    """Turn OS errors of a storage call into typed errors naming ``path``."""
+    """Turn OS and transport errors of a storage call into typed errors naming ``path``."""
     try:
         yield
-    except ObjectStoreError:
+    except LanceOpsError:
         raise
     except FileNotFoundError as e:
         raise ObjectNotFoundError(f"{path}: {what} failed: no such object") from e
-    except OSError as e:
-        raise ObjectStoreError(f"{path}: {what} failed: {e}") from e
+    except _transport_errors() as e:
+        raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
+
+
+def check_uri(uri: object) -> str:
+    """``uri`` if it names a location lance_ops can use; a typed error naming it otherwise.
+
+    Raises:
+        ArgumentTypeError: not a string (or ``os.PathLike``).
+        InvalidArgumentError: empty.
+        UnsupportedFeatureError: a scheme other than local paths, ``file://``, ``memory://``, ``gs://``.
+    """
+    if isinstance(uri, os.PathLike):
+        uri = os.fspath(uri)
+    if not isinstance(uri, str):
+        raise ArgumentTypeError(f"uri must be a string path or URI, got {type(uri).__name__} {uri!r}")
+    if not uri.strip():
+        raise InvalidArgumentError("uri must not be empty")
+    if "://" in uri:
+        protocol = uri.split("://", 1)[0].lower()
+        if protocol not in SUPPORTED_PROTOCOLS:
+            raise UnsupportedFeatureError(
+                f"{uri}: the {protocol!r} scheme is not supported; use a local path, file://, memory:// or gs://"
+            )
+    return uri
 
 
 def split_uri(uri: str) -> tuple[str, str]:
     """Return ``(protocol, path)`` for a URI or local path; local paths become absolute."""
+    uri = check_uri(uri)
     if "://" not in uri:
         return "file", os.path.abspath(uri)
     protocol, rest = uri.split("://", 1)
@@ -64,15 +138,24 @@ class ObjectStore:
 
     Args:
         uri: dataset root (local path, ``file://``, ``memory://`` or ``gs://``).
-        storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``).
+        storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``),
+            except ``commit_timeout``: seconds a conditional create (a commit) may take, retries
+            included, before its outcome is settled by reading the object back (default: the
+            filesystem's own retry budget, about 30 s for gcsfs).
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.uri = uri
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ArgumentTypeError(
+                f"storage_options must be a mapping, got {type(storage_options).__name__} {storage_options!r}"
+            )
         self.protocol, self.root = split_uri(uri)
+        self.uri = os.fspath(uri)
         self.storage_options = dict(storage_options or {})
         self.is_local = self.protocol == "file"
         opts = dict(self.storage_options)
+        timeout = opts.pop(COMMIT_TIMEOUT_OPTION, None)
+        self.commit_timeout = float(timeout) if timeout is not None else None
         if self.protocol not in ("file", "memory"):
             # Another process may commit at any time: never answer exists()/size() from a stale listing.
             opts.setdefault("use_listings_cache", False)
@@ -139,7 +222,9 @@ class ObjectStore:
             return int(self.fs.size(path))
 
     def exists(self, rel: str) -> bool:
-        return bool(self.fs.exists(self.full_path(rel)))
+        path = self.full_path(rel)
+        with _storage_errors(path, "existence check"):
+            return bool(self.fs.exists(path))
 
     def list_dir(self, rel: str) -> list[str]:
         """File names (not paths) directly under ``rel``; empty if the directory is absent."""
@@ -150,27 +235,37 @@ class ObjectStore:
             except FileNotFoundError:
                 return []
         try:
-            if self.protocol not in ("memory",):
-                self.fs.invalidate_cache(path)
-            entries = self.fs.ls(path, detail=True)
+            with _storage_errors(path, "listing"):
+                if self.protocol not in ("memory",):
+                    self.fs.invalidate_cache(path)
+                entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
         return [posixpath.basename(e["name"].rstrip("/")) for e in entries if e.get("type") == "file"]
 
     def list_files(self, rel: str) -> Iterator[tuple[str, int, float | None]]:
-        """``(relative path, size, mtime or None)`` of every file below ``rel``, recursively."""
+        """``(relative path, size, mtime or None)`` of every file below ``rel``, recursively.
+
+        Files that vanish while the listing runs (another cleanup, a committer's temp file) are
+        skipped: the listing describes a moment, and callers must tolerate a listed file being
+        gone by the time they use it.
+        """
         base = self.full_path(rel)
         if self.is_local:
             for dirpath, _dirs, files in os.walk(base):
                 for name in files:
                     full = os.path.join(dirpath, name)
-                    st = os.stat(full)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
                     yield os.path.relpath(full, self.root), st.st_size, st.st_mtime
             return
-        if self.protocol != "memory":
-            self.fs.invalidate_cache(base)
         try:
-            found = self.fs.find(base, detail=True)
+            with _storage_errors(base, "listing"):
+                if self.protocol != "memory":
+                    self.fs.invalidate_cache(base)
+                found = self.fs.find(base, detail=True)
         except FileNotFoundError:
             return
         for full, info in found.items():
@@ -187,10 +282,11 @@ class ObjectStore:
     def open_output(self, rel: str) -> BinaryIO:
         """A writable binary stream for a new object (data files: unique names, no race)."""
         path = self.full_path(rel)
-        if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            return open(path, "wb")
-        return self.fs.open(path, "wb")
+        with _storage_errors(path, "open for writing"):
+            if self.is_local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                return open(path, "wb")
+            return self.fs.open(path, "wb")
 
     def put(self, rel: str, data: bytes, *, atomic: bool = True) -> None:
         """Write a whole object (overwrites).
@@ -199,28 +295,101 @@ class ObjectStore:
         uniquely named files nothing references until a later commit (deletion, .txn files).
         """
         path = self.full_path(rel)
-        if self.is_local and not atomic:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-            return
-        if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-            return
-        self.fs.pipe_file(path, data)
+        with _storage_errors(path, "write"):
+            if self.is_local and not atomic:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+                return
+            if self.is_local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+                return
+            self.fs.pipe_file(path, data)
 
     def put_if_absent(self, rel: str, data: bytes) -> bool:
         """Atomically create ``rel`` with ``data``; return False if it already existed.
 
         Readers never see a partial object: local writes a temp file, fsyncs it and links it
-        into place; GCS relies on the ``ifGenerationMatch=0`` precondition.
+        into place; GCS relies on the ``ifGenerationMatch=0`` precondition.  When the create
+        fails in transport (timeout, lost connection, 5xx after retries) the object is read
+        back: ours (our writer token) -> True, another writer's -> False.
+
+        Raises:
+            ConditionalPutError: the read-back found no object (``applied=False``: nothing was
+                created, a retry is safe) or failed itself (``applied=None``: unknown).
         """
         path = self.full_path(rel)
         if self.is_local:
+            return self._put_if_absent_local(path, data)
+        if self.protocol == "memory":
+            with _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    return False
+                self.fs.pipe_file(path, data)
+                return True
+        # A retried create whose first answer was lost gets 412 although our bytes landed: tag the
+        # object with a token and, on a 412 or any failure, check whose object is there.
+        token = uuid.uuid4().hex
+        try:
+            if self.commit_timeout is not None and hasattr(self.fs, "_pipe_file"):
+                # one deadline for the create and every retry of it (gcsfs alone retries ~30 s)
+                fsspec.asyn.sync(self.fs.loop, self.fs._pipe_file, path, data, mode="create",
+                                 metadata={WRITER_TOKEN_KEY: token}, timeout=self.commit_timeout)
+            else:
+                self.fs.pipe_file(path, data, mode="create", metadata={WRITER_TOKEN_KEY: token})
+        except FileExistsError:
+            return self._read_back(path, token, None) is True
+        except Exception as e:  # noqa: BLE001 - timeout, disconnect, 5xx: settle it by reading back
+            if isinstance(e, LanceOpsError) or not isinstance(e, (*_transport_errors(), TimeoutError)):
+                raise
+            owner = self._read_back(path, token, e)
+            if owner is None:
+                raise ConditionalPutError(
+                    f"{path}: create failed ({_describe(e)}) and the object is absent: not created",
+                    path=path, applied=False,
+                ) from e
+            return owner
+        finally:
+            try:
+                self.fs.invalidate_cache(posixpath.dirname(path))
+            except Exception:  # pragma: no cover - cache invalidation is best effort
+                pass
+        return True
+
+    def _read_back(self, path: str, token: str, cause: BaseException | None) -> bool | None:
+        """Whose object is at ``path``: True ours, False another writer's, None absent.
+
+        Raises:
+            ConditionalPutError: ``applied=None`` when every read-back attempt failed.
+        """
+        last: BaseException | None = None
+        for attempt in range(READ_BACK_ATTEMPTS):
+            if attempt:
+                time.sleep(READ_BACK_PAUSE * attempt)
+            try:
+                self.fs.invalidate_cache(path)
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                return None
+            except Exception as e:  # noqa: BLE001 - any failure: try again, then give up typed
+                if not isinstance(e, (*_transport_errors(), TimeoutError)):
+                    raise
+                last = e
+                continue
+            return (info.get("metadata") or {}).get(WRITER_TOKEN_KEY) == token
+        what = f"create failed ({_describe(cause)})" if cause is not None else "create lost a race"
+        assert last is not None
+        raise ConditionalPutError(
+            f"{path}: {what} and reading the object back failed too ({_describe(last)}): "
+            "it may or may not exist", path=path, applied=None,
+        ) from (cause or last)
+
+    def _put_if_absent_local(self, path: str, data: bytes) -> bool:
+        with _storage_errors(path, "create"):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             # the temp name must not end in "manifest": listings ignore it
             tmp = f"{path}#{uuid.uuid4().hex}.tmp"
@@ -233,43 +402,38 @@ class ObjectStore:
                 return True
             except FileExistsError:
                 return False
+            except OSError as e:
+                # link(2) may report an error after the entry was made (NFS, EIO): read back
+                try:
+                    landed = os.path.samefile(tmp, path)
+                except FileNotFoundError:
+                    landed = False
+                except OSError:
+                    raise ConditionalPutError(
+                        f"{path}: create failed ({e}) and checking it failed too", path=path, applied=None
+                    ) from e
+                if landed:
+                    return True
+                raise ConditionalPutError(f"{path}: create failed ({e}): not created", path=path, applied=False) from e
             finally:
-                os.unlink(tmp)
-        if self.protocol == "memory":
-            with _MEMORY_LOCK:
-                if self.fs.exists(path):
-                    return False
-                self.fs.pipe_file(path, data)
-                return True
-        # A retried create whose first answer was lost gets 412 although our bytes landed: tag the
-        # object with a token and, on a 412, check whose object is there.
-        token = uuid.uuid4().hex
-        try:
-            self.fs.pipe_file(path, data, mode="create", metadata={"lance-ops-writer": token})
-        except FileExistsError:
-            try:
-                self.fs.invalidate_cache(path)
-                info = self.fs.info(path)
-            except FileNotFoundError:
-                return False
-            return (info.get("metadata") or {}).get("lance-ops-writer") == token
-        finally:
-            try:
-                self.fs.invalidate_cache(posixpath.dirname(path))
-            except Exception:  # pragma: no cover - cache invalidation is best effort
-                pass
-        return True
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
 
     def delete(self, rel: str) -> None:
         """Remove an object; a missing one is not an error."""
         path = self.full_path(rel)
         try:
-            if self.is_local:
-                os.unlink(path)
-            else:
-                self.fs.rm_file(path)
+            with _storage_errors(path, "delete"):
+                if self.is_local:
+                    os.unlink(path)
+                else:
+                    self.fs.rm_file(path)
         except FileNotFoundError:
             pass
 
     def copy(self, src_rel: str, dst_rel: str) -> None:
-        self.fs.copy(self.full_path(src_rel), self.full_path(dst_rel))
+        src = self.full_path(src_rel)
+        with _storage_errors(src, f"copy to {dst_rel}"):
+            self.fs.copy(src, self.full_path(dst_rel))

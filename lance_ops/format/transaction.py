@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from ._proto import transaction_pb2
-from .errors import CorruptFileError, SchemaError
+from .errors import CorruptFileError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import check_fragments, is_plain_name
 from .operations import Append, Delete, Operation, Overwrite, Rewrite, Update, operation_from_proto
@@ -61,6 +61,8 @@ def decode_transaction(data: bytes, path: str) -> Transaction:
         t.ParseFromString(data)
     except DecodeError as e:
         raise CorruptFileError(path, f"transaction protobuf does not decode: {e}") from e
+    if t.WhichOneof("operation") is None:
+        raise CorruptFileError(path, "transaction has no operation")
     try:
         txn = Transaction.from_proto(t)
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, SchemaError) as e:
@@ -78,7 +80,7 @@ def validate_operation(op: Operation) -> None:
     try:
         check_fragments(operation_fragments(op), f"{op.name} operation")
     except CorruptFileError as e:
-        raise ValueError(e.problem) from None
+        raise InvalidArgumentError(e.problem) from None
 
 
 def operation_fragments(op: Operation) -> list[FragmentMetadata]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from .commit_handler import try_open_latest
-from .errors import SchemaError
+from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
 from .schema import LanceSchema
@@ -27,11 +27,37 @@ RESERVED_COLUMNS = ("_rowid", "_rowaddr", "_row_created_at_version", "_row_last_
 
 
 def new_schema(schema: pa.Schema) -> LanceSchema:
-    """The Lance schema of a new dataset; metadata column names are reserved (as in pylance)."""
+    """The Lance schema of a new dataset; metadata column names are reserved (as in pylance).
+
+    Raises:
+        SchemaError: no columns, duplicate or reserved column names.
+    """
+    if not isinstance(schema, pa.Schema):
+        raise ArgumentTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    if len(schema) == 0:
+        raise SchemaError("a dataset needs at least one column; the data has none")
+    check_unique_names(schema.names, "the data")
     reserved = [n for n in schema.names if n in RESERVED_COLUMNS]
     if reserved:
         raise SchemaError(f"column name(s) {reserved} are reserved for Lance metadata columns")
     return LanceSchema.from_arrow(schema)
+
+
+def check_unique_names(names: list[str], what: str) -> None:
+    """SchemaError naming the repeated columns of ``names`` (a table's top-level names)."""
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaError(f"{what} has duplicate column names {dup} (columns {names})")
+
+
+def discard_files(store: ObjectStore, fragments: Iterable[FragmentMetadata]) -> None:
+    """Best-effort removal of data files no committed version references (a failed or duplicate write)."""
+    for f in fragments:
+        for df in f.files:
+            try:
+                store.delete(f"{DATA_DIR}/{df.path}")
+            except Exception:  # noqa: BLE001 - never hide the outcome; cleanup removes orphans anyway
+                pass
 
 
 def random_data_file_name() -> str:
@@ -42,7 +68,18 @@ def random_data_file_name() -> str:
 
 
 def iter_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """(schema, batches) for a Table, RecordBatch, RecordBatchReader, Dataset-like or iterable of batches."""
+    """(schema, batches) for a Table, RecordBatch, RecordBatchReader, Dataset-like or iterable of batches.
+
+    Raises:
+        ArgumentTypeError: anything else (a string, a dict, None, an iterable of non-batches).
+    """
+    if schema is not None and not isinstance(schema, pa.Schema):
+        raise ArgumentTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__} {schema!r}")
+    if isinstance(data, (str, bytes, bytearray, Mapping)) or data is None:
+        raise ArgumentTypeError(
+            f"cannot write data of type {type(data).__name__}; pass a pyarrow Table, RecordBatch, "
+            "RecordBatchReader or an iterable of RecordBatches"
+        )
     if isinstance(data, pa.Table):
         return data.schema, iter(data.to_batches())
     if isinstance(data, pa.RecordBatch):
@@ -57,13 +94,17 @@ def iter_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schema,
             return schema, it
         first = next(it, None)
         if first is None:
-            raise ValueError("write needs a schema when the data has no batches")
+            raise InvalidArgumentError("write needs a schema when the data has no batches")
+        if not isinstance(first, (pa.Table, pa.RecordBatch)):
+            raise ArgumentTypeError(
+                f"cannot write an iterable of {type(first).__name__}; it must yield pyarrow RecordBatches or Tables"
+            )
         if isinstance(first, pa.Table):
             first_batches = first.to_batches()
             rest = (b for t in it for b in (t.to_batches() if isinstance(t, pa.Table) else [t]))
             return first.schema, _chain(first_batches, rest)
         return first.schema, _chain([first], it)
-    raise TypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or RecordBatchReader")
+    raise ArgumentTypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or RecordBatchReader")
 
 
 def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -73,6 +114,10 @@ def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterat
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordBatch:
     """Reorder ``batch`` to ``target``'s columns; types must match exactly (no silent casts)."""
+    if not isinstance(batch, pa.RecordBatch):
+        raise ArgumentTypeError(f"{where}: the data yielded a {type(batch).__name__}, not a pyarrow RecordBatch")
+    if batch.schema.names != target.names:
+        check_unique_names(batch.schema.names, f"{where}: the data")
     if batch.schema.names == target.names and all(
         a.type == b.type for a, b in zip(batch.schema, target, strict=True)
     ):
@@ -105,8 +150,8 @@ def write_fragment_files(
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
     rows; one fragment per file."""
-    if max_rows_per_file <= 0:
-        raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+    if isinstance(max_rows_per_file, bool) or not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
+        raise InvalidArgumentError(f"max_rows_per_file must be a positive integer, got {max_rows_per_file!r}")
     version = require_writable(version, store.uri)
     major, minor = (int(x) for x in version.split("."))
     target = schema.to_arrow()

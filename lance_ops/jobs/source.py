@@ -24,7 +24,9 @@ metadata; ``commit()`` on the driver commits one transaction (Append, or Overwri
 the messages Spark hands to ``commit()`` are committed, so retried or speculative attempts
 never add rows twice.  Options: ``max_rows_per_file``, ``enable_stable_row_ids``,
 ``data_storage_version``, ``storage_options``, ``write_id`` (stored in the transaction
-properties as ``lance_ops.write_id``).
+properties as ``lance_ops.write_id``), and Delta's idempotent-write options ``txnAppId`` and
+``txnVersion``: a job retried after an ambiguous failure (the same id and number) commits at
+most once; a duplicate commits nothing and removes the files it wrote.
 
 All the work happens in Python worker processes that Spark starts; everything they need
 travels in the options (RECIPES.md §1 (c)).
@@ -77,7 +79,8 @@ from pyspark.sql.types import (
 from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.commit_handler import try_open_latest
-from lance_ops.format.errors import DatasetAlreadyExistsError, SchemaError
+from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
+from lance_ops.format.idempotency import committed_by, with_idempotency
 from lance_ops.format.maintenance.distributed import (
     DEFAULT_BATCH_SIZE,
     light_manifest,
@@ -401,6 +404,12 @@ class LanceWriter(DataSourceArrowWriter):
         self.write_id = options.get("write_id") or uuid.uuid4().hex
         # extra transaction properties (e.g. the Dagster run id), JSON-encoded
         self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
+        app_id = options.get("txnAppId") or options.get("txnappid")
+        if app_id:  # Delta's writer options; keys arrive lower-cased
+            txn_version = get_int(options, "txnversion", None)
+            if txn_version is None:
+                txn_version = get_int(options, "txnVersion", None)
+            self.extra_properties = with_idempotency(self.extra_properties, app_id, txn_version)
         reserved = [n for n in schema.fieldNames() if n in META_COLUMNS]
         if reserved:
             raise SchemaError(f"{self.uri}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
@@ -456,29 +465,37 @@ class LanceWriter(DataSourceArrowWriter):
         frags = [f for m in msgs for f in m.fragments]
         store = ObjectStore(self.uri, self.storage_options)
         try:
-            self._commit(store, frags)
+            committed = self._commit(store, frags)
+        except CommitStateUnknownError:
+            # the version may exist and reference these files: remove nothing
+            raise
         except BaseException:
             delete_fragment_files(store, frags)
             sweep_staging(store, self.write_id, set())
             raise
+        if not committed:  # a duplicate of a write committed earlier (txnAppId/txnVersion)
+            delete_fragment_files(store, frags)
+            sweep_staging(store, self.write_id, set())
+            return
         # files of failed, killed or speculative attempts that were not committed
         sweep_staging(store, self.write_id, {df.path for f in frags for df in f.files})
 
-    def _commit(self, store: ObjectStore, frags: list[FragmentMetadata]) -> None:
+    def _commit(self, store: ObjectStore, frags: list[FragmentMetadata]) -> bool:
+        """Commit; False when an earlier attempt of this write (same txnAppId) already did."""
         props = self._properties()
         if self.mode == "append":
             if frags:
-                commit_transaction(store, Transaction(self.read_version, Append(frags), properties=props))
-            return
+                txn = Transaction(self.read_version, Append(frags), properties=props)
+                return committed_by(commit_transaction(store, txn), txn)
+            return True
         txn = Transaction(self.read_version, Overwrite(frags, self.lance_schema), properties=props)
         if self.mode == "overwrite":
-            commit_transaction(store, txn)
-            return
+            return committed_by(commit_transaction(store, txn), txn)
         try:
-            commit_transaction(
+            return committed_by(commit_transaction(
                 store, txn, create=True, enable_stable_row_ids=self.enable_stable_row_ids,
                 data_storage_version=self.data_storage_version,
-            )
+            ), txn)
         except DatasetAlreadyExistsError:
             # Someone created the dataset while we wrote: append to it instead (same columns only).
             existing = try_open_latest(store)
@@ -487,7 +504,7 @@ class LanceWriter(DataSourceArrowWriter):
             if not same or existing.schema.to_arrow() != self.lance_schema.to_arrow():
                 raise
             retry = Transaction(existing.version, Append(frags), properties=props)
-            commit_transaction(store, retry)
+            return committed_by(commit_transaction(store, retry), retry)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         store = ObjectStore(self.uri, self.storage_options)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lance_ops.format.commit import find_earlier_commit
 from lance_ops.format.manifest import list_versions
 from lance_ops.format.operations import Append, Overwrite
 from lance_ops.format.store import ObjectStore
@@ -42,7 +43,8 @@ def append(
         data_storage_version: file format of a dataset this append creates (``"2.0"``, ``"2.1"``,
             ``"2.2"``, ``"stable"``; default 2.2); an existing dataset keeps its own.
         storage_options: for the dataset (gcsfs ``token``, ``endpoint_url``, ...).
-        transaction_properties: stored in the commit's transaction (e.g. the Dagster run id).
+        transaction_properties: stored in the commit's transaction (e.g. the Dagster run id);
+            with ``txnAppId``/``txnVersion`` the append is idempotent (a retry commits once).
 
     Returns:
         The version committed, rows and fragments written, and the wall time.
@@ -65,7 +67,9 @@ def append(
     seconds = time.perf_counter() - t0
     found = find_commit(store, before, WRITE_ID_PROPERTY, write_id)
     if found is None:
-        return AppendResult(uri, None, 0, 0, seconds)
+        # a retry of a write already committed (txnAppId/txnVersion): its version, no new rows
+        earlier = find_earlier_commit(store, dict(transaction_properties or {}))
+        return AppendResult(uri, earlier.version if earlier is not None else None, 0, 0, seconds)
     version, txn = found
     op = txn.operation
     frags = op.fragments if isinstance(op, Append | Overwrite) else ()

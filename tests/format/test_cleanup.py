@@ -87,7 +87,7 @@ def test_removes_exactly_what_only_old_versions_use(ds_uri):
     assert any(p.startswith("data/") for p in only_old) and any(p.startswith("_transactions/") for p in only_old)
     assert any(p.startswith("_deletions/") for p in only_old)
 
-    stats = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retain_versions=2)
+    stats = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False, retain_versions=2)
     gone = before - files(uri)
     manifests = {p for p in gone if p.startswith("_versions/")}
     assert len(manifests) == stats.old_versions == 4  # 1, 3, 4, 5
@@ -113,10 +113,10 @@ def test_removes_exactly_what_only_old_versions_use(ds_uri):
 def test_dry_run_reports_and_removes_nothing(ds_uri):
     uri = ds_uri
     before = files(uri)
-    dry = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), dry_run=True)
+    dry = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False, dry_run=True)
     assert files(uri) == before
     assert dry.old_versions == 6 and dry.data_files_removed > 0
-    real = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    real = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert real.removed_paths == dry.removed_paths
     assert (real.bytes_removed, real.old_versions, real.data_files_removed) == (
         dry.bytes_removed, dry.old_versions, dry.data_files_removed,
@@ -143,14 +143,14 @@ def test_tags_protect_their_version(ds_uri):
     with pytest.raises(TagError):
         ds.tags.create("nope", 99)
     v1 = snapshot(uri, [1, 3])
-    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert [v["version"] for v in lance.dataset(uri).versions()] == [1, 3, 7]
     for v, t in v1.items():
         assert lance.dataset(uri, version=v).to_table(columns=COLS + META).equals(t)
     ds.tags.delete("first")
     with pytest.raises(TagError):
         ds.tags.delete("first")
-    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert [v["version"] for v in lance.dataset(uri).versions()] == [3, 7]
     assert lance.dataset(uri).tags.list()["theirs"]["version"] == 3
 
@@ -212,7 +212,7 @@ def test_same_files_left_as_pylance_cleanup(ds_uri, tmp_path, params):
     for days, group in zip((8, 3, 0), orphans, strict=True):
         for rel in group.values():
             age(theirs, rel, days)
-    ours = lf.dataset(uri).cleanup_old_versions(**params)
+    ours = lf.dataset(uri).cleanup_old_versions(**params, retention_duration_check=False)
     oracle = lance.dataset(theirs).cleanup_old_versions(**params, error_if_tagged_old_versions=False)
     assert files(uri) == files(theirs)
     assert ours.old_versions == oracle.old_versions
@@ -235,7 +235,7 @@ def test_cleanup_of_a_pylance_history(tmp_path):
     theirs = str(tmp_path / "theirs")
     shutil.copytree(uri, theirs)
     latest = snapshot(uri, [lance.dataset(uri).version])
-    ours = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    ours = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     oracle = lance.dataset(theirs).cleanup_old_versions(older_than=timedelta(0))
     assert files(uri) == files(theirs)
     assert (ours.old_versions, ours.bytes_removed) == (oracle.old_versions, oracle.bytes_removed)

@@ -473,6 +473,7 @@ class DataFileReader:
                 schema = LanceSchema.from_proto(
                     self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
                 )
+                schema.to_arrow()  # every field's logical type resolves
             except SchemaError as e:
                 raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
             cached = (schema, {f.id: i for i, f in enumerate(schema.fields)})
@@ -740,6 +741,9 @@ class DataFileReader:
             try:
                 projected = self.schema.project_ids(list(field_ids))
             except SchemaError as e:
+                if "no field with id" in str(e):
+                    # the manifest says the file holds these fields: a file that does not disagrees
+                    raise CorruptFileError(self.path, f"the file does not hold a requested field: {e}") from None
                 raise SchemaError(f"{self.path}: {e}") from None
             try:
                 out_schema = projected.to_arrow()
@@ -782,6 +786,8 @@ class DataFileReader:
                 nesting that is not implemented.
             CorruptFileError: the data does not decode.
             SchemaError: an id that is not a top-level field of the file.
+            CorruptFileError: an id the file does not hold at all (the manifest and the file
+                disagree).
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")

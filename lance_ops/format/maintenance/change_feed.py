@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..commit_handler import CommitHandler, checkout_manifest
-from ..errors import UnsupportedFeatureError
+from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..manifest import Manifest
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan
 from ..store import ObjectStore
@@ -57,7 +57,7 @@ def change_feed_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Stream the change feed of ``(begin_version, end_version]`` of the dataset at ``store``."""
     if begin_version < 0 or end_version < begin_version:
-        raise ValueError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
+        raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
     end, _ = checkout_manifest(store, end_version, handler)
     if not end.uses_stable_row_ids:
         raise UnsupportedFeatureError(

@@ -18,6 +18,7 @@ import pyarrow as pa
 from .. import rowids
 from ..commit import commit_transaction
 from ..commit_handler import checkout_manifest, commit_handler_for
+from ..errors import InvalidArgumentError
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..operations import ReserveFragments, Rewrite, RewriteGroup
@@ -49,18 +50,23 @@ class CompactionOptions:
             key = CONFIG_PREFIX + f.name
             if key in config:
                 raw = config[key]
-                if f.name in ("materialize_deletions", "only_deletions"):
-                    values[f.name] = raw.strip().lower() in ("1", "true", "yes")
-                elif f.name == "materialize_deletions_threshold":
-                    values[f.name] = float(raw)
-                else:
-                    values[f.name] = int(raw)
+                try:
+                    if f.name in ("materialize_deletions", "only_deletions"):
+                        values[f.name] = raw.strip().lower() in ("1", "true", "yes")
+                    elif f.name == "materialize_deletions_threshold":
+                        values[f.name] = float(raw)
+                    else:
+                        values[f.name] = int(raw)
+                except ValueError:
+                    raise InvalidArgumentError(
+                        f"dataset config {key}={raw!r} is not a valid {f.name} (fix it with update_config)"
+                    ) from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         opts = cls(**values)
         if opts.target_rows_per_fragment <= 0:
-            raise ValueError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
+            raise InvalidArgumentError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
         if not 0 <= opts.materialize_deletions_threshold <= 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"materialize_deletions_threshold must be in [0, 1], got {opts.materialize_deletions_threshold}"
             )
         return opts

@@ -26,7 +26,7 @@ from .. import rowids
 from ..commit import load_transaction
 from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
-from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, read_manifest
@@ -97,18 +97,19 @@ def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
     n = frag.physical_rows
     if manifest.uses_stable_row_ids:
         if frag.row_ids is None:
-            raise CorruptFileError(store.uri, f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.decode_row_ids(frag.row_ids, expected_len=n)
+            raise CorruptFileError(manifest.source or store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.fragment_row_ids(frag, manifest.source)
     else:
         ids = (np.uint64(frag.id) << np.uint64(32)) + np.arange(n, dtype=np.uint64)
     ones = np.ones(n, dtype=np.uint64)
     created = (
-        rowids.decode_versions(frag.created_at_versions, expected_len=n)
+        rowids.fragment_versions(frag, manifest.source, created=True)
         if frag.created_at_versions is not None
         else ones
     )
     updated = (
-        rowids.decode_versions(frag.last_updated_at_versions, expected_len=n)
+        rowids.fragment_versions(frag, manifest.source, created=False)
         if frag.last_updated_at_versions is not None
         else ones
     )
@@ -220,7 +221,7 @@ def scan_fragment_range(
         if c not in names and c not in META_COLUMNS:
             raise SchemaError(f"column {c!r} is not in the dataset schema {sorted(names)}")
     if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be positive, got {batch_size}")
     user = [c for c in columns if c not in META_COLUMNS]
     meta = [c for c in columns if c in META_COLUMNS]
     start = max(0, int(offset))
@@ -268,7 +269,7 @@ def scan_fragment_range(
 def row_ranges(frag: FragmentMetadata, rows_per_range: int) -> list[tuple[int, int]]:
     """``(offset, length)`` pieces of at most ``rows_per_range`` physical rows covering ``frag``."""
     if rows_per_range <= 0:
-        raise ValueError(f"rows_per_range must be positive, got {rows_per_range}")
+        raise InvalidArgumentError(f"rows_per_range must be positive, got {rows_per_range}")
     n = frag.physical_rows
     if n == 0:
         return []
@@ -389,7 +390,7 @@ def plan_change_feed(
         DatasetNotFoundError: a version does not exist.
     """
     if begin_version < 0 or end_version < begin_version:
-        raise ValueError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
+        raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
     so = dict(storage_options or {})
     store = ObjectStore(uri, so)
     end_m, scheme = open_manifest(store, end_version)
@@ -539,7 +540,7 @@ def execute_change_feed_task(task: ChangeFeedTask, *, batch_size: int = DEFAULT_
                 yield _emit(part, task, schema, const("update_postimage", part.num_rows), u[~ins])
         return
     if task.kind != "begin":
-        raise ValueError(f"unknown change feed task kind {task.kind!r}")
+        raise InvalidArgumentError(f"unknown change feed task kind {task.kind!r}")
     wanted = np.union1d(task.pre_ids, task.dead_ids)
     id_filter = pc.field(ROW_ID).isin(pa.array(wanted, type=pa.uint64()))
     for batch in scan_fragment_range(
