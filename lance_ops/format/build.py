@@ -18,6 +18,7 @@ from .index.metadata import decode_index_section, encode_index_section
 from .manifest import FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Overwrite,
     ReserveFragments,
@@ -197,7 +198,7 @@ def build_manifest(
             config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
             config.update(op.upsert_values)
             new = new.with_changes(config=config)
-        elif isinstance(op, Unmodelled):
+        elif isinstance(op, Unmodelled | CreateIndex):
             raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
     _check_file_versions(frags, base, new.data_storage_version)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
