@@ -162,3 +162,18 @@ def index_statistics(d: IndexDescription) -> dict[str, Any]:
         "num_unindexed_rows": d.num_rows_unindexed,
         "updated_at_timestamp_ms": int(max(created).timestamp() * 1000) if created else None,
     }
+
+
+def format_fragment_ids(ids: Sequence[int] | frozenset[int], limit: int = 8) -> str:
+    """``0-3, 7, 9-12`` (at most ``limit`` runs, then ``... (+N fragments)``)."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    if len(runs) > limit:
+        rest = sum(b - a + 1 for a, b in runs[limit:])
+        text.append(f"... (+{rest} fragments)")
+    return ", ".join(text)
