@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedFeatureError
+from ..file.patch import replace_columns
 from ..file.reader import DataFileReader
 from ..file.writer import DataFileWriter
 from ..store import ObjectStore
@@ -127,35 +128,24 @@ class _Rewriter:
             self.store.copy(src, dst)
         self.files.append(IndexFile(name, self.store.size(dst)))
 
-    def rewrite(
+    def patch(
         self,
         name: str,
         column: str,
         fn: Callable[[pa.Array], pa.Array],
         *,
-        global_buffers: Callable[[int, bytes], bytes] | None = None,
+        global_buffers: dict[int, bytes] | None = None,
     ) -> None:
-        """Copy Lance file ``name`` with ``column`` replaced by ``fn(column)`` batch by batch."""
+        """Copy Lance file ``name`` with ``column`` replaced by ``fn(column)`` (other columns'
+        bytes copied as they are, see :mod:`lance_ops.format.file.patch`)."""
+        size = next((f.size_bytes for f in self.old.files or () if f.path == name), None)
+        src = f"{self.old.directory}/{name}"
         r = self.reader(name)
-        version = _FILE_VERSIONS.get(r.version)
-        if version is None:
-            raise UnsupportedFeatureError(f"{r.path}: index file version {r.version} cannot be rewritten")
-        arrow = r.schema.to_arrow()
-        if column not in arrow.names:
-            raise CorruptFileError(r.path, f"index file has no column {column!r} (columns {arrow.names})")
-        k = arrow.names.index(column)
-        rel = f"{self.dir}/{name}"
-        with self.store.open_output(rel) as f:
-            w = DataFileWriter(f, r.schema, version=version)
-            for i in range(1, r._gbo.shape[0]):
-                data = r.global_buffer(i)
-                w.add_global_buffer(global_buffers(i, data) if global_buffers else data)
-            for batch in r.read(batch_size=_BATCH):
-                cols = list(batch.columns)
-                cols[k] = fn(cols[k])
-                w.write_batch(pa.RecordBatch.from_arrays(cols, schema=batch.schema))
-            size = w.finish()
-        self.files.append(IndexFile(name, size))
+        if column not in r.schema.to_arrow().names:
+            raise CorruptFileError(r.path, f"index file has no column {column!r}")
+        new = replace_columns(self.store, src, f"{self.dir}/{name}", {column: fn},
+                              global_buffers=global_buffers, file_size=size)
+        self.files.append(IndexFile(name, new))
 
     def discard(self) -> None:
         for f in self.files:
@@ -171,9 +161,11 @@ def _map_u64(amap: AddressMap) -> Callable[[pa.Array], pa.Array]:
     return fn
 
 
-def _map_binary(amap: AddressMap, decode: Callable[[bytes], bytes]) -> Callable[[pa.Array], pa.Array]:
+def _map_binary(recode: Callable[[bytes], bytes]) -> Callable[[pa.Array], pa.Array]:
+    """One value per distinct key (a bitmap, a posting list): decoded, mapped, encoded."""
+
     def fn(col: pa.Array) -> pa.Array:
-        return pa.array([None if v is None else decode(v) for v in col.to_pylist()], type=col.type)
+        return pa.array([None if v is None else recode(v) for v in col.to_pylist()], type=col.type)
 
     return fn
 
@@ -270,24 +262,23 @@ def _remap_btree(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
 def _remap_bitmap(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
     name = "bitmap_page_lookup.lance"
     where = f"{rw.old.directory}/{name}"
-    nulls_buffer = None
-    meta = rw.reader(name).schema.metadata or {}
-    if "lance:label_list_nulls" in meta:
-        nulls_buffer = int(meta["lance:label_list_nulls"])
-
-    def buffers(i: int, data: bytes) -> bytes:
-        if i == nulls_buffer:
-            return _remap_row_addr_set(amap, where)(data)
-        return data
-
-    rw.rewrite(name, "bitmaps", _map_binary(amap, _remap_row_addr_set(amap, where)), global_buffers=buffers)
+    r = rw.reader(name)
+    meta = r.schema.metadata or {}
+    buffers: dict[int, bytes] = {}
+    if "lance:label_list_nulls" in meta:  # LABEL_LIST: the rows whose list is null
+        try:
+            k = int(meta["lance:label_list_nulls"])
+        except ValueError as e:
+            raise CorruptFileError(where, f"bad lance:label_list_nulls metadata: {e}") from e
+        buffers[k] = _remap_row_addr_set(amap, where)(r.global_buffer(k))
+    rw.patch(name, "bitmaps", _map_binary(_remap_row_addr_set(amap, where)), global_buffers=buffers)
     for n in _files_except(names, name):
         rw.copy(n)
 
 
 def _remap_ngram(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
     name = "ngram_postings.lance"
-    rw.rewrite(name, "posting_list", _map_binary(amap, _remap_treemap(amap, f"{rw.old.directory}/{name}")))
+    rw.patch(name, "posting_list", _map_binary(_remap_treemap(amap, f"{rw.old.directory}/{name}")))
     for n in _files_except(names, name):
         rw.copy(n)
 
@@ -303,13 +294,13 @@ def _remap_inverted(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
     if missing:
         raise CorruptFileError(rw.old.directory, f"inverted index lacks {missing}")
     for d in docs:
-        rw.rewrite(d, "_rowid", _map_u64(amap))
+        rw.patch(d, "_rowid", _map_u64(amap))
     for n in _files_except(names, *docs):
         rw.copy(n)
 
 
 def _remap_ivf(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
-    rw.rewrite("auxiliary.idx", "_rowid", _map_u64(amap))
+    rw.patch("auxiliary.idx", "_rowid", _map_u64(amap))
     for n in _files_except(names, "auxiliary.idx"):
         rw.copy(n)
 
