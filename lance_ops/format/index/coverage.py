@@ -9,7 +9,9 @@ Rules, as pylance 14.0.2 applies them (verified on datasets it built; upstream
   or none -- the planner never mixes them).  Exceptions: BTREE pages hold row addresses in
   pylance 14.0.2, so BTREE indices are remapped (listed in ``rewritten_indices``) like without
   stable row ids; ZONEMAP and BLOOMFILTER answer with row addresses and cannot be remapped:
-  pylance drops the group's old fragments from their bitmap.
+  pylance drops the group's old fragments from their bitmap.  lance_ops moves only the kinds it
+  knows to hold row ids and drops the coverage of any other kind (only rewritten with
+  ``ignore_remap``).
 - Rewrite, no stable row ids: only the indices the Rewrite lists in ``rewritten_indices`` change
   (new uuid, new files, bitmap moved to the new fragments); others keep their bitmap as it was
   (pylance leaves ZONEMAP/BLOOMFILTER naming the removed fragments: they then cover nothing).
@@ -29,7 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import IncompatibleTransactionError
 from .metadata import IndexFile, IndexMetadata
-from .remap import ADDRESS_DOMAIN_KINDS, REMAPPABLE_KINDS
+from .remap import REMAPPABLE_KINDS, ROW_ID_KINDS
+from .reuse import effective_bitmap, inline_reuse_versions
 
 #: kinds pylance 14.0.2 does not extend to the new fragments of a stable-row-id update
 UPDATE_NOT_EXTENDED_KINDS = frozenset({"BTREE", "ZONEMAP", "BLOOMFILTER"})
@@ -81,6 +84,9 @@ def rewrite_coverage(
             remapped index whose kind keeps deleted rows as tombstones (:mod:`.remap`).
     """
     tomb = frozenset(tombstone_fragments)
+    # a remapped index's files hold addresses past pylance's deferred remaps (:mod:`.reuse`): its
+    # bitmap is the one pylance would see through them
+    reuse = inline_reuse_versions(indices) if remapped and not stable else ()
     out = []
     for idx in indices:
         hit = remapped.get(idx.uuid)
@@ -89,15 +95,15 @@ def rewrite_coverage(
             if bitmap is None:
                 raise IncompatibleTransactionError(f"index {idx.name!r} stores no fragment bitmap; it cannot be remapped")
             new_uuid, files = hit
-            moved = moved_bitmap(bitmap, groups, index=idx.name)
+            moved = moved_bitmap(effective_bitmap(bitmap, reuse or ()), groups, index=idx.name)
             if REMAPPABLE_KINDS.get(idx.kind, False):
                 moved = moved | (tomb & bitmap)
             idx = idx.with_changes(uuid=new_uuid, files=files, fragment_ids=moved)
         elif stable and bitmap is not None:
-            if idx.kind in ADDRESS_DOMAIN_KINDS:
-                idx = idx.with_changes(fragment_ids=dropped_bitmap(bitmap, groups))
-            else:
+            if idx.kind in ROW_ID_KINDS or idx.is_system:
                 idx = idx.with_changes(fragment_ids=moved_bitmap(bitmap, groups, index=idx.name))
+            else:  # zone maps, bloom filters (as pylance); kinds lance_ops cannot carry (ignore_remap)
+                idx = idx.with_changes(fragment_ids=dropped_bitmap(bitmap, groups))
         out.append(idx)
     return tuple(out)
 

@@ -24,6 +24,8 @@ _TYPE_NAMES = {
     "ZONEMAP": "ZoneMap",
     "BLOOMFILTER": "BloomFilter",
     "INVERTED": "Inverted",
+    "MINHASHLSH": "MinHashLsh",
+    "RTREE": "RTree",
     "FRAG_REUSE": "FragmentReuse",
     "MEM_WAL": "MemWal",
 }

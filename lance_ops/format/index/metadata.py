@@ -38,6 +38,8 @@ _SCALAR_KINDS = {
     "ZoneMapIndexDetails": "ZONEMAP",
     "BloomFilterIndexDetails": "BLOOMFILTER",
     "InvertedIndexDetails": "INVERTED",
+    "MinHashLshIndexDetails": "MINHASHLSH",
+    "RTreeIndexDetails": "RTREE",
     "FragmentReuseIndexDetails": "FRAG_REUSE",
     "MemWalIndexDetails": "MEM_WAL",
 }

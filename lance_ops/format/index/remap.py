@@ -66,8 +66,15 @@ _FILE_VERSIONS = {(2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
 #: kinds whose coverage of rewritten fragments pylance 14 drops instead of remapping
 ADDRESS_DOMAIN_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
 #: kinds that hold row addresses even with stable row ids (pylance 14.0.2 BTREE pages store
-#: ``_rowaddr``; its compaction remaps them); every other kind then holds stable row ids
+#: ``_rowaddr``; its compaction remaps them)
 STABLE_REMAP_KINDS = frozenset({"BTREE"})
+#: kinds known to hold stable row ids when the dataset has them (verified on pylance 14.0.2
+#: files and through its update path): their coverage simply follows a rewrite.  Any other kind
+#: (MINHASHLSH, RTREE, kinds newer than this list) is not carried, stable row ids or not.
+ROW_ID_KINDS = frozenset(
+    {"BITMAP", "LABEL_LIST", "NGRAM", "INVERTED", "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ",
+     "IVF_HNSW_FLAT"}
+)
 #: kinds lance_ops remaps (and whether deleted rows stay in the index as tombstones)
 REMAPPABLE_KINDS = {
     "BTREE": False,
@@ -96,6 +103,16 @@ class RemappedIndex:
 
 
 def can_remap(index: IndexMetadata) -> bool:
+    return index.kind in REMAPPABLE_KINDS
+
+
+def can_carry(index: IndexMetadata, *, stable: bool) -> bool:
+    """Whether a rewrite can keep (or, for zone maps and bloom filters, drop as pylance does)
+    this index's coverage."""
+    if index.kind in ADDRESS_DOMAIN_KINDS:
+        return True
+    if stable:
+        return index.kind in ROW_ID_KINDS or index.kind in STABLE_REMAP_KINDS
     return index.kind in REMAPPABLE_KINDS
 
 
@@ -215,7 +232,7 @@ def _remap_btree(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
         for batch in dr.read(batch_size=_BATCH):
             ids = batch.column(1).to_numpy(zero_copy_only=False)
             mapped = amap.apply(ids)
-            keep = ~np.isin((mapped >> np.uint64(32)).astype(np.int64), np.fromiter(amap.old_fragments, np.int64))
+            keep = ~np.isin((mapped >> np.uint64(32)).astype(np.int64), np.fromiter(amap.gone_fragments, np.int64))
             b = pa.RecordBatch.from_arrays(
                 [batch.column(0).filter(pa.array(keep)), pa.array(mapped[keep], type=pa.uint64())],
                 schema=batch.schema,

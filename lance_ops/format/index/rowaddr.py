@@ -169,25 +169,38 @@ class AddressMap:
     tombstone_fragments: frozenset[int]
     #: physical rows of every old fragment (to expand "whole fragment" selections)
     physical_rows: tuple[tuple[int, int], ...] = ()
+    #: deferred rewrites pylance recorded in its fragment reuse index, applied first (oldest
+    #: first): an index may still hold the addresses they moved (:mod:`.reuse`)
+    reuse: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    reuse_fragments: frozenset[int] = frozenset()
+
+    @staticmethod
+    def _through(old: np.ndarray, new: np.ndarray, a: np.ndarray) -> np.ndarray:
+        if old.size == 0 or a.size == 0:
+            return a
+        pos = np.minimum(np.searchsorted(old, a), old.size - 1)
+        return np.where(old[pos] == a, new[pos], a)
 
     def apply(self, addrs: np.ndarray) -> np.ndarray:
         """``addrs`` with every moved row's address replaced by its new one (same order)."""
-        a = addrs.astype(np.uint64, copy=False)
-        if self.old.size == 0 or a.size == 0:
-            return a.copy()
-        pos = np.searchsorted(self.old, a)
-        pos_c = np.minimum(pos, self.old.size - 1)
-        hit = self.old[pos_c] == a
-        return np.where(hit, self.new[pos_c], a)
+        a = addrs.astype(np.uint64, copy=True)
+        for old, new in self.reuse:
+            a = self._through(old, new, a)
+        return self._through(self.old, self.new, a)
+
+    @property
+    def gone_fragments(self) -> frozenset[int]:
+        """Fragments no live row is in any more (rewritten here or by a deferred rewrite)."""
+        return self.old_fragments | self.reuse_fragments
 
     def apply_dropping(self, addrs: np.ndarray) -> np.ndarray:
         """Like :meth:`apply`, without the rows that were deleted in the rewritten fragments."""
         mapped = self.apply(addrs)
-        if not self.old_fragments:
+        gone = self.gone_fragments
+        if not gone:
             return mapped
         frag = (mapped >> np.uint64(32)).astype(np.int64)
-        gone = np.isin(frag, np.fromiter(self.old_fragments, dtype=np.int64))
-        return mapped[~gone]
+        return mapped[~np.isin(frag, np.fromiter(gone, dtype=np.int64))]
 
     def apply_set(self, s: RowAddrSet) -> RowAddrSet:
         """A row-address set after the move, without rows deleted in the rewritten fragments
@@ -214,7 +227,11 @@ def live_offsets(store: ObjectStore, frag: FragmentMetadata) -> np.ndarray:
 
 
 def address_map(
-    store: ObjectStore, groups: Sequence[tuple[Sequence[FragmentMetadata], Sequence[FragmentMetadata]]]
+    store: ObjectStore,
+    groups: Sequence[tuple[Sequence[FragmentMetadata], Sequence[FragmentMetadata]]],
+    *,
+    reuse: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+    reuse_fragments: frozenset[int] = frozenset(),
 ) -> AddressMap:
     """The map of a compaction: each group's live rows, in fragment order, land in its new
     fragments in order (how :func:`~lance_ops.format.maintenance.compaction.execute_task`
@@ -248,4 +265,6 @@ def address_map(
     old_all = np.concatenate(olds) if olds else np.empty(0, dtype=np.uint64)
     new_all = np.concatenate(news) if news else np.empty(0, dtype=np.uint64)
     order = np.argsort(old_all, kind="stable")
-    return AddressMap(old_all[order], new_all[order], frozenset(frags), frozenset(tomb), tuple(sizes))
+    return AddressMap(
+        old_all[order], new_all[order], frozenset(frags), frozenset(tomb), tuple(sizes), tuple(reuse), reuse_fragments
+    )

@@ -9,10 +9,12 @@ Carrying coverage (:mod:`lance_ops.format.index.coverage` for the bitmap rules):
 - stable row ids: the Rewrite moves the bitmaps; only BTREE indices (row addresses even then,
   in pylance 14.0.2) are remapped;
 - no stable row ids: every index covering a rewritten fragment is remapped before the commit
-  (:func:`lance_ops.format.index.remap.remap_index`) and listed in ``rewritten_indices``.
+  (:func:`lance_ops.format.index.remap.remap_index`) and listed in ``rewritten_indices``; when
+  pylance deferred earlier remaps to its fragment reuse index, addresses go through those
+  first, so the remapped files hold current addresses.
 
-An index lance_ops cannot carry (a kind it cannot remap, no fragment bitmap, or coverage still
-pending a remap pylance deferred to its fragment reuse index) is never dropped silently: by
+An index lance_ops cannot carry (a kind it cannot remap, or no fragment bitmap) is never
+dropped silently: by
 default the fragments it covers stay out of the plan and the metrics say why; with
 ``ignore_remap=True`` (pylance's ``IgnoreRemap``) they are compacted and the metrics list the
 coverage that was dropped.  ZONEMAP and BLOOMFILTER coverage of rewritten fragments is dropped
@@ -24,8 +26,8 @@ from dataclasses import dataclass, field
 
 from ..fragment import FragmentMetadata
 from ..index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata, decode_index_section
-from ..index.remap import ADDRESS_DOMAIN_KINDS, STABLE_REMAP_KINDS, RemappedIndex, can_remap, remap_index
-from ..index.reuse import effective_bitmap, pending_remap, read_reuse_versions
+from ..index.remap import ADDRESS_DOMAIN_KINDS, STABLE_REMAP_KINDS, RemappedIndex, can_carry, can_remap, remap_index
+from ..index.reuse import effective_bitmap, read_reuse_versions, reuse_maps, reused_fragments
 from ..index.rowaddr import address_map
 from ..manifest import Manifest
 from ..operations import RewrittenIndex
@@ -42,16 +44,12 @@ class IndexConstraints:
     drops: dict[int, list[str]] = field(default_factory=dict)
 
 
-def _why_not(index: IndexMetadata, *, stable: bool, pending: bool) -> str | None:
+def _why_not(index: IndexMetadata, *, stable: bool) -> str | None:
     if index.fragment_ids is None:
         return "stores no fragment bitmap"
-    if stable:
+    if can_carry(index, stable=stable):
         return None
-    if pending:
-        return f"has a remap pending in {FRAG_REUSE_INDEX_NAME} (pylance defer_index_remap); run pylance optimize_indices"
-    if index.kind in ADDRESS_DOMAIN_KINDS or can_remap(index):
-        return None
-    return f"is of a kind lance_ops cannot remap ({index.kind}, {index.type_url or 'no details'})"
+    return f"is of a kind lance_ops cannot carry through a rewrite ({index.type_url or 'no index details'})"
 
 
 def index_constraints(store: ObjectStore, manifest: Manifest, *, ignore_remap: bool = False) -> IndexConstraints:
@@ -72,7 +70,7 @@ def index_constraints(store: ObjectStore, manifest: Manifest, *, ignore_remap: b
             out.key[fid] = out.key[fid] | {idx.uuid}
         if idx.is_system:
             continue
-        why = _why_not(idx, stable=stable, pending=raw is not None and pending_remap(raw, versions))
+        why = _why_not(idx, stable=stable)
         label = f"index {idx.name!r} ({idx.kind})"
         for fid in covered:
             if why is not None and not ignore_remap:
@@ -129,14 +127,17 @@ def remap_indices(
     stable = manifest.uses_stable_row_ids
     indices = decode_index_section(manifest.index_section, f"{store.uri} version {manifest.version}")
     old_ids = {f.id for old, _ in groups for f in old}
+    reuse = [i for i in indices if i.name == FRAG_REUSE_INDEX_NAME]
+    versions = read_reuse_versions(store, reuse[0]) if reuse and not stable else ()
     todo = [
         i for i in indices
-        if not i.is_system and i.fragment_ids is not None and i.fragment_ids & old_ids and can_remap(i)
-        and (not stable or i.kind in STABLE_REMAP_KINDS)
+        if not i.is_system and i.fragment_ids is not None and effective_bitmap(i.fragment_ids, versions) & old_ids
+        and can_remap(i) and (not stable or i.kind in STABLE_REMAP_KINDS)
     ]
     if not todo:
         return IndexRemap()
-    amap = address_map(store, groups)
+    where = f"{store.uri}: {FRAG_REUSE_INDEX_NAME}"
+    amap = address_map(store, groups, reuse=reuse_maps(versions, where), reuse_fragments=reused_fragments(versions))
     done: list[RemappedIndex] = []
     try:
         for idx in todo:
