@@ -77,7 +77,7 @@ def test_compaction_sensor_small_fragments(tmp_path, spark, instance):
     evaluations = run(defs, instance, "checks", tags=req.tags).get_asset_check_evaluations()
     assert {c.check_name: c.passed for c in evaluations} == {
         "row_ids_unique": True, "compaction_preserves_rows": True, "deletions_materialized": True,
-        "maintenance_versions_empty": True}
+        "maintenance_versions_empty": True, "index_coverage": True}
 
 
 def test_compaction_sensor_deleted_ratio_requests_materialisation(tmp_path, spark, instance):
