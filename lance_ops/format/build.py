@@ -150,12 +150,12 @@ def build_manifest(
             frags = _replace(frags, op.updated_fragments, removed=op.removed_fragment_ids)
             pure: list[int] = []  # new fragments whose every row kept its row id
             for f in op.new_fragments:
-                kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
+                all_ids_kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
                 if stable and f.row_ids is not None and f.created_at_versions is None:
                     preserved = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)
                     f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
                 nf = ids.new_fragment(f)
-                if kept:
+                if all_ids_kept:
                     pure.append(nf.id)
                 frags.append(nf)
             new = _with_indices(new, lambda idx: coverage.update_coverage(

@@ -26,7 +26,6 @@ from .operations import (
 from .transaction import Transaction
 
 
-
 def touched_fragments(op: Operation) -> set[int]:
     """Ids of existing fragments an operation modifies or removes."""
     if isinstance(op, Delete):
@@ -121,7 +120,7 @@ def _check_rewrite_vs_create_index(mine: Transaction, theirs: Transaction, versi
         if idx.fragment_ids is None:
             _fail(RetryableCommitConflictError, mine, theirs, version,
                   f"index {idx.name!r} was created without a fragment bitmap")
-        hit = sorted(old & idx.fragment_ids)
+        hit = sorted(old & (idx.fragment_ids or frozenset()))
         if hit:
             _fail(RetryableCommitConflictError, mine, theirs, version,
                   f"index {idx.name!r} was created over fragments {hit} being rewritten")

@@ -139,7 +139,9 @@ def update_coverage(
             and original <= bitmap
         ):
             bitmap = bitmap | pure
-        out.append(idx if bitmap is idx.fragment_ids else idx.with_changes(fragment_ids=frozenset(bitmap)))
+        if bitmap is not idx.fragment_ids and bitmap is not None:
+            idx = idx.with_changes(fragment_ids=frozenset(bitmap))
+        out.append(idx)
     return tuple(out)
 
 

@@ -60,7 +60,13 @@ from ..file.reader import DataFileReader
 from ..file.writer import DataFileWriter
 from ..store import ObjectStore
 from .metadata import INDICES_DIR, IndexFile, IndexMetadata
-from .rowaddr import AddressMap, decode_row_addr_treemap, decode_treemap, encode_row_addr_treemap, encode_treemap
+from .rowaddr import (
+    AddressMap,
+    decode_row_addr_treemap,
+    decode_treemap,
+    encode_row_addr_treemap,
+    encode_treemap,
+)
 
 _FILE_VERSIONS = {(2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
 #: kinds whose coverage of rewritten fragments pylance 14 drops instead of remapping

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 
 from ..fragment import FragmentMetadata
 from ..index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata, decode_index_section
-from ..index.remap import ADDRESS_DOMAIN_KINDS, STABLE_REMAP_KINDS, RemappedIndex, can_carry, can_remap, remap_index
+from ..index.remap import (
+    ADDRESS_DOMAIN_KINDS,
+    STABLE_REMAP_KINDS,
+    RemappedIndex,
+    can_carry,
+    can_remap,
+    remap_index,
+)
 from ..index.reuse import effective_bitmap, read_reuse_versions, reuse_maps, reused_fragments
 from ..index.rowaddr import address_map
 from ..manifest import Manifest
