@@ -109,7 +109,9 @@ class RemappedIndex:
 
 
 def can_remap(index: IndexMetadata) -> bool:
-    return index.kind in REMAPPABLE_KINDS
+    """lance_ops can rewrite this index's files (a known kind, stored in this dataset's root:
+    an index under another base path, ``base_id``, belongs to the dataset it was cloned from)."""
+    return index.kind in REMAPPABLE_KINDS and index.base_id is None
 
 
 def can_carry(index: IndexMetadata, *, stable: bool) -> bool:
@@ -118,8 +120,8 @@ def can_carry(index: IndexMetadata, *, stable: bool) -> bool:
     if index.kind in ADDRESS_DOMAIN_KINDS:
         return True
     if stable:
-        return index.kind in ROW_ID_KINDS or index.kind in STABLE_REMAP_KINDS
-    return index.kind in REMAPPABLE_KINDS
+        return index.kind in ROW_ID_KINDS or (index.kind in STABLE_REMAP_KINDS and can_remap(index))
+    return can_remap(index)
 
 
 def index_file_names(store: ObjectStore, index: IndexMetadata) -> list[str]:
