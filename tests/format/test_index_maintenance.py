@@ -4,12 +4,15 @@ pylance builds the datasets and their indices (tests only); lance_ops changes th
 reads the result: coverage (``describe_indices``), plans and answers against brute force.
 """
 
+import os
+
 import lance
 import pyarrow.compute as pc
 import pytest
 from index_support import build, copy, index_name, indexed_rows, indices_used, wrong_answers
 
 import lance_ops.format as lf
+from lance_ops.format.errors import CorruptFileError
 
 KINDS = ["BTREE", "BITMAP", "ZONEMAP", "BLOOMFILTER", "INVERTED", "IVF_PQ", "IVF_HNSW_SQ", "LABEL_LIST", "NGRAM"]
 
@@ -158,3 +161,19 @@ def test_compaction_rebased_over_a_concurrent_delete_keeps_indices(tmp_path):
     assert ds.count_rows() == 2400 - 240 - 343 + 35  # (multiples of 10, of 7, of 70 counted twice)
     assert indexed_rows(ds) == {index_name(k): ds.count_rows() for k in kinds}
     assert wrong_answers(ds, kinds) == []
+
+
+def test_a_corrupt_index_file_fails_the_compaction_cleanly(tmp_path):
+    uri = str(tmp_path / "ds")
+    build(uri, kinds=["BITMAP", "IVF_PQ"])
+    lance.dataset(uri).delete("id % 10 = 0")
+    aux = next(d for d in lance.dataset(uri).describe_indices() if d.name == "ivf_pq_idx").segments[0].uuid
+    path = tmp_path / "ds" / "_indices" / aux / "auxiliary.idx"
+    data = path.read_bytes()
+    path.write_bytes(data[:-100] + b"\0" * 100)  # footer gone
+    dirs = set(os.listdir(tmp_path / "ds" / "_indices"))
+    frags = [f.fragment_id for f in lance.dataset(uri).get_fragments()]
+    with pytest.raises(CorruptFileError, match=f"{aux}/auxiliary.idx"):
+        lf.dataset(uri).compact_files(target_rows_per_fragment=100_000)
+    assert set(os.listdir(tmp_path / "ds" / "_indices")) == dirs  # the bitmap index's remap was removed
+    assert [f.fragment_id for f in lance.dataset(uri).get_fragments()] == frags  # nothing committed

@@ -42,6 +42,10 @@ longer exists; the remapped index keeps that fragment id in its bitmap, and pyla
 every address of it -- exactly its state after a delete that removed a whole fragment, which
 pylance handles routinely (its deletion mask blocks "missing" fragments of an index's bitmap).
 ``optimize_indices`` later rewrites the index without them.
+
+If pylance deferred earlier remaps to its fragment reuse index, an index's files may still hold
+the addresses those rewrites moved: :class:`~.rowaddr.AddressMap` maps through the reuse
+index's versions first (:mod:`.reuse`), then through this compaction.
 """
 
 import json
@@ -173,14 +177,17 @@ class _Rewriter:
         self.files.append(IndexFile(name, new))
 
     def discard(self) -> None:
-        for f in self.files:
-            self.store.delete(f"{self.dir}/{f.path}")
+        """Remove everything written so far (a file half written when the failure came too)."""
+        for rel, _size, _mtime in list(self.store.list_files(self.dir)):
+            self.store.delete(rel)
+        if self.store.is_local:
+            shutil.rmtree(self.store.full_path(self.dir), ignore_errors=True)
 
 
-def _map_u64(amap: AddressMap) -> Callable[[pa.Array], pa.Array]:
+def _map_u64(amap: AddressMap, where: str) -> Callable[[pa.Array], pa.Array]:
     def fn(col: pa.Array) -> pa.Array:
         if col.null_count:
-            raise CorruptFileError("", "an index row-address column has nulls")
+            raise CorruptFileError(where, "the row-address column has nulls")
         return pa.array(amap.apply(col.to_numpy(zero_copy_only=False)), type=col.type)
 
     return fn
@@ -319,13 +326,13 @@ def _remap_inverted(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
     if missing:
         raise CorruptFileError(rw.old.directory, f"inverted index lacks {missing}")
     for d in docs:
-        rw.patch(d, "_rowid", _map_u64(amap))
+        rw.patch(d, "_rowid", _map_u64(amap, f"{rw.old.directory}/{d}"))
     for n in _files_except(names, *docs):
         rw.copy(n)
 
 
 def _remap_ivf(rw: _Rewriter, names: list[str], amap: AddressMap) -> None:
-    rw.patch("auxiliary.idx", "_rowid", _map_u64(amap))
+    rw.patch("auxiliary.idx", "_rowid", _map_u64(amap, f"{rw.old.directory}/auxiliary.idx"))
     for n in _files_except(names, "auxiliary.idx"):
         rw.copy(n)
 
