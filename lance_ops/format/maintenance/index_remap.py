@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..fragment import FragmentMetadata
+from ..index.cleanup import prune_empty_index_dirs
 from ..index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata, decode_index_section
 from ..index.remap import (
     ADDRESS_DOMAIN_KINDS,
@@ -114,9 +115,10 @@ class IndexRemap:
 
     def discard(self, store: ObjectStore) -> None:
         """Remove the written index directories (the commit did not happen)."""
-        for r in self.remapped:
-            for f in r.files:
-                store.delete(f"_indices/{r.new_uuid}/{f.path}")
+        paths = [f"_indices/{r.new_uuid}/{f.path}" for r in self.remapped for f in r.files]
+        for rel in paths:
+            store.delete(rel)
+        prune_empty_index_dirs(store, paths)
 
 
 def remap_indices(
