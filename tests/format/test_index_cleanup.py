@@ -82,3 +82,19 @@ def test_dry_run_and_young_orphans(rebuilt):
     stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
     assert stats.index_files_removed == 1 and not os.path.exists(orphan)
     assert wrong_answers(lance.dataset(rebuilt), KINDS) == []
+
+
+def test_cleanup_keeps_indices_a_branch_inherited(tmp_path):
+    """pylance's branch ``dev`` uses the root's BTREE (base_id 0); the root then replaces its
+    index: the old one goes from the root's versions but stays for the branch."""
+    uri = str(tmp_path / "ds")
+    build(uri, kinds=["BTREE"])
+    ds = lance.dataset(uri)
+    inherited = ds.describe_indices()[0].segments[0].uuid
+    ds.create_branch("dev", ds.version)
+    ds.create_scalar_index("id", "BTREE", name="btree_idx", replace=True)
+    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert inherited in _index_dirs(uri)
+    dev = lance.dataset(uri).checkout_version(("dev", None))
+    assert dev.to_table(filter="id = 5").num_rows == 1
+    assert dev.describe_indices()[0].segments[0].uuid == inherited

@@ -6,12 +6,16 @@ tagged versions, and whatever else the caller keeps, e.g. branch heads) lists it
 of other directories go when a removed version listed them, or -- left by a failed or killed
 writer, referenced by no version at all -- once older than the grace period, as pylance does.
 An index stored under another base path (``base_id``) is not ours to remove.
+
+Branches (pylance ``create_branch``) live in ``tree/<name>/`` with their own versions and
+``_indices/``, and name the indices they inherited in the root's ``_indices/`` (``base_id`` 0,
+the dataset root): every index any branch manifest names is kept, whatever the root's cut.
 """
 
 import os
 from collections.abc import Iterable
 
-from ..manifest import Manifest
+from ..manifest import Manifest, decode_manifest_file
 from ..store import ObjectStore
 from .metadata import INDICES_DIR, decode_index_section
 
@@ -23,6 +27,25 @@ def index_uuids(manifest: Manifest, where: str = "") -> set[str]:
         for i in decode_index_section(manifest.index_section, where or f"version {manifest.version}")
         if i.base_id is None
     }
+
+
+BRANCHES_DIR = "tree"
+
+
+def branch_index_uuids(store: ObjectStore) -> set[str]:
+    """uuids of every index a branch's manifest (any version, any depth) names.
+
+    Raises:
+        CorruptFileError: a branch manifest does not decode.
+    """
+    out: set[str] = set()
+    for rel, _size, _mtime in store.list_files(BRANCHES_DIR):
+        parts = rel.split("/")
+        if len(parts) < 3 or parts[-2] != "_versions" or not parts[-1].endswith(".manifest"):
+            continue
+        mf = decode_manifest_file(store.read(rel), store.full_path(rel))
+        out |= {i.uuid for i in decode_index_section(mf.manifest.index_section, store.full_path(rel))}
+    return out
 
 
 def unreferenced_index_files(
@@ -43,6 +66,7 @@ def unreferenced_index_files(
         CorruptFileError: an index section does not decode (nothing should be removed then).
     """
     keep = set().union(*(index_uuids(m, f"{store.uri} version {m.version}") for m in kept))
+    keep |= branch_index_uuids(store)
     gone = set().union(*(index_uuids(m, f"{store.uri} version {m.version}") for m in dropped))
     out: dict[str, int] = {}
     for rel, size, mtime in store.list_files(INDICES_DIR):
