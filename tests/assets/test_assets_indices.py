@@ -4,7 +4,7 @@
 import lance
 import pytest
 from dagster import AssetCheckSeverity
-from dagster_support import checks, defs_for, materializations, md, output_metadata, run
+from dagster_support import checks, defs_for, job_md, materializations, md, run
 
 import lance_ops.format as lf
 from lance_ops.assets.configs import AppendConfig, CompactConfig, DeleteConfig
@@ -29,7 +29,7 @@ def indexed(tmp_path_factory, spark, module_instance):
 def test_compaction_reports_remapped_indices_and_keeps_coverage(indexed):
     defs, inst, uri = indexed["defs"], indexed["instance"], indexed["uri"]
     result = run(defs, inst, "compact", CompactConfig(target_rows_per_fragment=10_000))
-    out = output_metadata(result)
+    out = job_md(materializations(result)[-1])
     assert lf.dataset(uri).has_stable_row_ids  # (the change feed needs them): only BTREE holds addresses
     assert out["indices_remapped"] == ["id_idx"] and out["fragments_skipped"] == []
     last = md(materializations(result)[-1])
