@@ -33,8 +33,8 @@ from dagster import (
 
 from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from .checks import build_checks
-from .indices import build_index_checks
 from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
+from .indices import build_index_checks
 from .jobs import build_jobs
 from .operations import resource_key
 from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
