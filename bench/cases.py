@@ -386,6 +386,45 @@ def case_compact_inprocess(fx: Fixtures, p: Any) -> Case:
     )
 
 
+def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
+    """Compaction of an indexed dataset: lance_ops remaps the BTREE and IVF_PQ index files (no
+    stable row ids) as pylance's compact_files does."""
+    lance = _pylance()
+    template = fx.indexed_dataset()
+    live = lf.dataset(template).count_rows()
+    frags = fx.indexed_fragments()
+    per_frag = (p.indexed_rows // frags) * 9 // 10
+    target = per_frag * max(1, frags // p.compact_tasks)
+    out = _fresh_dirs(fx, "compact_indexed", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    def after(case: Case) -> None:
+        for v, path in out.items():
+            stats = {d.name: d.num_rows_indexed for d in lf.dataset(path).describe_indices()}
+            case.extra[f"indexed_rows_{v}"] = stats
+
+    return Case(
+        "compact_indexed",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
+                target_rows_per_fragment=target
+            ),
+        },
+        work=live,
+        unit="rows/s",
+        reps=p.small_reps,
+        prepare=prepare,
+        target=Target("ratio", 1.5, "time <= 1.5x pylance"),
+        extra={"fragments": frags, "live_rows": live, "target_rows_per_fragment": target,
+               "indices": "BTREE(id), IVF_PQ(vec, 16 partitions, 4 sub-vectors)"},
+        after=after,
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
 def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
     lance = _pylance()
     jobs = spark.jobs("compact")
@@ -531,6 +570,7 @@ CASES: dict[str, Callable[..., Case]] = {
     "open_latest": case_open,
     "delete_10pct": case_delete,
     "compact_inprocess": case_compact_inprocess,
+    "compact_indexed": case_compact_indexed,
     "compact_local2": case_compact_local2,
     "compact_scaling": case_compact_scaling,
     "change_feed": case_change_feed,

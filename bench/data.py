@@ -140,6 +140,33 @@ class Fixtures:
         frags_per_task = max(1, self.p.fragments // self.p.compact_tasks)
         return per_frag * frags_per_task
 
+    def indexed_dataset(self) -> str:
+        """``indexed_rows`` rows (plus a 16-dim float32 ``vec``) in ``indexed_fragments()``
+        fragments, file format 2.2, with a pylance BTREE on ``id`` and IVF_PQ on ``vec`` (16
+        partitions, 4 sub-vectors), then 10% of every fragment deleted (template for
+        ``compact_indexed``)."""
+        if "indexed" not in self._paths:
+            import lance
+
+            path = self.path("indexed_ds")
+            remove(path)
+            rows, n = self.p.indexed_rows, self.indexed_fragments()
+            t = make_table(rows)
+            rng = np.random.default_rng(0)
+            vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * 16, dtype=np.float32)), 16)
+            lf.write_dataset(t.append_column("vec", vec), path, max_rows_per_file=rows // n,
+                             data_storage_version="2.2")
+            ds = lance.dataset(path)
+            ds.create_scalar_index("id", "BTREE")
+            ds.create_index("vec", "IVF_PQ", num_partitions=16, num_sub_vectors=4)
+            lf.dataset(path).delete(delete_predicate())
+            self._paths["indexed"] = path
+        return self._paths["indexed"]
+
+    def indexed_fragments(self) -> int:
+        """A quarter of ``fragments``: indexed tables hold fewer, larger fragments."""
+        return max(self.p.compact_tasks, self.p.fragments // 4)
+
     # --------------------------------------------------------------------- versions
     def versions_dataset(self) -> str:
         """A dataset with ``versions`` versions: a create, then small appends."""

@@ -36,6 +36,7 @@ class Params:
     feed_rows: int = 1_000_000
     small_fragments: int = 10_000  # compact_small_fragments / open_many_fragments
     small_fragment_rows: int = 100
+    indexed_rows: int = 1_000_000  # compact_indexed (BTREE + IVF_PQ)
     reps: int = 7
     small_reps: int = 3
     spark_reps: int = 5
@@ -49,6 +50,7 @@ QUICK = {
     "delete_rows": 400_000,
     "feed_rows": 200_000,
     "small_fragments": 2_000,
+    "indexed_rows": 200_000,
     "reps": 3,
     "small_reps": 2,
     "spark_reps": 3,

@@ -211,7 +211,7 @@ class Demo:
         for c in evaluations:
             md = {k: v.value for k, v in c.metadata.items()}
             self.expect(c.passed, f"check {c.asset_key.to_user_string()}:{c.check_name} {md}")
-        self.expect(len(evaluations) == 6, "6 asset check evaluations (4 checks, 2 of the change feed twice)")
+        self.expect(len(evaluations) == 7, "7 asset check evaluations (5 checks incl. index_coverage, 2 of the change feed twice)")
 
         # The oracle: the in-process change feed of each version, from lance_ops.format.
         mismatches = []

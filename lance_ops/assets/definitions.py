@@ -34,6 +34,7 @@ from dagster import (
 from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from .checks import build_checks
 from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
+from .indices import build_index_checks
 from .jobs import build_jobs
 from .operations import resource_key
 from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
@@ -101,7 +102,7 @@ def build_definitions(settings: Settings) -> Definitions:
             versions[d.name] = DynamicPartitionsDefinition(name=partitions_def_name(d.name))
             assets.append(build_change_feed_asset(d, versions[d.name], resource_key(d.name)))
             check_targets.append(AssetKey([change_feed_asset_name(d.name)]))
-        checks += build_checks(d, change_feed=plan.enabled)
+        checks += build_checks(d, change_feed=plan.enabled) + build_index_checks(d, resource_key(d.name))
     jobs = build_jobs(settings, AssetSelection.checks_for_assets(*check_targets))
     sensors = build_sensors(settings, jobs, jobs["lance_checks"], versions)
     schedules = build_schedules(settings, jobs)

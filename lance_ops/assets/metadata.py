@@ -16,6 +16,7 @@ from dagster import MetadataValue, TableColumn, TableSchema
 
 import lance_ops.format as lf
 
+from .indices import index_metadata
 from .stats import manifest_stats, transaction_of
 
 URI_KEY = "dagster/uri"
@@ -78,6 +79,7 @@ def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, store: Any,
         "file_version": MetadataValue.text(m.data_storage_version),
         "last_operation": MetadataValue.text(txn.operation.name if txn else "unknown"),
         "committed_by_run": MetadataValue.text(str(txn.properties.get(RUN_ID_PROPERTY, "")) if txn else ""),
+        **index_metadata(ds),
     }
 
 

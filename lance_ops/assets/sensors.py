@@ -59,7 +59,7 @@ from .resources import LanceDatasetResource
 from .settings import DatasetSettings, Settings
 from .stats import RUN_ID_PROPERTY, transaction_of
 
-DATASET_CHECKS = ("row_ids_unique", "compaction_preserves_rows", "deletions_materialized")
+DATASET_CHECKS = ("row_ids_unique", "compaction_preserves_rows", "deletions_materialized", "index_coverage")
 
 
 def load_cursor(raw: str | None) -> dict[str, int]:

@@ -141,6 +141,7 @@ class PolicySettings(_Strict):
     change_feed_max_lag_versions: int = Field(default=10, ge=0)
     freshness_cron: str = "*/15 * * * *"
     upsert_on: tuple[str, ...] = ("id",)  # default key columns of an upsert
+    min_index_coverage: float = Field(default=0.9, ge=0, le=1)  # index_coverage check: warn below this share
 
 
 class DatasetSettings(_Strict):

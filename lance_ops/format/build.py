@@ -13,9 +13,12 @@ import numpy as np
 from . import rowids
 from .errors import IncompatibleTransactionError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
+from .index import coverage
+from .index.metadata import decode_index_section, encode_index_section
 from .manifest import FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Overwrite,
     ReserveFragments,
@@ -145,11 +148,25 @@ def build_manifest(
             frags = _replace(frags, op.updated_fragments, removed=op.deleted_fragment_ids)
         elif isinstance(op, Update):
             frags = _replace(frags, op.updated_fragments, removed=op.removed_fragment_ids)
+            pure: list[int] = []  # new fragments whose every row kept its row id
             for f in op.new_fragments:
+                all_ids_kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
                 if stable and f.row_ids is not None and f.created_at_versions is None:
                     preserved = rowids.fragment_row_ids(f, f"transaction {txn.file_name}")
                     f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
-                frags.append(ids.new_fragment(f))
+                nf = ids.new_fragment(f)
+                if all_ids_kept:
+                    pure.append(nf.id)
+                frags.append(nf)
+            new = _with_indices(new, lambda idx: coverage.update_coverage(
+                idx,
+                stable=stable,
+                original_fragment_ids=[*op.removed_fragment_ids, *(f.id for f in op.updated_fragments)],
+                updated_fragment_ids=[f.id for f in op.updated_fragments],
+                pure_rewrite_fragment_ids=pure,
+                fields_for_preserving_frag_bitmap=op.fields_for_preserving_frag_bitmap,
+                fields_modified=op.fields_modified,
+            ))
         elif isinstance(op, Rewrite):
             old_ids = {f.id for g in op.groups for f in g.old_fragments}
             # Old fragments already gone were deleted by a transaction this one was rebased over.
@@ -158,21 +175,30 @@ def build_manifest(
             # a placeholder 0 or a colliding id gets a fresh one.
             taken = {f.id for f in kept}
             new_frags = []
+            moved: list[coverage.Group] = []
             for g in op.groups:
+                group_ids = []
                 for f in g.new_fragments:
                     if f.id == 0 or f.id in taken:
                         ids.next_fragment_id += 1
                         f = f.with_changes(id=ids.next_fragment_id)
                     taken.add(f.id)
                     new_frags.append(f)
+                    group_ids.append(f.id)
+                moved.append(([f.id for f in g.old_fragments], group_ids))
             frags = kept + new_frags
+            remapped = {r.old_id: (r.new_id, tuple(r.files)) for r in op.rewritten_indices}
+            tomb = [f.id for g in op.groups for f in g.old_fragments if f.num_deleted_rows > 0]
+            new = _with_indices(new, lambda idx: coverage.rewrite_coverage(
+                idx, moved, stable=stable, remapped=remapped, tombstone_fragments=tomb
+            ))
         elif isinstance(op, ReserveFragments):
             ids.next_fragment_id += op.num_fragments
         elif isinstance(op, UpdateConfig):
             config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
             config.update(op.upsert_values)
             new = new.with_changes(config=config)
-        elif isinstance(op, Unmodelled):
+        elif isinstance(op, Unmodelled | CreateIndex):
             raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
     _check_file_versions(frags, base, new.data_storage_version)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
@@ -188,6 +214,17 @@ def build_manifest(
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:
+    """``m`` with its index section passed through ``change`` (raw bytes kept when unchanged)."""
+    if not m.index_section:
+        return m
+    before = decode_index_section(m.index_section, f"index section of version {m.version}")
+    after = change(before)
+    if after == before:
+        return m
+    return m.with_changes(index_section=encode_index_section(after))
 
 
 def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | None) -> str:

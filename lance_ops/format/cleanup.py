@@ -1,8 +1,9 @@
 """Tags and cleanup of old versions (spec "Dataset cleanup"; pylance ``cleanup_old_versions``).
 
 Tags live in ``_refs/tags/{name}.json`` as pylance writes them.  Cleanup removes manifests older
-than the cut, and the ``.txn``, data and deletion files that only removed versions reference;
-never a file a retained or tagged version uses.  Files no version references at all (left by
+than the cut, and the ``.txn``, data, deletion and index files (``_indices/<uuid>/``, see
+:mod:`.index.cleanup`) that only removed versions reference; never a file a retained or tagged
+version uses.  Files no version references at all (left by
 failed or killed writers) are removed once older than a grace period.
 
 Cleanup never fails because others work (concurrent writers, pylance, another cleanup): files
@@ -21,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from .deletion import deletion_file_path
 from .errors import CorruptFileError, DatasetNotFoundError, InvalidArgumentError, LanceOpsError
+from .index.cleanup import prune_empty_index_dirs, unreferenced_index_files
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -213,6 +215,10 @@ def cleanup_old_versions(
                     candidates[rel] = size
             elif mtime is not None and mtime < grace_cut:
                 candidates[rel] = size
+    index_files = unreferenced_index_files(
+        store, [manifests[v] for v in keep], [manifests[v] for v in drop], grace_cut
+    )
+    candidates.update(index_files)
     # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
     temps: dict[str, int] = {}
     for rel, size, mtime in store.list_files(VERSIONS_DIR):
@@ -230,6 +236,8 @@ def cleanup_old_versions(
     stats = dict(data=0, txn=0, dele=0)
     failed = 0
     for rel in sorted(candidates):
+        if rel in index_files:
+            continue
         stats["data" if rel.startswith("data/") else "txn" if rel.startswith("_transactions/") else "dele"] += 1
     if not dry_run:
         # Manifests first: a version disappears before its files do, so no reader sees a hole.
@@ -238,12 +246,14 @@ def cleanup_old_versions(
                 store.delete(rel)  # a file already gone (another cleanup) is not an error
             except (OSError, ObjectStoreError):
                 failed += 1
+        prune_empty_index_dirs(store, index_files)
     return CleanupStats(
         bytes_removed=sum(candidates.values()) + sum(sizes.values()) + sum(temps.values()),
         old_versions=len(drop),
         data_files_removed=stats["data"],
         transaction_files_removed=stats["txn"],
         deletion_files_removed=stats["dele"],
+        index_files_removed=len(index_files),
         failed_deletes=failed,
         temporary_files_removed=len(temps),
         removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),

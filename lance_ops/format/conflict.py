@@ -9,8 +9,10 @@ raises :class:`RetryableCommitConflictError` (redo the work on the new version) 
 from collections.abc import Callable
 
 from .errors import IncompatibleTransactionError, RetryableCommitConflictError
+from .index.metadata import FRAG_REUSE_INDEX_NAME
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Operation,
     Overwrite,
@@ -22,9 +24,6 @@ from .operations import (
     UpdateConfig,
 )
 from .transaction import Transaction
-
-# Committed operations that never invalidate the fragments another transaction planned on.
-_HARMLESS_UNMODELLED = {"create_index"}
 
 
 def touched_fragments(op: Operation) -> set[int]:
@@ -79,16 +78,22 @@ def check(mine: Transaction, theirs: Transaction, version: int) -> set[int]:
     # Everything below plans on the fragments of its read version.
     if isinstance(b, Overwrite | Restore):
         _fail(incompatible, mine, theirs, version, "the dataset was replaced")
-    if isinstance(b, Unmodelled) and b.name not in _HARMLESS_UNMODELLED:
+    if isinstance(b, Unmodelled):
         _fail(retry, mine, theirs, version, f"unknown committed operation {b.name!r}")
     if isinstance(a, Append | ReserveFragments):
         return set()
     if isinstance(b, Append | ReserveFragments | UpdateConfig):
         return set()
-    if isinstance(b, Unmodelled):  # create_index
+    if isinstance(b, CreateIndex):
         if isinstance(a, Rewrite):
-            _fail(retry, mine, theirs, version, "an index was created over fragments being rewritten")
-        return set()
+            _check_rewrite_vs_create_index(mine, theirs, version)
+        return set()  # Delete / Update: row ids stay valid (pylance allows it optimistically)
+    if isinstance(a, Rewrite) and isinstance(b, Rewrite):
+        both = {r.old_id for r in a.rewritten_indices} & {r.old_id for r in b.rewritten_indices}
+        if both:
+            # stricter than pylance, which lets the later remap of the same index be skipped
+            # (losing that index's coverage of the later group)
+            _fail(retry, mine, theirs, version, f"both remapped index(es) {sorted(both)}")
     common = touched_fragments(a) & touched_fragments(b)
     if not common:
         return set()
@@ -96,6 +101,29 @@ def check(mine: Transaction, theirs: Transaction, version: int) -> set[int]:
         _fail(retry, mine, theirs, version, f"fragments {sorted(common)} were rewritten (compacted)")
     # b is a Delete or an Update touching my fragments: mergeable by row, decided in rebase.
     return common
+
+
+def _check_rewrite_vs_create_index(mine: Transaction, theirs: Transaction, version: int) -> None:
+    """My compaction (which remaps, never defers) vs an index committed meanwhile, as pylance's
+    ``check_rewrite_txn``: retryable if the new index covers a fragment I rewrite (its rows
+    would keep their old addresses) or stores no bitmap; an index committed together with the
+    fragment reuse index must replace exactly one index, else the two are incompatible."""
+    assert isinstance(mine.operation, Rewrite) and isinstance(theirs.operation, CreateIndex)
+    new = theirs.operation.new_indices
+    if any(i.name == FRAG_REUSE_INDEX_NAME for i in new):
+        if len(new) != 1 or len(theirs.operation.removed_indices) != 1:
+            _fail(IncompatibleTransactionError, mine, theirs, version,
+                  "a fragment reuse index was committed together with other indices")
+        return
+    old = {f.id for g in mine.operation.groups for f in g.old_fragments}
+    for idx in new:
+        if idx.fragment_ids is None:
+            _fail(RetryableCommitConflictError, mine, theirs, version,
+                  f"index {idx.name!r} was created without a fragment bitmap")
+        hit = sorted(old & (idx.fragment_ids or frozenset()))
+        if hit:
+            _fail(RetryableCommitConflictError, mine, theirs, version,
+                  f"index {idx.name!r} was created over fragments {hit} being rewritten")
 
 
 CheckFn = Callable[[Transaction, Transaction, int], None]

@@ -25,6 +25,7 @@ from .errors import (
 )
 from .fragment import FragmentMetadata
 from .idempotency import committed_by, idempotency_key
+from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags
@@ -149,6 +150,31 @@ class LanceDataset:
     @property
     def max_field_id(self) -> int:
         return self._manifest.schema.max_field_id()
+
+    # -------------------------------------------------------------- indices
+    def describe_indices(self) -> list[_describe.IndexDescription]:
+        """The indices of this version (built by pylance), with their coverage, as pylance's
+        ``describe_indices``; ``num_rows_unindexed`` and ``coverage`` say what they miss."""
+        return _describe.describe_indices(self._manifest, f"{self.uri} version {self.version}")
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """One dict per index segment (name, type, uuid, fields, version, fragment_ids, base_id)."""
+        return _describe.list_indices(self.describe_indices())
+
+    def index_statistics(self, index_name: str) -> dict[str, Any]:
+        """Coverage statistics of one index (the keys of pylance's ``stats.index_stats``).
+
+        Raises:
+            KeyError: no index of that name.
+        """
+        for d in self.describe_indices():
+            if d.name == index_name:
+                return _describe.index_statistics(d)
+        raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
+
+    @property
+    def has_index(self) -> bool:
+        return bool(self._manifest.index_section) and bool(self.describe_indices())
 
     # ------------------------------------------------------------- versions
     def versions(self) -> list[dict[str, Any]]:

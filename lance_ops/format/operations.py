@@ -5,11 +5,13 @@ Each class maps to one ``Transaction.operation`` oneof case.  Fragments are
 operations and the driver commit them.
 """
 
+import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ._proto import transaction_pb2
 from .fragment import FragmentMetadata
+from .index.metadata import IndexFile, IndexMetadata
 from .schema import LanceSchema
 
 T = transaction_pb2.Transaction
@@ -89,10 +91,47 @@ class RewriteGroup:
 
 
 @dataclass(frozen=True)
+class RewrittenIndex:
+    """An index a compaction remapped: ``old_id`` is replaced by ``new_id`` (new files)."""
+
+    old_id: str
+    new_id: str
+    type_url: str = ""
+    details: bytes = b""
+    index_version: int = 0
+    files: tuple[IndexFile, ...] = ()
+
+    def to_proto(self, r: transaction_pb2.Transaction.Rewrite.RewrittenIndex) -> None:
+        r.old_id.uuid = uuidlib.UUID(self.old_id).bytes
+        r.new_id.uuid = uuidlib.UUID(self.new_id).bytes
+        r.new_index_details.type_url = self.type_url
+        r.new_index_details.value = self.details
+        r.new_index_version = self.index_version
+        for f in self.files:
+            r.new_index_files.add(path=f.path, size_bytes=f.size_bytes)
+
+    @classmethod
+    def from_proto(cls, r: transaction_pb2.Transaction.Rewrite.RewrittenIndex) -> "RewrittenIndex":
+        return cls(
+            str(uuidlib.UUID(bytes=r.old_id.uuid)),
+            str(uuidlib.UUID(bytes=r.new_id.uuid)),
+            r.new_index_details.type_url,
+            r.new_index_details.value,
+            r.new_index_version,
+            tuple(IndexFile(f.path, f.size_bytes) for f in r.new_index_files),
+        )
+
+
+@dataclass(frozen=True)
 class Rewrite:
-    """Compaction: groups of old fragments replaced by new ones holding the same rows."""
+    """Compaction: groups of old fragments replaced by new ones holding the same rows.
+
+    ``rewritten_indices``: indices remapped to the new row addresses (datasets without stable
+    row ids), as pylance records them.
+    """
 
     groups: Sequence[RewriteGroup]
+    rewritten_indices: Sequence[RewrittenIndex] = ()
     name = "rewrite"
 
     def to_proto(self, t: transaction_pb2.Transaction) -> None:
@@ -100,6 +139,24 @@ class Rewrite:
             pg = t.rewrite.groups.add()
             pg.old_fragments.extend(f.to_proto() for f in g.old_fragments)
             pg.new_fragments.extend(f.to_proto() for f in g.new_fragments)
+        for r in self.rewritten_indices:
+            r.to_proto(t.rewrite.rewritten_indices.add())
+
+
+@dataclass(frozen=True)
+class CreateIndex:
+    """Indices added (or replacing others) by pylance: ``create_index``, ``optimize_indices``.
+
+    lance_ops reads these (conflict checks) but never commits one.
+    """
+
+    new_indices: Sequence[IndexMetadata]
+    removed_indices: Sequence[IndexMetadata] = ()
+    name = "create_index"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.create_index.new_indices.extend(i.to_proto() for i in self.new_indices)
+        t.create_index.removed_indices.extend(i.to_proto() for i in self.removed_indices)
 
 
 @dataclass(frozen=True)
@@ -147,7 +204,9 @@ class Unmodelled:
         raise TypeError(f"lance_ops cannot commit a {self.name} operation")
 
 
-Operation = Append | Overwrite | Delete | Update | Rewrite | ReserveFragments | UpdateConfig | Restore | Unmodelled
+Operation = (
+    Append | Overwrite | Delete | Update | Rewrite | CreateIndex | ReserveFragments | UpdateConfig | Restore | Unmodelled
+)
 
 
 def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
@@ -178,7 +237,13 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
         groups = [RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in t.rewrite.groups]
         if not groups and (t.rewrite.old_fragments or t.rewrite.new_fragments):
             groups = [RewriteGroup(_frags(t.rewrite.old_fragments), _frags(t.rewrite.new_fragments))]
-        return Rewrite(groups)
+        return Rewrite(groups, [RewrittenIndex.from_proto(r) for r in t.rewrite.rewritten_indices])
+    if kind == "create_index":
+        ci = t.create_index
+        return CreateIndex(
+            [IndexMetadata.from_proto(m) for m in ci.new_indices],
+            [IndexMetadata.from_proto(m) for m in ci.removed_indices],
+        )
     if kind == "reserve_fragments":
         return ReserveFragments(t.reserve_fragments.num_fragments)
     if kind == "update_config":

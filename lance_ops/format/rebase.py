@@ -139,10 +139,13 @@ def rebase(
                 hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
                 if hit.size:
                     merged = with_deletions(store, nf, hit, v)
+                    if merged is None and op.rewritten_indices:
+                        # remapped index files name its rows: the fragment cannot just vanish
+                        raise _retry(txn, v, f"every row of compacted fragment {nf.id} was deleted meanwhile")
                     if merged is None:
                         continue  # every row of the new fragment is gone: drop it
                     nf = merged
                 new_frags.append(nf)
             groups.append(RewriteGroup(g.old_fragments, new_frags))
-        return Transaction(txn.read_version, Rewrite(groups), txn.uuid, txn.tag, txn.properties)
+        return Transaction(txn.read_version, Rewrite(groups, op.rewritten_indices), txn.uuid, txn.tag, txn.properties)
     raise _retry(txn, v, f"fragments {sorted(common)} were modified")

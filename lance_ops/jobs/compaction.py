@@ -80,7 +80,8 @@ def _compact(
         return CompactResult(**base, seconds=time.perf_counter() - t0)
 
     if dry_run or n == 0:
-        return result(fragments_removed=plan.source_fragments if dry_run else 0)
+        return result(fragments_removed=plan.source_fragments if dry_run else 0, fragments_skipped=plan.skipped,
+                      index_coverage_dropped=plan.coverage_dropped if dry_run else ())
     inject = set(inject_task_failures)
     payloads = [(i, t, i in inject) for i, t in enumerate(plan.tasks)]
     outcomes = spark.sparkContext.parallelize(payloads, n).map(execute_task_safely).collect()
@@ -88,7 +89,7 @@ def _compact(
     done = [r for _, r, _ in outcomes if r is not None]
     failed = tuple(err for _, _, err in outcomes if err is not None)
     if not done:
-        return result(failed_tasks=failed)
+        return result(failed_tasks=failed, fragments_skipped=plan.skipped)
     try:
         metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**dict(transaction_properties or {}), "lance_ops.writer": "spark"})
     except BaseException:
@@ -98,6 +99,8 @@ def _compact(
         version=metrics.version, tasks_succeeded=len(done), fragments_removed=metrics.fragments_removed,
         fragments_added=metrics.fragments_added, files_removed=metrics.files_removed,
         files_added=metrics.files_added, rows_rewritten=metrics.rows_rewritten, failed_tasks=failed,
+        indices_remapped=metrics.indices_remapped, index_coverage_dropped=metrics.index_coverage_dropped,
+        fragments_skipped=metrics.fragments_skipped,
     )
 
 
@@ -110,6 +113,7 @@ def compact(
     materialize_deletions: bool | None = None,
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
+    ignore_remap: bool | None = None,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     read_version: int | None = None,
@@ -117,6 +121,10 @@ def compact(
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactResult:
     """Compact small fragments (and materialise deletions) of the dataset at ``uri``.
+
+    Indices keep their coverage (remapped on the driver before the commit, see
+    :mod:`lance_ops.format.maintenance.index_remap`); fragments of an index lance_ops cannot
+    carry stay out unless ``ignore_remap=True`` (``fragments_skipped`` / ``index_coverage_dropped``).
 
     Options left at None take the table config ``lance.compaction.<name>`` if set, else the
     defaults: ``target_rows_per_fragment=1_048_576``, ``max_rows_per_group=1024``,
@@ -135,6 +143,7 @@ def compact(
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
+        ignore_remap=ignore_remap,
     )
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,
@@ -146,6 +155,7 @@ def materialize_deletions(
     uri: str,
     threshold: float = 0.1,
     *,
+    ignore_remap: bool | None = None,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     read_version: int | None = None,
@@ -156,7 +166,8 @@ def materialize_deletions(
 
     Deleted rows are dropped; live rows keep ``_rowid`` and both version columns.
     """
-    overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold)
+    overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold,
+                     ignore_remap=ignore_remap)
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,
                     transaction_properties=transaction_properties)

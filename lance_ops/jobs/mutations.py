@@ -333,7 +333,8 @@ def upsert(
     if not new:
         sweep_staging(store, write_id, set())
         return UpsertResult(uri, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
-    modified = [m.schema.field(c).id for c in user if c not in on]
+    # every field, as pylance's merge_insert: no index is extended over the rewritten rows
+    modified = m.schema.field_ids()
     op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
     try:
         out = commit_transaction(store, Transaction(m.version, op, properties=_props(transaction_properties)))

@@ -81,6 +81,9 @@ class CompactResult(_Result):
     failed_tasks: tuple[str, ...]
     dry_run: bool
     seconds: float
+    indices_remapped: tuple[str, ...] = ()  # indices rewritten for the new row addresses
+    index_coverage_dropped: tuple[str, ...] = ()  # index coverage the rewrite dropped, and why
+    fragments_skipped: tuple[str, ...] = ()  # fragments kept out of the plan (indices), and why
 
     @property
     def rows_per_second(self) -> float:

@@ -51,7 +51,7 @@ def check_results(defs, instance):
     result = run(defs, instance, "checks")
     found = checks(result)
     assert set(found) == {"row_ids_unique", "compaction_preserves_rows", "deletions_materialized",
-                          "maintenance_versions_empty"}  # what lance_checks_after_maintenance requests
+                          "maintenance_versions_empty", "index_coverage"}  # what lance_checks_after_maintenance requests
     return found
 
 

@@ -47,7 +47,7 @@ def test_code_location_defines_assets_jobs_sensors_schedules_checks(tmp_path):
     assert schedules["lance_nightly_cleanup"].cron_schedule == "0 3 * * *"
     assert {k.name for k in repo.asset_graph.asset_check_keys} == {
         "row_ids_unique", "compaction_preserves_rows", "deletions_materialized", "maintenance_versions_empty",
-        "change_feed_lag"}
+        "change_feed_lag", "index_coverage"}
     cf = repo.assets_defs_by_key[AssetKey([f"{NAME}_change_feed"])]
     assert isinstance(cf.partitions_def, DynamicPartitionsDefinition) and cf.partitions_def.name == f"{NAME}_versions"
     assert cf.backfill_policy == BackfillPolicy.single_run()

@@ -73,11 +73,11 @@ def test_compaction_sensor_small_fragments(tmp_path, spark, instance):
     assert req.run_key == f"checks-after-{result.run_id}"
     assert {(k.asset_key.to_user_string(), k.name) for k in req.asset_check_keys} == {
         (NAME, "row_ids_unique"), (NAME, "compaction_preserves_rows"), (NAME, "deletions_materialized"),
-        (f"{NAME}_change_feed", "maintenance_versions_empty")}
+        (NAME, "index_coverage"), (f"{NAME}_change_feed", "maintenance_versions_empty")}
     evaluations = run(defs, instance, "checks", tags=req.tags).get_asset_check_evaluations()
     assert {c.check_name: c.passed for c in evaluations} == {
         "row_ids_unique": True, "compaction_preserves_rows": True, "deletions_materialized": True,
-        "maintenance_versions_empty": True}
+        "maintenance_versions_empty": True, "index_coverage": True}
 
 
 def test_compaction_sensor_deleted_ratio_requests_materialisation(tmp_path, spark, instance):

@@ -116,7 +116,7 @@ class BasePath(_message.Message):
     def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., is_dataset_root: _Optional[bool] = ..., path: _Optional[str] = ...) -> None: ...
 
 class IndexMetadata(_message.Message):
-    __slots__ = ("uuid", "fields", "name", "dataset_version", "fragment_bitmap", "index_details", "index_version", "created_at", "base_id")
+    __slots__ = ("uuid", "fields", "name", "dataset_version", "fragment_bitmap", "index_details", "index_version", "created_at", "base_id", "files")
     UUID_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +126,7 @@ class IndexMetadata(_message.Message):
     INDEX_VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     BASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     uuid: UUID
     fields: _containers.RepeatedScalarFieldContainer[int]
     name: str
@@ -135,7 +136,16 @@ class IndexMetadata(_message.Message):
     index_version: int
     created_at: int
     base_id: int
-    def __init__(self, uuid: _Optional[_Union[UUID, _Mapping]] = ..., fields: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., dataset_version: _Optional[int] = ..., fragment_bitmap: _Optional[bytes] = ..., index_details: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., index_version: _Optional[int] = ..., created_at: _Optional[int] = ..., base_id: _Optional[int] = ...) -> None: ...
+    files: _containers.RepeatedCompositeFieldContainer[IndexFile]
+    def __init__(self, uuid: _Optional[_Union[UUID, _Mapping]] = ..., fields: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., dataset_version: _Optional[int] = ..., fragment_bitmap: _Optional[bytes] = ..., index_details: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., index_version: _Optional[int] = ..., created_at: _Optional[int] = ..., base_id: _Optional[int] = ..., files: _Optional[_Iterable[_Union[IndexFile, _Mapping]]] = ...) -> None: ...
+
+class IndexFile(_message.Message):
+    __slots__ = ("path", "size_bytes")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size_bytes: int
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class IndexSection(_message.Message):
     __slots__ = ("indices",)
@@ -214,3 +224,41 @@ class ExternalFile(_message.Message):
     offset: int
     size: int
     def __init__(self, path: _Optional[str] = ..., offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class FragmentReuseIndexDetails(_message.Message):
+    __slots__ = ("inline", "external")
+    class InlineContent(_message.Message):
+        __slots__ = ("versions",)
+        VERSIONS_FIELD_NUMBER: _ClassVar[int]
+        versions: _containers.RepeatedCompositeFieldContainer[FragmentReuseIndexDetails.Version]
+        def __init__(self, versions: _Optional[_Iterable[_Union[FragmentReuseIndexDetails.Version, _Mapping]]] = ...) -> None: ...
+    class FragmentDigest(_message.Message):
+        __slots__ = ("id", "physical_rows", "num_deleted_rows")
+        ID_FIELD_NUMBER: _ClassVar[int]
+        PHYSICAL_ROWS_FIELD_NUMBER: _ClassVar[int]
+        NUM_DELETED_ROWS_FIELD_NUMBER: _ClassVar[int]
+        id: int
+        physical_rows: int
+        num_deleted_rows: int
+        def __init__(self, id: _Optional[int] = ..., physical_rows: _Optional[int] = ..., num_deleted_rows: _Optional[int] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("changed_row_addrs", "old_fragments", "new_fragments")
+        CHANGED_ROW_ADDRS_FIELD_NUMBER: _ClassVar[int]
+        OLD_FRAGMENTS_FIELD_NUMBER: _ClassVar[int]
+        NEW_FRAGMENTS_FIELD_NUMBER: _ClassVar[int]
+        changed_row_addrs: bytes
+        old_fragments: _containers.RepeatedCompositeFieldContainer[FragmentReuseIndexDetails.FragmentDigest]
+        new_fragments: _containers.RepeatedCompositeFieldContainer[FragmentReuseIndexDetails.FragmentDigest]
+        def __init__(self, changed_row_addrs: _Optional[bytes] = ..., old_fragments: _Optional[_Iterable[_Union[FragmentReuseIndexDetails.FragmentDigest, _Mapping]]] = ..., new_fragments: _Optional[_Iterable[_Union[FragmentReuseIndexDetails.FragmentDigest, _Mapping]]] = ...) -> None: ...
+    class Version(_message.Message):
+        __slots__ = ("dataset_version", "groups")
+        DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+        GROUPS_FIELD_NUMBER: _ClassVar[int]
+        dataset_version: int
+        groups: _containers.RepeatedCompositeFieldContainer[FragmentReuseIndexDetails.Group]
+        def __init__(self, dataset_version: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[FragmentReuseIndexDetails.Group, _Mapping]]] = ...) -> None: ...
+    INLINE_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_FIELD_NUMBER: _ClassVar[int]
+    inline: FragmentReuseIndexDetails.InlineContent
+    external: ExternalFile
+    def __init__(self, inline: _Optional[_Union[FragmentReuseIndexDetails.InlineContent, _Mapping]] = ..., external: _Optional[_Union[ExternalFile, _Mapping]] = ...) -> None: ...

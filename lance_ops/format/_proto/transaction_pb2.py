@@ -27,7 +27,7 @@ from . import file_pb2 as file__pb2
 from . import table_pb2 as table__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11transaction.proto\x12\x0blance.table\x1a\x19google/protobuf/any.proto\x1a\nfile.proto\x1a\x0btable.proto\"\xbf#\n\x0bTransaction\x12\x14\n\x0cread_version\x18\x01 \x01(\x04\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12S\n\x16transaction_properties\x18\x04 \x03(\x0b\x32\x33.lance.table.Transaction.TransactionPropertiesEntry\x12\x31\n\x06\x61ppend\x18\x64 \x01(\x0b\x32\x1f.lance.table.Transaction.AppendH\x00\x12\x31\n\x06\x64\x65lete\x18\x65 \x01(\x0b\x32\x1f.lance.table.Transaction.DeleteH\x00\x12\x37\n\toverwrite\x18\x66 \x01(\x0b\x32\".lance.table.Transaction.OverwriteH\x00\x12<\n\x0c\x63reate_index\x18g \x01(\x0b\x32$.lance.table.Transaction.CreateIndexH\x00\x12\x33\n\x07rewrite\x18h \x01(\x0b\x32 .lance.table.Transaction.RewriteH\x00\x12/\n\x05merge\x18i \x01(\x0b\x32\x1e.lance.table.Transaction.MergeH\x00\x12\x33\n\x07restore\x18j \x01(\x0b\x32 .lance.table.Transaction.RestoreH\x00\x12\x46\n\x11reserve_fragments\x18k \x01(\x0b\x32).lance.table.Transaction.ReserveFragmentsH\x00\x12\x31\n\x06update\x18l \x01(\x0b\x32\x1f.lance.table.Transaction.UpdateH\x00\x12\x33\n\x07project\x18m \x01(\x0b\x32 .lance.table.Transaction.ProjectH\x00\x12>\n\rupdate_config\x18n \x01(\x0b\x32%.lance.table.Transaction.UpdateConfigH\x00\x12\x44\n\x10\x64\x61ta_replacement\x18o \x01(\x0b\x32(.lance.table.Transaction.DataReplacementH\x00\x12/\n\x05\x63lone\x18q \x01(\x0b\x32\x1e.lance.table.Transaction.CloneH\x00\x12<\n\x0cupdate_bases\x18r \x01(\x0b\x32$.lance.table.Transaction.UpdateBasesH\x00\x1a\x36\n\x06\x41ppend\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x1ao\n\x06\x44\x65lete\x12\x34\n\x11updated_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x1c\n\x14\x64\x65leted_fragment_ids\x18\x02 \x03(\x04\x12\x11\n\tpredicate\x18\x03 \x01(\t\x1a\xa7\x03\n\tOverwrite\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12!\n\x06schema\x18\x02 \x03(\x0b\x32\x11.lance.file.Field\x12O\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x36.lance.table.Transaction.Overwrite.SchemaMetadataEntry\x12X\n\x14\x63onfig_upsert_values\x18\x04 \x03(\x0b\x32:.lance.table.Transaction.Overwrite.ConfigUpsertValuesEntry\x12,\n\rinitial_bases\x18\x05 \x03(\x0b\x32\x15.lance.table.BasePath\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a\x39\n\x17\x43onfigUpsertValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1as\n\x0b\x43reateIndex\x12/\n\x0bnew_indices\x18\x01 \x03(\x0b\x32\x1a.lance.table.IndexMetadata\x12\x33\n\x0fremoved_indices\x18\x02 \x03(\x0b\x32\x1a.lance.table.IndexMetadata\x1a\x91\x04\n\x07Rewrite\x12\x30\n\rold_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x12=\n\x06groups\x18\x03 \x03(\x0b\x32-.lance.table.Transaction.Rewrite.RewriteGroup\x12J\n\x11rewritten_indices\x18\x04 \x03(\x0b\x32/.lance.table.Transaction.Rewrite.RewrittenIndex\x1a\xa2\x01\n\x0eRewrittenIndex\x12!\n\x06old_id\x18\x01 \x01(\x0b\x32\x11.lance.table.UUID\x12!\n\x06new_id\x18\x02 \x01(\x0b\x32\x11.lance.table.UUID\x12/\n\x11new_index_details\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x19\n\x11new_index_version\x18\x04 \x01(\r\x1ar\n\x0cRewriteGroup\x12\x30\n\rold_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x1a\xdc\x01\n\x05Merge\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12!\n\x06schema\x18\x02 \x03(\x0b\x32\x11.lance.file.Field\x12K\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x32.lance.table.Transaction.Merge.SchemaMetadataEntry\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a,\n\x07Project\x12!\n\x06schema\x18\x01 \x03(\x0b\x32\x11.lance.file.Field\x1a\x1a\n\x07Restore\x12\x0f\n\x07version\x18\x01 \x01(\x04\x1a)\n\x10ReserveFragments\x12\x15\n\rnum_fragments\x18\x01 \x01(\r\x1a\x90\x01\n\x05\x43lone\x12\x12\n\nis_shallow\x18\x01 \x01(\x08\x12\x15\n\x08ref_name\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x0bref_version\x18\x03 \x01(\x04\x12\x10\n\x08ref_path\x18\x04 \x01(\t\x12\x18\n\x0b\x62ranch_name\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x0b\n\t_ref_nameB\x0e\n\x0c_branch_name\x1a\x92\x02\n\x06Update\x12\x1c\n\x14removed_fragment_ids\x18\x01 \x03(\x04\x12\x34\n\x11updated_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x03 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x17\n\x0f\x66ields_modified\x18\x04 \x03(\r\x12)\n!fields_for_preserving_frag_bitmap\x18\x06 \x03(\r\x12\x38\n\x0bupdate_mode\x18\x07 \x01(\x0e\x32#.lance.table.Transaction.UpdateModeJ\x04\x08\x05\x10\x06\x1a;\n\x0eUpdateMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\x1a]\n\tUpdateMap\x12?\n\x0eupdate_entries\x18\x01 \x03(\x0b\x32\'.lance.table.Transaction.UpdateMapEntry\x12\x0f\n\x07replace\x18\x02 \x01(\x08\x1a\xa1\x08\n\x0cUpdateConfig\x12N\n\rupsert_values\x18\x01 \x03(\x0b\x32\x37.lance.table.Transaction.UpdateConfig.UpsertValuesEntry\x12\x13\n\x0b\x64\x65lete_keys\x18\x02 \x03(\t\x12R\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x39.lance.table.Transaction.UpdateConfig.SchemaMetadataEntry\x12P\n\x0e\x66ield_metadata\x18\x04 \x03(\x0b\x32\x38.lance.table.Transaction.UpdateConfig.FieldMetadataEntry\x12:\n\x0e\x63onfig_updates\x18\x06 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12\x42\n\x16table_metadata_updates\x18\x07 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12\x43\n\x17schema_metadata_updates\x18\x08 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12_\n\x16\x66ield_metadata_updates\x18\t \x03(\x0b\x32?.lance.table.Transaction.UpdateConfig.FieldMetadataUpdatesEntry\x1a\xa1\x01\n\x13\x46ieldMetadataUpdate\x12Y\n\x08metadata\x18\x05 \x03(\x0b\x32G.lance.table.Transaction.UpdateConfig.FieldMetadataUpdate.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11UpsertValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1ao\n\x12\x46ieldMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12H\n\x05value\x18\x02 \x01(\x0b\x32\x39.lance.table.Transaction.UpdateConfig.FieldMetadataUpdate:\x02\x38\x01\x1a_\n\x19\x46ieldMetadataUpdatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap:\x02\x38\x01\x1aT\n\x14\x44\x61taReplacementGroup\x12\x13\n\x0b\x66ragment_id\x18\x01 \x01(\x04\x12\'\n\x08new_file\x18\x02 \x01(\x0b\x32\x15.lance.table.DataFile\x1aV\n\x0f\x44\x61taReplacement\x12\x43\n\x0creplacements\x18\x01 \x03(\x0b\x32-.lance.table.Transaction.DataReplacementGroup\x1a\x37\n\x0bUpdateBases\x12(\n\tnew_bases\x18\x01 \x03(\x0b\x32\x15.lance.table.BasePath\x1a<\n\x1aTransactionPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\nUpdateMode\x12\x10\n\x0cREWRITE_ROWS\x10\x00\x12\x13\n\x0fREWRITE_COLUMNS\x10\x01\x42\x0b\n\toperationJ\x06\x08\xc8\x01\x10\xc9\x01J\x06\x08\xca\x01\x10\xcb\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11transaction.proto\x12\x0blance.table\x1a\x19google/protobuf/any.proto\x1a\nfile.proto\x1a\x0btable.proto\"\xf0#\n\x0bTransaction\x12\x14\n\x0cread_version\x18\x01 \x01(\x04\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12S\n\x16transaction_properties\x18\x04 \x03(\x0b\x32\x33.lance.table.Transaction.TransactionPropertiesEntry\x12\x31\n\x06\x61ppend\x18\x64 \x01(\x0b\x32\x1f.lance.table.Transaction.AppendH\x00\x12\x31\n\x06\x64\x65lete\x18\x65 \x01(\x0b\x32\x1f.lance.table.Transaction.DeleteH\x00\x12\x37\n\toverwrite\x18\x66 \x01(\x0b\x32\".lance.table.Transaction.OverwriteH\x00\x12<\n\x0c\x63reate_index\x18g \x01(\x0b\x32$.lance.table.Transaction.CreateIndexH\x00\x12\x33\n\x07rewrite\x18h \x01(\x0b\x32 .lance.table.Transaction.RewriteH\x00\x12/\n\x05merge\x18i \x01(\x0b\x32\x1e.lance.table.Transaction.MergeH\x00\x12\x33\n\x07restore\x18j \x01(\x0b\x32 .lance.table.Transaction.RestoreH\x00\x12\x46\n\x11reserve_fragments\x18k \x01(\x0b\x32).lance.table.Transaction.ReserveFragmentsH\x00\x12\x31\n\x06update\x18l \x01(\x0b\x32\x1f.lance.table.Transaction.UpdateH\x00\x12\x33\n\x07project\x18m \x01(\x0b\x32 .lance.table.Transaction.ProjectH\x00\x12>\n\rupdate_config\x18n \x01(\x0b\x32%.lance.table.Transaction.UpdateConfigH\x00\x12\x44\n\x10\x64\x61ta_replacement\x18o \x01(\x0b\x32(.lance.table.Transaction.DataReplacementH\x00\x12/\n\x05\x63lone\x18q \x01(\x0b\x32\x1e.lance.table.Transaction.CloneH\x00\x12<\n\x0cupdate_bases\x18r \x01(\x0b\x32$.lance.table.Transaction.UpdateBasesH\x00\x1a\x36\n\x06\x41ppend\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x1ao\n\x06\x44\x65lete\x12\x34\n\x11updated_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x1c\n\x14\x64\x65leted_fragment_ids\x18\x02 \x03(\x04\x12\x11\n\tpredicate\x18\x03 \x01(\t\x1a\xa7\x03\n\tOverwrite\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12!\n\x06schema\x18\x02 \x03(\x0b\x32\x11.lance.file.Field\x12O\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x36.lance.table.Transaction.Overwrite.SchemaMetadataEntry\x12X\n\x14\x63onfig_upsert_values\x18\x04 \x03(\x0b\x32:.lance.table.Transaction.Overwrite.ConfigUpsertValuesEntry\x12,\n\rinitial_bases\x18\x05 \x03(\x0b\x32\x15.lance.table.BasePath\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a\x39\n\x17\x43onfigUpsertValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1as\n\x0b\x43reateIndex\x12/\n\x0bnew_indices\x18\x01 \x03(\x0b\x32\x1a.lance.table.IndexMetadata\x12\x33\n\x0fremoved_indices\x18\x02 \x03(\x0b\x32\x1a.lance.table.IndexMetadata\x1a\xc2\x04\n\x07Rewrite\x12\x30\n\rold_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x12=\n\x06groups\x18\x03 \x03(\x0b\x32-.lance.table.Transaction.Rewrite.RewriteGroup\x12J\n\x11rewritten_indices\x18\x04 \x03(\x0b\x32/.lance.table.Transaction.Rewrite.RewrittenIndex\x1a\xd3\x01\n\x0eRewrittenIndex\x12!\n\x06old_id\x18\x01 \x01(\x0b\x32\x11.lance.table.UUID\x12!\n\x06new_id\x18\x02 \x01(\x0b\x32\x11.lance.table.UUID\x12/\n\x11new_index_details\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x19\n\x11new_index_version\x18\x04 \x01(\r\x12/\n\x0fnew_index_files\x18\x05 \x03(\x0b\x32\x16.lance.table.IndexFile\x1ar\n\x0cRewriteGroup\x12\x30\n\rold_fragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x1a\xdc\x01\n\x05Merge\x12,\n\tfragments\x18\x01 \x03(\x0b\x32\x19.lance.table.DataFragment\x12!\n\x06schema\x18\x02 \x03(\x0b\x32\x11.lance.file.Field\x12K\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x32.lance.table.Transaction.Merge.SchemaMetadataEntry\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a,\n\x07Project\x12!\n\x06schema\x18\x01 \x03(\x0b\x32\x11.lance.file.Field\x1a\x1a\n\x07Restore\x12\x0f\n\x07version\x18\x01 \x01(\x04\x1a)\n\x10ReserveFragments\x12\x15\n\rnum_fragments\x18\x01 \x01(\r\x1a\x90\x01\n\x05\x43lone\x12\x12\n\nis_shallow\x18\x01 \x01(\x08\x12\x15\n\x08ref_name\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x0bref_version\x18\x03 \x01(\x04\x12\x10\n\x08ref_path\x18\x04 \x01(\t\x12\x18\n\x0b\x62ranch_name\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x0b\n\t_ref_nameB\x0e\n\x0c_branch_name\x1a\x92\x02\n\x06Update\x12\x1c\n\x14removed_fragment_ids\x18\x01 \x03(\x04\x12\x34\n\x11updated_fragments\x18\x02 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x30\n\rnew_fragments\x18\x03 \x03(\x0b\x32\x19.lance.table.DataFragment\x12\x17\n\x0f\x66ields_modified\x18\x04 \x03(\r\x12)\n!fields_for_preserving_frag_bitmap\x18\x06 \x03(\r\x12\x38\n\x0bupdate_mode\x18\x07 \x01(\x0e\x32#.lance.table.Transaction.UpdateModeJ\x04\x08\x05\x10\x06\x1a;\n\x0eUpdateMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\x1a]\n\tUpdateMap\x12?\n\x0eupdate_entries\x18\x01 \x03(\x0b\x32\'.lance.table.Transaction.UpdateMapEntry\x12\x0f\n\x07replace\x18\x02 \x01(\x08\x1a\xa1\x08\n\x0cUpdateConfig\x12N\n\rupsert_values\x18\x01 \x03(\x0b\x32\x37.lance.table.Transaction.UpdateConfig.UpsertValuesEntry\x12\x13\n\x0b\x64\x65lete_keys\x18\x02 \x03(\t\x12R\n\x0fschema_metadata\x18\x03 \x03(\x0b\x32\x39.lance.table.Transaction.UpdateConfig.SchemaMetadataEntry\x12P\n\x0e\x66ield_metadata\x18\x04 \x03(\x0b\x32\x38.lance.table.Transaction.UpdateConfig.FieldMetadataEntry\x12:\n\x0e\x63onfig_updates\x18\x06 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12\x42\n\x16table_metadata_updates\x18\x07 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12\x43\n\x17schema_metadata_updates\x18\x08 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap\x12_\n\x16\x66ield_metadata_updates\x18\t \x03(\x0b\x32?.lance.table.Transaction.UpdateConfig.FieldMetadataUpdatesEntry\x1a\xa1\x01\n\x13\x46ieldMetadataUpdate\x12Y\n\x08metadata\x18\x05 \x03(\x0b\x32G.lance.table.Transaction.UpdateConfig.FieldMetadataUpdate.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11UpsertValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1ao\n\x12\x46ieldMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12H\n\x05value\x18\x02 \x01(\x0b\x32\x39.lance.table.Transaction.UpdateConfig.FieldMetadataUpdate:\x02\x38\x01\x1a_\n\x19\x46ieldMetadataUpdatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".lance.table.Transaction.UpdateMap:\x02\x38\x01\x1aT\n\x14\x44\x61taReplacementGroup\x12\x13\n\x0b\x66ragment_id\x18\x01 \x01(\x04\x12\'\n\x08new_file\x18\x02 \x01(\x0b\x32\x15.lance.table.DataFile\x1aV\n\x0f\x44\x61taReplacement\x12\x43\n\x0creplacements\x18\x01 \x03(\x0b\x32-.lance.table.Transaction.DataReplacementGroup\x1a\x37\n\x0bUpdateBases\x12(\n\tnew_bases\x18\x01 \x03(\x0b\x32\x15.lance.table.BasePath\x1a<\n\x1aTransactionPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\nUpdateMode\x12\x10\n\x0cREWRITE_ROWS\x10\x00\x12\x13\n\x0fREWRITE_COLUMNS\x10\x01\x42\x0b\n\toperationJ\x06\x08\xc8\x01\x10\xc9\x01J\x06\x08\xca\x01\x10\xcb\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,7 +53,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._loaded_options = None
   _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._serialized_options = b'8\001'
   _globals['_TRANSACTION']._serialized_start=87
-  _globals['_TRANSACTION']._serialized_end=4630
+  _globals['_TRANSACTION']._serialized_end=4679
   _globals['_TRANSACTION_APPEND']._serialized_start=1033
   _globals['_TRANSACTION_APPEND']._serialized_end=1087
   _globals['_TRANSACTION_DELETE']._serialized_start=1089
@@ -67,51 +67,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRANSACTION_CREATEINDEX']._serialized_start=1628
   _globals['_TRANSACTION_CREATEINDEX']._serialized_end=1743
   _globals['_TRANSACTION_REWRITE']._serialized_start=1746
-  _globals['_TRANSACTION_REWRITE']._serialized_end=2275
+  _globals['_TRANSACTION_REWRITE']._serialized_end=2324
   _globals['_TRANSACTION_REWRITE_REWRITTENINDEX']._serialized_start=1997
-  _globals['_TRANSACTION_REWRITE_REWRITTENINDEX']._serialized_end=2159
-  _globals['_TRANSACTION_REWRITE_REWRITEGROUP']._serialized_start=2161
-  _globals['_TRANSACTION_REWRITE_REWRITEGROUP']._serialized_end=2275
-  _globals['_TRANSACTION_MERGE']._serialized_start=2278
-  _globals['_TRANSACTION_MERGE']._serialized_end=2498
+  _globals['_TRANSACTION_REWRITE_REWRITTENINDEX']._serialized_end=2208
+  _globals['_TRANSACTION_REWRITE_REWRITEGROUP']._serialized_start=2210
+  _globals['_TRANSACTION_REWRITE_REWRITEGROUP']._serialized_end=2324
+  _globals['_TRANSACTION_MERGE']._serialized_start=2327
+  _globals['_TRANSACTION_MERGE']._serialized_end=2547
   _globals['_TRANSACTION_MERGE_SCHEMAMETADATAENTRY']._serialized_start=1514
   _globals['_TRANSACTION_MERGE_SCHEMAMETADATAENTRY']._serialized_end=1567
-  _globals['_TRANSACTION_PROJECT']._serialized_start=2500
-  _globals['_TRANSACTION_PROJECT']._serialized_end=2544
-  _globals['_TRANSACTION_RESTORE']._serialized_start=2546
-  _globals['_TRANSACTION_RESTORE']._serialized_end=2572
-  _globals['_TRANSACTION_RESERVEFRAGMENTS']._serialized_start=2574
-  _globals['_TRANSACTION_RESERVEFRAGMENTS']._serialized_end=2615
-  _globals['_TRANSACTION_CLONE']._serialized_start=2618
-  _globals['_TRANSACTION_CLONE']._serialized_end=2762
-  _globals['_TRANSACTION_UPDATE']._serialized_start=2765
-  _globals['_TRANSACTION_UPDATE']._serialized_end=3039
-  _globals['_TRANSACTION_UPDATEMAPENTRY']._serialized_start=3041
-  _globals['_TRANSACTION_UPDATEMAPENTRY']._serialized_end=3100
-  _globals['_TRANSACTION_UPDATEMAP']._serialized_start=3102
-  _globals['_TRANSACTION_UPDATEMAP']._serialized_end=3195
-  _globals['_TRANSACTION_UPDATECONFIG']._serialized_start=3198
-  _globals['_TRANSACTION_UPDATECONFIG']._serialized_end=4255
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE']._serialized_start=3776
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE']._serialized_end=3937
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE_METADATAENTRY']._serialized_start=3890
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE_METADATAENTRY']._serialized_end=3937
-  _globals['_TRANSACTION_UPDATECONFIG_UPSERTVALUESENTRY']._serialized_start=3939
-  _globals['_TRANSACTION_UPDATECONFIG_UPSERTVALUESENTRY']._serialized_end=3990
-  _globals['_TRANSACTION_UPDATECONFIG_SCHEMAMETADATAENTRY']._serialized_start=3992
-  _globals['_TRANSACTION_UPDATECONFIG_SCHEMAMETADATAENTRY']._serialized_end=4045
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAENTRY']._serialized_start=4047
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAENTRY']._serialized_end=4158
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATESENTRY']._serialized_start=4160
-  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATESENTRY']._serialized_end=4255
-  _globals['_TRANSACTION_DATAREPLACEMENTGROUP']._serialized_start=4257
-  _globals['_TRANSACTION_DATAREPLACEMENTGROUP']._serialized_end=4341
-  _globals['_TRANSACTION_DATAREPLACEMENT']._serialized_start=4343
-  _globals['_TRANSACTION_DATAREPLACEMENT']._serialized_end=4429
-  _globals['_TRANSACTION_UPDATEBASES']._serialized_start=4431
-  _globals['_TRANSACTION_UPDATEBASES']._serialized_end=4486
-  _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._serialized_start=4488
-  _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._serialized_end=4548
-  _globals['_TRANSACTION_UPDATEMODE']._serialized_start=4550
-  _globals['_TRANSACTION_UPDATEMODE']._serialized_end=4601
+  _globals['_TRANSACTION_PROJECT']._serialized_start=2549
+  _globals['_TRANSACTION_PROJECT']._serialized_end=2593
+  _globals['_TRANSACTION_RESTORE']._serialized_start=2595
+  _globals['_TRANSACTION_RESTORE']._serialized_end=2621
+  _globals['_TRANSACTION_RESERVEFRAGMENTS']._serialized_start=2623
+  _globals['_TRANSACTION_RESERVEFRAGMENTS']._serialized_end=2664
+  _globals['_TRANSACTION_CLONE']._serialized_start=2667
+  _globals['_TRANSACTION_CLONE']._serialized_end=2811
+  _globals['_TRANSACTION_UPDATE']._serialized_start=2814
+  _globals['_TRANSACTION_UPDATE']._serialized_end=3088
+  _globals['_TRANSACTION_UPDATEMAPENTRY']._serialized_start=3090
+  _globals['_TRANSACTION_UPDATEMAPENTRY']._serialized_end=3149
+  _globals['_TRANSACTION_UPDATEMAP']._serialized_start=3151
+  _globals['_TRANSACTION_UPDATEMAP']._serialized_end=3244
+  _globals['_TRANSACTION_UPDATECONFIG']._serialized_start=3247
+  _globals['_TRANSACTION_UPDATECONFIG']._serialized_end=4304
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE']._serialized_start=3825
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE']._serialized_end=3986
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE_METADATAENTRY']._serialized_start=3939
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATE_METADATAENTRY']._serialized_end=3986
+  _globals['_TRANSACTION_UPDATECONFIG_UPSERTVALUESENTRY']._serialized_start=3988
+  _globals['_TRANSACTION_UPDATECONFIG_UPSERTVALUESENTRY']._serialized_end=4039
+  _globals['_TRANSACTION_UPDATECONFIG_SCHEMAMETADATAENTRY']._serialized_start=4041
+  _globals['_TRANSACTION_UPDATECONFIG_SCHEMAMETADATAENTRY']._serialized_end=4094
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAENTRY']._serialized_start=4096
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAENTRY']._serialized_end=4207
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATESENTRY']._serialized_start=4209
+  _globals['_TRANSACTION_UPDATECONFIG_FIELDMETADATAUPDATESENTRY']._serialized_end=4304
+  _globals['_TRANSACTION_DATAREPLACEMENTGROUP']._serialized_start=4306
+  _globals['_TRANSACTION_DATAREPLACEMENTGROUP']._serialized_end=4390
+  _globals['_TRANSACTION_DATAREPLACEMENT']._serialized_start=4392
+  _globals['_TRANSACTION_DATAREPLACEMENT']._serialized_end=4478
+  _globals['_TRANSACTION_UPDATEBASES']._serialized_start=4480
+  _globals['_TRANSACTION_UPDATEBASES']._serialized_end=4535
+  _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._serialized_start=4537
+  _globals['_TRANSACTION_TRANSACTIONPROPERTIESENTRY']._serialized_end=4597
+  _globals['_TRANSACTION_UPDATEMODE']._serialized_start=4599
+  _globals['_TRANSACTION_UPDATEMODE']._serialized_end=4650
 # @@protoc_insertion_point(module_scope)

@@ -532,6 +532,7 @@ class DataFileWriter:
         self._num_rows = 0
         self._finished = False
         self._pending: deque[tuple[int, int, Future[Any]]] = deque()
+        self._global_buffers: list[bytes] = []
         self._arrow_schema = schema.to_arrow()
         if version == "2.0":
             self._column_of = {f.id: i for i, f in enumerate(schema.fields)}
@@ -645,6 +646,17 @@ class DataFileWriter:
                     encoder.add(_storage(chunk))
         self._num_rows += batch.num_rows
 
+    def add_global_buffer(self, data: bytes) -> int:
+        """Queue a global buffer (written after the FileDescriptor); return its index (1, 2, ...).
+
+        Index files keep codebooks, IVF centroids and row-address sets in global buffers and
+        name them from the schema metadata (``"lance:ivf": "1"``).
+        """
+        if self._finished:
+            raise ValueError("add_global_buffer() after finish()")
+        self._global_buffers.append(bytes(data))
+        return len(self._global_buffers)
+
     def _emit_page(self, column: int, length: int, buffers: list[Any], encoding: epb.ArrayEncoding) -> None:
         page = file2_pb2.ColumnMetadata.Page()
         for b in buffers:
@@ -707,6 +719,9 @@ class DataFileWriter:
         gbo = [(sink.pos, 0)]
         sink.write(fd.SerializeToString())
         gbo[0] = (gbo[0][0], sink.pos - gbo[0][0])
+        for extra in self._global_buffers:
+            sink.write(PAD_BYTE * (-sink.pos % ALIGN))  # pylance requires 64-byte aligned global buffers
+            gbo.append(sink.write_buffer(extra))
         column_meta_start = sink.pos
         cmo = []
         for pages in self._pages:

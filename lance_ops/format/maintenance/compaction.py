@@ -27,6 +27,7 @@ from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
 from ..write import write_fragment_files
+from .index_remap import index_constraints, remap_indices, summarize
 
 CONFIG_PREFIX = "lance.compaction."
 
@@ -41,6 +42,9 @@ class CompactionOptions:
     materialize_deletions_threshold: float = 0.1
     max_source_fragments: int | None = None
     only_deletions: bool = False  # deletion materialisation: rewrite each qualifying fragment alone
+    #: rewrite fragments covered by an index lance_ops cannot carry and drop that coverage
+    #: (pylance's ``IgnoreRemap``); by default such fragments stay out of the plan
+    ignore_remap: bool = False
 
     @classmethod
     def resolve(cls, config: Mapping[str, str], **overrides: Any) -> "CompactionOptions":
@@ -51,7 +55,7 @@ class CompactionOptions:
             if key in config:
                 raw = config[key]
                 try:
-                    if f.name in ("materialize_deletions", "only_deletions"):
+                    if f.name in ("materialize_deletions", "only_deletions", "ignore_remap"):
                         values[f.name] = raw.strip().lower() in ("1", "true", "yes")
                     elif f.name == "materialize_deletions_threshold":
                         values[f.name] = float(raw)
@@ -90,6 +94,10 @@ class CompactionPlan:
     tasks: tuple[CompactionTask, ...]
     options: CompactionOptions
     manifest_store: Any = None  # picklable ManifestStore (or spec string) when commits go through one
+    #: why fragments that qualified stay out of the plan (indices lance_ops cannot carry)
+    skipped: tuple[str, ...] = ()
+    #: index coverage the planned rewrites drop (zone maps, bloom filters, ``ignore_remap``)
+    coverage_dropped: tuple[str, ...] = ()
 
     @property
     def source_fragments(self) -> int:
@@ -115,6 +123,9 @@ class CompactionMetrics:
     version: int | None = None
     failed_tasks: tuple[str, ...] = ()
     dry_run: bool = False
+    indices_remapped: tuple[str, ...] = ()  # names of the indices rewritten for the new row addresses
+    index_coverage_dropped: tuple[str, ...] = ()  # coverage the rewrite dropped, and why
+    fragments_skipped: tuple[str, ...] = ()  # fragments kept out of the plan, and why
 
 
 def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
@@ -137,12 +148,21 @@ def plan_compaction(
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: Any = None,
 ) -> CompactionPlan:
-    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows."""
+    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows.
+
+    As pylance, a bin never mixes fragments covered by different sets of indices; fragments
+    covered by an index lance_ops cannot carry stay out unless ``options.ignore_remap``
+    (:mod:`.index_remap`).
+    """
     opts = options
+    so = dict(storage_options or {})
+    constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
     bins: list[list[FragmentMetadata]] = []
     current: list[FragmentMetadata] = []
     current_rows = 0
     current_has_del = False
+    current_key: frozenset[str] = frozenset()
+    skipped: list[int] = []
 
     def flush() -> None:
         nonlocal current, current_rows, current_has_del
@@ -155,12 +175,18 @@ def plan_compaction(
         if not is_candidate:
             flush()
             continue
+        if frag.id in constraints.blocked:
+            skipped.append(frag.id)
+            flush()
+            continue
+        key = constraints.key.get(frag.id, frozenset())
         if opts.only_deletions:
             current, current_has_del = [frag], True
             flush()
             continue
-        if current and current_rows + frag.num_rows > opts.target_rows_per_fragment:
+        if current and (current_rows + frag.num_rows > opts.target_rows_per_fragment or key != current_key):
             flush()
+        current_key = key
         current.append(frag)
         current_rows += frag.num_rows
         current_has_del = current_has_del or has_del
@@ -173,11 +199,17 @@ def plan_compaction(
             limited.append(b)
             used += len(b)
         bins = limited
-    so = dict(storage_options or {})
     tasks = tuple(
         CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
     )
-    return CompactionPlan(uri, manifest.version, tasks, opts, manifest_store)
+    planned = [f.id for b in bins for f in b]
+    return CompactionPlan(
+        uri, manifest.version, tasks, opts, manifest_store,
+        skipped=summarize(skipped, constraints.blocked) + (
+            ("pass ignore_remap=True to compact them and drop that index coverage",) if skipped else ()
+        ),
+        coverage_dropped=summarize(planned, constraints.drops),
+    )
 
 
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
@@ -242,7 +274,7 @@ def commit_compaction(
     """Reserve fragment ids, then commit one Rewrite of every finished task."""
     done = [r for r in results if r.task.fragments]
     if not done:
-        return CompactionMetrics(failed_tasks=tuple(failed))
+        return CompactionMetrics(failed_tasks=tuple(failed), fragments_skipped=plan.skipped)
     store = ObjectStore(plan.uri, plan.tasks[0].storage_options if plan.tasks else None)
     handler = commit_handler_for(store, plan.manifest_store)
     n_new = sum(len(r.new_fragments) for r in done)
@@ -259,9 +291,16 @@ def commit_compaction(
             new_frags.append(f.with_changes(id=next_id))
             next_id += 1
         groups.append(RewriteGroup(r.task.fragments, new_frags))
-    manifest = commit_transaction(
-        store, Transaction(plan.read_version, Rewrite(groups), properties=props), handler=handler
-    )
+    read = handler.read_manifest(plan.read_version).manifest
+    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups])
+    try:
+        manifest = commit_transaction(
+            store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler
+        )
+    except BaseException:
+        remap.discard(store)
+        raise
+    rewritten = {f.id for r in done for f in r.task.fragments}
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
         fragments_added=n_new,
@@ -270,7 +309,18 @@ def commit_compaction(
         rows_rewritten=sum(r.rows for r in done),
         version=manifest.version,
         failed_tasks=tuple(failed),
+        indices_remapped=remap.names,
+        index_coverage_dropped=tuple(
+            line for line in plan.coverage_dropped if _mentions(line, rewritten)
+        ),
+        fragments_skipped=plan.skipped,
     )
+
+
+def _mentions(line: str, fragment_ids: set[int]) -> bool:
+    """A ``summarize`` line ("fragments [1, 2]: ...") naming one of ``fragment_ids``."""
+    head = line.split("]", 1)[0].removeprefix("fragments [")
+    return any(int(x) in fragment_ids for x in head.split(",") if x.strip())
 
 
 def compact_files(
@@ -285,6 +335,7 @@ def compact_files(
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
     only_deletions: bool | None = None,
+    ignore_remap: bool | None = None,
     dry_run: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
@@ -299,10 +350,14 @@ def compact_files(
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
         only_deletions=only_deletions,
+        ignore_remap=ignore_remap,
     )
     plan = plan_compaction(manifest, uri, opts, storage_options=storage_options, manifest_store=manifest_store)
     if dry_run or not plan.tasks:
-        return CompactionMetrics(fragments_removed=plan.source_fragments, dry_run=dry_run)
+        return CompactionMetrics(
+            fragments_removed=plan.source_fragments, dry_run=dry_run, fragments_skipped=plan.skipped,
+            index_coverage_dropped=plan.coverage_dropped if dry_run else (),
+        )
     results, failed = [], []
     for task in plan.tasks:
         try:
