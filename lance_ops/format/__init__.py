@@ -9,7 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from ._version import __version__ as __version__
-from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, write_dataset
+from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
 from .errors import (
     CommitConflictError,
     CorruptFileError,
@@ -34,11 +34,13 @@ from .operations import (
     Update,
     UpdateConfig,
 )
+from .refs import BranchError, RefError, TagError
 from .schema import LanceSchema
 from .write import write_fragments
 
 __all__ = [
     "Append",
+    "BranchError",
     "CommitConflictError",
     "CorruptFileError",
     "DataFile",
@@ -56,6 +58,7 @@ __all__ = [
     "ManifestStoreConflict",
     "SQLiteManifestStore",
     "Overwrite",
+    "RefError",
     "ReserveFragments",
     "Restore",
     "RetryableCommitConflictError",
@@ -63,11 +66,13 @@ __all__ = [
     "RewriteGroup",
     "Scanner",
     "SchemaError",
+    "TagError",
     "UnsupportedFeatureError",
     "Update",
     "UpdateConfig",
     "commit",
     "dataset",
+    "resolve_version",
     "write_dataset",
     "write_fragments",
 ]

@@ -6,13 +6,13 @@ never a file a retained or tagged version uses.  Files no version references at 
 failed or killed writers) are removed once older than a grace period.
 """
 
-import json
+import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from .deletion import deletion_file_path
-from .errors import CorruptFileError, LanceOpsError
+from .lineage import external_pins
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -22,15 +22,12 @@ from .manifest import (
     parse_manifest_name,
     read_manifest,
 )
+from .refs import TagError, Tags
 from .store import ObjectStore
 
-TAGS_DIR = "_refs/tags"
 HINT_FILE = "latest_version_hint.json"
+_DETACHED = re.compile(r"d\d+\.manifest")
 DEFAULT_ORPHAN_GRACE = timedelta(days=7)
-
-
-class TagError(LanceOpsError):
-    """A tag does not exist, already exists, or names a missing version."""
 
 
 @dataclass(frozen=True)
@@ -44,65 +41,22 @@ class CleanupStats:
     failed_deletes: int = 0
     temporary_files_removed: int = 0  # commit temp files left in _versions/ by killed writers
     removed_paths: tuple[str, ...] = ()
-
-
-class Tags:
-    """``ds.tags``: named versions that cleanup keeps."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-
-    def _path(self, name: str) -> str:
-        if not name or "/" in name or name.startswith(".") or "\\" in name:
-            raise ValueError(f"invalid tag name {name!r}")
-        return f"{TAGS_DIR}/{name}.json"
-
-    def _load(self, rel: str) -> dict[str, object]:
-        """A tag file's JSON; CorruptFileError when it is not a tag (cleanup must not guess)."""
-        data = self._store.read(rel)
-        try:
-            raw = json.loads(data)
-            version = raw["version"]
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-                raise ValueError(f"version {version!r} is not a positive integer")
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFileError(self._store.full_path(rel), f"not a tag file: {e}") from e
-        return {"version": version, "manifest_size": raw.get("manifestSize")}
-
-    def list(self) -> dict[str, dict[str, object]]:
-        out: dict[str, dict[str, object]] = {}
-        for fname in sorted(self._store.list_dir(TAGS_DIR)):
-            if fname.endswith(".json"):
-                out[fname[: -len(".json")]] = self._load(f"{TAGS_DIR}/{fname}")
-        return out
-
-    def get_version(self, name: str) -> int:
-        try:
-            return int(self._load(self._path(name))["version"])  # type: ignore[call-overload]
-        except FileNotFoundError:
-            raise TagError(f"{self._store.uri}: tag {name!r} does not exist") from None
-
-    def create(self, name: str, version: int) -> None:
-        scheme, versions = list_versions(self._store)
-        if version not in versions:
-            raise TagError(f"{self._store.uri}: cannot tag version {version}: it does not exist")
-        assert scheme is not None
-        size = self._store.size(manifest_path(scheme, version))
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        body: dict[str, object] = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
-                "manifestSize": size, "metadata": {}}
-        if not self._store.put_if_absent(self._path(name), json.dumps(body, indent=2).encode()):
-            raise TagError(f"{self._store.uri}: tag {name!r} already exists")
-
-    def delete(self, name: str) -> None:
-        if not self._store.exists(self._path(name)):
-            raise TagError(f"{self._store.uri}: tag {name!r} does not exist")
-        self._store.delete(self._path(name))
+    #: tags whose version would otherwise have been removed
+    protected_by_tags: tuple[str, ...] = ()
+    #: branches (``"main"`` for main) whose versions or files would otherwise have been removed
+    #: (a branch is a shallow clone: it keeps using the files of the version it came from)
+    protected_by_branches: tuple[str, ...] = ()
 
 
 def _files_of(m: Manifest) -> set[str]:
-    files = {f"data/{df.path}" for f in m.fragments for df in f.files}
-    files |= {deletion_file_path(f.id, f.deletion_file.to_proto()) for f in m.fragments if f.deletion_file}
+    """Files of the dataset's (branch's) own directory that ``m`` names; files under other base
+    paths (a branch's shared files) are the business of :mod:`.lineage`."""
+    files = {f"data/{df.path}" for f in m.fragments for df in f.files if df.base_id is None}
+    files |= {
+        deletion_file_path(f.id, f.deletion_file.to_proto())
+        for f in m.fragments
+        if f.deletion_file and f.deletion_file.base_id is None
+    }
     if m.transaction_file:
         files.add(f"_transactions/{m.transaction_file}")
     return files
@@ -120,8 +74,10 @@ def cleanup_old_versions(
     """Remove versions older than ``older_than`` beyond the newest ``retain_versions``, and their files.
 
     As pylance: a version goes when it is older than ``older_than``, not among the newest
-    ``retain_versions`` and not tagged; so do the data, deletion and ``.txn`` files only such
-    versions name.  Files no version names (left by failed or killed writers) go once older
+    ``retain_versions``, not tagged and not the version a branch was created from; so do the
+    data, deletion and ``.txn`` files only such versions name -- never one another branch or a
+    detached version still names (:mod:`.lineage`).  ``store`` may be a branch
+    (``<root>/tree/<name>``): tags and branches are read at the root.  Files no version names (left by failed or killed writers) go once older
     than ``orphan_grace`` (7 days, whatever ``older_than`` is), as do commit temp files left
     in ``_versions/``.
 
@@ -141,11 +97,15 @@ def cleanup_old_versions(
     assert scheme is not None
     now_ns = time.time_ns()
     cut_ns = now_ns - int(older_than.total_seconds() * 1e9)
-    tagged = {int(t["version"]) for t in Tags(store).list().values()}  # type: ignore[call-overload]
     manifests = {v: read_manifest(store, v, scheme).manifest for v in versions}
-    keep = set(versions[-retain_versions:]) | {v for v in versions if v in tagged}
+    # tags, branches created from this one, other branches' and detached versions' files
+    pins = external_pins(store, manifests[versions[-1]].branch)
+    keep = set(versions[-retain_versions:])
     keep |= {v for v, m in manifests.items() if m.timestamp_ns >= cut_ns}
+    pinned_versions = {v: pins.versions[v] for v in versions if v in pins.versions and v not in keep}
+    keep |= set(pinned_versions)
     drop = [v for v in versions if v not in keep]
+    protected = {who for whos in pinned_versions.values() for who in whos}
     kept_files: set[str] = set()
     for v in keep:
         kept_files |= _files_of(manifests[v])
@@ -161,6 +121,10 @@ def cleanup_old_versions(
             if rel in kept_files:
                 continue
             if rel in dropped_files or (mtime is not None and mtime < grace_cut):
+                needed_by = pins.file_pinned_by(store, rel)
+                if needed_by:
+                    protected |= needed_by
+                    continue
                 candidates[rel] = size
     # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
     temps: dict[str, int] = {}
@@ -168,6 +132,8 @@ def cleanup_old_versions(
         name = rel.rsplit("/", 1)[-1]
         if "/" in rel[len(VERSIONS_DIR) + 1 :] or parse_manifest_name(name) is not None or name == HINT_FILE:
             continue
+        if _DETACHED.fullmatch(name):
+            continue  # a detached version (pylance keeps them; only a version number reaches them)
         if ".manifest-" in name:
             # an external manifest store's staging copy: possibly the only copy of a committed
             # version not finalized yet (manifest_store.py); never ours to remove
@@ -196,6 +162,8 @@ def cleanup_old_versions(
         failed_deletes=failed,
         temporary_files_removed=len(temps),
         removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
+        protected_by_tags=tuple(sorted(p[len("tag "):] for p in protected if p.startswith("tag "))),
+        protected_by_branches=tuple(sorted(p[len("branch "):] for p in protected if p.startswith("branch "))),
     )
 
 

@@ -199,6 +199,12 @@ def checkout_manifest(
         UnsupportedFeatureError: the version needs features or a file format lance_ops cannot read.
     """
     handler = handler or ConditionalPutCommitHandler(store)
+    if version is not None and _m.is_detached_version(int(version)):
+        # a detached commit: never listed, never in a manifest store, always ``d{version}.manifest``
+        manifest = _m.read_manifest(store, int(version), NamingScheme.V2).manifest
+        _m.check_flags(manifest.reader_feature_flags, manifest.writer_feature_flags, path=store.uri, for_write=False)
+        require_readable(manifest.data_storage_version, f"{store.uri}: detached version {version}")
+        return manifest, handler.list_versions()[0] or NamingScheme.V2
     scheme, versions = handler.list_versions()
     if not versions or scheme is None:
         raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")

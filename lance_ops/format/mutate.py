@@ -51,7 +51,7 @@ def plan_delete(
         if offsets.size == 0:
             continue
         total += int(offsets.size)
-        new = with_deletions(store, frag, offsets, manifest.version)
+        new = with_deletions(store, frag, offsets, manifest.version, bases=manifest.bases)
         if new is None:
             removed.append(frag.id)
         else:
@@ -121,7 +121,7 @@ def plan_update(
                 continue
             off = np.concatenate(offsets).astype(np.uint32)
             total += int(off.size)
-            new = with_deletions(store, frag, off, manifest.version)
+            new = with_deletions(store, frag, off, manifest.version, bases=manifest.bases)
             if new is None:
                 removed.append(frag.id)
             else:

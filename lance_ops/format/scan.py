@@ -22,6 +22,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from . import rowids
+from .bases import data_file_location
 from .deletion import read_deletion_file
 from .errors import CorruptFileError, SchemaError
 from .file.reader import DataFileReader, PagePrefetcher
@@ -143,7 +144,7 @@ def _fragment_data(
         return _null_batches(frag.physical_rows, names, target, batch_size)
     streams = []
     for df, ids in sources:
-        reader = _checked_reader(store, frag, df)
+        reader = _checked_reader(store, frag, df, manifest)
         gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -212,12 +213,18 @@ def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
     return out
 
 
-def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:
-    """The data file's reader, after checking it holds the fragment's ``physical_rows``."""
-    reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+def _checked_reader(
+    store: ObjectStore, frag: FragmentMetadata, df: DataFile, manifest: Manifest | None = None
+) -> DataFileReader:
+    """The data file's reader, after checking it holds the fragment's ``physical_rows``.
+
+    ``manifest`` resolves a file with a ``base_id`` (one a branch shares with its source).
+    """
+    store, rel = data_file_location(store, manifest.bases if manifest is not None else None, df)
+    reader = DataFileReader(store, rel, file_size=df.file_size_bytes or None)
     if reader.num_rows != frag.physical_rows:
         raise CorruptFileError(
-            store.full_path(f"data/{df.path}"),
+            store.full_path(rel),
             f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
         )
     return reader
@@ -235,10 +242,12 @@ def _open_fragment(
     if frag.files:
         # Trust physical_rows for per-row allocations only once a data file confirms it
         # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
-        _checked_reader(store, frag, frag.files[0])
+        _checked_reader(store, frag, frag.files[0], manifest)
     live = None
     if frag.deletion_file is not None:
-        deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+        deleted = read_deletion_file(
+            store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=manifest.bases
+        )
         if len(deleted):
             live = np.ones(frag.physical_rows, dtype=bool)
             live[deleted] = False

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import rowids
+from ..bases import data_file_location
 from ..commit import load_transaction
 from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
@@ -114,7 +115,8 @@ def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
     )
     live = np.ones(n, dtype=bool)
     if frag.deletion_file is not None:
-        live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n)] = False
+        live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n,
+                                bases=manifest.bases)] = False
     return FragmentRows(frag.id, ids, created, updated, live)
 
 
@@ -169,10 +171,11 @@ class _RangeColumns:
         self.target = manifest.schema.project(self.names).to_arrow() if self.names else pa.schema([])
         self.by_id: dict[int, Any] = {}
         for df, ids in _data_sources(manifest, frag, self.names):
-            reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+            fstore, rel = data_file_location(store, manifest.bases, df)
+            reader = DataFileReader(fstore, rel, file_size=df.file_size_bytes or None)
             if reader.num_rows != frag.physical_rows:
                 raise CorruptFileError(
-                    store.full_path(f"data/{df.path}"),
+                    fstore.full_path(rel),
                     f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
                 )
             # DataFileReader.read() builds fresh column decoders (and drops their page cache) on
