@@ -59,21 +59,37 @@ def plan_delete(
     return updated, removed, total
 
 
+def _typed_scalar(value: Any, typ: pa.DataType, name: str) -> pa.Scalar:
+    """``value`` (a Python value or a ``pa.Scalar``) as a scalar of the column's type."""
+    try:
+        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=typ)
+        return scalar if scalar.type == typ else scalar.cast(typ)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaError(f"update: value {value!r} does not fit column {name!r} of type {typ}: {e}") from e
+
+
 def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
-    """``table`` with the SET columns replaced by their expressions or scalars (vectorised)."""
+    """``table`` with the SET columns replaced by their expressions or scalars (vectorised).
+
+    Scalars (typed nulls of any type included: lists, structs, maps, dictionaries, fixed-size
+    lists) become whole columns with ``pa.repeat``; expressions are projected by Acero.
+    """
     exprs: dict[str, Any] = {}
     for name in table.column_names:
-        if name in values:
-            v = values[name]
-            typ = schema.field(name).type
-            expr = v if isinstance(v, pc.Expression) else pc.scalar(pa.scalar(v, type=typ))
-            exprs[name] = expr.cast(typ) if isinstance(v, pc.Expression) else expr
+        v = values.get(name, None) if name in values else None
+        if name in values and isinstance(v, pc.Expression):
+            exprs[name] = v.cast(schema.field(name).type)
+    out = pads.dataset(table).to_table(columns=exprs) if exprs else None
+    cols = []
+    for name in table.column_names:
+        typ = schema.field(name).type
+        if name not in values:
+            cols.append(table.column(name))
+        elif out is not None and name in exprs:
+            cols.append(out.column(name).cast(typ))
         else:
-            exprs[name] = pc.field(name)
-    out = pads.dataset(table).to_table(columns=exprs)
-    return pa.Table.from_arrays(
-        [out.column(n).cast(schema.field(n).type) for n in table.column_names], schema=table.schema
-    )
+            cols.append(pa.repeat(_typed_scalar(values[name], typ, name), table.num_rows))
+    return pa.Table.from_arrays(cols, schema=table.schema)
 
 
 def plan_update(

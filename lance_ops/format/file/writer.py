@@ -281,6 +281,19 @@ class _FieldEncoder:
         raise NotImplementedError
 
 
+def concat_arrays(arrays: list[pa.Array]) -> pa.Array:
+    """``pa.concat_arrays``, also for dictionary arrays whose dictionaries differ and hold nulls
+    (as 2.0 files store null keys; Arrow cannot unify those): re-encoded from the values."""
+    try:
+        return pa.concat_arrays(arrays)
+    except pa.ArrowInvalid:
+        t = arrays[0].type
+        if not pa.types.is_dictionary(t):
+            raise
+        values = pa.concat_arrays([a.cast(t.value_type) for a in arrays])
+        return values.dictionary_encode().cast(t)
+
+
 class _LeafEncoder(_FieldEncoder):
     def __init__(self, w: "DataFileWriter", fld: LanceField, dtype: pa.DataType) -> None:
         super().__init__(w, fld, dtype)
@@ -319,7 +332,7 @@ class _LeafEncoder(_FieldEncoder):
     def flush(self, final: bool) -> None:
         if not self.queue:
             return
-        arr = self.queue[0] if len(self.queue) == 1 else pa.concat_arrays(self.queue)
+        arr = self.queue[0] if len(self.queue) == 1 else concat_arrays(self.queue)
         self.queue, self.queued = [], 0.0
         cuts = self._cuts(arr)
         pieces = list(zip(cuts[:-1], cuts[1:], strict=True))
