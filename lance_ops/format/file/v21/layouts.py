@@ -28,6 +28,7 @@ from .compression import (
     fixed_chunk,
     full_zip_repetition_index,
     leaf_type_below,
+    per_value_general,
     variable_block,
     variable_chunk,
 )
@@ -201,6 +202,8 @@ def _per_value_variable(w: Where, enc: pb.CompressiveEncoding, offs: np.ndarray,
             return fsst.decompress(bytes(enc.fsst.symbol_table), *inner)
         except ValueError as e:
             raise w.corrupt(f"bad FSST data: {e}") from None
+    if kind == "general":  # large values: each one compressed on its own (zstd / lz4)
+        return per_value_general(w, enc.general.compression, offs, data)
     raise w.unsupported(f"{kind} (full-zip variable-width values)")
 
 
