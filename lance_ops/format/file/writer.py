@@ -387,7 +387,7 @@ class _Leaf21Encoder:
     def flush(self, final: bool) -> None:
         if not self.queue:
             return
-        arr = self.queue[0] if len(self.queue) == 1 else pa.concat_arrays(self.queue)
+        arr = self.queue[0] if len(self.queue) == 1 else concat_arrays(self.queue)
         self.queue, self.queued = [], 0.0
         size = self._size(arr)
         pieces = max(1, int(size // self.w.max_page_bytes))
