@@ -335,6 +335,11 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     arrow_dictionary = None
     if kind == "dict":  # an Arrow dictionary column: always a page dictionary (pylance reads it back as one)
         arrow_dictionary = _arrow_dictionary(levels.leaf)
+        if arrow_dictionary is None and levels.rep is None and len(levels.layers) == 1:
+            # every value null: pylance writes (and only reads) an all-null constant page
+            layout = pb.PageLayout()
+            layout.constant_layout.layers.extend(levels.layers)
+            return [], layout
         levels = Levels(levels.layers, levels.rep, levels.defs, levels.leaf.cast(levels.leaf.type.value_type),
                         levels.num_rows)
         kind, bits = leaf_kind(levels.leaf.type, where)
