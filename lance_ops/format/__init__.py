@@ -18,6 +18,7 @@ from .errors import (
     IncompatibleTransactionError,
     LanceOpsError,
     RetryableCommitConflictError,
+    SchemaChangeError,
     SchemaError,
     UnsupportedFeatureError,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Rewrite",
     "RewriteGroup",
     "Scanner",
+    "SchemaChangeError",
     "SchemaError",
     "TagError",
     "UnsupportedFeatureError",

@@ -358,15 +358,23 @@ class LanceDataset:
             )
         return v
 
-    def change_feed(self, begin_version: VersionRef, end_version: VersionRef = None) -> pa.Table:
+    def change_feed(
+        self, begin_version: VersionRef, end_version: VersionRef = None, *, on_schema_change: str = "evolve"
+    ) -> pa.Table:
         """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns.
 
-        Versions may be numbers or tag names (of this branch).
+        Versions may be numbers or tag names (of this branch).  The output has the end version's
+        columns plus ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``;
+        across schema changes earlier rows are mapped onto them by field id (added columns
+        null, renamed ones under the end name, dropped ones absent, casts applied), or with
+        ``on_schema_change="fail"`` a :class:`SchemaChangeError` is raised.
         """
         begin_version = self._version_number(begin_version)
         end = self.version if end_version is None else self._version_number(end_version)
         schema = change_feed_schema(self.checkout_version(end).schema)
-        batches = change_feed_batches(self._store, self._handler, begin_version, end)
+        batches = change_feed_batches(
+            self._store, self._handler, begin_version, end, on_schema_change=on_schema_change  # type: ignore[arg-type]
+        )
         return pa.Table.from_batches(list(batches), schema=schema)
 
     # ------------------------------------------------------- tags, cleanup
