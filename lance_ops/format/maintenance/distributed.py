@@ -31,7 +31,7 @@ from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
-from ..operations import Append, ReserveFragments, Rewrite, Update, UpdateConfig
+from ..operations import Append, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
 from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, fields_in_file
 from ..store import ObjectStore
 from .change_feed import change_feed_schema
@@ -313,16 +313,25 @@ def row_changing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, 
             op = load_transaction(store, v, scheme).operation
             if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
                 continue
+            if isinstance(op, Unmodelled) and op.name in _ROWS_UNCHANGED:
+                continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass
         out.append(v)
     return out
 
 
+#: operations lance_ops does not model that never change a row's values or versions
+_ROWS_UNCHANGED = ("project", "create_index", "clone", "update_bases")
+#: ... and those that never remove a row (``merge`` = add_columns / merge / cast: rows updated)
+_IDS_KEPT = (*_ROWS_UNCHANGED, "merge")
+
+
 def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
     """Versions in ``(begin, end]`` whose transaction may make a live row id disappear.
 
-    Appends, fragment reservations and config changes never remove a row, and neither does a
+    Appends, fragment reservations, config changes and schema evolution (Merge, Project) never
+    remove a row, and neither does a
     Rewrite (compaction keeps every live row with its id; one rebased over a concurrent delete
     drops only rows that delete's own version already removed), nor an Update that re-adds every
     row it rewrites under the same id (checked from metadata).  Everything else (Delete, other
@@ -336,6 +345,8 @@ def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, e
             if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
                 continue
             if isinstance(op, Update) and _update_keeps_ids(store, scheme, v, op):
+                continue
+            if isinstance(op, Unmodelled) and op.name in _IDS_KEPT:
                 continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass
