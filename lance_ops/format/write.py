@@ -5,6 +5,7 @@ transaction referencing them commits, so a failed writer leaves only orphan file
 by cleanup).
 """
 
+import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -111,6 +112,8 @@ def write_fragment_files(
     major, minor = (int(x) for x in version.split("."))
     target = schema.to_arrow()
     fields, columns = data_file_field_info(schema, version)
+    # every column type the file version cannot hold is refused here, before a file is created
+    DataFileWriter(io.BytesIO(), schema, version=version)
     frags: list[FragmentMetadata] = []
     writer: DataFileWriter | None = None
     sink = None

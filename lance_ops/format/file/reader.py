@@ -45,6 +45,7 @@ from .encodings import (
     bool_to_bitmap,
     decode_array,
 )
+from .maps import MapView, contains_map, map_as_list
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 
@@ -752,7 +753,10 @@ class DataFileReader:
 
         A leaf (or a list of a leaf) is one column whose rep/def levels carry the nesting; a
         field with several leaves below it (structs, lists of structs) is a :class:`_Tree21`.
+        Maps are read as the lists of entries they are stored as (:mod:`.maps`).
         """
+        if contains_map(dtype):
+            return MapView(self._build21(fld, map_as_list(dtype)), dtype)  # type: ignore[return-value]
         leaves: list[_LeafColumn] = []
         leaf_of = self.__dict__.get("_leaf_column_of")
         if leaf_of is None:
@@ -780,7 +784,7 @@ class DataFileReader:
                 return (t, subs), chains
             if pa.types.is_list(t) or pa.types.is_large_list(t):
                 if len(kids) != 1:
-                    raise CorruptFileError(self.path, f"list field {f.name!r} has {len(kids)} child fields")
+                    raise CorruptFileError(self.path, f"list (or map) field {f.name!r} has {len(kids)} child fields")
                 vf = t.value_field
                 sub, cs = walk(kids[0], vf.type)
                 make = pa.large_list if pa.types.is_large_list(t) else pa.list_

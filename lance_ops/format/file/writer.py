@@ -27,6 +27,7 @@ from ..schema import LanceField, LanceSchema, types_equivalent
 from ..store import ObjectStore
 from . import encodings as enc
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
+from .maps import contains_map, map_as_list
 from .v21.encode import encode_page, leaf_kind
 from .v21.repdef import build_levels
 
@@ -549,8 +550,17 @@ class DataFileWriter:
             self._column_of = {fid: i for i, fid in enumerate(leaves)}
             self._pages = [[] for _ in leaves]
             self._page_rows = [0 for _ in leaves]
+            # maps are written as the lists of entries they are (maps.py); pylance allows them from 2.2
+            tops = [(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()]
+            self._views = [map_as_list(t) if contains_map(t) else None for _, t in tops]
+            if version == "2.1":
+                for (f, t), view in zip(tops, self._views, strict=True):
+                    if view is not None:
+                        raise UnsupportedFeatureError(
+                            f"field {f.name!r} of type {t}: maps cannot be written in Lance 2.1 files (2.2+, as pylance)"
+                        )
             self._top_encoders = [
-                self._leaf_encoders(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()
+                self._leaf_encoders(f, view or t) for (f, t), view in zip(tops, self._views, strict=True)
             ]
             self._encoders = [e for es in self._top_encoders for e in es]
 
@@ -642,9 +652,12 @@ class DataFileWriter:
             if not types_equivalent(expected, col.type):
                 raise SchemaError(f"column {name!r} has type {col.type} but the schema says {expected}")
             columns.append(col)
-        for encoders, col in zip(self._top_encoders, columns, strict=True):
+        views = getattr(self, "_views", None) or [None] * len(columns)
+        for encoders, col, view in zip(self._top_encoders, columns, views, strict=True):
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
+                if view is not None:
+                    chunk = chunk.view(view)
                 for encoder in encoders:
                     encoder.add(_storage(chunk))
         self._num_rows += batch.num_rows
