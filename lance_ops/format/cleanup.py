@@ -48,6 +48,16 @@ class CleanupStats:
     protected_by_branches: tuple[str, ...] = ()
 
 
+_SIDECAR = re.compile(r"data/([^/]+)/[^/]+\.blob")
+
+
+def blob_sidecar_owner(rel: str) -> str | None:
+    """``data/<stem>.lance`` for a blob sidecar ``data/<stem>/<blob id>.blob`` (packed or
+    dedicated blob v2 payloads, written beside their data file), else None."""
+    m = _SIDECAR.fullmatch(rel)
+    return f"data/{m.group(1)}.lance" if m else None
+
+
 def _files_of(m: Manifest) -> set[str]:
     """Files of the dataset's (branch's) own directory that ``m`` names; files under other base
     paths (a branch's shared files) are the business of :mod:`.lineage`."""
@@ -118,10 +128,13 @@ def cleanup_old_versions(
     candidates: dict[str, int] = {}
     for prefix in ("data", "_deletions", "_transactions"):
         for rel, size, mtime in store.list_files(prefix):
-            if rel in kept_files:
+            # a blob sidecar (``data/<stem>/<id>.blob``, blob v2 payloads) lives and dies with
+            # its data file ``data/<stem>.lance``
+            owner = blob_sidecar_owner(rel) or rel
+            if owner in kept_files:
                 continue
-            if rel in dropped_files or (mtime is not None and mtime < grace_cut):
-                needed_by = pins.file_pinned_by(store, rel)
+            if owner in dropped_files or (mtime is not None and mtime < grace_cut):
+                needed_by = pins.file_pinned_by(store, owner)
                 if needed_by:
                     protected |= needed_by
                     continue
@@ -167,4 +180,6 @@ def cleanup_old_versions(
     )
 
 
-__all__ = ["CleanupStats", "TagError", "Tags", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR"]
+__all__ = [
+    "CleanupStats", "TagError", "Tags", "blob_sidecar_owner", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR",
+]
