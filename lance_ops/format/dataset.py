@@ -7,6 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .blobs import BlobFile, take_blobs
 from .cleanup import CleanupStats, cleanup_old_versions
 from .commit import DEFAULT_MAX_RETRIES, commit_transaction
 from .commit_handler import (
@@ -428,6 +429,17 @@ class LanceDataset:
             dry_run=dry_run,
             delete_unverified=delete_unverified,
         )
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | pa.Array | None = None,
+        addresses: Sequence[int] | pa.Array | None = None,
+        indices: Sequence[int] | pa.Array | None = None,
+    ) -> list[BlobFile | None]:
+        """Payloads of a blob column as file-like objects, as pylance's ``take_blobs``: rows by
+        ``ids`` (``_rowid``), ``addresses`` (``_rowaddr``) or ``indices``; None for a null blob."""
+        return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
         return Scanner(self, columns, filter, kw)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from . import rowids
+from .blobs import has_blob_columns, with_payloads
 from .deletion import with_deletions
 from .errors import SchemaError
 from .fragment import FragmentMetadata
@@ -122,11 +123,15 @@ def plan_update(
     kept_created: list[np.ndarray] = []
     total = 0
 
+    blobs = has_blob_columns(manifest)
+
     def new_rows() -> Iterator[pa.RecordBatch]:
         nonlocal total
         for frag in manifest.fragments:
             offsets = []
             for b in scan_fragment(store, manifest, frag, plan):
+                if blobs:  # blob descriptions -> the payloads they point at, written anew
+                    b = with_payloads(store, manifest, frag, b)
                 offsets.append(b.column(ROW_ADDR).to_numpy() & LOCAL_MASK)
                 if stable:
                     kept_ids.append(b.column(ROW_ID).to_numpy())

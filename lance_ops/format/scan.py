@@ -25,6 +25,7 @@ from . import rowids
 from .bases import data_file_location
 from .deletion import read_deletion_file
 from .errors import CorruptFileError, SchemaError
+from .file.blobs import scan_schema
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
@@ -89,7 +90,7 @@ def plan_scan(
         needed |= set(filter_cols)
     data_cols = tuple(n for n in names if n in needed)
     meta_cols = tuple(m for m in META_COLUMNS if m in needed)
-    arrow = schema.to_arrow()
+    arrow = scan_schema(schema.to_arrow())  # blob columns: their descriptions, as pylance
     out_schema = pa.schema(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
@@ -129,7 +130,7 @@ def _fragment_data(
     """
     schema = manifest.schema
     wanted = schema.project(list(names)) if names else None
-    target = wanted.to_arrow() if wanted is not None else pa.schema([])
+    target = scan_schema(wanted.to_arrow()) if wanted is not None else pa.schema([])
     top_ids = [schema.field(n).id for n in names]
     sources = []
     covered: dict[int, int] = {}

@@ -35,7 +35,7 @@ from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
-from . import v21
+from . import blobs, v21
 from .encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
@@ -566,7 +566,8 @@ class DataFileReader:
         if cached is None:
             try:
                 schema = LanceSchema.from_proto(
-                    self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
+                    blobs.strip_packed_children(self.file_descriptor.schema.fields),
+                    dict(self.file_descriptor.schema.metadata),
                 )
             except SchemaError as e:
                 raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from e
@@ -636,11 +637,9 @@ class DataFileReader:
             ce_any = self._any(cm.encoding.direct.encoding, f"column {column} encoding")
             if ce_any.type_url == COLUMN_ENCODING_URL:
                 try:
-                    ce = epb.ColumnEncoding.FromString(ce_any.value)
+                    epb.ColumnEncoding.FromString(ce_any.value)  # must decode
                 except DecodeError as e:
                     raise CorruptFileError(self.path, f"cannot decode encoding of column {column}: {e}") from e
-                if ce.WhichOneof("column_encoding") == "blob":
-                    raise UnsupportedFeatureError(f"{self.path}: blob column encoding (column {column})")
         pages = []
         row = 0
         for k, p in enumerate(cm.pages):
@@ -712,6 +711,10 @@ class DataFileReader:
         return bufs
 
     def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+        if blobs.is_description_type(dtype):  # a blob column: its descriptions (blobs.py)
+            return blobs.decode_description_page(
+                self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype
+            )
         if isinstance(page.encoding, e21.PageLayout):
             buffers = self.read_buffers(page.ranges)
             try:
@@ -757,6 +760,12 @@ class DataFileReader:
         """
         if contains_map(dtype):
             return MapView(self._build21(fld, map_as_list(dtype)), dtype)  # type: ignore[return-value]
+        if blobs.is_blob_field(fld):  # one column of descriptions (blobs.py)
+            leaf_of = self.__dict__.get("_leaf_column_of")
+            if leaf_of is None:
+                ids = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
+                leaf_of = self._leaf_column_of = {fid: i for i, fid in enumerate(ids)}
+            return _LeafColumn(self, leaf_of[fld.id], fld, blobs.description_type(fld))
         leaves: list[_LeafColumn] = []
         leaf_of = self.__dict__.get("_leaf_column_of")
         if leaf_of is None:
@@ -815,6 +824,8 @@ class DataFileReader:
         if self.version in _V21_VERSIONS:
             return self._build21(fld, dtype)
         column = self._column_of[fld.id]
+        if blobs.is_blob_field(fld):  # 2.0 blob column: packed (position, size) descriptions
+            return _LeafColumn(self, column, fld, blobs.V1_DESCRIPTION)
         if column >= self.num_columns:
             raise CorruptFileError(
                 self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
@@ -839,7 +850,7 @@ class DataFileReader:
                 projected = self.schema.project_ids(list(field_ids))
             except SchemaError as e:
                 raise SchemaError(f"{self.path}: {e}") from None
-            out_schema = projected.to_arrow()
+            out_schema = blobs.scan_schema(projected.to_arrow())
             _SCHEMA_CACHE.put(key, out_schema)
         cols = [
             self._build(self.schema.field_by_id(fid), out_schema.field(i).type)

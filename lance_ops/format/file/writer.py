@@ -26,6 +26,15 @@ from ..errors import SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema, types_equivalent
 from ..store import ObjectStore
 from . import encodings as enc
+from .blob_writer import (
+    BlobV1Encoder,
+    BlobV2Encoder,
+    SidecarOpener,
+    blob_column_encoding,
+    file_schema_fields,
+    leaf_field_ids,
+)
+from .blobs import is_blob_field
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
 from .maps import contains_map, map_as_list
 from .v21.encode import encode_page, leaf_kind
@@ -524,7 +533,10 @@ class DataFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = 8 * 1024 * 1024,
+        sidecar: SidecarOpener | None = None,
     ) -> None:
+        self._sidecar = sidecar  # opens data/<stem>/<name> beside this file (blob v2 payloads)
+        self._column_encodings: dict[int, bytes] = {}
         if version not in FOOTER_VERSION:
             raise UnsupportedFeatureError(
                 f"Lance file version {version!r} cannot be written (lance_ops writes {', '.join(FOOTER_VERSION)})"
@@ -564,8 +576,15 @@ class DataFileWriter:
             ]
             self._encoders = [e for es in self._top_encoders for e in es]
 
-    def _leaf_encoders(self, top: LanceField, dtype: pa.DataType) -> list[_Leaf21Encoder]:
+    def _leaf_encoders(self, top: LanceField, dtype: pa.DataType) -> list[Any]:
         """One encoder per leaf below ``top`` (structs: each child; lists: the item)."""
+        if is_blob_field(top):
+            if top.logical_type != "struct" or self.version == "2.1":
+                raise UnsupportedFeatureError(
+                    f"field {top.name!r}: blob columns are written by lance_ops in Lance 2.0 files (large_binary) "
+                    "and, as blob v2, in 2.2 files (pylance refuses 2.1 blob v2 too)"
+                )
+            return [BlobV2Encoder(self, top, self._column_of[top.id], self._sidecar)]
         found: list[tuple[LanceField, pa.DataType, list[int]]] = []
 
         def walk(f: LanceField, t: pa.DataType, path: list[int]) -> None:
@@ -592,8 +611,13 @@ class DataFileWriter:
             for leaf, t, path in found
         ]
 
-    def _make_encoder(self, fld: LanceField, dtype: pa.DataType) -> _FieldEncoder:
+    def _make_encoder(self, fld: LanceField, dtype: pa.DataType) -> Any:
         children = self.schema.children(fld.id)
+        if is_blob_field(fld):
+            if fld.logical_type not in ("large_binary", "binary"):
+                raise UnsupportedFeatureError(f"field {fld.name!r}: blob v2 columns need Lance 2.2 files (as pylance)")
+            self._column_encodings[self._column_of[fld.id]] = blob_column_encoding()
+            return BlobV1Encoder(self, fld, self._column_of[fld.id])
         if pa.types.is_struct(dtype):
             kids = [self._make_encoder(c, dtype.field(i).type) for i, c in enumerate(children)]
             return _StructEncoder(self, fld, dtype, kids)
@@ -697,7 +721,7 @@ class DataFileWriter:
             e.flush(final=True)
         sink = self._sink
         fd = file_pb2.FileDescriptor()
-        fd.schema.fields.extend(self.schema.to_proto())
+        fd.schema.fields.extend(file_schema_fields(self.schema, self.version))
         for k, v in self.schema.metadata.items():
             fd.schema.metadata[k] = bytes(v)
         fd.length = self._num_rows
@@ -708,7 +732,7 @@ class DataFileWriter:
         cmo = []
         for pages in self._pages:
             cm = file2_pb2.ColumnMetadata()
-            cm.encoding.direct.encoding = _COLUMN_ENCODING
+            cm.encoding.direct.encoding = self._column_encodings.get(len(cmo), _COLUMN_ENCODING)
             cm.pages.extend(pages)
             start = sink.pos
             sink.write(cm.SerializeToString())
@@ -735,7 +759,7 @@ def data_file_field_info(schema: LanceSchema, version: str = "2.0") -> tuple[lis
     if version == "2.0":
         ids = schema.field_ids()
     else:
-        ids = [f.id for f in schema.fields if not schema.children(f.id)]
+        ids = leaf_field_ids(schema)  # a blob v2 field is one column (blob_writer.py)
     return ids, list(range(len(ids)))
 
 

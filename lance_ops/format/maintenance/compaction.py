@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import rowids
+from ..blobs import has_blob_columns, with_payloads
 from ..commit import commit_transaction
 from ..commit_handler import checkout_manifest, commit_handler_for
 from ..fragment import FragmentMetadata
@@ -189,9 +190,13 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     updated: list[np.ndarray] = []
     part_of: list[np.ndarray] = []  # old-fragment index of every row, to keep one segment per old fragment
 
+    blobs = has_blob_columns(manifest)
+
     def rows() -> Any:
         for k, frag in enumerate(task.fragments):
             for b in scan_fragment(store, manifest, frag, plan):
+                if blobs:  # blob descriptions -> the payloads they point at, written anew
+                    b = with_payloads(store, manifest, frag, b)
                 if stable:
                     ids_parts.append(b.column(ROW_ID).to_numpy())
                     created.append(b.column(CREATED_AT).to_numpy())

@@ -28,6 +28,7 @@ from ..commit import load_transaction
 from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
 from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from ..file.blobs import scan_schema
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
@@ -170,7 +171,7 @@ class _RangeColumns:
 
     def __init__(self, store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, names: Sequence[str]) -> None:
         self.names = list(names)
-        self.target = manifest.schema.project(self.names).to_arrow() if self.names else pa.schema([])
+        self.target = scan_schema(manifest.schema.project(self.names).to_arrow()) if self.names else pa.schema([])
         self.by_id: dict[int, Any] = {}
         for df, ids in _data_sources(manifest, frag, self.names):
             fstore, rel = data_file_location(store, manifest.bases, df)
@@ -234,7 +235,7 @@ def scan_fragment_range(
         return
     r = rows if rows is not None else fragment_rows(store, manifest, frag)
     data = _RangeColumns(store, manifest, frag, user) if user else None
-    arrow = manifest.schema.to_arrow()
+    arrow = scan_schema(manifest.schema.to_arrow())
     out_schema = pa.schema(
         [pa.field(c, pa.uint64()) if c in META_COLUMNS else arrow.field(c) for c in columns], metadata=arrow.metadata
     )
