@@ -9,6 +9,7 @@ from pyspark.sql.types import StructType
 
 from lance_ops.format.commit import load_transaction
 from lance_ops.format.errors import SchemaError
+from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.manifest import Manifest, list_versions
 from lance_ops.format.store import ObjectStore
@@ -28,7 +29,7 @@ def read_version(
     **options: Any,
 ) -> DataFrame:
     """``columns`` (user and metadata) of the version ``manifest`` through the lance data source."""
-    full = spark_schema(manifest.schema.to_arrow(), META_COLUMNS)
+    full = spark_schema(scan_schema(manifest.schema.to_arrow()), META_COLUMNS)
     by_name = {f.name: f for f in full.fields}
     missing = [c for c in columns if c not in by_name]
     if missing:

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import (
     commit_timestamp_micros,
     id_removing_versions,
@@ -88,7 +89,7 @@ def change_feed(
         raise UnsupportedFeatureError(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
-    user_arrow = end_m.schema.to_arrow()
+    user_arrow = scan_schema(end_m.schema.to_arrow())
     user = list(user_arrow.names)
     out_schema = change_feed_spark_schema(user_arrow)
     if b == e:

@@ -19,9 +19,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lance_ops.format.blobs import has_blob_columns
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.deletion import deletion_file_path, with_deletions
-from lance_ops.format.errors import SchemaError
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.file.blobs import is_blob_field
 from lance_ops.format.fragment import FragmentMetadata
 from lance_ops.format.manifest import Manifest
 from lance_ops.format.operations import Delete, Update
@@ -283,6 +285,11 @@ def upsert(
         raise ValueError("upsert needs at least one key column in `on`")
     so = dict(storage_options or {})
     store, m = latest(uri, so)
+    if has_blob_columns(m):
+        raise UnsupportedFeatureError(
+            f"{uri}: upsert of a dataset with blob columns ({[f.name for f in m.schema.top_level() if is_blob_field(f)]}) "
+            "is not supported by lance_ops' Spark job (update, delete and compaction are); nothing was written"
+        )
     user_arrow = m.schema.to_arrow()
     user = list(user_arrow.names)
     src = as_dataframe(spark, source, format, options)

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..commit_handler import CommitHandler, checkout_manifest
 from ..errors import UnsupportedFeatureError
+from ..file.blobs import scan_schema
 from ..manifest import Manifest
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan
 from ..store import ObjectStore
@@ -42,8 +43,10 @@ CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
 
 def change_feed_schema(user_schema: pa.Schema) -> pa.Schema:
+    """The feed's columns: the user columns as scans return them (blob columns: descriptions),
+    then ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``."""
     return pa.schema(
-        list(user_schema)
+        list(scan_schema(user_schema))
         + [
             pa.field(ROW_ID, pa.uint64()),
             pa.field("_change_type", pa.string()),
