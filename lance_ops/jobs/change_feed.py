@@ -48,7 +48,7 @@ from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
-from ._common import read_version
+from ._common import read_version, version_number
 from ._types import spark_schema
 from .mutations import committed_files, delete_deletion_files, plan_deletions, write_fragments_df
 from .results import ChangeFeedWriteResult
@@ -66,13 +66,15 @@ SINK_ROW_ID = "_source_rowid"
 def change_feed(
     spark: SparkSession,
     uri: str,
-    begin_version: int,
-    end_version: int | None = None,
+    begin_version: int | str,
+    end_version: int | str | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
     on_schema_change: str = "evolve",
 ) -> DataFrame:
     """The changes of ``(begin_version, end_version]`` (end: latest by default) as a DataFrame.
+
+    Versions are numbers or tag names (of the branch at ``uri``; a branch is ``<root>/tree/<name>``).
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
@@ -81,8 +83,8 @@ def change_feed(
     """
     so = dict(storage_options or {})
     store = ObjectStore(uri, so)
-    end_m, scheme = open_manifest(store, end_version)
-    b, e = int(begin_version), end_m.version
+    end_m, scheme = open_manifest(store, version_number(uri, end_version, so))
+    b, e = int(version_number(uri, begin_version, so)), end_m.version  # type: ignore[arg-type]
     if b < 0 or e < b:
         raise ValueError(f"need 0 <= begin_version <= end_version, got ({b}, {e}]")
     if not end_m.uses_stable_row_ids:
@@ -184,8 +186,8 @@ def range_location(sink_uri: str, begin_version: int, end_version: int) -> str:
 def write_change_feed(
     spark: SparkSession,
     uri: str,
-    begin_version: int,
-    end_version: int,
+    begin_version: int | str,
+    end_version: int | str,
     sink_uri: str,
     *,
     format: Literal["lance", "parquet"] = "lance",
@@ -207,6 +209,8 @@ def write_change_feed(
       creates the sink.
     """
     t0 = time.perf_counter()
+    begin_version = int(version_number(uri, begin_version, storage_options))  # type: ignore[arg-type]
+    end_version = int(version_number(uri, end_version, storage_options))  # type: ignore[arg-type]
     df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options,
                      on_schema_change=on_schema_change)
     if format == "parquet":

@@ -6,6 +6,7 @@ up; pylance must then read every branch and tag exactly as before and keep maint
 """
 
 import functools
+import io
 import os
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from datagen import META, simple_table
 
 import lance_ops.format as lf
 import lance_ops.format.versions as lf_versions
+from lance_ops import cli
 
 pytestmark = pytest.mark.interop
 
@@ -200,6 +202,10 @@ def test_tags_with_branches_both_ways(tmp_path):
     # a tag on a branch cannot be opened as a version of another branch
     with pytest.raises(ValueError, match="branch dev"):
         ds.change_feed(0, "release")
+    # the CLI takes tags and branches too
+    out = io.StringIO()
+    assert cli.main(["inspect", uri, "--version", "release"], out=out) == 0
+    assert "tree/dev" in out.getvalue() and "version   2 " in out.getvalue()
     # branches: list as pylance, refuse deleting a tagged branch
     assert set(ds.branches.list()) == {"dev"} and ds.branches.list()["dev"]["parent_version"] == 1
     with pytest.raises(lf.BranchError, match="referenced by tags"):
