@@ -56,6 +56,9 @@ def kinds(version: str) -> dict[str, tuple[pa.Field, pa.Array]]:
                    pa.array([None if i % 5 == 1 else [{"a": i, "b": None if i % 2 else "b"}] for i in range(N)],
                             pa.list_(pa.struct([("a", pa.int32()), ("b", pa.string())])))),
         "vec": (pa.field("vec", pa.list_(pa.float32(), 3)), pa.array([None if i % 8 == 5 else [i, i + 0.5, -i] for i in range(N)], pa.list_(pa.float32(), 3))),
+        "nested_vec": (pa.field("nested_vec", pa.list_(pa.list_(pa.int16(), 2), 2)),
+                       pa.array([None if i % 6 == 1 else [[i, None if i % 4 else i], None if i % 5 == 0 else [1, 2]]
+                                 for i in range(N)], pa.list_(pa.list_(pa.int16(), 2), 2))),
     }
     blob_values = [None if i % 3 == 0 else bytes([i]) * (i * 97 + 1) for i in range(N)]
     if version == "2.2":
@@ -140,7 +143,7 @@ def check_both(tmp_path, columns, stable: bool) -> None:
     assert lance.dataset(ours).count_rows() == lance.dataset(theirs).count_rows() - 1
 
 
-@pytest.mark.parametrize("kind", ["big_binary", "big_string", "dict", "map", "blob", "lst_st", "vec"])
+@pytest.mark.parametrize("kind", ["big_binary", "big_string", "dict", "map", "blob", "lst_st", "vec", "nested_vec"])
 def test_each_kind_alone(tmp_path, file_version, kind):
     cols = kinds(file_version)
     if kind not in cols:  # maps: 2.2+ only; both libraries refuse them earlier, before writing

@@ -798,7 +798,9 @@ class DataFileReader:
                 sub, cs = walk(kids[0], vf.type)
                 make = pa.large_list if pa.types.is_large_list(t) else pa.list_
                 return (t, [(sub, len(cs))]), [make(pa.field(vf.name, x, vf.nullable)) for x in cs]
-            if kids or pa.types.is_map(t) or (pa.types.is_fixed_size_list(t) and not _flat_fsl(t)):
+            if kids or pa.types.is_map(t) or (
+                pa.types.is_fixed_size_list(t) and not _flat_fsl(t) and not v21.is_nested_fsl(t)
+            ):
                 raise UnsupportedFeatureError(
                     f"{self.path}: field {f.name!r} of type {t} is not supported in Lance {version} files"
                 )

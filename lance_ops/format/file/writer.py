@@ -38,6 +38,8 @@ from .blobs import is_blob_field
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
 from .maps import contains_map, map_as_list
 from .v21.encode import encode_page, leaf_kind
+from .v21.nested_fsl import encode_nested_fsl_page, is_nested_fsl
+from .v21.nested_fsl import row_bytes as nested_fsl_row_bytes
 from .v21.repdef import build_levels
 
 __all__ = ["DataFileWriter", "write_data_file", "data_file_field_info", "FOOTER_VERSION"]
@@ -375,7 +377,13 @@ class _Leaf21Encoder:
         self.column = column
         self.share = max(1, share)  # leaves of the top-level field (for page size estimates)
         self.where = f"field {leaf.name!r} (id {leaf.id})"
-        leaf_kind(leaf_type, self.where)  # refuse unsupported types before writing anything
+        self.nested_fsl = is_nested_fsl(leaf_type) and path == []  # a top-level fsl<fsl<...>> (nested_fsl.py)
+        if self.nested_fsl and nested_fsl_row_bytes(leaf_type) > 16 * 1024:
+            raise UnsupportedFeatureError(
+                f"{self.where}: rows of {leaf_type} over 16 KiB need full-zip pages, which lance_ops does not write"
+            )
+        if not self.nested_fsl:
+            leaf_kind(leaf_type, self.where)  # refuse unsupported types before writing anything
         self.queue: list[pa.Array] = []
         self.queued = 0.0
 
@@ -408,6 +416,10 @@ class _Leaf21Encoder:
             a, b = spans.pop()
             self.queue, self.queued = [arr.slice(a, b - a)], self._size(arr.slice(a, b - a))
         for a, b in spans:
+            if self.nested_fsl:
+                buffers, layout = encode_nested_fsl_page(arr.slice(a, b - a), self.w.version)
+                self.w._emit_page21(self.column, b - a, buffers, layout)
+                continue
             levels = build_levels(arr.slice(a, b - a), self.path)
             buffers, layout = encode_page(levels, self.w.version, self.where)
             self.w._emit_page21(self.column, b - a, buffers, layout)

@@ -33,6 +33,7 @@ from .compression import (
     variable_chunk,
 )
 from .fullzip import decode_full_zip_rep
+from .nested_fsl import decode_nested_fsl_page, is_nested_fsl
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
 __all__ = ["decode_page", "parse_layout"]
@@ -89,6 +90,8 @@ def decode_page(
     """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
     w = Where(path, column, version)
     kind = layout.WhichOneof("layout")
+    if is_nested_fsl(dtype):
+        return decode_nested_fsl_page(w, layout, num_rows, buffers, dtype)
     if pa.types.is_dictionary(dtype):
         return _arrow_dictionary_page(w, layout, kind, num_rows, buffers, dtype, version)
     if kind == "constant_layout":
