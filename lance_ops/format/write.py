@@ -112,8 +112,7 @@ def write_fragment_files(
     major, minor = (int(x) for x in version.split("."))
     target = schema.to_arrow()
     fields, columns = data_file_field_info(schema, version)
-    # every column type the file version cannot hold is refused here, before a file is created
-    DataFileWriter(io.BytesIO(), schema, version=version)
+    check_writable(schema, version)  # before a file is created
     frags: list[FragmentMetadata] = []
     writer: DataFileWriter | None = None
     sink = None
@@ -164,6 +163,12 @@ def write_fragment_files(
         sink.close()
         store.delete(f"{DATA_DIR}/{name}")
     return frags
+
+
+def check_writable(schema: LanceSchema, version: str) -> None:
+    """Raise :class:`UnsupportedFeatureError` (naming the field and type) when data files of
+    ``version`` cannot hold a column of ``schema``; writes nothing."""
+    DataFileWriter(io.BytesIO(), schema, version=version)
 
 
 def _sidecars(store: ObjectStore, name: str) -> Any:

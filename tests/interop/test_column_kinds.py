@@ -158,3 +158,24 @@ def test_each_kind_alone(tmp_path, file_version, kind):
 @pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
 def test_wide_table(tmp_path, file_version, stable):
     check_both(tmp_path, kinds(file_version), stable)
+
+
+def test_unsupported_kind_is_refused_before_anything_is_written(tmp_path, file_version):
+    """fixed_size_list<struct> (pylance: a packed struct in 2.0, leaf columns in 2.2): lance_ops reads the other columns,
+    names the file and column when asked for it, refuses rewriting it before writing anything,
+    and still deletes rows (deletion files only)."""
+    uri = str(tmp_path / "ds")
+    t = pa.table({"id": pa.array(range(N), pa.int64()),
+                  "fs": pa.array([[{"a": i}, {"a": -i}] for i in range(N)], pa.list_(pa.struct([("a", pa.int64())]), 2))})
+    lance.write_dataset(t, uri, enable_stable_row_ids=True, max_rows_per_file=N // 2)
+    ds = lf.dataset(uri)
+    assert ds.to_table(columns=["id"])["id"].to_pylist() == list(range(N))
+    with pytest.raises(lf.UnsupportedFeatureError, match=r"data/.*\.lance: .*'fs'|data/.*\.lance: column 1"):
+        ds.to_table()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for op in (lambda: ds.update({"id": 0}, where=pc.field("id") == 3), lambda: ds.compact_files(target_rows_per_fragment=1000)):
+        with pytest.raises(lf.UnsupportedFeatureError, match="'fs'"):
+            op()
+        assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    ds.delete(pc.field("id") < 5)
+    assert lance.dataset(uri).to_table(columns=["id"])["id"].to_pylist() == list(range(5, N))

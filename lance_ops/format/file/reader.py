@@ -288,10 +288,15 @@ class _PagedColumn(_Column):
         hit = self._cache.get(i)
         if hit is not None:
             return hit
-        if self._prefetch is not None and i in self._scheduled:
-            out = self._prefetch.take(self, i)
-        else:
-            out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
+        try:
+            if self._prefetch is not None and i in self._scheduled:
+                out = self._prefetch.take(self, i)
+            else:
+                out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
+        except UnsupportedFeatureError as e:  # name the field too (the encodings know only the file)
+            if repr(self.field.name) in str(e):
+                raise
+            raise UnsupportedFeatureError(f"{e} (field {self.field.name!r}, column {self.column})") from None
         self._cache[i] = out
         return out
 

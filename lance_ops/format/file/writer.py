@@ -654,7 +654,10 @@ class DataFileWriter:
         if isinstance(dtype, pa.BaseExtensionType):
             dtype = dtype.storage_type
         if dtype not in _BINARY_TYPES:
-            _leaf_row_bytes(dtype)  # raises for types 2.0 cannot store
+            try:
+                _leaf_row_bytes(dtype)  # raises for types 2.0 cannot store
+            except UnsupportedFeatureError as e:
+                raise UnsupportedFeatureError(f"field {fld.name!r}: {e}") from None
         return _LeafEncoder(self, fld, dtype)
 
     @property

@@ -26,7 +26,7 @@ from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
-from ..write import write_fragment_files
+from ..write import check_writable, write_fragment_files
 
 CONFIG_PREFIX = "lance.compaction."
 
@@ -132,7 +132,12 @@ def plan_compaction(
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: Any = None,
 ) -> CompactionPlan:
-    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows."""
+    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows.
+
+    Raises:
+        UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written).
+    """
+    check_writable(manifest.schema, require_writable(manifest.data_storage_version, uri))
     opts = options
     bins: list[list[FragmentMetadata]] = []
     current: list[FragmentMetadata] = []
