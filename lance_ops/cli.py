@@ -130,7 +130,7 @@ def _human_bytes(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------- inspect
-def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int | None,
+def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int | None,  # a branch: its own uri
                     small_fragment_rows: int, out: Any) -> int:
     import lance_ops.format as lf
     from lance_ops.assets.stats import manifest_stats, transaction_of
@@ -331,7 +331,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
     sub = parser.add_subparsers(dest="command", required=True)
     p_inspect = sub.add_parser("inspect", help="versions, fragments and stats of a dataset")
     p_inspect.add_argument("uri")
-    p_inspect.add_argument("--version", type=int, default=None, help="fragments of this version (default latest)")
+    p_inspect.add_argument("--version", default=None, help="fragments of this version or tag (default latest)")
+    p_inspect.add_argument("--branch", default=None, help="a branch of the dataset (<uri>/tree/<branch>)")
     p_inspect.add_argument("--storage-option", action="append", type=_kv, default=[], metavar="KEY=VALUE")
     p_inspect.add_argument("--small-fragment-rows", type=int, default=1_048_576,
                            help="a fragment with fewer live rows is 'small' (default: 1048576)")
@@ -357,7 +358,15 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None,
     parser, fields = build_parser()
     args = parser.parse_args(argv)
     if args.command == "inspect":
-        return inspect_dataset(args.uri, storage_options=dict(args.storage_option), version=args.version,
+        uri, version = args.uri, args.version
+        if version is not None and version.isdigit():
+            version = int(version)
+        if args.branch is not None or isinstance(version, str):  # a branch, or a tag (maybe of a branch)
+            import lance_ops.format as lf
+
+            uri, version = lf.resolve_version(uri, version, branch=args.branch,
+                                              storage_options=dict(args.storage_option))
+        return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
                                small_fragment_rows=args.small_fragment_rows, out=out)
     job = ALIASES.get(args.job, args.job)
     options = {name: getattr(args, name) for name in fields[job]}

@@ -9,7 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from ._version import __version__ as __version__
-from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, write_dataset
+from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
 from .errors import (
     ArgumentTypeError,
     CommitConflictError,
@@ -23,6 +23,7 @@ from .errors import (
     InvalidArgumentError,
     LanceOpsError,
     RetryableCommitConflictError,
+    SchemaChangeError,
     SchemaError,
     UnsupportedFeatureError,
 )
@@ -39,12 +40,14 @@ from .operations import (
     Update,
     UpdateConfig,
 )
+from .refs import BranchError, RefError, TagError
 from .schema import LanceSchema
 from .write import write_fragments
 
 __all__ = [
     "Append",
     "ArgumentTypeError",
+    "BranchError",
     "CommitConflictError",
     "CommitError",
     "CommitFailedError",
@@ -66,18 +69,22 @@ __all__ = [
     "ManifestStoreConflict",
     "SQLiteManifestStore",
     "Overwrite",
+    "RefError",
     "ReserveFragments",
     "Restore",
     "RetryableCommitConflictError",
     "Rewrite",
     "RewriteGroup",
     "Scanner",
+    "SchemaChangeError",
     "SchemaError",
+    "TagError",
     "UnsupportedFeatureError",
     "Update",
     "UpdateConfig",
     "commit",
     "dataset",
+    "resolve_version",
     "write_dataset",
     "write_fragments",
 ]

@@ -125,6 +125,9 @@ def build_manifest(
             data_storage_version=_overwrite_file_version(op, prev, data_storage_version),
             config=config,
             table_metadata=dict(prev.table_metadata) if prev is not None else {},
+            # a branch stays a branch: its name and the base paths its history may still use
+            base_paths=prev.base_paths if prev is not None else (),
+            branch=prev.branch if prev is not None else None,
         )
         frags = [ids.new_fragment(f) for f in op.fragments]
     elif isinstance(op, Restore):

@@ -15,14 +15,15 @@ A retention guard like Delta's VACUUM check refuses ``older_than`` below
 :data:`MIN_RETENTION` unless ``retention_duration_check=False``; a negative one is always refused.
 """
 
-import json
+import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from .deletion import deletion_file_path
-from .errors import CorruptFileError, DatasetNotFoundError, InvalidArgumentError, LanceOpsError
+from .errors import DatasetNotFoundError, InvalidArgumentError
 from .index.cleanup import prune_empty_index_dirs, unreferenced_index_files
+from .lineage import external_pins
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -32,18 +33,15 @@ from .manifest import (
     parse_manifest_name,
     read_manifest,
 )
+from .refs import TagError, Tags
 from .store import ObjectStore, ObjectStoreError
 
-TAGS_DIR = "_refs/tags"
 HINT_FILE = "latest_version_hint.json"
+_DETACHED = re.compile(r"d\d+\.manifest")
 DEFAULT_ORPHAN_GRACE = timedelta(days=7)
 #: the shortest ``older_than`` cleanup accepts unless ``retention_duration_check=False``: readers
 #: and commits in flight may still need versions younger than this (Delta's VACUUM check)
 MIN_RETENTION = timedelta(hours=1)
-
-
-class TagError(LanceOpsError):
-    """A tag does not exist, already exists, or names a missing version."""
 
 
 @dataclass(frozen=True)
@@ -57,68 +55,32 @@ class CleanupStats:
     failed_deletes: int = 0
     temporary_files_removed: int = 0  # commit temp files left in _versions/ by killed writers
     removed_paths: tuple[str, ...] = ()
+    #: tags whose version would otherwise have been removed
+    protected_by_tags: tuple[str, ...] = ()
+    #: branches (``"main"`` for main) whose versions or files would otherwise have been removed
+    #: (a branch is a shallow clone: it keeps using the files of the version it came from)
+    protected_by_branches: tuple[str, ...] = ()
 
 
-class Tags:
-    """``ds.tags``: named versions that cleanup keeps."""
+_SIDECAR = re.compile(r"data/([^/]+)/[^/]+\.blob")
 
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
 
-    def _path(self, name: str) -> str:
-        if not name or "/" in name or name.startswith(".") or "\\" in name:
-            raise ValueError(f"invalid tag name {name!r}")
-        return f"{TAGS_DIR}/{name}.json"
-
-    def _load(self, rel: str) -> dict[str, object]:
-        """A tag file's JSON; CorruptFileError when it is not a tag (cleanup must not guess)."""
-        data = self._store.read(rel)
-        try:
-            raw = json.loads(data)
-            version = raw["version"]
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-                raise ValueError(f"version {version!r} is not a positive integer")
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFileError(self._store.full_path(rel), f"not a tag file: {e}") from e
-        return {"version": version, "manifest_size": raw.get("manifestSize")}
-
-    def list(self) -> dict[str, dict[str, object]]:
-        out: dict[str, dict[str, object]] = {}
-        for fname in sorted(self._store.list_dir(TAGS_DIR)):
-            if fname.endswith(".json"):
-                try:
-                    out[fname[: -len(".json")]] = self._load(f"{TAGS_DIR}/{fname}")
-                except FileNotFoundError:
-                    continue  # deleted since the listing
-        return out
-
-    def get_version(self, name: str) -> int:
-        try:
-            return int(self._load(self._path(name))["version"])  # type: ignore[call-overload]
-        except FileNotFoundError:
-            raise TagError(f"{self._store.uri}: tag {name!r} does not exist") from None
-
-    def create(self, name: str, version: int) -> None:
-        scheme, versions = list_versions(self._store)
-        if version not in versions:
-            raise TagError(f"{self._store.uri}: cannot tag version {version}: it does not exist")
-        assert scheme is not None
-        size = self._store.size(manifest_path(scheme, version))
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        body: dict[str, object] = {"branch": None, "version": version, "createdAt": now, "updatedAt": now,
-                "manifestSize": size, "metadata": {}}
-        if not self._store.put_if_absent(self._path(name), json.dumps(body, indent=2).encode()):
-            raise TagError(f"{self._store.uri}: tag {name!r} already exists")
-
-    def delete(self, name: str) -> None:
-        if not self._store.exists(self._path(name)):
-            raise TagError(f"{self._store.uri}: tag {name!r} does not exist")
-        self._store.delete(self._path(name))
+def blob_sidecar_owner(rel: str) -> str | None:
+    """``data/<stem>.lance`` for a blob sidecar ``data/<stem>/<blob id>.blob`` (packed or
+    dedicated blob v2 payloads, written beside their data file), else None."""
+    m = _SIDECAR.fullmatch(rel)
+    return f"data/{m.group(1)}.lance" if m else None
 
 
 def _files_of(m: Manifest) -> set[str]:
-    files = {f"data/{df.path}" for f in m.fragments for df in f.files}
-    files |= {deletion_file_path(f.id, f.deletion_file.to_proto()) for f in m.fragments if f.deletion_file}
+    """Files of the dataset's (branch's) own directory that ``m`` names; files under other base
+    paths (a branch's shared files) are the business of :mod:`.lineage`."""
+    files = {f"data/{df.path}" for f in m.fragments for df in f.files if df.base_id is None}
+    files |= {
+        deletion_file_path(f.id, f.deletion_file.to_proto())
+        for f in m.fragments
+        if f.deletion_file and f.deletion_file.base_id is None
+    }
     if m.transaction_file:
         files.add(f"_transactions/{m.transaction_file}")
     return files
@@ -156,8 +118,10 @@ def cleanup_old_versions(
     """Remove versions older than ``older_than`` beyond the newest ``retain_versions``, and their files.
 
     As pylance: a version goes when it is older than ``older_than``, not among the newest
-    ``retain_versions`` and not tagged; so do the data, deletion and ``.txn`` files only such
-    versions name.  Files no version names (left by failed or killed writers) go once older
+    ``retain_versions``, not tagged and not the version a branch was created from; so do the
+    data, deletion and ``.txn`` files only such versions name -- never one another branch or a
+    detached version still names (:mod:`.lineage`).  ``store`` may be a branch
+    (``<root>/tree/<name>``): tags and branches are read at the root.  Files no version names (left by failed or killed writers) go once older
     than ``orphan_grace`` (7 days, whatever ``older_than`` is), as do commit temp files left
     in ``_versions/``.  Files younger than the cut-off (``now - older_than``) are kept.
 
@@ -181,19 +145,24 @@ def cleanup_old_versions(
     assert scheme is not None
     now_ns = time.time_ns()
     cut_ns = now_ns - int(older_than.total_seconds() * 1e9)
-    tagged = {int(t["version"]) for t in Tags(store).list().values()}  # type: ignore[call-overload]
     manifests = _read_present(store, versions, scheme)
     # Versions committed while we read (or whose manifests another cleanup removed, which only
     # happens once newer ones exist): a second listing, and everything new is kept.
     _, again = list_versions(store)
     newer = _read_present(store, [v for v in again if v > versions[-1]], scheme)
     present = sorted(manifests)
-    keep = set(present[-retain_versions:]) | {v for v in present if v in tagged}
-    keep |= {v for v, m in manifests.items() if m.timestamp_ns >= cut_ns}
-    drop = [v for v in present if v not in keep]
-    retained = {**{v: manifests[v] for v in keep}, **newer}
-    if not retained:
+    if not present and not newer:
         return CleanupStats()  # every version vanished meanwhile: another cleanup's business
+    latest = newer[max(newer)] if newer else manifests[present[-1]]
+    # tags, branches created from this one, other branches' and detached versions' files
+    pins = external_pins(store, latest.branch)
+    keep = set(present[-retain_versions:])
+    keep |= {v for v, m in manifests.items() if m.timestamp_ns >= cut_ns}
+    pinned_versions = {v: pins.versions[v] for v in present if v in pins.versions and v not in keep}
+    keep |= set(pinned_versions)
+    drop = [v for v in present if v not in keep]
+    protected = {who for whos in pinned_versions.values() for who in whos}
+    retained = {**{v: manifests[v] for v in keep}, **newer}
     kept_files: set[str] = set()
     for m in retained.values():
         kept_files |= _files_of(m)
@@ -208,16 +177,22 @@ def cleanup_old_versions(
     candidates: dict[str, int] = {}
     for prefix in ("data", "_deletions", "_transactions"):
         for rel, size, mtime in store.list_files(prefix):
-            if rel in kept_files:
+            # a blob sidecar (``data/<stem>/<id>.blob``, blob v2 payloads) lives and dies with
+            # its data file ``data/<stem>.lance``
+            owner = blob_sidecar_owner(rel) or rel
+            if owner in kept_files:
                 continue
-            if rel in dropped_files:
-                if mtime is None or mtime < file_cut:
-                    candidates[rel] = size
-            elif mtime is not None and mtime < grace_cut:
-                candidates[rel] = size
-    index_files = unreferenced_index_files(
-        store, [manifests[v] for v in keep], [manifests[v] for v in drop], grace_cut
-    )
+            if owner in dropped_files:
+                if mtime is not None and mtime >= file_cut:
+                    continue  # younger than the retention cut-off: a commit in flight may name it
+            elif mtime is None or mtime >= grace_cut:
+                continue
+            needed_by = pins.file_pinned_by(store, owner)
+            if needed_by:
+                protected |= needed_by
+                continue
+            candidates[rel] = size
+    index_files = unreferenced_index_files(store, list(retained.values()), [manifests[v] for v in drop], grace_cut)
     candidates.update(index_files)
     # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
     temps: dict[str, int] = {}
@@ -225,6 +200,8 @@ def cleanup_old_versions(
         name = rel.rsplit("/", 1)[-1]
         if "/" in rel[len(VERSIONS_DIR) + 1 :] or parse_manifest_name(name) is not None or name == HINT_FILE:
             continue
+        if _DETACHED.fullmatch(name):
+            continue  # a detached version (pylance keeps them; only a version number reaches them)
         if ".manifest-" in name:
             # an external manifest store's staging copy: possibly the only copy of a committed
             # version not finalized yet (manifest_store.py); never ours to remove
@@ -257,6 +234,8 @@ def cleanup_old_versions(
         failed_deletes=failed,
         temporary_files_removed=len(temps),
         removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
+        protected_by_tags=tuple(sorted(p[len("tag "):] for p in protected if p.startswith("tag "))),
+        protected_by_branches=tuple(sorted(p[len("branch "):] for p in protected if p.startswith("branch "))),
     )
 
 
@@ -278,4 +257,6 @@ def _size_or_zero(store: ObjectStore, rel: str) -> int:
         return 0  # removed meanwhile by another cleanup
 
 
-__all__ = ["CleanupStats", "TagError", "Tags", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR"]
+__all__ = [
+    "CleanupStats", "TagError", "Tags", "blob_sidecar_owner", "cleanup_old_versions", "NamingScheme", "VERSIONS_DIR",
+]

@@ -212,6 +212,12 @@ def checkout_manifest(
     handler = handler or ConditionalPutCommitHandler(store)
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise ArgumentTypeError(f"version must be an integer version number, got {type(version).__name__} {version!r}")
+    if version is not None and _m.is_detached_version(int(version)):
+        # a detached commit: never listed, never in a manifest store, always ``d{version}.manifest``
+        manifest = _m.read_manifest(store, int(version), NamingScheme.V2).manifest
+        _m.check_flags(manifest.reader_feature_flags, manifest.writer_feature_flags, path=store.uri, for_write=False)
+        require_readable(manifest.data_storage_version, f"{store.uri}: detached version {version}")
+        return manifest, handler.list_versions()[0] or NamingScheme.V2
     for attempt in range(LATEST_ATTEMPTS):
         scheme, versions = handler.list_versions()
         if not versions or scheme is None:

@@ -7,7 +7,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cleanup import CleanupStats, Tags, cleanup_old_versions
+from .blobs import BlobFile, take_blobs
+from .cleanup import CleanupStats, cleanup_old_versions
 from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
 from .commit_handler import (
     CommitHandler,
@@ -22,16 +23,27 @@ from .errors import (
     CommitFailedError,
     DatasetAlreadyExistsError,
     InvalidArgumentError,
+    UnsupportedFeatureError,
 )
 from .fragment import FragmentMetadata
 from .idempotency import committed_by, idempotency_key
 from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
-from .manifest import Manifest, NamingScheme, check_flags
+from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
 from .mutate import plan_delete, plan_update
 from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
+from .refs import (
+    Branches,
+    Tags,
+    VersionRef,
+    branch_store,
+    create_branch,
+    find_root,
+    normalize_branch,
+    resolve_reference,
+)
 from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -89,14 +101,34 @@ class LanceDataset:
         self,
         uri: str,
         *,
-        version: int | None = None,
+        version: VersionRef = None,
+        branch: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         manifest_store: "ManifestStore | str | None" = None,
     ):
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
         self._handler = commit_handler_for(self._store, manifest_store)
-        self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
+        if branch is None and (version is None or (isinstance(version, int) and not isinstance(version, bool))):
+            # the common case: a version of the dataset (or branch) at ``uri``; no ref is read
+            self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
+            return
+        latest, _ = checkout_manifest(self._store, None, self._handler)
+        root = find_root(self._store, latest.branch)
+        if branch is not None:
+            if isinstance(version, tuple | list):
+                raise ValueError(f"pass either branch={branch!r} or a (branch, version) tuple, not both")
+            if isinstance(version, str) and not version.isdigit():  # a tag: it must point into ``branch``
+                tag_branch, _ = resolve_reference(root, version)
+                if tag_branch != normalize_branch(branch):
+                    raise ValueError(f"{uri}: tag {version!r} points into branch {tag_branch or 'main'}, not {branch!r}")
+            else:
+                version = (branch, int(version) if version is not None else None)
+        target_branch, target = resolve_reference(root, version, current_branch=latest.branch)
+        if target_branch != latest.branch:
+            self._store = branch_store(root, target_branch)
+            self._handler = commit_handler_for(self._store, manifest_store)
+        self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
 
     @classmethod
     def _from_manifest(
@@ -118,6 +150,16 @@ class LanceDataset:
     @property
     def version(self) -> int:
         return self._manifest.version
+
+    @property
+    def branch(self) -> str | None:
+        """The branch this handle is on (None = main); its files live under ``<root>/tree/<branch>``."""
+        return self._manifest.branch
+
+    @property
+    def root_uri(self) -> str:
+        """URI of the root dataset (where tags, branch refs and main live); ``uri`` for main."""
+        return find_root(self._store, self.branch).uri
 
     @property
     def latest_version(self) -> int:
@@ -191,7 +233,9 @@ class LanceDataset:
             )
         return out
 
-    def checkout_version(self, version: int) -> "LanceDataset":
+    def checkout_version(self, version: VersionRef) -> "LanceDataset":
+        """Another version: an ``int`` of this branch, a tag name, or ``(branch, version)``
+        (``("main", 3)``, ``("dev", None)`` = latest of ``dev``), as pylance."""
         return LanceDataset(
             self.uri,
             version=version,
@@ -272,6 +316,11 @@ class LanceDataset:
 
     # ------------------------------------------------------------ mutations
     def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
+        if is_detached_version(self.version):
+            raise UnsupportedFeatureError(
+                f"{self.uri}: version {self.version} is detached (outside the lineage); lance_ops commits on "
+                "top of the latest version only: open the latest version to change the dataset"
+            )
         txn = Transaction(self.version, operation, properties=dict(properties or {}))
         manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
         return LanceDataset._from_manifest(self._store, manifest, self._handler)
@@ -354,21 +403,67 @@ class LanceDataset:
         """Rewrite fragments whose deleted fraction is at least ``threshold``, dropping deleted rows."""
         return self.compact_files(only_deletions=True, materialize_deletions_threshold=threshold, **options)
 
-    def change_feed(self, begin_version: int, end_version: int | None = None) -> pa.Table:
-        """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns."""
-        end = self.version if end_version is None else end_version
+    def _version_number(self, ref: VersionRef) -> int:
+        """A version of this branch named by a number or a tag."""
+        branch, v = resolve_reference(find_root(self._store, self.branch), ref, current_branch=self.branch,
+                                      current_version=self.version)
+        if branch != self.branch:
+            raise InvalidArgumentError(
+                f"{self.uri}: {ref!r} is version {v} of branch {branch or 'main'}, not of this handle's branch "
+                f"{self.branch or 'main'}; check out that branch first"
+            )
+        return v
+
+    def change_feed(
+        self, begin_version: VersionRef, end_version: VersionRef = None, *, on_schema_change: str = "evolve"
+    ) -> pa.Table:
+        """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns.
+
+        Versions may be numbers or tag names (of this branch).  The output has the end version's
+        columns plus ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``;
+        across schema changes earlier rows are mapped onto them by field id (added columns
+        null, renamed ones under the end name, dropped ones absent, casts applied), or with
+        ``on_schema_change="fail"`` a :class:`SchemaChangeError` is raised.
+        """
+        begin_version = self._version_number(begin_version)
+        end = self.version if end_version is None else self._version_number(end_version)
         if not 0 <= begin_version <= end:
             raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end}]")
         schema = change_feed_schema(self.checkout_version(end).schema)
-        batches = change_feed_batches(self._store, self._handler, begin_version, end)
+        batches = change_feed_batches(
+            self._store, self._handler, begin_version, end, on_schema_change=on_schema_change  # type: ignore[arg-type]
+        )
         return pa.Table.from_batches(list(batches), schema=schema)
 
     # ------------------------------------------------------- tags, cleanup
     @property
     def tags(self) -> Tags:
-        return Tags(self._store)
+        """Tags of the dataset (stored at the root, pointing into any branch); an ``int``
+        reference means a version of this handle's branch, as in pylance."""
+        return Tags(find_root(self._store, self.branch), self.branch, self.version)
 
-    def create_tag(self, name: str, version: int) -> None:
+    @property
+    def branches(self) -> Branches:
+        """Branches of the dataset: ``list()``, ``list_ordered()``, ``delete(name)``."""
+        return Branches(find_root(self._store, self.branch))
+
+    def create_branch(self, branch: str, reference: VersionRef = None) -> "LanceDataset":
+        """Create ``branch`` from ``reference`` (default: this version), as pylance: a shallow
+        clone under ``<root>/tree/<branch>`` that keeps using the source's files.
+
+        Returns:
+            the new branch, checked out at its first version (the source's version number).
+        """
+        root = find_root(self._store, self.branch)
+        src_branch, src_version = resolve_reference(
+            root, reference, current_branch=self.branch, current_version=self.version
+        )
+        src_store = branch_store(root, src_branch)
+        source, _ = checkout_manifest(src_store, src_version, commit_handler_for(src_store, self._handler.manifest_store))
+        store = create_branch(root, branch, source, normalize_branch(src_branch))
+        return LanceDataset(store.uri, storage_options=self._storage_options, manifest_store=self._handler.manifest_store)
+
+    def create_tag(self, name: str, version: VersionRef) -> None:
         self.tags.create(name, version)
 
     def delete_tag(self, name: str) -> None:
@@ -397,6 +492,17 @@ class LanceDataset:
             delete_unverified=delete_unverified,
             retention_duration_check=retention_duration_check,
         )
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | pa.Array | None = None,
+        addresses: Sequence[int] | pa.Array | None = None,
+        indices: Sequence[int] | pa.Array | None = None,
+    ) -> list[BlobFile | None]:
+        """Payloads of a blob column as file-like objects, as pylance's ``take_blobs``: rows by
+        ``ids`` (``_rowid``), ``addresses`` (``_rowaddr``) or ``indices``; None for a null blob."""
+        return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
         return Scanner(self, columns, filter, kw)
@@ -449,16 +555,45 @@ def _summary(m: Manifest) -> dict[str, str]:
 def dataset(
     uri: str,
     *,
-    version: int | None = None,
+    version: VersionRef = None,
+    branch: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
 ) -> LanceDataset:
     """Open the dataset at ``uri`` (latest version, or ``version``).
 
+    ``version``: a version number, a tag name (``"gold"``), or ``(branch, version)``
+    (``("dev", 2)``; ``("dev", None)`` = the latest of ``dev``; ``"main"`` = the main branch).
+    ``branch``: open that branch (its latest version, or ``version`` of it).  A branch can also
+    be opened by its own URI, ``<uri>/tree/<branch>``, as in pylance; detached versions open by
+    their number.
     ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
     or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
     """
-    return LanceDataset(uri, version=version, storage_options=storage_options, manifest_store=manifest_store)
+    return LanceDataset(
+        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
+    )
+
+
+def resolve_version(
+    uri: str,
+    version: VersionRef = None,
+    *,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+) -> tuple[str, int]:
+    """Where ``version`` lives: ``(uri of its branch, version number)``.
+
+    Resolves tag names, ``(branch, version)`` and ``branch=`` exactly as :func:`dataset` does, for
+    callers that pass a location and a number on (Spark tasks, CLIs, Dagster configs).
+
+    Raises:
+        DatasetNotFoundError: no such dataset or version.  TagError: no such tag.
+    """
+    ds = LanceDataset(uri, version=version, branch=branch, storage_options=storage_options,
+                      manifest_store=manifest_store)
+    return ds.uri, ds.version
 
 
 def write_dataset(
@@ -483,6 +618,8 @@ def write_dataset(
     """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
+        uri = uri.uri
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
     existing = try_open_latest(store, handler)

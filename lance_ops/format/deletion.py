@@ -8,6 +8,7 @@ always lists every deleted row of that fragment (a new delete rewrites it as a u
 
 import array
 import secrets
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
 from ._proto import table_pb2
+from .bases import BasePath, deletion_file_location
 from .errors import ArgumentTypeError, CorruptFileError, InvalidArgumentError, UnsupportedFeatureError
 from .fragment import DeletionFile, FragmentMetadata
 from .store import ObjectStore
@@ -23,6 +25,7 @@ __all__ = [
     "DELETIONS_DIR",
     "DELETION_BITMAP_THRESHOLD",
     "DELETION_SCHEMA",
+    "deletion_file_name",
     "deletion_file_path",
     "deleted_offsets",
     "deletion_mask",
@@ -57,7 +60,18 @@ def deletion_file_path(fragment_id: int, df: table_pb2.DeletionFile) -> str:
     if df.HasField("base_id"):
         raise UnsupportedFeatureError(
             f"deletion file of fragment {fragment_id} lives under base path {df.base_id}; "
-            "base paths are not supported"
+            "resolve it with the manifest's base paths (read_deletion_file(..., bases=...))"
+        )
+    return deletion_file_name(fragment_id, df)
+
+
+def deletion_file_name(fragment_id: int, df: table_pb2.DeletionFile) -> str:
+    """``_deletions/{fragment_id}-{read_version}-{id}.{arrow|bin}`` relative to the root of the
+    dataset (or base path) holding it, whatever its ``base_id``."""
+    suffix = _SUFFIX.get(df.file_type)
+    if suffix is None:
+        raise UnsupportedFeatureError(
+            f"deletion file of fragment {fragment_id}: unknown file_type {df.file_type}"
         )
     return f"{DELETIONS_DIR}/{fragment_id}-{df.read_version}-{df.id}.{suffix}"
 
@@ -107,6 +121,7 @@ def read_deletion_file(
     df: table_pb2.DeletionFile,
     *,
     physical_rows: int | None = None,
+    bases: Mapping[int, BasePath] | None = None,
 ) -> np.ndarray:
     """Deleted local row offsets of a fragment.
 
@@ -116,6 +131,8 @@ def read_deletion_file(
         df: the fragment's ``DeletionFile`` message from the manifest.
         physical_rows: the fragment's row count; when given, every offset must be below it.  Pass
             it: together with ``num_deleted_rows`` it is checked before a bitmap is expanded.
+        bases: the manifest's base paths (``Manifest.bases``), for a file with a ``base_id``
+            (one a branch shares with the version it was created from).
 
     Returns:
         Sorted, unique uint32 offsets.
@@ -126,7 +143,9 @@ def read_deletion_file(
             pylance), or an offset ``>= physical_rows``.
         UnsupportedFeatureError: see :func:`deletion_file_path`.
     """
-    rel = deletion_file_path(fragment_id, df)
+    if df.HasField("base_id"):
+        store = deletion_file_location(store, bases, df.base_id)
+    rel = deletion_file_name(fragment_id, df)
     path = store.full_path(rel)
     try:
         data = store.read(rel)
@@ -229,21 +248,35 @@ def deletion_mask(deleted: np.ndarray, physical_rows: int) -> np.ndarray:
     return mask
 
 
-def deleted_offsets(store: ObjectStore, frag: FragmentMetadata) -> np.ndarray:
-    """The fragment's currently deleted local offsets (sorted uint32)."""
+def deleted_offsets(
+    store: ObjectStore, frag: FragmentMetadata, *, bases: Mapping[int, BasePath] | None = None
+) -> np.ndarray:
+    """The fragment's currently deleted local offsets (sorted uint32); ``bases`` as in
+    :func:`read_deletion_file`."""
     if frag.deletion_file is None:
         return np.empty(0, dtype=np.uint32)
-    return read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+    return read_deletion_file(
+        store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=bases
+    )
 
 
 def with_deletions(
-    store: ObjectStore, frag: FragmentMetadata, new_offsets: np.ndarray, read_version: int
+    store: ObjectStore,
+    frag: FragmentMetadata,
+    new_offsets: np.ndarray,
+    read_version: int,
+    *,
+    bases: Mapping[int, BasePath] | None = None,
 ) -> FragmentMetadata | None:
-    """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone."""
+    """``frag`` with ``new_offsets`` added to its deletion vector; None when every row is gone.
+
+    The new deletion file is written under ``store`` (the dataset or branch writing it, no
+    ``base_id``); the old one is read through ``bases`` when it lives elsewhere.
+    """
     new = new_offsets.astype(np.uint32, copy=False)
     if new.size > 1 and not bool(np.all(new[1:] > new[:-1])):
         new = np.unique(new)
-    merged = np.union1d(deleted_offsets(store, frag), new) if frag.deletion_file is not None else new
+    merged = np.union1d(deleted_offsets(store, frag, bases=bases), new) if frag.deletion_file is not None else new
     if merged.size >= frag.physical_rows:
         return None
     df = write_deletion_file(store, frag.id, read_version, merged)

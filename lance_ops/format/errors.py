@@ -48,6 +48,15 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument has the wrong type (names the argument and the type received)."""
 
 
+class SchemaChangeError(SchemaError):
+    """A read across versions (the change feed) met a schema change it was asked to refuse."""
+
+    def __init__(self, message: str, *, version: int | None = None, changes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.version = version
+        self.changes = changes
+
+
 class CommitConflictError(LanceOpsError):
     """A commit lost a race against another transaction it cannot be rebased over."""
 

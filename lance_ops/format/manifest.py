@@ -17,12 +17,14 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
 from ._proto import table_pb2, transaction_pb2
 from ._version import __version__
+from .bases import BasePath, parse_base_paths
 from .errors import CorruptFileError, DatasetNotFoundError, SchemaError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
 from .schema import LanceSchema
@@ -39,10 +41,35 @@ FLAG_DELETION_FILES = 1
 FLAG_STABLE_ROW_IDS = 2
 FLAG_USE_V2_FORMAT_DEPRECATED = 4
 FLAG_TABLE_CONFIG = 8
-KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_USE_V2_FORMAT_DEPRECATED | FLAG_TABLE_CONFIG
+FLAG_BASE_PATHS = 16  # files under other base paths: branches (shallow clones), multi-base datasets
+KNOWN_READER_FLAGS = (
+    FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_USE_V2_FORMAT_DEPRECATED | FLAG_TABLE_CONFIG | FLAG_BASE_PATHS
+)
 KNOWN_WRITER_FLAGS = KNOWN_READER_FLAGS
+#: what each feature flag bit means (upstream ``rust/lance-table/src/feature_flags.rs``; bits
+#: from 64 on as pylance 14 treats them, FORMAT_NOTES.md §7.3)
+FLAG_NAMES = {
+    1: "deletion files",
+    2: "stable row ids",
+    4: "v2 file format (deprecated)",
+    8: "table config",
+    16: "base paths",
+    32: "disabled transaction files",
+    64: "data overlay files",
+    256: "mixed data file versions",
+    1024: "fragment reuse index",
+}
 
 WRITER_LIBRARY = "lance_ops"
+
+
+#: the high bit marks a detached version (a commit outside the lineage, ``d{version}.manifest``)
+DETACHED_VERSION_MASK = 1 << 63
+
+
+def is_detached_version(version: int) -> bool:
+    """A detached version (pylance ``commit(..., detached=True)``): never the latest, never listed."""
+    return bool(version & DETACHED_VERSION_MASK)
 
 
 class NamingScheme(Enum):
@@ -50,6 +77,9 @@ class NamingScheme(Enum):
     V2 = 2
 
     def file_name(self, version: int) -> str:
+        if is_detached_version(version):
+            # after every attached manifest in a listing, under both schemes (upstream commit.rs)
+            return f"d{version}.manifest"
         if self is NamingScheme.V2:
             return f"{U64_MAX - version:020d}.manifest"
         return f"{version}.manifest"
@@ -70,6 +100,17 @@ def parse_manifest_name(name: str) -> tuple[NamingScheme, int] | None:
 
 
 _MANIFEST_NAME = re.compile(r"(\d+)\.manifest")
+_DETACHED_NAME = re.compile(r"d(\d+)\.manifest")
+
+
+def list_detached_versions(store: ObjectStore) -> list[int]:
+    """Detached versions in ``_versions/`` (``d{version}.manifest``), sorted."""
+    out = []
+    for name in store.list_dir(VERSIONS_DIR):
+        m = _DETACHED_NAME.fullmatch(name)
+        if m is not None and int(m.group(1)) <= U64_MAX and is_detached_version(int(m.group(1))):
+            out.append(int(m.group(1)))
+    return sorted(out)
 
 
 def list_versions(store: ObjectStore) -> tuple[NamingScheme | None, list[int]]:
@@ -105,8 +146,9 @@ def check_flags(reader: int, writer: int, *, path: str, for_write: bool) -> None
         unknown |= writer & ~KNOWN_WRITER_FLAGS
     if unknown:
         bits = [1 << i for i in range(64) if unknown >> i & 1]
+        named = ", ".join(f"{FLAG_NAMES.get(b, 'an unknown feature')} (flag {b})" for b in bits)
         raise UnsupportedFeatureError(
-            f"{path}: feature flag(s) {bits} are not supported by lance_ops "
+            f"{path}: the dataset uses {named}, which lance_ops does not support "
             f"(reader_feature_flags={reader}, writer_feature_flags={writer})"
         )
 
@@ -195,6 +237,11 @@ class Manifest:
     #: the manifest file this was read from (named in errors), "" for one not yet written
     source: str = field(default="", compare=False, repr=False)
 
+    @cached_property
+    def bases(self) -> dict[int, BasePath]:
+        """``base_paths`` by id (where files with a ``base_id`` live; see :mod:`.bases`)."""
+        return parse_base_paths(self.base_paths)
+
     @property
     def uses_stable_row_ids(self) -> bool:
         return bool(self.reader_feature_flags & FLAG_STABLE_ROW_IDS)
@@ -215,6 +262,8 @@ class Manifest:
             flags |= FLAG_DELETION_FILES
         if self.uses_stable_row_ids:
             flags |= FLAG_STABLE_ROW_IDS
+        if self.base_paths:
+            flags |= FLAG_BASE_PATHS
         writer = flags | (FLAG_TABLE_CONFIG if self.config else 0)
         return flags, writer
 

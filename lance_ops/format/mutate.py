@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from . import rowids
+from .blobs import has_blob_columns, with_payloads
 from .deletion import with_deletions
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
@@ -52,7 +53,7 @@ def plan_delete(
         if offsets.size == 0:
             continue
         total += int(offsets.size)
-        new = with_deletions(store, frag, offsets, manifest.version)
+        new = with_deletions(store, frag, offsets, manifest.version, bases=manifest.bases)
         if new is None:
             removed.append(frag.id)
         else:
@@ -60,31 +61,44 @@ def plan_delete(
     return updated, removed, total
 
 
+def _typed_scalar(value: Any, typ: pa.DataType, name: str) -> pa.Scalar:
+    """``value`` (a Python value or a ``pa.Scalar``) as a scalar of the column's type."""
+    try:
+        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=typ)
+        return scalar if scalar.type == typ else scalar.cast(typ)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaError(f"update: value {value!r} does not fit column {name!r} of type {typ}: {e}") from e
+
+
 def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
-    """``table`` with the SET columns replaced by their expressions or scalars (vectorised)."""
+    """``table`` with the SET columns replaced by their expressions or scalars (vectorised).
+
+    Scalars (typed nulls of any type included: lists, structs, maps, dictionaries, fixed-size
+    lists) become whole columns with ``pa.repeat``; expressions are projected by Acero.
+    """
     exprs: dict[str, Any] = {}
     for name in table.column_names:
-        if name in values:
-            v = values[name]
-            typ = schema.field(name).type
-            try:
-                expr = v if isinstance(v, pc.Expression) else pc.scalar(pa.scalar(v, type=typ))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
-                    ValueError, OverflowError) as e:
-                raise SchemaError(f"update: value {v!r} for column {name!r} is not a {typ}: {e}") from None
-            exprs[name] = expr.cast(typ) if isinstance(v, pc.Expression) else expr
-        else:
-            exprs[name] = pc.field(name)
+        v = values.get(name, None) if name in values else None
+        if name in values and isinstance(v, pc.Expression):
+            exprs[name] = v.cast(schema.field(name).type)
     try:
-        out = pads.dataset(table).to_table(columns=exprs)
-        cols = [out.column(n).cast(schema.field(n).type) for n in table.column_names]
+        out = pads.dataset(table).to_table(columns=exprs) if exprs else None
+        cols = []
+        for name in table.column_names:
+            typ = schema.field(name).type
+            if name not in values:
+                cols.append(table.column(name))
+            elif out is not None and name in exprs:
+                cols.append(out.column(name).cast(typ))
+            else:
+                cols.append(pa.repeat(_typed_scalar(values[name], typ, name), table.num_rows))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         msg = str(e).split("\n", 1)[0]
         set_ = {k: str(v) for k, v in values.items()}
         raise SchemaError(f"update: the values {set_} cannot be computed on the dataset's columns "
                           f"{[f'{f.name}: {f.type}' for f in schema]}: {msg}") from None
     for n, col in zip(table.column_names, cols, strict=True):
-        if not schema.field(n).nullable and col.null_count:
+        if n in values and not schema.field(n).nullable and col.null_count:
             raise SchemaError(f"update: column {n!r} is not nullable but the value {values.get(n)!r} gives nulls")
     return pa.Table.from_arrays(cols, schema=table.schema)
 
@@ -125,11 +139,15 @@ def plan_update(
     kept_created: list[np.ndarray] = []
     total = 0
 
+    blobs = has_blob_columns(manifest)
+
     def new_rows() -> Iterator[pa.RecordBatch]:
         nonlocal total
         for frag in manifest.fragments:
             offsets = []
             for b in scan_fragment(store, manifest, frag, plan):
+                if blobs:  # blob descriptions -> the payloads they point at, written anew
+                    b = with_payloads(store, manifest, frag, b)
                 offsets.append(b.column(ROW_ADDR).to_numpy() & LOCAL_MASK)
                 if stable:
                     kept_ids.append(b.column(ROW_ID).to_numpy())
@@ -140,7 +158,7 @@ def plan_update(
                 continue
             off = np.concatenate(offsets).astype(np.uint32)
             total += int(off.size)
-            new = with_deletions(store, frag, off, manifest.version)
+            new = with_deletions(store, frag, off, manifest.version, bases=manifest.bases)
             if new is None:
                 removed.append(frag.id)
             else:

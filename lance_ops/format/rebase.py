@@ -11,6 +11,7 @@
 import numpy as np
 
 from . import rowids
+from .bases import BasePath
 from .deletion import deleted_offsets, with_deletions
 from .errors import RetryableCommitConflictError
 from .fragment import FragmentMetadata
@@ -41,12 +42,14 @@ def _retry_error(txn: Transaction, version: int, why: str, other: Operation | No
     )
 
 
-def _mine_removed(store: ObjectStore, mine: FragmentMetadata | None, base: FragmentMetadata) -> np.ndarray:
+def _mine_removed(
+    store: ObjectStore, mine: FragmentMetadata | None, base: FragmentMetadata, bases: "dict[int, BasePath]"
+) -> np.ndarray:
     """Offsets my transaction removes from ``base`` (all live rows if I removed the fragment)."""
-    before = deleted_offsets(store, base)
+    before = deleted_offsets(store, base, bases=bases)
     if mine is None:
         return np.setdiff1d(np.arange(base.physical_rows, dtype=np.uint32), before)
-    return np.setdiff1d(deleted_offsets(store, mine), before)
+    return np.setdiff1d(deleted_offsets(store, mine, bases=bases), before)
 
 
 def rebase(
@@ -69,6 +72,7 @@ def rebase(
     """
     op = txn.operation
     v = theirs_manifest.version
+    bases = theirs_manifest.bases  # a branch keeps its base paths: one map for every version
 
     def _retry(txn: Transaction, version: int, why: str) -> RetryableCommitConflictError:
         return _retry_error(txn, version, why, other)
@@ -83,12 +87,12 @@ def rebase(
                 raise _retry(txn, v, f"fragment {fid} was deleted entirely")
             if theirs.files != base.files:
                 raise _retry(txn, v, f"fragment {fid} data files changed")
-            mine_new = _mine_removed(store, updated.get(fid), base)
-            theirs_new = np.setdiff1d(deleted_offsets(store, theirs), deleted_offsets(store, base))
+            mine_new = _mine_removed(store, updated.get(fid), base, bases)
+            theirs_new = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), deleted_offsets(store, base, bases=bases))
             both = np.intersect1d(mine_new, theirs_new)
             if both.size:
                 raise _retry(txn, v, f"{both.size} row(s) of fragment {fid} were changed by both")
-            merged = with_deletions(store, theirs, mine_new, v)
+            merged = with_deletions(store, theirs, mine_new, v, bases=bases)
             state.seen[fid] = theirs
             state.source[fid] = theirs_manifest.source
             if merged is None:
@@ -114,11 +118,11 @@ def rebase(
             theirs = theirs_manifest.fragment(fid)
             if theirs is not None and theirs.files != base.files:
                 raise _retry(txn, v, f"fragment {fid} data files changed")
-            before = deleted_offsets(store, base)
+            before = deleted_offsets(store, base, bases=bases)
             if theirs is None:
                 offsets = np.setdiff1d(np.arange(base.physical_rows, dtype=np.uint32), before)
             else:
-                offsets = np.setdiff1d(deleted_offsets(store, theirs), before)
+                offsets = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), before)
                 state.seen[fid] = theirs
                 state.source[fid] = theirs_manifest.source
             if offsets.size:
@@ -138,7 +142,7 @@ def rebase(
                 ids = rowids.fragment_row_ids(nf, f"transaction {txn.file_name}")
                 hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
                 if hit.size:
-                    merged = with_deletions(store, nf, hit, v)
+                    merged = with_deletions(store, nf, hit, v, bases=bases)
                     if merged is None and op.rewritten_indices:
                         # remapped index files name its rows: the fragment cannot just vanish
                         raise _retry(txn, v, f"every row of compacted fragment {nf.id} was deleted meanwhile")

@@ -23,8 +23,10 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from . import rowids
+from .bases import data_file_location
 from .deletion import read_deletion_file
 from .errors import ArgumentTypeError, CorruptFileError, SchemaError, UnsupportedFeatureError
+from .file.blobs import scan_schema
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
@@ -90,7 +92,7 @@ def plan_scan(
         needed |= set(filter_cols)
     data_cols = tuple(n for n in names if n in needed)
     meta_cols = tuple(m for m in META_COLUMNS if m in needed)
-    arrow = schema.to_arrow()
+    arrow = scan_schema(schema.to_arrow())  # blob columns: their descriptions, as pylance
     out_schema = pa.schema(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
@@ -171,7 +173,7 @@ def _fragment_data(
     """
     schema = manifest.schema
     wanted = schema.project(list(names)) if names else None
-    target = wanted.to_arrow() if wanted is not None else pa.schema([])
+    target = scan_schema(wanted.to_arrow()) if wanted is not None else pa.schema([])
     top_ids = [schema.field(n).id for n in names]
     sources = []
     covered: dict[int, int] = {}
@@ -187,7 +189,7 @@ def _fragment_data(
     streams = []
     for df, ids in sources:
         with named_fragment(manifest, frag):
-            reader = _checked_reader(store, frag, df)
+            reader = _checked_reader(store, frag, df, manifest)
         gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -270,12 +272,18 @@ def named_fragment(manifest: Manifest, frag: FragmentMetadata) -> Iterator[None]
         raise type(e)(str(e) + where) from e
 
 
-def _checked_reader(store: ObjectStore, frag: FragmentMetadata, df: DataFile) -> DataFileReader:
-    """The data file's reader, after checking it holds the fragment's ``physical_rows``."""
-    reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+def _checked_reader(
+    store: ObjectStore, frag: FragmentMetadata, df: DataFile, manifest: Manifest | None = None
+) -> DataFileReader:
+    """The data file's reader, after checking it holds the fragment's ``physical_rows``.
+
+    ``manifest`` resolves a file with a ``base_id`` (one a branch shares with its source).
+    """
+    store, rel = data_file_location(store, manifest.bases if manifest is not None else None, df)
+    reader = DataFileReader(store, rel, file_size=df.file_size_bytes or None)
     if reader.num_rows != frag.physical_rows:
         raise CorruptFileError(
-            store.full_path(f"data/{df.path}"),
+            store.full_path(rel),
             f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
         )
     return reader
@@ -294,11 +302,13 @@ def _open_fragment(
         # Trust physical_rows for per-row allocations only once a data file confirms it
         # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
         with named_fragment(manifest, frag):
-            _checked_reader(store, frag, frag.files[0])
+            _checked_reader(store, frag, frag.files[0], manifest)
     live = None
     if frag.deletion_file is not None:
         with named_fragment(manifest, frag):
-            deleted = read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows)
+            deleted = read_deletion_file(
+                store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=manifest.bases
+            )
         if len(deleted):
             live = np.ones(frag.physical_rows, dtype=bool)
             live[deleted] = False

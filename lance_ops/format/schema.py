@@ -290,6 +290,12 @@ def arrow_type(fld: LanceField, children: list[pa.Field]) -> pa.DataType:
             )
         entries = children[0].type
         return pa.map_(entries.field(0), entries.field(1))
+    if lt.startswith("fixed_size_list:") and lt.split(":")[1] in ("struct", "list", "large_list") and len(children) == 1:
+        # a fixed-size list of a nested type (pylance 2.2: fixed_size_list<struct>): its item is a field
+        try:
+            return pa.list_(children[0], int(lt.rsplit(":", 1)[1]))
+        except ValueError as e:
+            raise SchemaError(f"malformed logical type {lt!r}: {e}") from e
     t = _parse_logical(lt)
     assert t is not None
     if children:

@@ -5,6 +5,7 @@ transaction referencing them commits, so a failed writer leaves only orphan file
 by cleanup).
 """
 
+import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -156,6 +157,7 @@ def write_fragment_files(
     major, minor = (int(x) for x in version.split("."))
     target = schema.to_arrow()
     fields, columns = data_file_field_info(schema, version)
+    check_writable(schema, version)  # before a file is created
     frags: list[FragmentMetadata] = []
     writer: DataFileWriter | None = None
     sink = None
@@ -184,7 +186,7 @@ def write_fragment_files(
                 if writer is None:
                     name = random_data_file_name()
                     sink = store.open_output(f"{DATA_DIR}/{name}")
-                    writer = DataFileWriter(sink, schema, version=version)
+                    writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name))
                 take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
@@ -196,14 +198,34 @@ def write_fragment_files(
         if sink is not None:
             sink.close()
             store.delete(f"{DATA_DIR}/{name}")
+            _delete_sidecars(store, name)
         for f in frags:
             for df in f.files:
                 store.delete(f"{DATA_DIR}/{df.path}")
+                _delete_sidecars(store, df.path)
         raise
     if writer is not None and sink is not None:  # opened but empty
         sink.close()
         store.delete(f"{DATA_DIR}/{name}")
     return frags
+
+
+def check_writable(schema: LanceSchema, version: str) -> None:
+    """Raise :class:`UnsupportedFeatureError` (naming the field and type) when data files of
+    ``version`` cannot hold a column of ``schema``; writes nothing."""
+    DataFileWriter(io.BytesIO(), schema, version=version)
+
+
+def _sidecars(store: ObjectStore, name: str) -> Any:
+    """Opens ``data/<stem>/<file>`` beside data file ``name`` (blob v2 payloads)."""
+    stem = name[: -len(".lance")] if name.endswith(".lance") else name
+    return lambda file: store.open_output(f"{DATA_DIR}/{stem}/{file}")
+
+
+def _delete_sidecars(store: ObjectStore, name: str) -> None:
+    stem = name[: -len(".lance")] if name.endswith(".lance") else name
+    for rel, _size, _mtime in list(store.list_files(f"{DATA_DIR}/{stem}")):
+        store.delete(rel)
 
 
 def write_fragments(

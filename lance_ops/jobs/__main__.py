@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     p.add_argument("--storage-options", type=_json_dict, default={}, help="JSON object for the dataset's storage")
+    p.add_argument("--branch", default=None, help="run on this branch of the dataset (<uri>/tree/<branch>)")
     sub = p.add_subparsers(dest="job", required=True)
 
     a = sub.add_parser("append", help="append a source (path + format) to a dataset")
@@ -73,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("change-feed", help="write the change feed of (begin, end] to a sink")
     f.add_argument("uri")
-    f.add_argument("--begin", type=int, required=True)
-    f.add_argument("--end", type=int, required=True)
+    f.add_argument("--begin", required=True, help="version number or tag")
+    f.add_argument("--end", required=True, help="version number or tag")
     f.add_argument("--sink", required=True)
     f.add_argument("--sink-format", choices=["lance", "parquet"], default="lance")
     return p
@@ -108,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     owned = SparkSession.getActiveSession() is None
     spark = spark_session(args.master, _pairs(args.conf, "--conf"), app_name=f"lance_ops {args.job}")
     so = args.storage_options
+    if args.branch is not None:
+        from lance_ops.format import resolve_version
+
+        args.uri = resolve_version(args.uri, branch=args.branch, storage_options=so)[0]
     try:
         if args.job == "append":
             result: Any = append(

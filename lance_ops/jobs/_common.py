@@ -8,7 +8,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from lance_ops.format.commit import load_transaction
+from lance_ops.format.dataset import resolve_version
 from lance_ops.format.errors import SchemaError
+from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.manifest import Manifest, list_versions
 from lance_ops.format.store import ObjectStore
@@ -28,7 +30,7 @@ def read_version(
     **options: Any,
 ) -> DataFrame:
     """``columns`` (user and metadata) of the version ``manifest`` through the lance data source."""
-    full = spark_schema(manifest.schema.to_arrow(), META_COLUMNS)
+    full = spark_schema(scan_schema(manifest.schema.to_arrow()), META_COLUMNS)
     by_name = {f.name: f for f in full.fields}
     missing = [c for c in columns if c not in by_name]
     if missing:
@@ -77,3 +79,17 @@ def referenced_columns(sql: str, names: Sequence[str]) -> list[str]:
     tokens = {t.lower() for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
     quoted = {q.lower() for q in re.findall(r"`([^`]+)`", sql)}
     return [n for n in names if n.lower() in tokens or n.lower() in quoted]
+
+
+def version_number(uri: str, ref: int | str | None, storage_options: Mapping[str, Any] | None = None) -> int | None:
+    """A version of the dataset (or branch) at ``uri`` named by a number or a tag (which must
+    point into this branch); None stays None."""
+    if ref is None or (isinstance(ref, int) and not isinstance(ref, bool)):
+        return ref
+    if isinstance(ref, str) and ref.isdigit():
+        return int(ref)
+    location, version = resolve_version(uri, ref, storage_options=storage_options)
+    if location.rstrip("/") != uri.rstrip("/"):
+        raise ValueError(f"{uri}: {ref!r} names version {version} of {location}, not of this dataset; pass that URI")
+    return version
+

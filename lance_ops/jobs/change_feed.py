@@ -16,6 +16,10 @@ It is built from reads of the two versions through the lance data source (versio
 pushed down as filters, so only batches holding changed rows are decoded) and joins /
 anti-joins by ``_rowid``; it equals the in-process ``LanceDataset.change_feed``.
 Compaction and deletion materialisation keep row ids and versions: they add no rows.
+Across schema evolution the output has the end version's columns; pre-images and deleted rows
+read from ``begin`` are mapped onto them by field id (a later-added column is null, a renamed one
+takes the end name, a dropped one is absent, a cast one is cast), exactly as the format API's
+change feed; ``on_schema_change="fail"`` refuses such a range with ``SchemaChangeError``.
 """
 
 import time
@@ -28,10 +32,12 @@ from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import (
     commit_timestamp_micros,
     id_removing_versions,
     open_manifest,
+    range_column_map,
     row_changing_versions,
 )
 from lance_ops.format.manifest import Manifest, list_versions, read_manifest
@@ -42,7 +48,7 @@ from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
-from ._common import read_version
+from ._common import read_version, version_number
 from ._types import spark_schema
 from .mutations import committed_files, delete_deletion_files, plan_deletions, write_fragments_df
 from .results import ChangeFeedWriteResult
@@ -60,28 +66,32 @@ SINK_ROW_ID = "_source_rowid"
 def change_feed(
     spark: SparkSession,
     uri: str,
-    begin_version: int,
-    end_version: int | None = None,
+    begin_version: int | str,
+    end_version: int | str | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    on_schema_change: str = "evolve",
 ) -> DataFrame:
     """The changes of ``(begin_version, end_version]`` (end: latest by default) as a DataFrame.
+
+    Versions are numbers or tag names (of the branch at ``uri``; a branch is ``<root>/tree/<name>``).
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
         UnsupportedFeatureError: the dataset has no stable row ids.
+        SchemaChangeError: ``on_schema_change="fail"`` and the schema changed in the range.
     """
     so = dict(storage_options or {})
     store = ObjectStore(uri, so)
-    end_m, scheme = open_manifest(store, end_version)
-    b, e = int(begin_version), end_m.version
+    end_m, scheme = open_manifest(store, version_number(uri, end_version, so))
+    b, e = int(version_number(uri, begin_version, so)), end_m.version  # type: ignore[arg-type]
     if b < 0 or e < b:
         raise ValueError(f"need 0 <= begin_version <= end_version, got ({b}, {e}]")
     if not end_m.uses_stable_row_ids:
         raise UnsupportedFeatureError(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
-    user_arrow = end_m.schema.to_arrow()
+    user_arrow = scan_schema(end_m.schema.to_arrow())
     user = list(user_arrow.names)
     out_schema = change_feed_spark_schema(user_arrow)
     if b == e:
@@ -102,9 +112,10 @@ def change_feed(
     is_insert = (created > b) & (created <= e)
     is_post = (created <= b) & (updated > b) & (updated <= e)
 
-    def emit(df: DataFrame, kind: str | Column, version: Column) -> DataFrame:
+    def emit(df: DataFrame, kind: str | Column, version: Column, cols: list[Column] | None = None) -> DataFrame:
         k = F.lit(kind) if isinstance(kind, str) else kind
-        return df.select(*user_cols, F.col(ROW_ID), k.alias(CHANGE_TYPE), version.cast("long").alias(COMMIT_VERSION))
+        return df.select(*(cols or user_cols), F.col(ROW_ID), k.alias(CHANGE_TYPE),
+                         version.cast("long").alias(COMMIT_VERSION))
 
     # One scan of the end version; the reader selects inserted / updated rows from the version
     # columns before decoding any data page.
@@ -113,15 +124,22 @@ def change_feed(
         emit(changed, F.when(is_insert, "insert").otherwise("update_postimage"),
              F.when(is_insert, created).otherwise(updated))
     ]
+    cmap = range_column_map(store, scheme, b, e, at, on_schema_change, uri) if b > 0 else None
     changing = row_changing_versions(store, scheme, b, e) if b > 0 else []
     if changing:  # there may be pre-images and deletes: join the begin version by _rowid
+        assert cmap is not None
+        # the begin version's columns under the end version's names and types (by field id)
+        begin_cols = [
+            (F.col(src) if src is not None else F.lit(None)).cast(types[c]).alias(c)
+            for c, src in zip(user, cmap.sources, strict=True)
+        ]
         candidates = id_removing_versions(store, scheme, b, e)
         # Metadata-only scans (no data file is opened for _rowid and the version columns).
         end_meta = read(end_m, [ROW_ID, CREATED_AT, UPDATED_AT]).select(
             F.col(ROW_ID), F.when(is_post, updated).alias("_post_v"), F.lit(True).alias("_alive")
         )
         begin_m = at(b)
-        joined = read(begin_m, user + [ROW_ID]).join(end_meta, on=ROW_ID, how="left").where(
+        joined = read(begin_m, cmap.read_columns + [ROW_ID]).join(end_meta, on=ROW_ID, how="left").where(
             F.col("_post_v").isNotNull() | F.col("_alive").isNull()
         )
         gone: Column = F.lit(candidates[-1] if candidates else e)
@@ -145,7 +163,7 @@ def change_feed(
         dead_row = F.col("_alive").isNull()
         parts.append(
             emit(joined, F.when(dead_row, "delete").otherwise("update_preimage"),
-                 F.when(dead_row, gone).otherwise(F.col("_post_v")))
+                 F.when(dead_row, gone).otherwise(F.col("_post_v")), begin_cols)
         )
     out = parts[0]
     for p in parts[1:]:
@@ -168,14 +186,15 @@ def range_location(sink_uri: str, begin_version: int, end_version: int) -> str:
 def write_change_feed(
     spark: SparkSession,
     uri: str,
-    begin_version: int,
-    end_version: int,
+    begin_version: int | str,
+    end_version: int | str,
     sink_uri: str,
     *,
     format: Literal["lance", "parquet"] = "lance",
     storage_options: Mapping[str, Any] | None = None,
     sink_storage_options: Mapping[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    on_schema_change: str = "evolve",
 ) -> ChangeFeedWriteResult:
     """Write the change feed of ``(begin, end]`` to ``sink_uri``; re-running a range never duplicates.
 
@@ -190,7 +209,10 @@ def write_change_feed(
       creates the sink.
     """
     t0 = time.perf_counter()
-    df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options)
+    begin_version = int(version_number(uri, begin_version, storage_options))  # type: ignore[arg-type]
+    end_version = int(version_number(uri, end_version, storage_options))  # type: ignore[arg-type]
+    df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options,
+                     on_schema_change=on_schema_change)
     if format == "parquet":
         location = range_location(sink_uri, begin_version, end_version)
         counted = Observation("lance_ops_change_feed")

@@ -19,9 +19,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lance_ops.format.blobs import has_blob_columns
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.deletion import deletion_file_path, with_deletions
-from lance_ops.format.errors import SchemaError
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.file.blobs import is_blob_field
 from lance_ops.format.fragment import FragmentMetadata
 from lance_ops.format.manifest import Manifest
 from lance_ops.format.operations import Delete, Update
@@ -96,14 +98,15 @@ def committed_files(frags: Sequence[FragmentMetadata]) -> set[str]:
 
 
 def _deletion_writer(
-    uri: str, storage_options: Mapping[str, Any], version: int, frags: Mapping[int, FragmentMetadata]
+    uri: str, storage_options: Mapping[str, Any], version: int, frags: Mapping[int, FragmentMetadata],
+    bases: Mapping[int, Any] | None = None,
 ) -> Callable[[pa.Table], pa.Table]:
     """Executor side: one fragment's matching offsets -> its new deletion file."""
 
     def write(table: pa.Table) -> pa.Table:
         fid = int(table.column("fragment_id")[0].as_py())
         offsets = np.unique(table.column("offset").to_numpy()).astype(np.uint32)
-        new = with_deletions(ObjectStore(uri, storage_options), frags[fid], offsets, version)
+        new = with_deletions(ObjectStore(uri, storage_options), frags[fid], offsets, version, bases=bases)
         return pa.table(
             {"fragment_id": pa.array([fid], pa.int64()), "deleted": pa.array([offsets.size], pa.int64()),
              "fragment": pa.array([pickle.dumps(new)], pa.binary())}
@@ -148,7 +151,8 @@ def plan_deletions(
     matched = df.where(where).select(
         F.shiftright(ROW_ADDR, 32).alias("fragment_id"), F.col(ROW_ADDR).bitwiseAND(F.lit(LOCAL_MASK)).alias("offset")
     )
-    fn = _deletion_writer(uri, storage_options, manifest.version, {f.id: f for f in manifest.fragments})
+    fn = _deletion_writer(uri, storage_options, manifest.version, {f.id: f for f in manifest.fragments},
+                          manifest.bases)
     rows = matched.groupBy("fragment_id").applyInArrow(fn, "fragment_id long, deleted long, fragment binary").collect()
     updated, removed, total = [], [], 0
     for r in sorted(rows, key=lambda r: r["fragment_id"]):
@@ -211,6 +215,7 @@ def _upsert_writer(
     stable = manifest.uses_stable_row_ids
     version = manifest.version
     file_version = require_writable(manifest.data_storage_version, uri)
+    bases = manifest.bases
 
     def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         group = int(key[0].as_py())
@@ -240,7 +245,7 @@ def _upsert_writer(
                                                   created_at_versions=encode_versions(created[sl])))
                         pos += f.physical_rows
                     new = out
-                old = with_deletions(store, frags[group], offsets, version)
+                old = with_deletions(store, frags[group], offsets, version, bases=bases)
                 payload = pickle.dumps((old, list(new)))
                 kind = "update"
         except BaseException:
@@ -280,6 +285,11 @@ def upsert(
         raise ValueError("upsert needs at least one key column in `on`")
     so = dict(storage_options or {})
     store, m = latest(uri, so)
+    if has_blob_columns(m):
+        raise UnsupportedFeatureError(
+            f"{uri}: upsert of a dataset with blob columns ({[f.name for f in m.schema.top_level() if is_blob_field(f)]}) "
+            "is not supported by lance_ops' Spark job (update, delete and compaction are); nothing was written"
+        )
     user_arrow = m.schema.to_arrow()
     user = list(user_arrow.names)
     src = as_dataframe(spark, source, format, options)

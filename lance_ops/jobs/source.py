@@ -80,6 +80,7 @@ from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.commit_handler import try_open_latest
 from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
+from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.idempotency import committed_by, with_idempotency
 from lance_ops.format.maintenance.distributed import (
     DEFAULT_BATCH_SIZE,
@@ -125,7 +126,7 @@ class LanceDataSource(DataSource):
     def schema(self) -> StructType:
         _, manifest = _open(self.options)
         meta = META_COLUMNS if get_bool(self.options, "with_metadata", False) else ()
-        return spark_schema(manifest.schema.to_arrow(), meta)
+        return spark_schema(scan_schema(manifest.schema.to_arrow()), meta)  # blobs: descriptions
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if get_bool(self.options, "pushdown", True):
@@ -258,7 +259,7 @@ class LanceReader(DataSourceReader):
         if unknown:
             raise SchemaError(f"{self.uri}: column(s) {unknown} are not in the dataset (version {self.version})")
         self.schema = schema
-        self.full_schema = spark_schema(manifest.schema.to_arrow(), META_COLUMNS)
+        self.full_schema = spark_schema(scan_schema(manifest.schema.to_arrow()), META_COLUMNS)
         self.rows_per_partition = get_int(options, "rows_per_partition", DEFAULT_ROWS_PER_PARTITION) or 1
         self.batch_size = get_int(options, "batch_size", DEFAULT_BATCH_SIZE) or DEFAULT_BATCH_SIZE
         self.pushed: list[Filter] = []

@@ -42,7 +42,7 @@ def test_cleanup_removes_unreferenced_index_files_like_pylance(rebuilt, tmp_path
     rebuilt, _ = rebuilt
     theirs = copy(rebuilt, str(tmp_path / "theirs"))
     assert len(_index_dirs(rebuilt)) == 3 * len(KINDS)
-    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
+    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     expected = lance.dataset(theirs).cleanup_old_versions(older_than=timedelta(0))
     assert stats.index_files_removed == expected.index_files_removed > 0
     assert stats.old_versions == expected.old_versions
@@ -57,11 +57,11 @@ def test_cleanup_keeps_the_indices_of_tagged_versions(rebuilt):
     lf.dataset(rebuilt).create_tag("before_compaction", v)
     before = _referenced(lance.dataset(rebuilt, version=v))
     assert len(before) == len(KINDS)
-    lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
+    lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert before <= _index_dirs(rebuilt)
     assert wrong_answers(lance.dataset(rebuilt, version=v), KINDS) == []
     lf.dataset(rebuilt).delete_tag("before_compaction")
-    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
+    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert stats.index_files_removed > 0 and not before & _index_dirs(rebuilt)
 
 
@@ -72,14 +72,14 @@ def test_dry_run_and_young_orphans(rebuilt):
     with open(os.path.join(orphan, "page_data.lance"), "wb") as f:
         f.write(b"x" * 100)
     dirs = _index_dirs(rebuilt)
-    dry = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), dry_run=True)
+    dry = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False, dry_run=True)
     assert dry.index_files_removed > 0 and _index_dirs(rebuilt) == dirs
-    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
+    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert stats.index_files_removed == dry.index_files_removed
     assert os.path.exists(orphan)  # referenced by no version, but younger than the grace period
     old = time.time() - 8 * 86400
     os.utime(os.path.join(orphan, "page_data.lance"), (old, old))
-    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0))
+    stats = lf.dataset(rebuilt).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert stats.index_files_removed == 1 and not os.path.exists(orphan)
     assert wrong_answers(lance.dataset(rebuilt), KINDS) == []
 
@@ -93,7 +93,7 @@ def test_cleanup_keeps_indices_a_branch_inherited(tmp_path):
     inherited = ds.describe_indices()[0].segments[0].uuid
     ds.create_branch("dev", ds.version)
     ds.create_scalar_index("id", "BTREE", name="btree_idx", replace=True)
-    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert inherited in _index_dirs(uri)
     dev = lance.dataset(uri).checkout_version(("dev", None))
     assert dev.to_table(filter="id = 5").num_rows == 1

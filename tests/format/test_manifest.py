@@ -1,5 +1,6 @@
 """Manifests, fragments and transactions: proto round trips, file layout, naming, flags."""
 
+import re
 import struct
 from pathlib import Path
 
@@ -110,15 +111,19 @@ def test_encode_decode_layout() -> None:
     assert decode_transaction(mf.transaction, "mem") == txn
 
 
-@pytest.mark.parametrize("flag", [16, 64, 512, 1 << 20])
-def test_unknown_feature_flags_are_refused(uri: str, flag: int) -> None:
+@pytest.mark.parametrize(
+    "flag, name",
+    [(32, "disabled transaction files"), (64, "data overlay files"), (256, "mixed data file versions"),
+     (512, "an unknown feature"), (1024, "fragment reuse index"), (1 << 20, "an unknown feature")],
+)
+def test_unknown_feature_flags_are_refused_by_name(uri: str, flag: int, name: str) -> None:
     lf.write_dataset(simple_table(0, 3), uri)
     store = ObjectStore(uri)
     rel = f"_versions/{NamingScheme.V2.file_name(1)}"
     mf = decode_manifest_file(store.read(rel), rel)
     m = mf.manifest.with_changes(reader_feature_flags=flag, writer_feature_flags=flag)
     store.put(rel, encode_manifest_file(m, None))
-    with pytest.raises(UnsupportedFeatureError, match=str(flag)):
+    with pytest.raises(UnsupportedFeatureError, match=re.escape(f"{name} (flag {flag})")):
         lf.dataset(uri)
 
 

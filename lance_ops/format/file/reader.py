@@ -34,7 +34,7 @@ from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
-from . import v21
+from . import blobs, v21
 from .encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
@@ -44,6 +44,7 @@ from .encodings import (
     bool_to_bitmap,
     decode_array,
 )
+from .maps import MapView, contains_map, map_as_list
 from .prefetch import PagePrefetcher
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
@@ -193,10 +194,15 @@ class _PagedColumn(_Column):
         hit = self._cache.get(i)
         if hit is not None:
             return hit
-        if self._prefetch is not None and i in self._scheduled:
-            out = self._prefetch.take(self, i)
-        else:
-            out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
+        try:
+            if self._prefetch is not None and i in self._scheduled:
+                out = self._prefetch.take(self, i)
+            else:
+                out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
+        except UnsupportedFeatureError as e:  # name the field too (the encodings know only the file)
+            if repr(self.field.name) in str(e):
+                raise
+            raise UnsupportedFeatureError(f"{e} (field {self.field.name!r}, column {self.column})") from None
         self._cache[i] = out
         return out
 
@@ -471,7 +477,8 @@ class DataFileReader:
         if cached is None:
             try:
                 schema = LanceSchema.from_proto(
-                    self.file_descriptor.schema.fields, dict(self.file_descriptor.schema.metadata)
+                    blobs.strip_packed_children(self.file_descriptor.schema.fields),
+                    dict(self.file_descriptor.schema.metadata),
                 )
                 schema.to_arrow()  # every field's logical type resolves
             except SchemaError as e:
@@ -542,11 +549,9 @@ class DataFileReader:
             ce_any = self._any(cm.encoding.direct.encoding, f"column {column} encoding")
             if ce_any.type_url == COLUMN_ENCODING_URL:
                 try:
-                    ce = epb.ColumnEncoding.FromString(ce_any.value)
+                    epb.ColumnEncoding.FromString(ce_any.value)  # must decode
                 except DecodeError as e:
                     raise CorruptFileError(self.path, f"cannot decode encoding of column {column}: {e}") from e
-                if ce.WhichOneof("column_encoding") == "blob":
-                    raise UnsupportedFeatureError(f"{self.path}: blob column encoding (column {column})")
         pages = []
         row = 0
         for k, p in enumerate(cm.pages):
@@ -618,6 +623,10 @@ class DataFileReader:
         return bufs
 
     def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+        if blobs.is_description_type(dtype):  # a blob column: its descriptions (blobs.py)
+            return blobs.decode_description_page(
+                self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype
+            )
         if isinstance(page.encoding, e21.PageLayout):
             buffers = self.read_buffers(page.ranges)
             try:
@@ -659,7 +668,16 @@ class DataFileReader:
 
         A leaf (or a list of a leaf) is one column whose rep/def levels carry the nesting; a
         field with several leaves below it (structs, lists of structs) is a :class:`_Tree21`.
+        Maps are read as the lists of entries they are stored as (:mod:`.maps`).
         """
+        if contains_map(dtype):
+            return MapView(self._build21(fld, map_as_list(dtype)), dtype)  # type: ignore[return-value]
+        if blobs.is_blob_field(fld):  # one column of descriptions (blobs.py)
+            leaf_of = self.__dict__.get("_leaf_column_of")
+            if leaf_of is None:
+                ids = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
+                leaf_of = self._leaf_column_of = {fid: i for i, fid in enumerate(ids)}
+            return _LeafColumn(self, leaf_of[fld.id], fld, blobs.description_type(fld))
         leaves: list[_LeafColumn] = []
         leaf_of = self.__dict__.get("_leaf_column_of")
         if leaf_of is None:
@@ -687,12 +705,14 @@ class DataFileReader:
                 return (t, subs), chains
             if pa.types.is_list(t) or pa.types.is_large_list(t):
                 if len(kids) != 1:
-                    raise CorruptFileError(self.path, f"list field {f.name!r} has {len(kids)} child fields")
+                    raise CorruptFileError(self.path, f"list (or map) field {f.name!r} has {len(kids)} child fields")
                 vf = t.value_field
                 sub, cs = walk(kids[0], vf.type)
                 make = pa.large_list if pa.types.is_large_list(t) else pa.list_
                 return (t, [(sub, len(cs))]), [make(pa.field(vf.name, x, vf.nullable)) for x in cs]
-            if kids or pa.types.is_map(t) or (pa.types.is_fixed_size_list(t) and not _flat_fsl(t)):
+            if kids or pa.types.is_map(t) or (
+                pa.types.is_fixed_size_list(t) and not _flat_fsl(t) and not v21.is_nested_fsl(t)
+            ):
                 raise UnsupportedFeatureError(
                     f"{self.path}: field {f.name!r} of type {t} is not supported in Lance {version} files"
                 )
@@ -718,6 +738,8 @@ class DataFileReader:
         if self.version in _V21_VERSIONS:
             return self._build21(fld, dtype)
         column = self._column_of[fld.id]
+        if blobs.is_blob_field(fld):  # 2.0 blob column: packed (position, size) descriptions
+            return _LeafColumn(self, column, fld, blobs.V1_DESCRIPTION)
         if column >= self.num_columns:
             raise CorruptFileError(
                 self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
@@ -746,7 +768,7 @@ class DataFileReader:
                     raise CorruptFileError(self.path, f"the file does not hold a requested field: {e}") from None
                 raise SchemaError(f"{self.path}: {e}") from None
             try:
-                out_schema = projected.to_arrow()
+                out_schema = blobs.scan_schema(projected.to_arrow())
             except SchemaError as e:  # the file's own schema (FileDescriptor) is damaged
                 raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from None
             _SCHEMA_CACHE.put(key, out_schema)

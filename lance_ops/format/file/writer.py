@@ -29,9 +29,21 @@ from ..errors import SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema, types_equivalent
 from ..store import ObjectStore
 from . import encodings as enc
+from .blob_writer import (
+    BlobV1Encoder,
+    BlobV2Encoder,
+    SidecarOpener,
+    blob_column_encoding,
+    file_schema_fields,
+    leaf_field_ids,
+)
+from .blobs import is_blob_field
 from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
+from .maps import contains_map, map_as_list
 from .v21 import kernels
 from .v21.encode import encode_page, leaf_kind
+from .v21.nested_fsl import encode_nested_fsl_page, is_nested_fsl
+from .v21.nested_fsl import row_bytes as nested_fsl_row_bytes
 from .v21.repdef import build_levels
 
 __all__ = ["DataFileWriter", "write_data_file", "data_file_field_info", "FOOTER_VERSION"]
@@ -290,6 +302,19 @@ class _FieldEncoder:
         raise NotImplementedError
 
 
+def concat_arrays(arrays: list[pa.Array]) -> pa.Array:
+    """``pa.concat_arrays``, also for dictionary arrays whose dictionaries differ and hold nulls
+    (as 2.0 files store null keys; Arrow cannot unify those): re-encoded from the values."""
+    try:
+        return pa.concat_arrays(arrays)
+    except pa.ArrowInvalid:
+        t = arrays[0].type
+        if not pa.types.is_dictionary(t):
+            raise
+        values = pa.concat_arrays([a.cast(t.value_type) for a in arrays])
+        return values.dictionary_encode().cast(t)
+
+
 class _LeafEncoder(_FieldEncoder):
     def __init__(self, w: "DataFileWriter", fld: LanceField, dtype: pa.DataType) -> None:
         super().__init__(w, fld, dtype)
@@ -328,7 +353,7 @@ class _LeafEncoder(_FieldEncoder):
     def flush(self, final: bool) -> None:
         if not self.queue:
             return
-        arr = self.queue[0] if len(self.queue) == 1 else pa.concat_arrays(self.queue)
+        arr = self.queue[0] if len(self.queue) == 1 else concat_arrays(self.queue)
         self.queue, self.queued = [], 0.0
         cuts = self._cuts(arr)
         pieces = list(zip(cuts[:-1], cuts[1:], strict=True))
@@ -361,7 +386,13 @@ class _Leaf21Encoder:
         self.column = column
         self.share = max(1, share)  # leaves of the top-level field (for page size estimates)
         self.where = f"field {leaf.name!r} (id {leaf.id})"
-        leaf_kind(leaf_type, self.where)  # refuse unsupported types before writing anything
+        self.nested_fsl = is_nested_fsl(leaf_type) and path == []  # a top-level fsl<fsl<...>> (nested_fsl.py)
+        if self.nested_fsl and nested_fsl_row_bytes(leaf_type) > 16 * 1024:
+            raise UnsupportedFeatureError(
+                f"{self.where}: rows of {leaf_type} over 16 KiB need full-zip pages, which lance_ops does not write"
+            )
+        if not self.nested_fsl:
+            leaf_kind(leaf_type, self.where)  # refuse unsupported types before writing anything
         self.queue: list[pa.Array] = []
         self.queued = 0.0
 
@@ -383,7 +414,7 @@ class _Leaf21Encoder:
     def flush(self, final: bool) -> None:
         if not self.queue:
             return
-        arr = self.queue[0] if len(self.queue) == 1 else pa.concat_arrays(self.queue)
+        arr = self.queue[0] if len(self.queue) == 1 else concat_arrays(self.queue)
         self.queue, self.queued = [], 0.0
         size = self._size(arr)
         pieces = max(1, int(size // self.w.max_page_bytes))
@@ -394,6 +425,10 @@ class _Leaf21Encoder:
             a, b = spans.pop()
             self.queue, self.queued = [arr.slice(a, b - a)], self._size(arr.slice(a, b - a))
         for a, b in spans:
+            if self.nested_fsl:
+                buffers, layout = encode_nested_fsl_page(arr.slice(a, b - a), self.w.version)
+                self.w._emit_page21(self.column, b - a, buffers, layout)
+                continue
             levels = build_levels(arr.slice(a, b - a), self.path)
             self.w._encode_page21(self.column, b - a, levels, self.where)
 
@@ -518,7 +553,10 @@ class DataFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = 8 * 1024 * 1024,
+        sidecar: SidecarOpener | None = None,
     ) -> None:
+        self._sidecar = sidecar  # opens data/<stem>/<name> beside this file (blob v2 payloads)
+        self._column_encodings: dict[int, bytes] = {}
         if version not in FOOTER_VERSION:
             raise UnsupportedFeatureError(
                 f"Lance file version {version!r} cannot be written (lance_ops writes {', '.join(FOOTER_VERSION)})"
@@ -546,13 +584,29 @@ class DataFileWriter:
             self._column_of = {fid: i for i, fid in enumerate(leaves)}
             self._pages = [[] for _ in leaves]
             self._page_rows = [0 for _ in leaves]
+            # maps are written as the lists of entries they are (maps.py); pylance allows them from 2.2
+            tops = [(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()]
+            self._views = [map_as_list(t) if contains_map(t) else None for _, t in tops]
+            if version == "2.1":
+                for (f, t), view in zip(tops, self._views, strict=True):
+                    if view is not None:
+                        raise UnsupportedFeatureError(
+                            f"field {f.name!r} of type {t}: maps cannot be written in Lance 2.1 files (2.2+, as pylance)"
+                        )
             self._top_encoders = [
-                self._leaf_encoders(f, self._arrow_schema.field(f.name).type) for f in schema.top_level()
+                self._leaf_encoders(f, view or t) for (f, t), view in zip(tops, self._views, strict=True)
             ]
             self._encoders = [e for es in self._top_encoders for e in es]
 
-    def _leaf_encoders(self, top: LanceField, dtype: pa.DataType) -> list[_Leaf21Encoder]:
+    def _leaf_encoders(self, top: LanceField, dtype: pa.DataType) -> list[Any]:
         """One encoder per leaf below ``top`` (structs: each child; lists: the item)."""
+        if is_blob_field(top):
+            if top.logical_type != "struct" or self.version == "2.1":
+                raise UnsupportedFeatureError(
+                    f"field {top.name!r}: blob columns are written by lance_ops in Lance 2.0 files (large_binary) "
+                    "and, as blob v2, in 2.2 files (pylance refuses 2.1 blob v2 too)"
+                )
+            return [BlobV2Encoder(self, top, self._column_of[top.id], self._sidecar)]
         found: list[tuple[LanceField, pa.DataType, list[int]]] = []
 
         def walk(f: LanceField, t: pa.DataType, path: list[int]) -> None:
@@ -579,8 +633,13 @@ class DataFileWriter:
             for leaf, t, path in found
         ]
 
-    def _make_encoder(self, fld: LanceField, dtype: pa.DataType) -> _FieldEncoder:
+    def _make_encoder(self, fld: LanceField, dtype: pa.DataType) -> Any:
         children = self.schema.children(fld.id)
+        if is_blob_field(fld):
+            if fld.logical_type not in ("large_binary", "binary"):
+                raise UnsupportedFeatureError(f"field {fld.name!r}: blob v2 columns need Lance 2.2 files (as pylance)")
+            self._column_encodings[self._column_of[fld.id]] = blob_column_encoding()
+            return BlobV1Encoder(self, fld, self._column_of[fld.id])
         if pa.types.is_struct(dtype):
             kids = [self._make_encoder(c, dtype.field(i).type) for i, c in enumerate(children)]
             return _StructEncoder(self, fld, dtype, kids)
@@ -605,7 +664,10 @@ class DataFileWriter:
         if isinstance(dtype, pa.BaseExtensionType):
             dtype = dtype.storage_type
         if dtype not in _BINARY_TYPES:
-            _leaf_row_bytes(dtype)  # raises for types 2.0 cannot store
+            try:
+                _leaf_row_bytes(dtype)  # raises for types 2.0 cannot store
+            except UnsupportedFeatureError as e:
+                raise UnsupportedFeatureError(f"field {fld.name!r}: {e}") from None
         return _LeafEncoder(self, fld, dtype)
 
     @property
@@ -639,9 +701,12 @@ class DataFileWriter:
             if not types_equivalent(expected, col.type):
                 raise SchemaError(f"column {name!r} has type {col.type} but the schema says {expected}")
             columns.append(col)
-        for encoders, col in zip(self._top_encoders, columns, strict=True):
+        views = getattr(self, "_views", None) or [None] * len(columns)
+        for encoders, col, view in zip(self._top_encoders, columns, views, strict=True):
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
+                if view is not None:
+                    chunk = chunk.view(view)
                 for encoder in encoders:
                     encoder.add(_storage(chunk))
         self._num_rows += batch.num_rows
@@ -712,7 +777,7 @@ class DataFileWriter:
             self._emit_pending()
         sink = self._sink
         fd = file_pb2.FileDescriptor()
-        fd.schema.fields.extend(self.schema.to_proto())
+        fd.schema.fields.extend(file_schema_fields(self.schema, self.version))
         for k, v in self.schema.metadata.items():
             fd.schema.metadata[k] = bytes(v)
         fd.length = self._num_rows
@@ -726,7 +791,7 @@ class DataFileWriter:
         cmo = []
         for pages in self._pages:
             cm = file2_pb2.ColumnMetadata()
-            cm.encoding.direct.encoding = _COLUMN_ENCODING
+            cm.encoding.direct.encoding = self._column_encodings.get(len(cmo), _COLUMN_ENCODING)
             cm.pages.extend(pages)
             start = sink.pos
             sink.write(cm.SerializeToString())
@@ -768,7 +833,7 @@ def data_file_field_info(schema: LanceSchema, version: str = "2.0") -> tuple[lis
     if version == "2.0":
         ids = schema.field_ids()
     else:
-        ids = [f.id for f in schema.fields if not schema.children(f.id)]
+        ids = leaf_field_ids(schema)  # a blob v2 field is one column (blob_writer.py)
     return ids, list(range(len(ids)))
 
 

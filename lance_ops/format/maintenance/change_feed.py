@@ -12,9 +12,18 @@ Semantics: ``begin`` exclusive, ``end`` inclusive, evaluated on the ``end`` vers
 Compaction and deletion materialisation keep row ids and versions, so they add no rows.
 ``_commit_version`` is the row's version column for inserts/updates and, for deletes, the
 first version in ``(begin, end]`` whose manifest no longer has the row.
+
+Across schema evolution (``on_schema_change="evolve"``, the default) the output has the end
+version's columns: pre-images and deleted rows, read from ``begin``, are matched to them by
+field id (:mod:`.evolution`): a column added later is null there, a renamed column takes the end
+version's name, a dropped column is absent, a cast column is cast.  A schema change updates
+rows only when pylance rewrote them (``add_columns``, ``merge`` and casts set every row's
+``_row_last_updated_at_version``; renames and drops do not).  ``on_schema_change="fail"``
+raises :class:`~lance_ops.format.errors.SchemaChangeError` instead.
 """
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -22,16 +31,22 @@ import pyarrow.compute as pc
 
 from ..commit_handler import CommitHandler, checkout_manifest
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..file.blobs import scan_schema
 from ..manifest import Manifest
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan
 from ..store import ObjectStore
+from .evolution import column_map, conform, refuse_schema_changes
+
+OnSchemaChange = Literal["evolve", "fail"]
 
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
 
 def change_feed_schema(user_schema: pa.Schema) -> pa.Schema:
+    """The feed's columns: the user columns as scans return them (blob columns: descriptions),
+    then ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``."""
     return pa.schema(
-        list(user_schema)
+        list(scan_schema(user_schema))
         + [
             pa.field(ROW_ID, pa.uint64()),
             pa.field("_change_type", pa.string()),
@@ -53,11 +68,22 @@ def _live_ids(store: ObjectStore, manifest: Manifest) -> np.ndarray:
 
 
 def change_feed_batches(
-    store: ObjectStore, handler: CommitHandler, begin_version: int, end_version: int
+    store: ObjectStore,
+    handler: CommitHandler,
+    begin_version: int,
+    end_version: int,
+    *,
+    on_schema_change: OnSchemaChange = "evolve",
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the change feed of ``(begin_version, end_version]`` of the dataset at ``store``."""
+    """Stream the change feed of ``(begin_version, end_version]`` of the dataset at ``store``.
+
+    Raises:
+        SchemaChangeError: ``on_schema_change="fail"`` and a version in the range changed the schema.
+    """
     if begin_version < 0 or end_version < begin_version:
         raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
+    if on_schema_change not in ("evolve", "fail"):
+        raise InvalidArgumentError(f"on_schema_change must be 'evolve' or 'fail', got {on_schema_change!r}")
     end, _ = checkout_manifest(store, end_version, handler)
     if not end.uses_stable_row_ids:
         raise UnsupportedFeatureError(
@@ -70,9 +96,16 @@ def change_feed_batches(
 
     # version -> commit time in microseconds (truncated as pylance does), as one lookup table
     lut = np.zeros(end_version + 1, dtype=np.int64)
+    in_range: dict[int, Manifest] = {end_version: end}
     for v in handler.list_versions()[1]:
+        if begin_version < v < end_version:
+            in_range[v] = handler.read_manifest(v).manifest
         if begin_version < v <= end_version:
-            lut[v] = handler.read_manifest(v).manifest.timestamp_ns // 1000
+            lut[v] = in_range[v].timestamp_ns // 1000
+    if begin_version > 0:
+        in_range[begin_version] = checkout_manifest(store, begin_version, handler)[0]
+        if on_schema_change == "fail":
+            refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 
     def emit(batch: pa.RecordBatch, kind: str, versions: np.ndarray) -> pa.RecordBatch:
         n = batch.num_rows
@@ -100,20 +133,28 @@ def change_feed_batches(
         yield emit(batch, "update_postimage", batch.column(UPDATED_AT).to_numpy())
     if begin_version == 0:
         return
-    start, _ = checkout_manifest(store, begin_version, handler)
+    start = in_range[begin_version]
+    between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
+    cmap = column_map(start.schema, end.schema, between)
+
+    def begin_batches(filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+        """Rows of ``begin`` as the end version's columns (matched by field id) + ``_rowid``."""
+        for batch in _batches(store, start, cmap.read_columns + [ROW_ID], filter):
+            yield conform(batch, cmap, [ROW_ID])
+
     if post_ids:
         ids = np.concatenate(post_ids)
         vers = np.concatenate(post_versions)
         order = np.argsort(ids)
         ids, vers = ids[order], vers[order]
         id_set = pa.array(ids, type=pa.uint64())
-        for batch in _batches(store, start, user + [ROW_ID], pc.field(ROW_ID).isin(id_set)):
+        for batch in begin_batches(pc.field(ROW_ID).isin(id_set)):
             rid = batch.column(ROW_ID).to_numpy()
             yield emit(batch, "update_preimage", vers[np.searchsorted(ids, rid)])
     # deletes: ids live at begin and not at end
     end_ids = _live_ids(store, end)
     gone_versions = _deletion_versions(store, handler, begin_version, end_version)
-    for batch in _batches(store, start, user + [ROW_ID]):
+    for batch in begin_batches():
         rid = batch.column(ROW_ID).to_numpy()
         pos = np.searchsorted(end_ids, rid)
         pos = np.clip(pos, 0, max(len(end_ids) - 1, 0))

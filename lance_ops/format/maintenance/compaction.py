@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import rowids
+from ..blobs import has_blob_columns, with_payloads
 from ..commit import commit_transaction
 from ..commit_handler import checkout_manifest, commit_handler_for
 from ..errors import InvalidArgumentError
@@ -26,7 +27,7 @@ from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
-from ..write import write_fragment_files
+from ..write import check_writable, write_fragment_files
 from .index_remap import index_constraints, remap_indices, summarize
 
 CONFIG_PREFIX = "lance.compaction."
@@ -153,7 +154,11 @@ def plan_compaction(
     As pylance, a bin never mixes fragments covered by different sets of indices; fragments
     covered by an index lance_ops cannot carry stay out unless ``options.ignore_remap``
     (:mod:`.index_remap`).
+
+    Raises:
+        UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written).
     """
+    check_writable(manifest.schema, require_writable(manifest.data_storage_version, uri))
     opts = options
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
@@ -227,9 +232,13 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     updated: list[np.ndarray] = []
     part_of: list[np.ndarray] = []  # old-fragment index of every row, to keep one segment per old fragment
 
+    blobs = has_blob_columns(manifest)
+
     def rows() -> Any:
         for k, frag in enumerate(task.fragments):
             for b in scan_fragment(store, manifest, frag, plan):
+                if blobs:  # blob descriptions -> the payloads they point at, written anew
+                    b = with_payloads(store, manifest, frag, b)
                 if stable:
                     ids_parts.append(b.column(ROW_ID).to_numpy())
                     created.append(b.column(CREATED_AT).to_numpy())

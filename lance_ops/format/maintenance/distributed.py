@@ -23,17 +23,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import rowids
+from ..bases import data_file_location
 from ..commit import load_transaction
 from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from ..file.blobs import scan_schema
 from ..file.reader import DataFileReader
 from ..fragment import FragmentMetadata
-from ..manifest import Manifest, NamingScheme, read_manifest
-from ..operations import Append, ReserveFragments, Rewrite, Update, UpdateConfig
+from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
+from ..operations import Append, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
 from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, fields_in_file
 from ..store import ObjectStore
 from .change_feed import change_feed_schema
+from .evolution import ColumnMap, column_map, conform, refuse_schema_changes
 
 DEFAULT_BATCH_SIZE = 131072
 _INDEX = "__lance_ops_row_index"
@@ -50,6 +53,7 @@ __all__ = [
     "live_row_ids",
     "open_manifest",
     "plan_change_feed",
+    "range_column_map",
     "row_changing_versions",
     "scan_fragment_range",
 ]
@@ -115,7 +119,8 @@ def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
     )
     live = np.ones(n, dtype=bool)
     if frag.deletion_file is not None:
-        live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n)] = False
+        live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n,
+                                bases=manifest.bases)] = False
     return FragmentRows(frag.id, ids, created, updated, live)
 
 
@@ -167,13 +172,14 @@ class _RangeColumns:
 
     def __init__(self, store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, names: Sequence[str]) -> None:
         self.names = list(names)
-        self.target = manifest.schema.project(self.names).to_arrow() if self.names else pa.schema([])
+        self.target = scan_schema(manifest.schema.project(self.names).to_arrow()) if self.names else pa.schema([])
         self.by_id: dict[int, Any] = {}
         for df, ids in _data_sources(manifest, frag, self.names):
-            reader = DataFileReader(store, f"data/{df.path}", file_size=df.file_size_bytes or None)
+            fstore, rel = data_file_location(store, manifest.bases, df)
+            reader = DataFileReader(fstore, rel, file_size=df.file_size_bytes or None)
             if reader.num_rows != frag.physical_rows:
                 raise CorruptFileError(
-                    store.full_path(f"data/{df.path}"),
+                    fstore.full_path(rel),
                     f"file has {reader.num_rows} rows but fragment {frag.id} says {frag.physical_rows}",
                 )
             # DataFileReader.read() builds fresh column decoders (and drops their page cache) on
@@ -230,7 +236,7 @@ def scan_fragment_range(
         return
     r = rows if rows is not None else fragment_rows(store, manifest, frag)
     data = _RangeColumns(store, manifest, frag, user) if user else None
-    arrow = manifest.schema.to_arrow()
+    arrow = scan_schema(manifest.schema.to_arrow())
     out_schema = pa.schema(
         [pa.field(c, pa.uint64()) if c in META_COLUMNS else arrow.field(c) for c in columns], metadata=arrow.metadata
     )
@@ -309,16 +315,25 @@ def row_changing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, 
             op = load_transaction(store, v, scheme).operation
             if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
                 continue
+            if isinstance(op, Unmodelled) and op.name in _ROWS_UNCHANGED:
+                continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass
         out.append(v)
     return out
 
 
+#: operations lance_ops does not model that never change a row's values or versions
+_ROWS_UNCHANGED = ("project", "create_index", "clone", "update_bases")
+#: ... and those that never remove a row (``merge`` = add_columns / merge / cast: rows updated)
+_IDS_KEPT = (*_ROWS_UNCHANGED, "merge")
+
+
 def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
     """Versions in ``(begin, end]`` whose transaction may make a live row id disappear.
 
-    Appends, fragment reservations and config changes never remove a row, and neither does a
+    Appends, fragment reservations, config changes and schema evolution (Merge, Project) never
+    remove a row, and neither does a
     Rewrite (compaction keeps every live row with its id; one rebased over a concurrent delete
     drops only rows that delete's own version already removed), nor an Update that re-adds every
     row it rewrites under the same id (checked from metadata).  Everything else (Delete, other
@@ -332,6 +347,8 @@ def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, e
             if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
                 continue
             if isinstance(op, Update) and _update_keeps_ids(store, scheme, v, op):
+                continue
+            if isinstance(op, Unmodelled) and op.name in _IDS_KEPT:
                 continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass
@@ -364,6 +381,9 @@ class ChangeFeedTask:
     pre_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     dead_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
     dead_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    #: "begin" tasks: the scanned version's name of each end column (None: it has no such
+    #: column); None = the same names (no schema change in the range)
+    sources: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -381,14 +401,21 @@ def plan_change_feed(
     *,
     storage_options: Mapping[str, Any] | None = None,
     rows_per_task: int = 1_048_576,
+    on_schema_change: str = "evolve",
 ) -> ChangeFeedPlan:
     """Plan the change feed of ``(begin_version, end_version]`` from metadata alone.
+
+    Across schema changes the rows read from ``begin`` are mapped onto the end version's
+    columns by field id (:mod:`.evolution`), or with ``on_schema_change="fail"`` the plan
+    raises :class:`~lance_ops.format.errors.SchemaChangeError`.
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
         UnsupportedFeatureError: the end version has no stable row ids.
         DatasetNotFoundError: a version does not exist.
     """
+    if on_schema_change not in ("evolve", "fail"):
+        raise ValueError(f"on_schema_change must be 'evolve' or 'fail', got {on_schema_change!r}")
     if begin_version < 0 or end_version < begin_version:
         raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
     so = dict(storage_options or {})
@@ -442,6 +469,8 @@ def plan_change_feed(
 
     begin_m = at(begin_version)
     light_begin = light_manifest(begin_m)
+    cmap = range_column_map(store, scheme, begin_version, end_version, at, on_schema_change, uri)
+    sources = None if cmap.identity else cmap.sources
     candidates = id_removing_versions(store, scheme, begin_version, end_version)
     removal_live: dict[int, np.ndarray] = {}
 
@@ -481,9 +510,33 @@ def plan_change_feed(
                 ChangeFeedTask(
                     "begin", uri, so, light_begin, frag, off, n, begin_version, end_version, user_schema, stamps,
                     pre_ids=pre[o], pre_versions=pre_v[o], dead_ids=dead, dead_versions=first_gone(dead),
+                    sources=sources,
                 )
             )
     return ChangeFeedPlan(begin_version, end_version, schema, tuple(tasks))
+
+
+def range_column_map(
+    store: ObjectStore,
+    scheme: NamingScheme,
+    begin: int,
+    end: int,
+    at: Any,
+    on_schema_change: str = "evolve",
+    uri: str | None = None,
+) -> ColumnMap:
+    """How rows of ``begin`` map onto ``end``'s columns, following every version in between
+    that still exists; raises :class:`SchemaChangeError` for ``on_schema_change="fail"`` when
+    the schema changed in ``(begin, end]``."""
+    present = [v for v in list_versions(store)[1] if begin <= v <= end] if scheme is not None else [begin, end]
+    for v in (begin, end):
+        if v not in present:
+            present.append(v)
+    present.sort()
+    if on_schema_change == "fail":
+        refuse_schema_changes(uri or store.uri, begin, end, at, present)
+    between = [at(v).schema for v in present if begin < v < end]
+    return column_map(at(begin).schema, at(end).schema, between)
 
 
 def _emit(
@@ -510,8 +563,9 @@ def execute_change_feed_task(task: ChangeFeedTask, *, batch_size: int = DEFAULT_
     store = ObjectStore(task.uri, task.storage_options)
     schema = change_feed_schema(task.user_schema)
     user = task.user_schema.names
+    cmap = ColumnMap(task.user_schema, task.sources if task.sources is not None else tuple(user))
     have = {f.name for f in task.manifest.schema.top_level()}
-    missing = [c for c in user if c not in have]
+    missing = [c for c in cmap.read_columns if c not in have]
     if missing:
         raise SchemaError(f"{task.uri}: version {task.manifest.version} has no column(s) {missing} of the end version")
     b = pa.scalar(task.begin, pa.uint64())
@@ -544,9 +598,11 @@ def execute_change_feed_task(task: ChangeFeedTask, *, batch_size: int = DEFAULT_
     wanted = np.union1d(task.pre_ids, task.dead_ids)
     id_filter = pc.field(ROW_ID).isin(pa.array(wanted, type=pa.uint64()))
     for batch in scan_fragment_range(
-        store, task.manifest, task.fragment, list(user) + [ROW_ID], offset=task.offset, length=task.length,
+        store, task.manifest, task.fragment, cmap.read_columns + [ROW_ID], offset=task.offset, length=task.length,
         batch_size=batch_size, meta_filter=id_filter,
     ):
+        if task.sources is not None:
+            batch = conform(batch, cmap, [ROW_ID])
         rid = batch.column(ROW_ID).to_numpy()
         is_pre, pos = _member(task.pre_ids, rid)
         if is_pre.any():

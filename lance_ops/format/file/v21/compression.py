@@ -15,7 +15,9 @@ from ...errors import CorruptFileError, UnsupportedFeatureError
 from . import fsst
 from .bitpacking import BLOCK, unpack_block_count
 
-__all__ = ["Where", "fixed_chunk", "fixed_block", "variable_chunk", "variable_block", "general_decompress"]
+__all__ = [
+    "Where", "fixed_chunk", "fixed_block", "variable_chunk", "variable_block", "general_decompress", "per_value_general"
+]
 
 
 @dataclass
@@ -100,6 +102,23 @@ def general_decompress(w: Where, comp: pb.BufferCompression, data: np.ndarray) -
         size = int.from_bytes(raw[:8], "little")
         return _u8(codec.decompress(raw[8:], decompressed_size=size))
     raise w.unsupported(f"general(scheme={comp.scheme})")
+
+
+def per_value_general(
+    w: Where, comp: pb.BufferCompression, offs: np.ndarray, data: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values compressed one by one (full-zip pages of large values, upstream
+    ``CompressedBufferEncoder::per_value_compress``): ``(offsets, bytes)`` decompressed.
+
+    One codec call per value: full-zip pages hold large values, so the calls are few and the
+    time is the decompression's.
+    """
+    parts = [general_decompress(w, comp, data[int(a) : int(b)]) for a, b in zip(offs[:-1], offs[1:], strict=True)]
+    out = np.zeros(len(parts) + 1, dtype=np.int64)
+    if parts:
+        np.cumsum([len(p) for p in parts], out=out[1:])
+        return out, np.concatenate(parts)
+    return out, np.zeros(0, np.uint8)
 
 
 def _flat_fixed(w: Where, bits: int, data: np.ndarray, n: int) -> np.ndarray:

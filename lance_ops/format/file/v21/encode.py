@@ -75,6 +75,8 @@ def leaf_kind(t: pa.DataType, where: str) -> tuple[str, int]:
         if bits is None or bits == 1 or pa.types.is_nested(t.value_type):
             raise UnsupportedFeatureError(f"{where}: fixed-size lists of {t.value_type} cannot be written in Lance 2.1+ files")
         return "fsl", bits
+    if pa.types.is_dictionary(t) and _is_var(t.value_type):
+        return "dict", 64 if _large(t.value_type) else 32  # indices into a page dictionary, as pylance
     if pa.types.is_dictionary(t) or pa.types.is_null(t) or pa.types.is_map(t):
         raise UnsupportedFeatureError(f"{where}: Arrow type {t} cannot be written in Lance 2.1+ files by lance_ops")
     bits = _bits(t)
@@ -336,6 +338,17 @@ def _rep_index(chunk_reps: list[np.ndarray], max_rep: int) -> np.ndarray:
 def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb.PageLayout]:
     """Buffers and layout of one page holding ``levels.num_rows`` rows of one leaf column."""
     kind, bits = leaf_kind(levels.leaf.type, where)
+    arrow_dictionary = None
+    if kind == "dict":  # an Arrow dictionary column: always a page dictionary (pylance reads it back as one)
+        arrow_dictionary = _arrow_dictionary(levels.leaf)
+        if arrow_dictionary is None and levels.rep is None and len(levels.layers) == 1:
+            # every value null: pylance writes (and only reads) an all-null constant page
+            layout = pb.PageLayout()
+            layout.constant_layout.layers.extend(levels.layers)
+            return [], layout
+        levels = Levels(levels.layers, levels.rep, levels.defs, levels.leaf.cast(levels.leaf.type.value_type),
+                        levels.num_rows)
+        kind, bits = leaf_kind(levels.leaf.type, where)
     layout = pb.PageLayout()
     rep, defs = levels.rep, levels.defs
     n_items = len(levels.leaf)
@@ -352,7 +365,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         rb = rep.astype("<u2").tobytes() if rep is not None else b""
         db = defs.astype("<u2").tobytes() if defs is not None else b""
         return [rb, db], layout
-    dictionary = _dictionary_encode(levels.leaf) if kind == "var" else None
+    dictionary = arrow_dictionary or (_dictionary_encode(levels.leaf) if kind == "var" else None)
     fsst_table = None
     if dictionary is not None:  # low-cardinality strings: bit-packed indices into a page dictionary
         vals = _Values(dictionary[0], "fixed", 32)
@@ -460,7 +473,13 @@ def _fsst_encode(vals: _Values) -> bytes | None:
     return table
 
 
-def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | None:
+def _arrow_dictionary(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | None:
+    """:func:`_dictionary_encode` of an Arrow dictionary array, whatever its cardinality (its
+    dictionary is re-derived from the values: only the items it uses, none of them null)."""
+    return _dictionary_encode(leaf.cast(leaf.type.value_type), force=True)
+
+
+def _dictionary_encode(leaf: pa.Array, force: bool = False) -> tuple[pa.Array, bytes, int, int] | None:
     """``(u32 indices, dictionary buffer, items, offset bits)`` when a page dictionary halves the
     string bytes.
 
@@ -468,9 +487,9 @@ def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | Non
     start of the bytes and ``items + 1`` u32 offsets; for large types ``u32 64``, ``u32 0``,
     ``u64`` start and u64 offsets (pylance wants 64-bit offsets there); then the bytes."""
     n = len(leaf)
-    if n < 64:
+    if n < 64 and not force:
         return None
-    if n > 8192:  # a cheap look at a sample first: high-cardinality pages skip the full hashing
+    if n > 8192 and not force:  # a cheap look at a sample first: high-cardinality pages skip the full hashing
         step = n // 4096
         sample = leaf.take(pa.array(np.arange(0, n, step, dtype=np.int64)))
         if pc.count_distinct(sample).as_py() > len(sample) // 4:
@@ -478,7 +497,7 @@ def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | Non
     enc = leaf.dictionary_encode()
     items = enc.dictionary
     k = len(items)
-    if k == 0 or k > n // 4:  # all null (nothing to index), or too many distinct values
+    if k == 0 or (k > n // 4 and not force):  # all null (nothing to index), or too many distinct values
         return None
     if items.offset:
         items = pa.concat_arrays([items])
@@ -486,7 +505,9 @@ def _dictionary_encode(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | Non
     offs = np.frombuffer(items.buffers()[1], dtype=np.int64 if large else np.int32, count=k + 1).astype(np.int64)
     body_len = int(offs[-1] - offs[0])
     plain = leaf.nbytes
-    if body_len >= 2**32 - 8 * (k + 2) or body_len + 4 * (k + 1) + n * max(1, (k - 1).bit_length()) / 8 > plain / 2:
+    if body_len >= 2**32 - 8 * (k + 2) or (
+        not force and body_len + 4 * (k + 1) + n * max(1, (k - 1).bit_length()) / 8 > plain / 2
+    ):
         return None
     body = np.frombuffer(items.buffers()[2], dtype=np.uint8)[offs[0] : offs[-1]] if body_len else np.zeros(0, np.uint8)
     if large:

@@ -28,10 +28,12 @@ from .compression import (
     fixed_chunk,
     full_zip_repetition_index,
     leaf_type_below,
+    per_value_general,
     variable_block,
     variable_chunk,
 )
 from .fullzip import decode_full_zip_rep
+from .nested_fsl import decode_nested_fsl_page, is_nested_fsl
 from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
 
 __all__ = ["decode_page", "parse_layout"]
@@ -87,9 +89,11 @@ def decode_page(
 ) -> pa.Array:
     """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
     w = Where(path, column, version)
-    if pa.types.is_dictionary(dtype):
-        raise w.unsupported(f"(any) for the Arrow dictionary type {dtype}")
     kind = layout.WhichOneof("layout")
+    if is_nested_fsl(dtype):
+        return decode_nested_fsl_page(w, layout, num_rows, buffers, dtype)
+    if pa.types.is_dictionary(dtype):
+        return _arrow_dictionary_page(w, layout, kind, num_rows, buffers, dtype, version)
     if kind == "constant_layout":
         return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
     if kind == "mini_block_layout":
@@ -97,6 +101,31 @@ def decode_page(
     if kind == "full_zip_layout":
         return _full_zip(w, layout.full_zip_layout, num_rows, buffers, dtype)
     raise w.unsupported(f"page layout {kind}")
+
+
+def _arrow_dictionary_page(
+    w: Where, layout: pb.PageLayout, kind: str | None, n: int, buffers: list[pa.Buffer], dtype: pa.DataType,
+    version: str,
+) -> pa.Array:
+    """An Arrow dictionary column: pylance stores it as its value type with a page dictionary
+    (mini-block ``dictionary`` + indices) and reads back exactly that dictionary and those
+    indices; a page without a dictionary is decoded as values and dictionary-encoded."""
+    if not _is_var(dtype.value_type) and _bits_of(dtype.value_type) is None:
+        raise w.unsupported(f"(any) for the Arrow dictionary type {dtype}")
+    if kind == "mini_block_layout" and layout.mini_block_layout.HasField("dictionary"):
+        if len(layout.mini_block_layout.layers) != 1:
+            raise w.unsupported(f"nested pages of the Arrow dictionary type {dtype}")
+        return _mini_block(w, layout.mini_block_layout, n, buffers, dtype)
+    values = decode_page(w.path, w.column, layout, n, buffers, dtype.value_type, version)
+    return values.dictionary_encode().cast(dtype)
+
+
+def _dictionary_array(idx: np.ndarray, valid: np.ndarray | None, items: pa.Array, dtype: pa.DataType) -> pa.Array:
+    """``dtype`` (an Arrow dictionary type) from a page dictionary and its indices."""
+    index_type = dtype.index_type
+    vb = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None else None
+    indices = pa.Array.from_buffers(index_type, len(idx), [vb, pa.py_buffer(idx.astype(index_type.to_pandas_dtype()))])
+    return pa.DictionaryArray.from_arrays(indices, items.cast(dtype.value_type))
 
 
 # ---------------------------------------------------------------------------------- full-zip
@@ -201,6 +230,8 @@ def _per_value_variable(w: Where, enc: pb.CompressiveEncoding, offs: np.ndarray,
             return fsst.decompress(bytes(enc.fsst.symbol_table), *inner)
         except ValueError as e:
             raise w.corrupt(f"bad FSST data: {e}") from None
+    if kind == "general":  # large values: each one compressed on its own (zstd / lz4)
+        return per_value_general(w, enc.general.compression, offs, data)
     raise w.unsupported(f"{kind} (full-zip variable-width values)")
 
 
@@ -501,8 +532,9 @@ def _assemble(
     has_dict = mb.HasField("dictionary")
     var_values = _is_var(dtype) and not has_dict
     if has_dict:
+        arrow_dict = pa.types.is_dictionary(dtype)
         idx = np.concatenate(vals) if vals else np.zeros(0, np.uint32)
-        items = _dictionary(w, mb, buffers[2], dtype)
+        items = _dictionary(w, mb, buffers[2], dtype.value_type if arrow_dict else dtype)
         idx = idx.astype(np.int64)
         if valid is not None:
             idx = np.where(valid, idx, 0)
@@ -512,6 +544,8 @@ def _assemble(
             return pa.nulls(n, type=dtype)
         if idx.size and (idx.min() < 0 or idx.max() >= len(items)):
             raise w.corrupt("dictionary index out of range")
+        if arrow_dict:
+            return _dictionary_array(idx, valid, items, dtype)
         out = items.take(pa.array(idx))
         if valid is not None:
             out = _with_validity(out, valid)
