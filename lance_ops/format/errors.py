@@ -15,6 +15,11 @@ class DatasetNotFoundError(LanceOpsError):
     """No dataset (no ``_versions/*.manifest``) at the given URI, or no such version."""
 
 
+class InvalidURIError(LanceOpsError, ValueError):
+    """A dataset URI lance_ops cannot use: an unsupported scheme, a ``file:`` URI naming another
+    host, or no path at all.  Names the URI."""
+
+
 class DatasetAlreadyExistsError(LanceOpsError):
     """``mode="create"`` was asked for where a dataset already exists."""
 
