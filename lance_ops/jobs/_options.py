@@ -68,13 +68,13 @@ def check_options(options: Mapping[str, Any], known: Mapping[str, str], what: st
 
 
 def first(options: Mapping[str, Any], *keys: str) -> tuple[str, str] | None:
-    """``(key, value)`` of the first of ``keys`` set in ``options`` (case-insensitively), or None;
-    two of them set to different values is an error."""
-    lowered = {str(k).lower(): (str(k), v) for k, v in options.items()}
-    found = [lowered[k.lower()] for k in keys if k.lower() in lowered and str(lowered[k.lower()][1]) != ""]
-    if len({str(v) for _, v in found}) > 1:
-        raise InvalidOptionError(f"options {' and '.join(repr(k) for k, _ in found)} are aliases but disagree")
-    return (found[0][0], str(found[0][1])) if found else None
+    """``(name, value)`` of the first of ``keys`` set in ``options`` (case-insensitively; ``name``
+    spelled as in ``keys``), or None; two of them set to different values is an error."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    found = [(k, str(lowered[k.lower()])) for k in keys if k.lower() in lowered and str(lowered[k.lower()]) != ""]
+    if len({v for _, v in found}) > 1:
+        raise InvalidOptionError(f"options {' and '.join(k for k, _ in found)} are aliases but disagree")
+    return found[0] if found else None
 
 
 def storage_options(options: Mapping[str, str]) -> dict[str, Any]:
