@@ -239,8 +239,6 @@ class LanceReader(DataSourceReader):
         self.pushed: list[Filter] = []
         between = options.get("changed_between")
         self.changed_between = tuple(int(x) for x in between.split(",")) if between else None
-        #: input partitions planned / left out because their metadata proves the filters false
-        self.planned = self.pruned = 0
 
     def partitions(self) -> list[InputPartition]:
         store = ObjectStore(self.uri, self.storage_options)
@@ -254,11 +252,8 @@ class LanceReader(DataSourceReader):
                 continue
             for off, n in row_ranges(f, self.rows_per_partition or DEFAULT_ROWS_PER_PARTITION):
                 part = FragmentRange(f, off, n)
-                if may_match(manifest, part, filters, between):
+                if may_match(manifest, part, filters, between):  # else its metadata rules every row out
                     out.append(InputPartition(part))
-                else:
-                    self.pruned += 1
-        self.planned = len(out)
         return out or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
