@@ -21,7 +21,8 @@ lance_ops on the nodes, ``python -m lance_ops.jobs package DIR`` writes ``DIR/la
 (the nodes still need lance_ops' dependencies: pyarrow, numpy, protobuf, pyroaring, fsspec, gcsfs).
 
 Exit status: 0 on success, 1 if a compaction task failed (the others were committed), 2 on
-bad arguments.
+bad arguments (also a URI, an option or data lance_ops refuses: the message names it; nothing
+was written).
 """
 
 import os
@@ -162,57 +163,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from pyspark.sql import SparkSession
 
-    from lance_ops.jobs import (
-        append,
-        compact,
-        delete,
-        materialize_deletions,
-        spark_session,
-        upsert,
-        write_change_feed,
-    )
+    from lance_ops.format.errors import InvalidURIError, SchemaError
+    from lance_ops.jobs import InvalidOptionError, spark_session
 
     # Inside a process that already has a session (tests, notebooks) reuse it and leave it running.
     owned = SparkSession.getActiveSession() is None
     spark = spark_session(args.master, _pairs(args.conf, "--conf"), app_name=f"lance_ops {args.job}")
-    so = args.storage_options
-    tp = args.transaction_properties or None
     try:
-        if args.job == "append":
-            result: Any = append(
-                spark, args.uri, args.source, format=args.format, options=_pairs(args.option, "--option"),
-                max_rows_per_file=args.max_rows_per_file, enable_stable_row_ids=args.enable_stable_row_ids,
-                data_storage_version=args.data_storage_version, storage_options=so, transaction_properties=tp,
-            )
-        elif args.job == "delete":
-            result = delete(spark, args.uri, args.where, storage_options=so, transaction_properties=tp)
-        elif args.job == "upsert":
-            result = upsert(spark, args.uri, args.source, args.on, format=args.format,
-                            options=_pairs(args.option, "--option"), max_rows_per_file=args.max_rows_per_file,
-                            storage_options=so, transaction_properties=tp)
-        elif args.job == "compact":
-            result = compact(
-                spark, args.uri, target_rows_per_fragment=args.target_rows_per_fragment,
-                max_rows_per_group=args.max_rows_per_group,
-                materialize_deletions=False if args.no_materialize_deletions else None,
-                materialize_deletions_threshold=args.materialize_deletions_threshold,
-                max_source_fragments=args.max_source_fragments, dry_run=args.dry_run, storage_options=so,
-                read_version=args.read_version, transaction_properties=tp,
-            )
-        elif args.job == "materialize-deletions":
-            result = materialize_deletions(spark, args.uri, args.threshold, dry_run=args.dry_run, storage_options=so,
-                                           read_version=args.read_version, transaction_properties=tp)
-        else:
-            if tp:
-                raise SystemExit("change-feed takes no --transaction-properties (its commit records the range)")
-            result = write_change_feed(spark, args.uri, args.begin, args.end, args.sink, format=args.sink_format,
-                                       storage_options=so, sink_storage_options=args.sink_storage_options,
-                                       max_rows_per_file=args.max_rows_per_file)
+        result = _run(args, spark)
+    except (InvalidURIError, InvalidOptionError, SchemaError) as e:
+        print(f"lance_ops.jobs {args.job}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     finally:
         if owned:
             spark.stop()
     print(json.dumps(result.to_dict(), default=str, indent=2))
     return 1 if getattr(result, "failed_tasks", ()) else 0
+
+
+def _run(args: argparse.Namespace, spark: Any) -> Any:
+    """Run the job ``args`` name on ``spark``; its result."""
+    from lance_ops.jobs import append, compact, delete, materialize_deletions, upsert, write_change_feed
+
+    so = args.storage_options
+    tp = args.transaction_properties or None
+    if args.job == "append":
+        return append(
+            spark, args.uri, args.source, format=args.format, options=_pairs(args.option, "--option"),
+            max_rows_per_file=args.max_rows_per_file, enable_stable_row_ids=args.enable_stable_row_ids,
+            data_storage_version=args.data_storage_version, storage_options=so, transaction_properties=tp,
+        )
+    if args.job == "delete":
+        return delete(spark, args.uri, args.where, storage_options=so, transaction_properties=tp)
+    if args.job == "upsert":
+        return upsert(spark, args.uri, args.source, args.on, format=args.format,
+                      options=_pairs(args.option, "--option"), max_rows_per_file=args.max_rows_per_file,
+                      storage_options=so, transaction_properties=tp)
+    if args.job == "compact":
+        return compact(
+            spark, args.uri, target_rows_per_fragment=args.target_rows_per_fragment,
+            max_rows_per_group=args.max_rows_per_group,
+            materialize_deletions=False if args.no_materialize_deletions else None,
+            materialize_deletions_threshold=args.materialize_deletions_threshold,
+            max_source_fragments=args.max_source_fragments, dry_run=args.dry_run, storage_options=so,
+            read_version=args.read_version, transaction_properties=tp,
+        )
+    if args.job == "materialize-deletions":
+        return materialize_deletions(spark, args.uri, args.threshold, dry_run=args.dry_run, storage_options=so,
+                                     read_version=args.read_version, transaction_properties=tp)
+    if tp:
+        raise SystemExit("change-feed takes no --transaction-properties (its commit records the range)")
+    return write_change_feed(spark, args.uri, args.begin, args.end, args.sink, format=args.sink_format,
+                             storage_options=so, sink_storage_options=args.sink_storage_options,
+                             max_rows_per_file=args.max_rows_per_file)
 
 
 if __name__ == "__main__":
