@@ -105,7 +105,6 @@ from ._versions import requested_version
 
 DEFAULT_ROWS_PER_PARTITION = 1_048_576
 WRITE_ID_PROPERTY = "lance_ops.write_id"
-PUSHDOWN_KEYS = ("pushDownFilters", "pushdown")
 #: keys Spark adds to the options when it creates a catalog table (not the user's options)
 _CATALOG_KEYS = {"location", "provider", "owner"}
 
@@ -238,21 +237,22 @@ class LanceReader(DataSourceReader):
         self.batch_size = get_int(options, "batch_size", DEFAULT_BATCH_SIZE, minimum=1)
         self.pushed: list[Filter] = []
         between = options.get("changed_between")
-        self.changed_between = tuple(int(x) for x in between.split(",")) if between else None
+        self.changed_between: tuple[int, int] | None = None
+        if between:
+            b, e = (int(x) for x in between.split(","))
+            self.changed_between = (b, e)
 
     def partitions(self) -> list[InputPartition]:
         store = ObjectStore(self.uri, self.storage_options)
         manifest, _ = open_manifest(store, self.version)
         filters = meta_filters(self.pushed)
-        between = self.changed_between if self.changed_between is None else (
-            int(self.changed_between[0]), int(self.changed_between[1]))
         out = []
         for f in manifest.fragments:
             if f.num_rows <= 0:
                 continue
             for off, n in row_ranges(f, self.rows_per_partition or DEFAULT_ROWS_PER_PARTITION):
                 part = FragmentRange(f, off, n)
-                if may_match(manifest, part, filters, between):  # else its metadata rules every row out
+                if may_match(manifest, part, filters, self.changed_between):  # else metadata rules it out
                     out.append(InputPartition(part))
         return out or [InputPartition(None)]
 
