@@ -31,9 +31,10 @@ MB = 1e6  # throughput in decimal MB/s of Arrow in-memory bytes
 
 @dataclass
 class Target:
-    """``ratio <= value`` (lance_ops time / pylance time) or ``speedup >= value``."""
+    """``ratio <= value`` (lance_ops time / pylance time), ``speedup >= value``, or any other
+    metric of the entry ``<= value`` (e.g. ``executor_peak_mb_spread``)."""
 
-    metric: str  # "ratio", "speedup" or "size_ratio" (lance_ops bytes / pylance bytes on disk)
+    metric: str  # "ratio", "speedup", "size_ratio" (lance_ops bytes / pylance bytes on disk), or a lower-is-better entry key
     value: float
     text: str
     also: "Target | None" = None  # a second condition that must hold too
@@ -103,9 +104,10 @@ class SparkEnv:
             raise Skip(f"lance_ops.jobs has no {', '.join(missing)} yet")
         return self._jobs
 
-    def session(self, master: str) -> Any:
-        """A session on ``master``, warmed up (Python workers started, lance_ops imported)."""
-        if self._spark is not None and self._master == master:
+    def session(self, master: str, *, fresh: bool = False) -> Any:
+        """A session on ``master``, warmed up (Python workers started, lance_ops imported);
+        ``fresh``: a new one even if one on ``master`` is running (new Python workers)."""
+        if self._spark is not None and self._master == master and not fresh:
             return self._spark
         self.stop()
         spark = self.jobs().spark_session(master=master)
@@ -463,7 +465,8 @@ def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
 
 def case_compact_scaling(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
     jobs = spark.jobs("compact")
-    template, target, live = _compact_common(fx)
+    template, target = fx.scaling_dataset(), fx.scaling_target()
+    live = lf.dataset(template).count_rows()
     out = _fresh_dirs(fx, "scaling", ["local1", "local2"])
 
     masters = {"local1": "local[1]", "local2": "local[2]"}
@@ -491,6 +494,59 @@ def case_compact_scaling(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
         target=Target("speedup", 1.8, "local[2] >= 1.8x faster than local[1]"),
         spark_variants=frozenset({"local1", "local2"}),
         extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _rows_label(n: int) -> str:
+    return f"{n / 1e6:g}m" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def case_compact_memory(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    """Peak memory of compaction tasks at three ``target_rows_per_fragment`` (memory_rows / 20,
+    / 4, / 1: 1M, 5M and 20M rows by default) on a stable-row-id dataset at file format 2.2.
+
+    ``spark_<t>``: ``jobs.compact`` on ``local[1]`` (one executor Python worker runs every task);
+    its peak is the worker's high-water mark in the first run on a fresh session (reused workers
+    keep what Arrow's allocator cached, so later runs would mix targets).  ``inprocess_<t>``:
+    ``compact_files`` in this process, peak = the rise of its resident set (Arrow's cache released
+    first).  One run per variant.  Target: the executor peaks within 64 MB of each other.
+    """
+    jobs = spark.jobs("compact")
+    template = fx.memory_dataset()
+    live = lf.dataset(template).count_rows()
+    targets = [p.memory_rows // 20, p.memory_rows // 4, p.memory_rows]
+    labels = [_rows_label(t) for t in targets]
+    variants: dict[str, Callable[[], Any]] = {}
+    out = _fresh_dirs(fx, "memory", [f"{kind}_{lb}" for lb in labels for kind in ("inprocess", "spark")])
+    started: set[str] = set()
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+        if v.startswith("spark_"):
+            spark.session("local[1]", fresh=v not in started)
+            started.add(v)
+
+    for t, lb in zip(targets, labels, strict=True):
+        variants[f"inprocess_{lb}"] = lambda t=t, d=out[f"inprocess_{lb}"]: lf.dataset(d).compact_files(
+            target_rows_per_fragment=t)
+        variants[f"spark_{lb}"] = lambda t=t, d=out[f"spark_{lb}"]: jobs.compact(
+            spark.session("local[1]"), d, target_rows_per_fragment=t)
+
+    target = Target("executor_peak_mb_spread", 64, "task peak memory of the three targets within 64 MB")
+    return Case(
+        "compact_memory",
+        variants,
+        work=live,
+        unit="rows/s",
+        reps=0,  # the untimed first run of each variant is the measurement
+        kind="memory",
+        alternate=False,
+        prepare=prepare,
+        target=target,
+        spark_variants=frozenset(v for v in variants if v.startswith("spark_")),
+        extra={"fragments": p.fragments, "live_rows": live, "targets": labels,
+               "target_rows_per_fragment": targets, "data_storage_version": "2.2", "stable_row_ids": True},
         cleanup=lambda: [remove(d) for d in out.values()],
     )
 
@@ -573,9 +629,10 @@ CASES: dict[str, Callable[..., Case]] = {
     "compact_indexed": case_compact_indexed,
     "compact_local2": case_compact_local2,
     "compact_scaling": case_compact_scaling,
+    "compact_memory": case_compact_memory,
     "change_feed": case_change_feed,
 }
-SPARK_CASES = frozenset({"compact_local2", "compact_scaling"})
+SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
 
 # the cases on pylance-written 2.2 datasets (issue 17) live in their own module
 from .cases_22 import CASES_22, SPARK_CASES_22  # noqa: E402  (it builds on the classes above)

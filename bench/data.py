@@ -167,6 +167,38 @@ class Fixtures:
         """A quarter of ``fragments``: indexed tables hold fewer, larger fragments."""
         return max(self.p.compact_tasks, self.p.fragments // 4)
 
+    def scaling_dataset(self) -> str:
+        """``scaling_rows`` rows in ``fragments`` equal fragments, 10% deleted (compact_scaling);
+        the compaction template itself when ``scaling_rows == delete_rows``."""
+        if self.p.scaling_rows == self.p.delete_rows:
+            return self.deleted_dataset()
+        if "scaling" not in self._paths:
+            path = self.path("scaling_ds")
+            remove(path)
+            rows, n = self.p.scaling_rows, self.p.fragments
+            lf.write_dataset(make_table(rows), path, max_rows_per_file=rows // n, data_storage_version="2.0")
+            lf.dataset(path).delete(delete_predicate())
+            self._paths["scaling"] = path
+        return self._paths["scaling"]
+
+    def scaling_target(self) -> int:
+        """:meth:`compaction_target` for :meth:`scaling_dataset`."""
+        per_frag = (self.p.scaling_rows // self.p.fragments) * 9 // 10
+        return per_frag * max(1, self.p.fragments // self.p.compact_tasks)
+
+    def memory_dataset(self) -> str:
+        """``memory_rows`` rows in ``fragments`` fragments with stable row ids at file format 2.2
+        (pylance's default), 10% of every fragment deleted: template for compact_memory."""
+        if "memory" not in self._paths:
+            path = self.path("memory_ds")
+            remove(path)
+            rows, n = self.p.memory_rows, self.p.fragments
+            lf.write_dataset(make_table(rows), path, max_rows_per_file=rows // n, data_storage_version="2.2",
+                             enable_stable_row_ids=True)
+            lf.dataset(path).delete(delete_predicate())
+            self._paths["memory"] = path
+        return self._paths["memory"]
+
     # --------------------------------------------------------------------- versions
     def versions_dataset(self) -> str:
         """A dataset with ``versions`` versions: a create, then small appends."""

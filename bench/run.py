@@ -37,6 +37,8 @@ class Params:
     small_fragments: int = 10_000  # compact_small_fragments / open_many_fragments
     small_fragment_rows: int = 100
     indexed_rows: int = 1_000_000  # compact_indexed (BTREE + IVF_PQ)
+    scaling_rows: int = 10_000_000  # compact_scaling: local[1] vs local[2] at this many rows
+    memory_rows: int = 20_000_000  # compact_memory: targets of memory_rows / 20, / 4 and / 1 rows
     reps: int = 7
     small_reps: int = 3
     spark_reps: int = 5
@@ -51,6 +53,8 @@ QUICK = {
     "feed_rows": 200_000,
     "small_fragments": 2_000,
     "indexed_rows": 200_000,
+    "scaling_rows": 2_000_000,
+    "memory_rows": 4_000_000,
     "reps": 3,
     "small_reps": 2,
     "spark_reps": 3,
@@ -96,11 +100,12 @@ def make_params(args: argparse.Namespace) -> Params:
             setattr(p, k, v)
     if args.appends is not None and args.versions is None:
         p.versions = p.appends + 1
-    if p.delete_rows % (p.fragments * 1000):
-        raise SystemExit(
-            f"--delete-rows ({p.delete_rows}) must be a multiple of 1000 x --fragments ({p.fragments}) "
-            "so that x < 0.1 deletes exactly 10% of every fragment"
-        )
+    for name in ("delete_rows", "scaling_rows", "memory_rows"):
+        if getattr(p, name) % (p.fragments * 1000):
+            raise SystemExit(
+                f"--{name.replace('_', '-')} ({getattr(p, name)}) must be a multiple of 1000 x --fragments "
+                f"({p.fragments}) so that x < 0.1 deletes exactly 10% of every fragment"
+            )
     return p
 
 
@@ -196,6 +201,23 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
         ex = _executor_peak(case, ["local1", "local2"], samples)
         if ex is not None:
             entry["executor_peak_mb"] = ex
+    elif case.kind == "memory":
+        # one run per variant (the untimed first one: Arrow's cache released, fresh Spark workers);
+        # its peak memory is the result, its time is reported alongside
+        for v in samples:
+            first = peaks.get((case.name, v))
+            if first is None:
+                continue
+            entry[f"{v}_s"] = _round(first.seconds)
+            if first.executor_peak_mb is not None:
+                entry[f"{v}_executor_peak_mb"] = round(first.executor_peak_mb, 1)
+            elif first.peak_mb is not None:
+                entry[f"{v}_peak_mb"] = round(first.peak_mb, 1)
+        for kind in ("executor_peak_mb", "peak_mb"):
+            vals = [entry[f"{v}_{kind}"] for v in samples if entry.get(f"{v}_{kind}") is not None]
+            if vals:
+                entry[f"{kind}_spread"] = round(max(vals) - min(vals), 1)
+        entry["unit"] = case.unit
     else:  # limit
         t = med["ipc"]
         entry.update(ipc_s=_round(t), unit=case.unit, ipc_throughput=_round(work / t) if t > 0 else None)
@@ -281,6 +303,8 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
             continue
         if "speedup" in e:
             notes.append(f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}×")
+        if "executor_peak_mb_spread" in e:
+            notes.append(_memory_notes(e))
         if e.get("executor_peak_mb") is not None:
             notes.append(f"executor peak {e['executor_peak_mb']:.0f} MB")
         if e.get("memory_ok") is False:
@@ -504,7 +528,20 @@ def _loadavg() -> float | None:
         return None
 
 
+def _memory_notes(e: dict[str, Any]) -> str:
+    """compact_memory: each target's executor peak (and in-process peak rise) and the spreads."""
+    parts = []
+    for t in e.get("targets", []):
+        ex, own = e.get(f"spark_{t}_executor_peak_mb"), e.get(f"inprocess_{t}_peak_mb")
+        parts.append(f"{t}: executor {ex:.0f} MB, in-process +{own:.0f} MB" if ex is not None and own is not None
+                     else f"{t}: executor {ex} MB, in-process {own} MB")
+    return "; ".join(parts) + (f"; spread executor {e['executor_peak_mb_spread']:.0f} MB, "
+                               f"in-process {e.get('peak_mb_spread', float('nan')):.0f} MB")
+
+
 def _progress(e: dict[str, Any]) -> str:
+    if "executor_peak_mb_spread" in e:
+        return _memory_notes(e)
     if "ipc_s" in e:
         return f"ipc {_fmt_s(e['ipc_s'])}"
     if "speedup" in e:

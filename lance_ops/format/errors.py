@@ -44,6 +44,12 @@ class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument's value is invalid (names the argument and the value received)."""
 
 
+class InvalidURIError(InvalidArgumentError, UnsupportedFeatureError):
+    """A dataset URI lance_ops cannot use: an unsupported scheme (also an
+    :class:`UnsupportedFeatureError`), a ``file:`` URI naming another host, or no path at all.
+    Names the URI."""
+
+
 class ArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument has the wrong type (names the argument and the type received)."""
 

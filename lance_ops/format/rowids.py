@@ -36,11 +36,14 @@ __all__ = [
     "encode_row_id_segments",
     "encode_row_ids",
     "encode_segment",
+    "encode_segments",
+    "encode_version_runs",
     "encode_versions",
     "encode_versions_like",
     "fragment_row_ids",
     "fragment_versions",
     "inline_field",
+    "range_segment",
     "segment_len",
 ]
 
@@ -373,6 +376,22 @@ def encode_row_ids(ids: np.ndarray) -> bytes:
     return seq.SerializeToString()
 
 
+def range_segment(start: int, end: int) -> rowids_pb2.U64Segment:
+    """The segment ``range{start..end}`` (ids ``start, ..., end - 1``), built without materialising them."""
+    if not 0 <= start <= end:
+        raise ValueError(f"need 0 <= start <= end, got [{start}, {end})")
+    seg = rowids_pb2.U64Segment()
+    seg.range.start, seg.range.end = int(start), int(end)
+    return seg
+
+
+def encode_segments(segments: Sequence[rowids_pb2.U64Segment]) -> bytes:
+    """``RowIdSequence`` bytes of already encoded segments, in order."""
+    seq = rowids_pb2.RowIdSequence()
+    seq.segments.extend(segments)
+    return seq.SerializeToString()
+
+
 def encode_row_id_segments(parts: Sequence[np.ndarray]) -> bytes:
     """``RowIdSequence`` bytes with one segment per non-empty part, in order.
 
@@ -457,6 +476,33 @@ def encode_versions(versions: np.ndarray) -> bytes:
     (no runs), as pylance's ``from_uniform_row_count(0, v)``.
     """
     return encode_versions_like(versions, [])
+
+
+def encode_version_runs(values: np.ndarray, lengths: np.ndarray) -> bytes:
+    """``RowDatasetVersionSequence`` bytes from runs ``(values[i], lengths[i])``, equal neighbours
+    merged; the spans are ``range{pos .. pos+len}`` over row positions (as :func:`encode_versions`)."""
+    v = _as_u64(values, "values")
+    n = np.asarray(lengths, dtype=np.int64)
+    if v.size != n.size or (n < 0).any():
+        raise ValueError(f"{v.size} run values and {n.size} run lengths (all >= 0) expected")
+    keep = n > 0
+    v, n = v[keep], n[keep]
+    if not v.size:
+        return b""
+    first = np.concatenate(([True], v[1:] != v[:-1]))
+    group = np.cumsum(first) - 1
+    merged = np.bincount(group, weights=n).astype(np.int64)
+    ends = np.cumsum(merged)
+    return _runs_to_bytes_values(v[first], ends - merged, ends)
+
+
+def _runs_to_bytes_values(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bytes:
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    for value, s, e in zip(values.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        run = seq.runs.add()
+        run.span.range.start, run.span.range.end = s, e
+        run.version = int(value)
+    return seq.SerializeToString()
 
 
 def constant_versions(n: int, version: int) -> bytes:

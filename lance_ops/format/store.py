@@ -1,7 +1,8 @@
 """Object storage for datasets: an fsspec adapter with range reads and atomic create.
 
-Local paths, ``file://``, ``memory://`` and ``gs://`` (gcsfs) are supported; any other scheme
-is an :class:`~lance_ops.format.errors.UnsupportedFeatureError`.  Commits rely on
+Local paths, ``file:`` URIs (``file:/abs``, ``file:///abs``, ``file://localhost/abs``),
+``memory://`` and ``gs://`` (gcsfs) are supported (:func:`split_uri`: the one URI rule);
+anything else is an :class:`InvalidURIError`.  Commits rely on
 :meth:`ObjectStore.put_if_absent`, which is atomic on every backend: local = write a temp file
 then ``os.link`` (EEXIST = lost race); GCS = an upload with ``ifGenerationMatch=0`` (HTTP 412 =
 lost race, surfaced by gcsfs as ``FileExistsError``); memory = a locked check-and-set.
@@ -14,6 +15,7 @@ read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
 
 import os
 import posixpath
+import re
 import sys
 import threading
 import time
@@ -21,11 +23,12 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
+from urllib.parse import unquote
 
 import fsspec
 import fsspec.asyn
 
-from .errors import ArgumentTypeError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
+from .errors import ArgumentTypeError, InvalidURIError, LanceOpsError
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -55,8 +58,6 @@ class ConditionalPutError(ObjectStoreError):
         self.applied = applied
 
 
-#: URI schemes lance_ops reads and writes (``gcs`` is gcsfs's alias of ``gs``).
-SUPPORTED_PROTOCOLS = ("file", "memory", "gs", "gcs")
 #: storage option: deadline (seconds) of a conditional create, retries included
 COMMIT_TIMEOUT_OPTION = "commit_timeout"
 #: metadata key of the token a conditional create tags its object with (GCS)
@@ -97,47 +98,84 @@ def _storage_errors(path: str, what: str) -> Iterator[None]:
         raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
 
 
-def check_uri(uri: object) -> str:
-    """``uri`` if it names a location lance_ops can use; a typed error naming it otherwise.
+#: URI schemes a dataset may live under (plus plain local paths)
+SUPPORTED_SCHEMES = ("file", "memory", "gs", "gcs")  # gcs: gcsfs's alias of gs
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
+
+
+def split_uri(uri: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(protocol, path)`` of a dataset URI: the one rule for every URI lance_ops accepts.
+
+    - a local path (``/abs``, ``rel/dir``): ``("file", absolute path)``, relative to the current
+      directory *of this process* (jobs resolve once on the driver, :func:`resolve_uri`);
+    - ``file:/abs`` (Spark's and Hadoop's form), ``file:///abs``, ``file://localhost/abs``, and
+      ``file:rel`` (relative): the same, with %-escapes decoded as in any URI;
+    - ``memory://name``: ``("memory", "/name")``;
+    - ``gs://bucket/path``: ``("gs", "bucket/path")``.
 
     Raises:
-        ArgumentTypeError: not a string (or ``os.PathLike``).
-        InvalidArgumentError: empty.
-        UnsupportedFeatureError: a scheme other than local paths, ``file://``, ``memory://``, ``gs://``.
+        InvalidURIError: any other scheme (``s3://``, ``hdfs://``, ``foo:bar``), a ``file:`` URI
+            naming a host other than ``localhost``, an empty URI, or a ``gs://`` URI without bucket.
     """
-    if isinstance(uri, os.PathLike):
-        uri = os.fspath(uri)
-    if not isinstance(uri, str):
-        raise ArgumentTypeError(f"uri must be a string path or URI, got {type(uri).__name__} {uri!r}")
-    if not uri.strip():
-        raise InvalidArgumentError("uri must not be empty")
-    if "://" in uri:
-        protocol = uri.split("://", 1)[0].lower()
-        if protocol not in SUPPORTED_PROTOCOLS:
-            raise UnsupportedFeatureError(
-                f"{uri}: the {protocol!r} scheme is not supported; use a local path, file://, memory:// or gs://"
-            )
-    return uri
+    raw = os.fspath(uri) if isinstance(uri, os.PathLike) else uri
+    if not isinstance(raw, str):
+        raise ArgumentTypeError(f"uri must be a string path or URI (or os.PathLike), got {type(uri).__name__} {uri!r}")
+    if not raw.strip():
+        raise InvalidURIError(f"dataset URI {raw!r} is empty")
+    m = _SCHEME.match(raw)
+    if m is None:
+        return "file", os.path.abspath(raw)
+    scheme, rest = m.group(1).lower(), m.group(2)
+    if scheme == "file":
+        path = rest
+        if rest.startswith("//"):
+            host, slash, tail = rest[2:].partition("/")
+            if host.lower() not in ("", "localhost"):
+                raise InvalidURIError(
+                    f"dataset URI {raw!r} names host {host!r}: file: URIs must be local "
+                    "(file:/path, file:///path or file://localhost/path)"
+                )
+            path = slash + tail
+        path = unquote(path)
+        if not path:
+            raise InvalidURIError(f"dataset URI {raw!r} has no path")
+        return "file", os.path.abspath(path)
+    if scheme in ("memory", "gs", "gcs"):
+        if not rest.startswith("//"):
+            raise InvalidURIError(f"dataset URI {raw!r}: expected {scheme}://...")
+        if scheme == "memory":
+            return "memory", "/" + rest[2:].strip("/")
+        path = rest[2:].rstrip("/")
+        if not path or path.startswith("/"):
+            raise InvalidURIError(f"dataset URI {raw!r} has no bucket (expected gs://bucket/path)")
+        return scheme, path
+    raise InvalidURIError(
+        f"dataset URI {raw!r}: unsupported scheme {scheme!r}; lance_ops reads local paths and "
+        "file:, memory:// and gs:// URIs"
+    )
 
 
-def split_uri(uri: str) -> tuple[str, str]:
-    """Return ``(protocol, path)`` for a URI or local path; local paths become absolute."""
-    uri = check_uri(uri)
-    if "://" not in uri:
-        return "file", os.path.abspath(uri)
-    protocol, rest = uri.split("://", 1)
+def resolve_uri(uri: str | os.PathLike[str]) -> str:
+    """The canonical, absolute form of a dataset URI (see :func:`split_uri`), to hand to other
+    processes: local datasets become an absolute path, so a relative path is resolved once, here,
+    and not again in each executor's working directory.  Idempotent.
+
+    Raises:
+        InvalidURIError: as :func:`split_uri`.
+    """
+    protocol, path = split_uri(uri)
     if protocol == "file":
-        return "file", os.path.abspath("/" + rest.lstrip("/")) if rest.startswith("/") else os.path.abspath(rest)
+        return path
     if protocol == "memory":
-        return protocol, "/" + rest.strip("/")
-    return protocol, rest.rstrip("/")
+        return "memory://" + path.lstrip("/")
+    return f"{protocol}://{path}"
 
 
 class ObjectStore:
     """Storage rooted at a dataset URI; every method takes paths relative to the root.
 
     Args:
-        uri: dataset root (local path, ``file://``, ``memory://`` or ``gs://``).
+        uri: dataset root (local path, ``file:`` URI, ``memory://`` or ``gs://``; :func:`split_uri`).
         storage_options: passed to the fsspec filesystem (e.g. gcsfs ``token``, ``endpoint_url``),
             except ``commit_timeout``: seconds a conditional create (a commit) may take, retries
             included, before its outcome is settled by reading the object back (default: the

@@ -6,7 +6,7 @@ need lance_ops installed and the same ``storage_options``)::
 
     from lance_ops import jobs
     spark = jobs.spark_session("local[2]")          # env for workers, UI off, sources registered
-    spark.read.format("lance").load(uri)            # options: version, with_metadata, storage_options
+    spark.read.format("lance").load(uri)            # options: versionAsOf, timestampAsOf, columns, ...
     df.write.format("lance").mode("append").save(uri)
     jobs.append(spark, uri, "/data/in.parquet", format="parquet")
     jobs.delete(spark, uri, "id < 100")
@@ -17,9 +17,12 @@ need lance_ops installed and the same ``storage_options``)::
     jobs.write_change_feed(spark, uri, 3, 7, sink_uri, format="lance")
     spark.readStream.format("lance_changes").option("startingVersion", 1).load(uri)
 
-Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``).
+Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``), which runs under spark-submit.
+Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
+:func:`lance_ops.format.store.split_uri` and are resolved once, on the driver.
 """
 
+from ._options import InvalidOptionError
 from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from .compaction import InjectedTaskFailure, compact, materialize_deletions
 from .mutations import delete, upsert
@@ -36,6 +39,7 @@ __all__ = [
     "CompactResult",
     "DeleteResult",
     "InjectedTaskFailure",
+    "InvalidOptionError",
     "LanceChangesDataSource",
     "LanceDataSource",
     "UpsertResult",

@@ -1,7 +1,9 @@
-"""Helpers shared by the jobs: reading a pinned version, sources, finding our commit."""
+"""Helpers shared by the jobs: reading a pinned version, sources, finding our commit, typed errors."""
 
+import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -9,7 +11,7 @@ from pyspark.sql.types import StructType
 
 from lance_ops.format.commit import load_transaction
 from lance_ops.format.dataset import resolve_version
-from lance_ops.format.errors import SchemaError
+from lance_ops.format.errors import LanceOpsError, SchemaError
 from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.manifest import Manifest, list_versions
@@ -93,3 +95,36 @@ def version_number(uri: str, ref: int | str | None, storage_options: Mapping[str
         raise ValueError(f"{uri}: {ref!r} names version {version} of {location}, not of this dataset; pass that URI")
     return version
 
+
+
+_ERROR_LINE = re.compile(r"^(lance_ops(?:\.\w+)+)\.(\w+Error): (.+)$", re.MULTILINE)
+
+
+def lance_error_in(e: BaseException) -> LanceOpsError | None:
+    """The lance_ops error a Spark task or Python data source raised, rebuilt from the text of the
+    exception Spark surfaces (its type and message), or None if there is none."""
+    m = _ERROR_LINE.search(str(e))
+    if m is None:
+        return None
+    module, name, message = m.groups()
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        if isinstance(cls, type) and issubclass(cls, LanceOpsError):
+            return cls(message)
+    except Exception:  # unknown module, or an error class with another constructor
+        pass
+    return LanceOpsError(f"{name}: {message}")
+
+
+@contextmanager
+def lance_errors() -> Iterator[None]:
+    """Re-raise a lance_ops error that Spark wrapped (task, data source) as that typed error."""
+    try:
+        yield
+    except LanceOpsError:
+        raise
+    except Exception as e:
+        err = lance_error_in(e)
+        if err is None:
+            raise
+        raise err from e

@@ -43,7 +43,7 @@ from lance_ops.format.maintenance.distributed import (
 from lance_ops.format.manifest import Manifest, list_versions, read_manifest
 from lance_ops.format.operations import Update
 from lance_ops.format.scan import CREATED_AT, ROW_ID, UPDATED_AT
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
@@ -82,6 +82,7 @@ def change_feed(
         SchemaChangeError: ``on_schema_change="fail"`` and the schema changed in the range.
     """
     so = dict(storage_options or {})
+    uri = resolve_uri(uri)  # once, on the driver
     store = ObjectStore(uri, so)
     end_m, scheme = open_manifest(store, version_number(uri, end_version, so))
     b, e = int(version_number(uri, begin_version, so)), end_m.version  # type: ignore[arg-type]
@@ -213,12 +214,14 @@ def write_change_feed(
     end_version = int(version_number(uri, end_version, storage_options))  # type: ignore[arg-type]
     df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options,
                      on_schema_change=on_schema_change)
+    sink_given, sink_uri = sink_uri, resolve_uri(sink_uri)  # resolved once, on the driver
     if format == "parquet":
-        location = range_location(sink_uri, begin_version, end_version)
+        location = range_location(sink_given, begin_version, end_version)
         counted = Observation("lance_ops_change_feed")
-        df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(location)
+        df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(
+            range_location(sink_uri, begin_version, end_version))
         rows = int(counted.get["rows"])
-        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, rows, location, None,
+        return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, rows, location, None,
                                      time.perf_counter() - t0)
     if format != "lance":
         raise ValueError(f"format must be 'lance' or 'parquet', got {format!r}")
@@ -230,8 +233,8 @@ def write_change_feed(
         from .writes import append
 
         res = append(spark, sink_uri, df, max_rows_per_file=max_rows_per_file, storage_options=sink_so)
-        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, res.rows_written,
-                                     sink_uri, res.version, time.perf_counter() - t0)
+        return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, res.rows_written,
+                                     sink_given, res.version, time.perf_counter() - t0)
     sink_m, _ = open_manifest(sink)
     where = f"{COMMIT_VERSION} > {int(begin_version)} AND {COMMIT_VERSION} <= {int(end_version)}"
     updated, removed, _ = plan_deletions(spark, sink_uri, sink_m, where, sink_so)
@@ -241,7 +244,7 @@ def write_change_feed(
     rows = sum(f.physical_rows for f in new)
     if not new and not updated and not removed:
         sweep_staging(sink, write_id, set())
-        return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, 0, sink_uri, None,
+        return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, 0, sink_given, None,
                                      time.perf_counter() - t0)
     op = Update(removed, updated, new)
     props = {"lance_ops.writer": "spark", "lance_ops.change_range": f"{begin_version}-{end_version}"}
@@ -253,5 +256,5 @@ def write_change_feed(
         sweep_staging(sink, write_id, set())
         raise
     sweep_staging(sink, write_id, committed_files(new))
-    return ChangeFeedWriteResult(uri, sink_uri, begin_version, end_version, format, rows, sink_uri, out.version,
+    return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, rows, sink_given, out.version,
                                  time.perf_counter() - t0)

@@ -23,7 +23,7 @@ from lance_ops.format.maintenance.compaction import (
     plan_compaction,
 )
 from lance_ops.format.maintenance.distributed import open_manifest
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 
 from .results import CompactResult
 from .source import delete_fragment_files
@@ -64,6 +64,7 @@ def _compact(
 ) -> CompactResult:
     t0 = time.perf_counter()
     so = dict(storage_options or {})
+    given, uri = uri, resolve_uri(uri)  # once, on the driver: tasks run in other directories
     store = ObjectStore(uri, so)
     manifest, _ = open_manifest(store, read_version)
     opts = CompactionOptions.resolve(manifest.config, **overrides)
@@ -72,7 +73,7 @@ def _compact(
 
     def result(**kw: Any) -> CompactResult:
         base: dict[str, Any] = dict(
-            uri=uri, read_version=manifest.version, version=None, tasks_planned=n, tasks_succeeded=0,
+            uri=given, read_version=manifest.version, version=None, tasks_planned=n, tasks_succeeded=0,
             fragments_removed=0, fragments_added=0, files_removed=0, files_added=0, rows_rewritten=0,
             failed_tasks=(), dry_run=dry_run,
         )

@@ -30,12 +30,13 @@ from lance_ops.format.operations import Delete, Update
 from lance_ops.format.rowids import encode_row_ids, encode_versions
 from lance_ops.format.scan import CREATED_AT, ROW_ADDR, ROW_ID
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
-from ._common import as_dataframe, latest, read_version, referenced_columns
+from ._common import as_dataframe, lance_errors, latest, read_version, referenced_columns
+from ._compat import check_store_assignment
 from ._types import META_COLUMNS, cast_batch, spark_schema
 from .results import DeleteResult, UpsertResult
 from .source import StagingStore, delete_fragment_files, sweep_staging
@@ -181,16 +182,18 @@ def delete(
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
+    given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     store, m = latest(uri, so)
-    updated, removed, total = plan_deletions(spark, uri, m, where, so)
+    with lance_errors():
+        updated, removed, total = plan_deletions(spark, uri, m, where, so)
     if total == 0:
-        return DeleteResult(uri, m.version, None, 0, 0, 0, time.perf_counter() - t0)
+        return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     try:
         out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
     except BaseException:
         delete_deletion_files(store, updated)
         raise
-    return DeleteResult(uri, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
+    return DeleteResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------- upsert
@@ -284,6 +287,7 @@ def upsert(
     if not on:
         raise ValueError("upsert needs at least one key column in `on`")
     so = dict(storage_options or {})
+    given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     store, m = latest(uri, so)
     if has_blob_columns(m):
         raise UnsupportedFeatureError(
@@ -293,13 +297,10 @@ def upsert(
     user_arrow = m.schema.to_arrow()
     user = list(user_arrow.names)
     src = as_dataframe(spark, source, format, options)
-    if sorted(src.columns) != sorted(user):
-        raise SchemaError(
-            f"{uri}: the upsert source has columns {sorted(src.columns)}, the dataset has {sorted(user)}"
-        )
     missing_keys = [k for k in on if k not in user]
     if missing_keys:
-        raise SchemaError(f"{uri}: key column(s) {missing_keys} are not in the dataset")
+        raise SchemaError(f"{given}: key column(s) {missing_keys} are not in the dataset")
+    check_store_assignment(src.schema, user_arrow, given)  # strict, as appends: only safe widening
     types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
     src = src.select([F.col(c).cast(types[c]).alias(c) for c in user])
     stable = m.uses_stable_row_ids
@@ -313,12 +314,13 @@ def upsert(
     write_id = uuid.uuid4().hex
     fn = _upsert_writer(uri, so, m, {f.id: f for f in m.fragments}, max_rows_per_file, write_id)
     try:
-        rows = (
-            joined.select(*user, *meta, group.cast("long").alias("_group"))
-            .groupBy("_group")
-            .applyInArrow(fn, "kind string, fragment_id long, payload binary, rows long")
-            .collect()
-        )
+        with lance_errors():
+            rows = (
+                joined.select(*user, *meta, group.cast("long").alias("_group"))
+                .groupBy("_group")
+                .applyInArrow(fn, "kind string, fragment_id long, payload binary, rows long")
+                .collect()
+            )
     except BaseException:
         sweep_staging(store, write_id, set())
         raise
@@ -342,7 +344,7 @@ def upsert(
     new = new_updates + new_inserts
     if not new:
         sweep_staging(store, write_id, set())
-        return UpsertResult(uri, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
+        return UpsertResult(given, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
     # every field, as pylance's merge_insert: no index is extended over the rewritten rows
     modified = m.schema.field_ids()
     op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
@@ -355,6 +357,6 @@ def upsert(
         raise
     sweep_staging(store, write_id, committed_files(new))
     return UpsertResult(
-        uri, m.version, out.version, n_updated, n_inserted, len(new), len(updated), len(removed),
+        given, m.version, out.version, n_updated, n_inserted, len(new), len(updated), len(removed),
         time.perf_counter() - t0,
     )

@@ -48,8 +48,29 @@ def prepare_environment(*, local: bool = True, extra: Mapping[str, str] | None =
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+#: what spark_session sets unless spark-submit, spark-defaults.conf or ``conf`` say otherwise
+SESSION_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    PUSHDOWN_CONF: "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+DEFAULT_MASTER = "local[*]"
+
+
+def _submitted_conf() -> dict[str, str] | None:
+    """The Spark conf spark-submit (or a notebook's gateway) started this process with, or None
+    when this process starts its own JVM."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to the gateway spark-submit started
+    return dict(SparkConf().getAll())
+
+
 def spark_session(
-    master: str = "local[*]",
+    master: str | None = None,
     conf: Mapping[str, Any] | None = None,
     app_name: str = "lance_ops",
     *,
@@ -57,23 +78,49 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession ready for lance_ops: worker env set first, UI and progress bar off, sources registered.
 
+    Under ``spark-submit`` the master and the ``--conf`` values spark-submit was given win: the
+    session is built on them, ``master`` may only repeat it (a different one is an error, never a
+    silent override), and the defaults here (UI off, ...) fill in only what nobody set.  Outside
+    spark-submit ``master`` defaults to ``local[*]``.  A session that already runs in this
+    process is reused.
+
     Args:
-        master: Spark master URL (``local[2]``, ``spark://host:7077``, ...).
-        conf: extra Spark configuration (wins over the defaults here).
-        app_name: the application name.
+        master: Spark master URL (``local[2]``, ``spark://host:7077``, ...); None: spark-submit's,
+            else ``local[*]``.
+        conf: extra Spark configuration (wins over the defaults here and over spark-submit's).
+        app_name: the application name (when nobody set one).
         env: extra environment for the workers (e.g. ``STORAGE_EMULATOR_HOST``); it only takes
             effect if no JVM has been started in this process yet.
+
+    Raises:
+        ValueError: ``master`` differs from the master spark-submit was given.
     """
-    prepare_environment(local=master.startswith("local"), extra=env)
-    builder = SparkSession.builder.master(master).appName(app_name)
-    defaults: dict[str, Any] = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        PUSHDOWN_CONF: "true",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-    }
-    for k, v in {**defaults, **dict(conf or {})}.items():
-        builder = builder.config(k, str(v).lower() if isinstance(v, bool) else str(v))
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    submitted = None if active is not None else _submitted_conf()
+    given = dict(submitted or {})
+    if submitted is not None:
+        theirs = given.get("spark.master")
+        # spark-submit without --master reports local[*]: only then may the job name another one
+        if master is not None and theirs not in (None, master, DEFAULT_MASTER):
+            raise ValueError(
+                f"spark-submit was given --master {theirs}; the job asked for {master}: drop one "
+                "(lance_ops never overrides the master spark-submit was given)"
+            )
+        chosen = master if master is not None and theirs in (None, DEFAULT_MASTER) else (theirs or DEFAULT_MASTER)
+    else:
+        chosen = master or DEFAULT_MASTER
+    prepare_environment(local=chosen.startswith("local"), extra=env)
+    builder = SparkSession.builder
+    if given.get("spark.master") != chosen:
+        builder = builder.master(chosen)
+    if "spark.app.name" not in given:
+        builder = builder.appName(app_name)
+    settings = {k: v for k, v in SESSION_DEFAULTS.items() if k not in given}
+    settings.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in dict(conf or {}).items()})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
     spark = builder.getOrCreate()
     register(spark)
     return spark

@@ -2,37 +2,47 @@
 
 Read::
 
-    spark.read.format("lance").option("version", 3).load(uri)
+    spark.read.format("lance").load(uri)                                   # latest version
+    spark.read.format("lance").option("versionAsOf", 3).load(uri)          # or a tag name (Delta name;
+    spark.read.format("lance").option("timestampAsOf", "2026-11-24").load(uri)  # lance-spark: version)
     spark.read.format("lance").option("with_metadata", True).load(uri)     # + _rowid, _rowaddr, versions
-    spark.read.format("lance").schema("id long, _rowid long").load(uri)    # pruned columns
+    spark.read.format("lance").option("columns", "id,_rowid").load(uri)    # only these are decoded
+    spark.read.format("lance").schema("id long, _rowid long").load(uri)    # the same, with types
+
+PySpark 4.3's Python data sources get filter pushdown (``pushFilters``) but no column pruning:
+the reader always receives the full schema, whatever the query selects.  So the projection
+travels in the ``columns`` option or a user schema; only those columns are decoded.
 
 One input partition per fragment (fragments larger than ``rows_per_partition`` are split by
-physical row range); simple comparisons on integer, string, boolean and date columns (and on
-the metadata columns) are pushed down; batches are cast exactly to the Arrow schema Spark
-expects.  Options: ``version``, ``storage_options`` (JSON) or ``storage.<key>``,
-``with_metadata``, ``rows_per_partition``, ``batch_size``, ``changed_between`` ("b,e": only rows
-inserted or updated in versions ``(b, e]``, selected from metadata before any data is decoded;
-used by the change feed).
+physical row range).  Simple comparisons on integer, string, boolean and date columns and on
+the metadata columns are pushed down; partitions whose metadata proves a pushed metadata-column
+filter false (``_rowid``, ``_rowaddr``, ``_row_created_at_version``,
+``_row_last_updated_at_version`` ranges) are not planned, and inside a partition those filters
+run before any data page is decoded.  Batches are cast exactly to the Arrow schema Spark
+expects.  Options: :data:`~lance_ops.jobs._options.READ_OPTIONS` (an unknown one is an error
+listing them).
 
 Write::
 
     df.write.format("lance").mode("append" | "overwrite").save(uri)
+    CREATE TABLE t USING lance LOCATION '<uri>'; INSERT INTO t ...; INSERT OVERWRITE t ...
 
-Each task writes fragment files (``lance_ops.format.write_fragments``) and returns their
-metadata; ``commit()`` on the driver commits one transaction (Append, or Overwrite / create).
-``abort()`` deletes the files of the tasks that finished; a failing task deletes its own.  Only
-the messages Spark hands to ``commit()`` are committed, so retried or speculative attempts
-never add rows twice.  Options: ``max_rows_per_file``, ``enable_stable_row_ids``,
-``data_storage_version``, ``storage_options``, ``write_id`` (stored in the transaction
-properties as ``lance_ops.write_id``), and Delta's idempotent-write options ``txnAppId`` and
-``txnVersion``: a job retried after an ambiguous failure (the same id and number) commits at
-most once; a duplicate commits nothing and removes the files it wrote.
+Appends are strict (``_compat``): Spark's ANSI store assignment narrowed to safe widening,
+checked on the driver before any task writes.  Each task writes fragment files and returns
+their metadata; ``commit()`` on the driver commits one transaction (Append, or Overwrite /
+create).  ``abort()`` deletes the files of the tasks that finished; a failing task deletes its
+own.  Only the messages Spark hands to ``commit()`` are committed, so retried or speculative
+attempts never add rows twice.  Options: :data:`~lance_ops.jobs._options.WRITE_OPTIONS`, among
+them Delta's idempotent-write options ``txnAppId`` and ``txnVersion``: a job retried after an
+ambiguous failure (the same id and number) commits at most once; a duplicate commits nothing
+and removes the files it wrote.
 
 All the work happens in Python worker processes that Spark starts; everything they need
-travels in the options (RECIPES.md §1 (c)).
+travels in the options (RECIPES.md §1 (c)).  The URI is resolved once, when the driver plans
+(:func:`lance_ops.format.store.resolve_uri`), so executors never resolve a relative path in
+their own working directory.
 """
 
-import datetime as dt
 import json
 import os
 import posixpath
@@ -42,39 +52,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
     Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringContains,
-    StringEndsWith,
-    StringStartsWith,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructType,
-)
+from pyspark.sql.types import StructField, StructType
 
 from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
 from lance_ops.format.commit import commit_transaction
@@ -90,30 +76,108 @@ from lance_ops.format.maintenance.distributed import (
     scan_fragment_range,
 )
 from lance_ops.format.manifest import Manifest
-from lance_ops.format.scan import CREATED_AT, UPDATED_AT
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import normalize_storage_version, require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
-from ._options import get_bool, get_int, storage_options
+from ._compat import check_store_assignment
+from ._filters import (
+    FragmentRange,
+    _and,
+    _referenced,
+    changed_rows,
+    filter_expression,
+    may_match,
+    meta_filters,
+)
+from ._options import (
+    READ_OPTIONS,
+    WRITE_OPTIONS,
+    InvalidOptionError,
+    check_options,
+    first,
+    get_bool,
+    get_int,
+    storage_options,
+)
 from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
+from ._versions import requested_version
 
 DEFAULT_ROWS_PER_PARTITION = 1_048_576
 WRITE_ID_PROPERTY = "lance_ops.write_id"
+#: keys Spark adds to the options when it creates a catalog table (not the user's options)
+_CATALOG_KEYS = {"location", "provider", "owner"}
+
+__all__ = ["FragmentRange", "LanceDataSource", "LanceReader", "LanceWriter", "filter_expression"]
 
 
 def _path(options: Any) -> str:
+    """The dataset URI of the options, resolved (absolute) here, on the driver."""
     path = options.get("path")
     if not path:
-        raise ValueError("the lance data source needs a path: .load(uri) / .save(uri)")
-    return str(path)
+        raise InvalidOptionError(
+            "the lance data source got no path: use .load(uri) / .save(uri), or a table created with "
+            "CREATE TABLE t USING lance LOCATION '<uri>' (no column list: the schema is read from the "
+            "dataset, and Spark hands Python data sources a table's location only that way)"
+        )
+    return resolve_uri(str(path))
 
 
-def _open(options: Any) -> tuple[ObjectStore, Manifest]:
-    store = ObjectStore(_path(options), storage_options(options))
-    manifest, _ = open_manifest(store, get_int(options, "version", None))
-    return store, manifest
+#: Field metadata key of catalog tables: Spark does not pass a table's LOCATION (or OPTIONS) to a
+#: Python data source when it reads or writes the table, only the schema stored in the catalog;
+#: ``schema()`` stores what later scans need in it when Spark creates the table.
+TABLE_KEY = "lance_ops.table"
+
+
+def _table_options(options: Any, uri: str) -> dict[str, str]:
+    keep = {"path": uri}
+    for k, v in options.items():
+        if k.lower() == "storage_options" or k.lower().startswith("storage."):
+            keep[k] = str(v)
+    return keep
+
+
+def with_table_options(options: Any, schema: StructType | None) -> dict[str, Any]:
+    """``options``, completed from the catalog schema's :data:`TABLE_KEY` metadata (given options win)."""
+    out = dict(options)
+    if schema is not None and not out.get("path"):
+        for f in schema.fields:
+            raw = (f.metadata or {}).get(TABLE_KEY)
+            if raw:
+                for k, v in json.loads(raw).items():
+                    out.setdefault(k, v)
+                break
+    return out
+
+
+def _open_read(options: Any) -> tuple[str, ObjectStore, Manifest]:
+    """(uri, store, manifest of the version the options ask for), after checking the options."""
+    uri = _path(options)
+    check_options(options, READ_OPTIONS, "read", uri)
+    store = ObjectStore(uri, storage_options(options))
+    manifest, _ = open_manifest(store, requested_version(store, options))
+    return uri, store, manifest
+
+
+def read_schema(options: Any, manifest: Manifest, uri: str) -> StructType:
+    """The Spark schema a read returns: the ``columns`` option, or every user column (+ the
+    metadata columns with ``with_metadata``)."""
+    arrow = scan_schema(manifest.schema.to_arrow())  # blob columns: their descriptions
+    full = spark_schema(arrow, META_COLUMNS)
+    hit = first(options, "columns")
+    if hit is None:
+        meta = META_COLUMNS if get_bool(options, "with_metadata", False) else ()
+        return spark_schema(arrow, meta)
+    names = [c.strip() for c in hit[1].split(",") if c.strip()]
+    by_name = {f.name: f for f in full.fields}
+    unknown = [c for c in names if c not in by_name]
+    if not names or unknown:
+        raise SchemaError(
+            f"{uri}: option columns={hit[1]!r}: column(s) {unknown or names} are not in version {manifest.version} "
+            f"(columns: {[f.name for f in full.fields]})"
+        )
+    return StructType([by_name[c] for c in names])
 
 
 class LanceDataSource(DataSource):
@@ -124,134 +188,45 @@ class LanceDataSource(DataSource):
         return "lance"
 
     def schema(self) -> StructType:
-        _, manifest = _open(self.options)
-        meta = META_COLUMNS if get_bool(self.options, "with_metadata", False) else ()
-        return spark_schema(scan_schema(manifest.schema.to_arrow()), meta)  # blobs: descriptions
+        keys = {k.lower() for k in self.options}
+        if "location" not in keys:
+            uri, _, manifest = _open_read(self.options)
+            return read_schema(self.options, manifest, uri)
+        # CREATE TABLE t USING lance [OPTIONS (...)] LOCATION '<uri>': Spark adds its catalog keys
+        # and prefixes the table's OPTIONS with "option.".  Only storage options can be kept
+        # with a table (a table pinned to a version or a projection would be a view).
+        options = {k[len("option."):] if k.lower().startswith("option.") else k: v
+                   for k, v in self.options.items() if k.lower() not in _CATALOG_KEYS}
+        for k in options:
+            if k.lower() not in ("path", "storage_options") and not k.lower().startswith("storage."):
+                raise InvalidOptionError(
+                    f"CREATE TABLE ... USING lance: option {k!r} cannot be kept with a table; only the "
+                    "storage options (storage_options, storage.<key>) can (read with spark.read to time travel)"
+                )
+        uri, _, manifest = _open_read(options)
+        meta = json.dumps(_table_options(options, uri), sort_keys=True)
+        return StructType([StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), TABLE_KEY: meta})
+                           for f in read_schema(options, manifest, uri).fields])
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if get_bool(self.options, "pushdown", True):
-            return LanceFilteringReader(self.options, schema)
-        return LanceReader(self.options, schema)
+        options = with_table_options(self.options, schema)
+        if get_bool(options, "pushDownFilters", True, "pushdown"):
+            return LanceFilteringReader(options, schema)
+        return LanceReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> "LanceWriter":
-        return LanceWriter(self.options, schema, overwrite)
+        return LanceWriter(with_table_options(self.options, schema), schema, overwrite)
 
 
 # --------------------------------------------------------------------------- reads
-
-
-@dataclass(frozen=True)
-class FragmentRange:
-    """One input partition: physical rows ``[offset, offset+length)`` of a fragment."""
-
-    fragment: FragmentMetadata
-    offset: int
-    length: int
-
-
-_PUSHABLE = (ByteType, ShortType, IntegerType, LongType, StringType, BooleanType, DateType)
-_CMP = {
-    EqualTo: lambda c, v: c == v,
-    GreaterThan: lambda c, v: c > v,
-    GreaterThanOrEqual: lambda c, v: c >= v,
-    LessThan: lambda c, v: c < v,
-    LessThanOrEqual: lambda c, v: c <= v,
-}
-
-
-def filter_expression(f: Filter, types: dict[str, DataType], literal_type: Any) -> pc.Expression | None:
-    """``f`` as a pyarrow expression with Spark's three-valued semantics, or None if not pushable.
-
-    Floating-point columns are never pushed (Spark orders NaN above every number and equates
-    NaN with NaN; Arrow comparisons with NaN are false).  ``literal_type(name)`` is the Arrow type
-    literals are built with.
-    """
-
-    def column(attr: tuple[str, ...]) -> str | None:
-        if len(attr) != 1 or attr[0] not in types or not isinstance(types[attr[0]], _PUSHABLE):
-            return None
-        return attr[0]
-
-    def lit(name: str, value: Any) -> pa.Scalar | None:
-        if value is None or isinstance(value, float | dt.datetime | list | tuple | dict):
-            return None
-        try:
-            return pa.scalar(value, type=literal_type(name))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
-            return None
-
-    if isinstance(f, Not):
-        inner = f.child
-        if isinstance(inner, In):
-            name = column(inner.attribute)
-            e = filter_expression(inner, types, literal_type)
-            return None if e is None or name is None else ~e & pc.field(name).is_valid()
-        e = filter_expression(inner, types, literal_type)
-        return None if e is None else ~e
-    if isinstance(f, IsNull | IsNotNull):
-        name = column(f.attribute)
-        if name is None:
-            return None
-        return pc.field(name).is_null() if isinstance(f, IsNull) else pc.field(name).is_valid()
-    if isinstance(f, EqualNullSafe):
-        name = column(f.attribute)
-        if name is None:
-            return None
-        if f.value is None:
-            return pc.field(name).is_null()
-        v = lit(name, f.value)
-        return None if v is None else pc.coalesce(pc.field(name) == v, pa.scalar(False))
-    if type(f) in _CMP:
-        cmp: Any = f
-        name = column(cmp.attribute)
-        v = lit(name, cmp.value) if name is not None else None
-        return None if v is None or name is None else _CMP[type(f)](pc.field(name), v)
-    if isinstance(f, In):
-        name = column(f.attribute)
-        if name is None or any(x is None for x in f.value):
-            return None
-        values = [lit(name, x) for x in f.value]
-        if any(v is None for v in values):
-            return None
-        return pc.field(name).isin(pa.array([v.as_py() for v in values if v is not None], type=literal_type(name)))
-    if isinstance(f, StringStartsWith | StringEndsWith | StringContains):
-        name = column(f.attribute)
-        if name is None or not isinstance(types[name], StringType) or not isinstance(f.value, str):
-            return None
-        fn = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with, StringContains: pc.match_substring}
-        return fn[type(f)](pc.field(name), pattern=f.value)
-    return None
-
-
-def changed_rows(begin: int, end: int) -> pc.Expression:
-    """Rows inserted or updated in ``(begin, end]`` (over the uint64 version columns)."""
-    b, e = pa.scalar(begin, pa.uint64()), pa.scalar(end, pa.uint64())
-    c, u = pc.field(CREATED_AT), pc.field(UPDATED_AT)
-    return ((c > b) & (c <= e)) | ((c <= b) & (u > b) & (u <= e))
-
-
-def _and(exprs: Sequence[pc.Expression | None]) -> pc.Expression | None:
-    out = None
-    for e in exprs:
-        out = e if out is None else out & e
-    return out
-
-
-def _referenced(f: Filter) -> set[str]:
-    if isinstance(f, Not):
-        return _referenced(f.child)
-    attr: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
-    return {attr[0]} if len(attr) == 1 else set()
 
 
 class LanceReader(DataSourceReader):
     """Reads one pinned version; runs on the driver (planning) and on executors (``read``)."""
 
     def __init__(self, options: Any, schema: StructType) -> None:
-        self.uri = _path(options)
+        self.uri, _, manifest = _open_read(options)
         self.storage_options = storage_options(options)
-        store = ObjectStore(self.uri, self.storage_options)
-        manifest, _ = open_manifest(store, get_int(options, "version", None))
         self.version = manifest.version  # pinned: every partition reads this version
         self.manifest = light_manifest(manifest)  # no fragment list: the reader is shipped to every task
         user = {f.name for f in manifest.schema.top_level()}
@@ -260,21 +235,27 @@ class LanceReader(DataSourceReader):
             raise SchemaError(f"{self.uri}: column(s) {unknown} are not in the dataset (version {self.version})")
         self.schema = schema
         self.full_schema = spark_schema(scan_schema(manifest.schema.to_arrow()), META_COLUMNS)
-        self.rows_per_partition = get_int(options, "rows_per_partition", DEFAULT_ROWS_PER_PARTITION) or 1
-        self.batch_size = get_int(options, "batch_size", DEFAULT_BATCH_SIZE) or DEFAULT_BATCH_SIZE
+        self.rows_per_partition = get_int(options, "rows_per_partition", DEFAULT_ROWS_PER_PARTITION, minimum=1)
+        self.batch_size = get_int(options, "batch_size", DEFAULT_BATCH_SIZE, minimum=1)
         self.pushed: list[Filter] = []
         between = options.get("changed_between")
-        self.changed_between = tuple(int(x) for x in between.split(",")) if between else None
+        self.changed_between: tuple[int, int] | None = None
+        if between:
+            b, e = (int(x) for x in between.split(","))
+            self.changed_between = (b, e)
 
     def partitions(self) -> list[InputPartition]:
         store = ObjectStore(self.uri, self.storage_options)
         manifest, _ = open_manifest(store, self.version)
-        out = [
-            InputPartition(FragmentRange(f, off, n))
-            for f in manifest.fragments
-            for off, n in row_ranges(f, self.rows_per_partition)
-            if f.num_rows > 0
-        ]
+        filters = meta_filters(self.pushed)
+        out = []
+        for f in manifest.fragments:
+            if f.num_rows <= 0:
+                continue
+            for off, n in row_ranges(f, self.rows_per_partition or DEFAULT_ROWS_PER_PARTITION):
+                part = FragmentRange(f, off, n)
+                if may_match(manifest, part, filters, self.changed_between):  # else metadata rules it out
+                    out.append(InputPartition(part))
         return out or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -302,7 +283,7 @@ class LanceReader(DataSourceReader):
         store = ObjectStore(self.uri, self.storage_options)
         for batch in scan_fragment_range(
             store, self.manifest, part.fragment, columns, offset=part.offset, length=part.length,
-            batch_size=self.batch_size, meta_filter=meta_filter,
+            batch_size=self.batch_size or DEFAULT_BATCH_SIZE, meta_filter=meta_filter,
         ):
             if row_filter is None:
                 yield cast_batch(batch, target)
@@ -319,7 +300,7 @@ class LanceFilteringReader(LanceReader):
     """:class:`LanceReader` with filter pushdown.
 
     Needs ``spark.sql.python.filterPushdown.enabled=true`` (``lance_ops.jobs.register`` sets it;
-    otherwise read with ``option("pushdown", False)``).
+    otherwise read with ``option("pushDownFilters", False)``).
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -398,13 +379,19 @@ class LanceWriter(DataSourceArrowWriter):
 
     def __init__(self, options: Any, schema: StructType, overwrite: bool) -> None:
         self.uri = _path(options)
+        check_options(options, WRITE_OPTIONS, "write", self.uri)
         self.storage_options = storage_options(options)
-        self.max_rows_per_file = get_int(options, "max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE) or 1
+        self.max_rows_per_file = get_int(options, "max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE, "max_row_per_file",
+                                         minimum=1) or DEFAULT_MAX_ROWS_PER_FILE
         self.enable_stable_row_ids = get_bool(options, "enable_stable_row_ids", False)
-        asked = options.get("data_storage_version") or None
+        hit = first(options, "data_storage_version", "file_format_version")
+        asked = hit[1] if hit else None
         self.write_id = options.get("write_id") or uuid.uuid4().hex
         # extra transaction properties (e.g. the Dagster run id), JSON-encoded
-        self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
+        try:
+            self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
+        except json.JSONDecodeError as e:
+            raise InvalidOptionError(f"{self.uri}: option transaction_properties must be a JSON object: {e}") from None
         app_id = options.get("txnAppId") or options.get("txnappid")
         if app_id:  # Delta's writer options; keys arrive lower-cased
             txn_version = get_int(options, "txnversion", None)
@@ -425,12 +412,7 @@ class LanceWriter(DataSourceArrowWriter):
         if existing is not None and not overwrite:
             self.mode = "append"
             self.lance_schema = existing.schema
-            mine, theirs = set(existing.schema.to_arrow().names), set(incoming.names)
-            if mine != theirs:
-                raise SchemaError(
-                    f"{self.uri}: appended data has columns {sorted(theirs)}, the dataset has {sorted(mine)} "
-                    f"(missing {sorted(mine - theirs)}, unexpected {sorted(theirs - mine)})"
-                )
+            check_store_assignment(schema, existing.schema.to_arrow(), self.uri)
         else:
             self.mode = "overwrite" if existing is not None else "create"
             self.lance_schema = LanceSchema.from_arrow(incoming)

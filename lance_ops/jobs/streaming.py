@@ -42,9 +42,9 @@ from lance_ops.format.maintenance.distributed import (
     plan_change_feed,
 )
 from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 
-from ._options import get_int, storage_options
+from ._options import InvalidOptionError, check_options, get_int, storage_options
 from ._types import arrow_target, cast_batch, spark_schema
 
 CHANGE_COLUMNS = ("_rowid", "_change_type", "_commit_version", "_commit_timestamp")
@@ -61,11 +61,25 @@ def change_feed_spark_schema(user: pa.Schema) -> StructType:
     return StructType(fields)
 
 
+#: ``format("lance_changes")`` options (Delta's change data feed names)
+CHANGES_OPTIONS = {
+    "path": "dataset URI (.load(uri))",
+    "startingVersion": "first version whose changes are read (default 1; streams: or 'latest')",
+    "endingVersion": "last version (batch reads; default the latest)",
+    "maxVersionsPerTrigger": "versions per micro-batch (streams)",
+    "storage_options": "JSON object for the storage",
+    "storage.<key>": "one storage option",
+}
+
+
 def _uri(options: Any) -> str:
+    """The dataset URI, resolved once on the driver, after checking the options."""
     path = options.get("path")
     if not path:
-        raise ValueError("the lance_changes data source needs a path: .load(uri)")
-    return str(path)
+        raise InvalidOptionError("the lance_changes data source needs a path: .load(uri)")
+    uri = resolve_uri(str(path))
+    check_options(options, CHANGES_OPTIONS, "lance_changes", uri)
+    return uri
 
 
 class LanceChangesDataSource(DataSource):

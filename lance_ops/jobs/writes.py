@@ -9,13 +9,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_ops.format.commit import find_earlier_commit
-from lance_ops.format.manifest import list_versions
+from lance_ops.format.dataset import try_open_latest
+from lance_ops.format.errors import SchemaError
 from lance_ops.format.operations import Append, Overwrite
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
-from ._common import as_dataframe, find_commit
+from ._common import as_dataframe, find_commit, lance_errors
+from ._compat import check_store_assignment
 from ._options import source_options
+from ._types import META_COLUMNS
 from .results import AppendResult
 from .source import WRITE_ID_PROPERTY
 
@@ -48,11 +51,25 @@ def append(
 
     Returns:
         The version committed, rows and fragments written, and the wall time.
+
+    Raises:
+        SchemaError: the data's columns are not the dataset's, or a type would change a value
+            (only safe widening is allowed: ``_compat``), or nulls reach a non-nullable column;
+            raised before anything is written, except the nulls, which the writing task finds
+            (nothing is committed then either).
+        InvalidURIError: ``uri`` has a scheme lance_ops does not read.
     """
+    where = uri
+    uri = resolve_uri(uri)  # once, here on the driver: executors may run in other directories
     df = as_dataframe(spark, source, format, options)
     store = ObjectStore(uri, storage_options)
-    _, versions = list_versions(store)
-    before = versions[-1] if versions else 0
+    existing = try_open_latest(store)
+    reserved = [n for n in df.columns if n in META_COLUMNS]
+    if reserved:
+        raise SchemaError(f"{where}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
+    if existing is not None:
+        check_store_assignment(df.schema, existing.schema.to_arrow(), where)
+    before = existing.version if existing is not None else 0
     write_id = uuid.uuid4().hex
     opts = source_options(
         storage_options=storage_options,
@@ -63,14 +80,15 @@ def append(
         transaction_properties=json.dumps(dict(transaction_properties)) if transaction_properties else None,
     )
     t0 = time.perf_counter()
-    df.write.format("lance").mode("append").options(**opts).save(uri)
+    with lance_errors():
+        df.write.format("lance").mode("append").options(**opts).save(uri)
     seconds = time.perf_counter() - t0
     found = find_commit(store, before, WRITE_ID_PROPERTY, write_id)
     if found is None:
         # a retry of a write already committed (txnAppId/txnVersion): its version, no new rows
         earlier = find_earlier_commit(store, dict(transaction_properties or {}))
-        return AppendResult(uri, earlier.version if earlier is not None else None, 0, 0, seconds)
+        return AppendResult(where, earlier.version if earlier is not None else None, 0, 0, seconds)
     version, txn = found
     op = txn.operation
     frags = op.fragments if isinstance(op, Append | Overwrite) else ()
-    return AppendResult(uri, version, sum(f.physical_rows for f in frags), len(frags), seconds)
+    return AppendResult(where, version, sum(f.physical_rows for f in frags), len(frags), seconds)

@@ -1,6 +1,7 @@
 """``python -m lance_ops.jobs``: argument parsing and runs (in process, on the session fixture)."""
 
 import json
+import zipfile
 
 import lance
 import pytest
@@ -37,3 +38,18 @@ def test_cli_append_delete_compact(spark, uri, tmp_path, capsys):
     assert sorted(snapshot(uri)["id"].to_pylist()) == list(range(90))
     assert lf.dataset(uri).has_stable_row_ids
     assert spark.range(3).count() == 3  # the CLI left the session it reused running
+
+
+def test_cli_refusals_exit_2_naming_the_culprit(spark, uri, tmp_path, capsys):
+    lance.write_dataset(simple_table(0, 5), uri)
+    src = str(tmp_path / "in.json")
+    spark.createDataFrame([("1", "x", 0.5)], "id string, val string, score double").coalesce(1).write.json(src)
+    assert main(["append", uri, "--source", src, "--format", "json"]) == 2
+    assert "SchemaError" in capsys.readouterr().err
+    assert main(["compact", "s3://bucket/ds"]) == 2
+    assert "InvalidURIError: dataset URI 's3://bucket/ds'" in capsys.readouterr().err
+    assert main(["package", str(tmp_path / "pkg")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    with zipfile.ZipFile(out["py_files"]) as z:
+        assert {"lance_ops/jobs/__main__.py", "lance_ops/format/store.py", "lance_ops/py.typed"} <= set(z.namelist())
+    assert lance.dataset(uri).version == 1

@@ -217,8 +217,111 @@ def plan_compaction(
     )
 
 
+class _PieceIds:
+    """Row ids of one old fragment's rows in one output file: a range while they are consecutive
+    (no memory per row), else the id arrays of this piece only."""
+
+    def __init__(self) -> None:
+        self.lo: int | None = None
+        self.hi = 0  # exclusive end of the range so far
+        self.arrays: list[np.ndarray] | None = None
+
+    def add(self, ids: np.ndarray) -> None:
+        n = int(ids.size)
+        if not n:
+            return
+        if self.arrays is None:
+            first, last = int(ids[0]), int(ids[-1])
+            consecutive = last - first + 1 == n and (n == 1 or bool(np.all(np.diff(ids) == 1)))
+            if consecutive and (self.lo is None or first == self.hi):
+                self.lo = first if self.lo is None else self.lo
+                self.hi = last + 1
+                return
+            self.arrays = [] if self.lo is None else [np.arange(self.lo, self.hi, dtype=np.uint64)]
+        self.arrays.append(np.array(ids, dtype=np.uint64))
+
+    def segment(self) -> Any:
+        if self.arrays is None:
+            return None if self.lo is None else rowids.range_segment(self.lo, self.hi)
+        return rowids.encode_segment(np.concatenate(self.arrays))
+
+
+class _RowMetaStream:
+    """``_rowid`` and both version sequences of the output files, built batch by batch.
+
+    Output file ``k`` holds rows ``[k*T, (k+1)*T)`` of the stream (``write_fragment_files`` fills
+    each file to ``max_rows_per_file`` before it opens the next), so the metadata of every batch is
+    cut at the same places.  Per file it keeps one row-id segment per old fragment (encoded when
+    that fragment's rows in the file end) and the version runs: memory is bounded by one old
+    fragment's rows, never by ``target_rows_per_fragment``.
+    """
+
+    def __init__(self, rows_per_file: int) -> None:
+        self.limit = rows_per_file
+        self.files: list[tuple[bytes, bytes, bytes]] = []  # (row ids, created, updated) per output file
+        self._new_file()
+
+    def _new_file(self) -> None:
+        self.rows = 0
+        self.segments: list[Any] = []
+        self.piece_key: int | None = None
+        self.piece = _PieceIds()
+        self.runs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"c": ([], []), "u": ([], [])}
+
+    def _end_piece(self) -> None:
+        seg = self.piece.segment()
+        if seg is not None:
+            self.segments.append(seg)
+        self.piece = _PieceIds()
+
+    def _add_runs(self, which: str, v: np.ndarray) -> None:
+        cuts = np.flatnonzero(v[1:] != v[:-1]) + 1
+        starts = np.concatenate(([0], cuts))
+        lengths = np.diff(np.concatenate((starts, [v.size])))
+        values, lens = self.runs[which]
+        values.append(v[starts].astype(np.uint64))
+        lens.append(lengths.astype(np.int64))
+
+    def add(self, key: int, ids: np.ndarray, created: np.ndarray, updated: np.ndarray) -> None:
+        """Rows of old fragment ``key`` (in stream order)."""
+        pos, n = 0, int(ids.size)
+        while pos < n:
+            take = min(n - pos, self.limit - self.rows)
+            if key != self.piece_key:
+                self._end_piece()
+                self.piece_key = key
+            sl = slice(pos, pos + take)
+            self.piece.add(ids[sl])
+            self._add_runs("c", created[sl])
+            self._add_runs("u", updated[sl])
+            self.rows += take
+            pos += take
+            if self.rows == self.limit:
+                self._close_file()
+
+    def _close_file(self) -> None:
+        self._end_piece()
+
+        def versions(which: str) -> bytes:
+            values, lens = self.runs[which]
+            return rowids.encode_version_runs(np.concatenate(values), np.concatenate(lens))
+
+        self.files.append((rowids.encode_segments(self.segments), versions("c"), versions("u")))
+        self._new_file()
+
+    def finish(self) -> list[tuple[bytes, bytes, bytes]]:
+        if self.rows:
+            self._close_file()
+        return self.files
+
+
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
-    """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing."""
+    """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing.
+
+    Rows stream batch by batch from the old fragments into the output files, and their row ids
+    and versions into per-file sequences (:class:`_RowMetaStream`), so a task's memory does not
+    grow with ``target_rows_per_fragment``.
+    """
     store = ObjectStore(task.uri, task.storage_options)
     if manifest is None:
         manifest, _ = checkout_manifest(store, task.read_version)
@@ -227,10 +330,7 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
     plan = plan_scan(manifest.schema, names + meta, None, False, False)
-    ids_parts: list[np.ndarray] = []
-    created: list[np.ndarray] = []
-    updated: list[np.ndarray] = []
-    part_of: list[np.ndarray] = []  # old-fragment index of every row, to keep one segment per old fragment
+    stream = _RowMetaStream(task.target_rows_per_fragment) if stable else None
 
     blobs = has_blob_columns(manifest)
 
@@ -239,37 +339,24 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
             for b in scan_fragment(store, manifest, frag, plan):
                 if blobs:  # blob descriptions -> the payloads they point at, written anew
                     b = with_payloads(store, manifest, frag, b)
-                if stable:
-                    ids_parts.append(b.column(ROW_ID).to_numpy())
-                    created.append(b.column(CREATED_AT).to_numpy())
-                    updated.append(b.column(UPDATED_AT).to_numpy())
-                    part_of.append(np.full(b.num_rows, k, dtype=np.int32))
+                if stream is not None:
+                    stream.add(k, b.column(ROW_ID).to_numpy(), b.column(CREATED_AT).to_numpy(),
+                               b.column(UPDATED_AT).to_numpy())
                 yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
     frags = write_fragment_files(store, rows(), manifest.schema, version=file_version,
                                  max_rows_per_file=task.target_rows_per_fragment)
     total = sum(f.physical_rows for f in frags)
-    if stable and frags:
-        ids = np.concatenate(ids_parts).astype(np.uint64)
-        c = np.concatenate(created).astype(np.uint64)
-        u = np.concatenate(updated).astype(np.uint64)
-        parts = np.concatenate(part_of)
-        out, pos = [], 0
-        for f in frags:
-            n = f.physical_rows
-            sl = slice(pos, pos + n)
-            p = parts[sl]
-            bounds = np.flatnonzero(np.diff(p)) + 1
-            segments = np.split(ids[sl], bounds)
-            out.append(
-                f.with_changes(
-                    row_ids=rowids.encode_row_id_segments(segments),
-                    created_at_versions=rowids.encode_versions(c[sl]),
-                    last_updated_at_versions=rowids.encode_versions(u[sl]),
-                )
-            )
-            pos += n
-        frags = out
+    if stream is not None and frags:
+        metas = stream.finish()
+        if len(metas) != len(frags):  # pragma: no cover - write_fragment_files fills files in order
+            for f in frags:
+                store.delete(f"data/{f.files[0].path}")
+            raise RuntimeError(f"compaction wrote {len(frags)} files but cut the row ids into {len(metas)}")
+        frags = [
+            f.with_changes(row_ids=ids, created_at_versions=c, last_updated_at_versions=u)
+            for f, (ids, c, u) in zip(frags, metas, strict=True)
+        ]
     return RewriteResult(task, tuple(frags), total)
 
 

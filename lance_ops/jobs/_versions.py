@@ -1,0 +1,107 @@
+"""Time travel options: ``versionAsOf``/``version`` (a number or a tag) and ``timestampAsOf``/``timestamp``.
+
+Semantics as Delta Lake's: a timestamp selects the latest version committed at or before it; a
+timestamp before the first commit or after the latest one is an error (so a read never changes
+when someone commits later); giving both a version and a timestamp is an error.  Timestamps are
+ISO 8601 (``2026-11-24``, ``2026-11-24 05:00:00``, ``2026-11-24T05:00:00.123+01:00``); without an
+offset they are UTC.  Commit times are compared at microseconds, as ``_commit_timestamp`` shows them.
+"""
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from lance_ops.format.cleanup import TagError, Tags
+from lance_ops.format.errors import DatasetNotFoundError
+from lance_ops.format.maintenance.distributed import commit_timestamp_micros
+from lance_ops.format.manifest import list_versions, read_manifest
+from lance_ops.format.store import ObjectStore
+
+from ._options import InvalidOptionError, first
+
+VERSION_KEYS = ("versionAsOf", "version")
+TIMESTAMP_KEYS = ("timestampAsOf", "timestamp")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def parse_timestamp(name: str, raw: str) -> dt.datetime:
+    """An aware datetime from an ISO 8601 option value (UTC when it has no offset)."""
+    try:
+        value = dt.datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise InvalidOptionError(
+            f"option {name}: cannot read {raw!r} as a timestamp (ISO 8601, e.g. 2026-11-24 or "
+            "2026-11-24T05:00:00Z; without an offset it is UTC)"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _micros(t: dt.datetime) -> int:
+    return (t - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _show(micros: int) -> str:
+    return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat().replace("+00:00", "Z")
+
+
+def requested_version(store: ObjectStore, options: Mapping[str, Any]) -> int | None:
+    """The version the time travel options ask for (None: the latest), checked to exist.
+
+    Raises:
+        InvalidOptionError: both a version and a timestamp, a bad value, a timestamp outside the
+            dataset's history, or an unknown tag; each names the option.
+        DatasetNotFoundError: no dataset, or the version asked for does not exist.
+    """
+    v = first(options, *VERSION_KEYS)
+    t = first(options, *TIMESTAMP_KEYS)
+    if v is not None and t is not None:
+        raise InvalidOptionError(
+            f"{store.uri}: options {v[0]} and {t[0]} cannot be given together (time travel to a version "
+            "or to a timestamp, not both)"
+        )
+    if v is None and t is None:
+        return None
+    scheme, versions = list_versions(store)
+    if scheme is None or not versions:
+        raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
+    if v is not None:
+        name, raw = v
+        text = raw.strip()
+        if text.lstrip("+").isdigit():
+            version = int(text)
+        else:
+            try:
+                version = Tags(store).get_version(text)
+            except (TagError, ValueError) as e:
+                raise InvalidOptionError(f"{store.uri}: option {name}={raw!r} is neither a version number nor a tag ({e})") from None
+        if version not in versions:
+            raise DatasetNotFoundError(
+                f"{store.uri}: option {name}={raw!r}: version {version} does not exist "
+                f"(versions {versions[0]}..{versions[-1]})"
+            )
+        return version
+    assert t is not None
+    name, raw = t
+    want = _micros(parse_timestamp(name, raw))
+
+    def at(i: int) -> int:
+        return commit_timestamp_micros(read_manifest(store, versions[i], scheme).manifest)
+
+    first_t, last_t = at(0), at(len(versions) - 1)
+    if want < first_t:
+        raise InvalidOptionError(
+            f"{store.uri}: option {name}={raw!r} is before the first version ({versions[0]}, committed {_show(first_t)})"
+        )
+    if want > last_t:
+        raise InvalidOptionError(
+            f"{store.uri}: option {name}={raw!r} is after the latest version ({versions[-1]}, committed "
+            f"{_show(last_t)}); use a timestamp at or before it, or no timestamp for the latest version"
+        )
+    lo, hi = 0, len(versions) - 1  # invariant: at(lo) <= want; answer in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if at(mid) <= want:
+            lo = mid
+        else:
+            hi = mid - 1
+    return versions[lo]

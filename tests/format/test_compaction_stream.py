@@ -1,0 +1,83 @@
+"""Compaction streams row ids and versions per output file: tasks whose rows span several output
+files keep every row's _rowid and versions, as pylance reads them, and pylance keeps maintaining."""
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lance_ops.format as lf
+from lance_ops.format import rowids
+from lance_ops.format._proto import rowids_pb2
+from lance_ops.format.maintenance.compaction import _RowMetaStream
+
+META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
+
+
+def snapshot(uri: str) -> list[dict]:
+    ds = lance.dataset(uri)
+    return ds.to_table(columns=ds.schema.names + META).sort_by("_rowid").to_pylist()
+
+
+def segments(frag) -> list[str]:
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(frag.row_ids)
+    return [s.WhichOneof("segment") for s in seq.segments]
+
+
+def test_a_task_writing_several_files_keeps_ids_and_versions(uri):
+    """pylance builds the history (its default file format 2.2, stable row ids): a 100-row
+    fragment loses 25 rows to a delete and 10 to an update (pylance moves updated rows to a new
+    fragment, same row ids), then three 10-row fragments are appended.  A target of 30 rows
+    rewrites the big fragment alone into three files (30, 30, 5 rows) and bins the updated
+    fragment with two appended ones; the last appended one stays."""
+    n = 100
+    lance.write_dataset(pa.table({"id": np.arange(n), "s": [f"r{i}" for i in range(n)]}), uri,
+                        enable_stable_row_ids=True)
+    ds = lance.dataset(uri)
+    ds.delete("id % 4 = 1")
+    ds.update({"s": "'updated'"}, where="id >= 40 AND id < 60 AND id % 2 = 0")
+    for i in range(3):
+        lance.write_dataset(pa.table({"id": np.arange(1000 + 10 * i, 1010 + 10 * i), "s": ["small"] * 10}), uri,
+                            mode="append")
+    before = snapshot(uri)
+    assert {r["_row_last_updated_at_version"] for r in before} == {1, 3, 4, 5, 6}
+
+    metrics = lf.dataset(uri).compact_files(target_rows_per_fragment=30)
+    assert (metrics.rows_rewritten, metrics.fragments_removed, metrics.fragments_added) == (95, 4, 4)  # 65 + 30
+    assert snapshot(uri) == before  # pylance: same rows, ids and both versions
+    frags = lf.dataset(uri).manifest.fragments
+    assert sorted(f.physical_rows for f in frags) == [5, 10, 30, 30, 30]
+    ids = {f.id: rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows) for f in frags}
+    binned = [f for f in frags if f.physical_rows == 30 and ids[f.id].max() >= 100]
+    assert len(binned) == 1  # the updated rows' fragment + two appended ones: one segment per old fragment
+    assert len(segments(binned[0])) == 3 and segments(binned[0])[1:] == ["range", "range"]
+    # pylance keeps maintaining the result
+    lance.dataset(uri).delete("id = 1002")
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
+    after = lance.dataset(uri).to_table(columns=["id"] + META).sort_by("_rowid").to_pylist()
+    assert after == [{k: r[k] for k in ["id"] + META} for r in before if r["id"] != 1002]
+
+
+def test_row_meta_stream_cuts_at_file_boundaries_like_the_writer():
+    """Batches of three old fragments (ids consecutive, with a gap, consecutive) through files of 4 rows."""
+    stream = _RowMetaStream(4)
+    stream.add(0, np.array([0, 1, 2], np.uint64), np.full(3, 1, np.uint64), np.full(3, 1, np.uint64))
+    stream.add(0, np.array([3], np.uint64), np.full(1, 1, np.uint64), np.full(1, 2, np.uint64))
+    stream.add(1, np.array([10, 12, 13], np.uint64), np.full(3, 2, np.uint64), np.array([2, 3, 3], np.uint64))
+    stream.add(2, np.array([20, 21], np.uint64), np.full(2, 5, np.uint64), np.full(2, 5, np.uint64))
+    files = stream.finish()
+    assert len(files) == 3  # 4 + 4 + 1 rows
+    want_ids = [[0, 1, 2, 3], [10, 12, 13, 20], [21]]
+    want_c = [[1, 1, 1, 1], [2, 2, 2, 5], [5]]
+    want_u = [[1, 1, 1, 2], [2, 3, 3, 5], [5]]
+    for (ids, c, u), wi, wc, wu in zip(files, want_ids, want_c, want_u, strict=True):
+        assert rowids.decode_row_ids(ids).tolist() == wi
+        assert rowids.decode_versions(c).tolist() == wc
+        assert rowids.decode_versions(u).tolist() == wu
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(files[0][0])
+    assert [s.WhichOneof("segment") for s in seq.segments] == ["range"]  # 0..3 across two batches: one range
+    seq.ParseFromString(files[1][0])
+    assert [s.WhichOneof("segment") for s in seq.segments] == ["range_with_bitmap", "range"]  # as encode_segment picks
+    assert pc.sum(pa.array([len(rowids.decode_row_ids(f[0])) for f in files])).as_py() == 9
