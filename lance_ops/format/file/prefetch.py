@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from .reader import _Page, _PagedColumn
+    from .columns import Page, PagedColumn
 
 __all__ = ["PagePrefetcher", "PREFETCH_THREADS"]
 
@@ -40,14 +40,14 @@ class PagePrefetcher:
         self.budget_bytes = budget_bytes
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: deque[tuple[_PagedColumn, int, int]] = deque()
+        self._pending: deque[tuple[PagedColumn, int, int]] = deque()
         # keyed by the column object itself (not its id: a freed column's id can be reused)
-        self._futures: dict[tuple[_PagedColumn, int], tuple[Future[Any], int]] = {}
+        self._futures: dict[tuple[PagedColumn, int], tuple[Future[Any], int]] = {}
         self._inflight = 0
         self._closed = False
         self._ratios: dict[int, float] = {}  # field id -> decoded / stored bytes of its pages
 
-    def schedule(self, pages: Sequence[tuple["_PagedColumn", int]]) -> None:
+    def schedule(self, pages: Sequence[tuple["PagedColumn", int]]) -> None:
         """Queue ``(column, page index)`` pairs, in the order they will be taken."""
         for column, i in pages:
             nbytes = self._estimate(column, column.pages[i])
@@ -55,7 +55,7 @@ class PagePrefetcher:
             column._scheduled.add(i)
         self._pump()
 
-    def _estimate(self, column: "_PagedColumn", page: "_Page") -> int:
+    def _estimate(self, column: "PagedColumn", page: "Page") -> int:
         """Bytes a page takes in memory while it waits decoded: its rows x value width for
         fixed-width values; for strings its stored bytes x the decoded/stored ratio seen on this
         field's earlier pages in the scan (2 at first: FSST pages decode to ~2-3x)."""
@@ -65,7 +65,7 @@ class PagePrefetcher:
             return max(stored, int(page.length * width))
         return int(stored * self._ratios.get(column.field.id, 2.0))
 
-    def _learn(self, column: "_PagedColumn", page: "_Page", out: Any) -> None:
+    def _learn(self, column: "PagedColumn", page: "Page", out: Any) -> None:
         if isinstance(out, pa.Array) and not _fixed_width(column.dtype):
             stored = sum(size for _, size in page.ranges)
             if stored:
@@ -87,7 +87,7 @@ class PagePrefetcher:
                 return
             self._submit_head()
 
-    def take(self, column: "_PagedColumn", i: int) -> Any:
+    def take(self, column: "PagedColumn", i: int) -> Any:
         """The decoded page ``i`` of ``column`` (waiting for it; submitting it first if needed)."""
         key = (column, i)
         if key not in self._futures and i in column._scheduled:

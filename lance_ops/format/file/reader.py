@@ -14,13 +14,11 @@ process (data files are immutable; the cache key includes size, mtime and inode)
 :class:`PagePrefetcher` reads and decodes upcoming pages in background threads.
 """
 
-import bisect
 import os
 import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,13 +33,12 @@ from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFe
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
 from . import blobs, v21
+from .columns import Column, LeafColumn, ListColumn, Page, StructColumn, Tree21Column, flat_fsl
 from .encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
     PAGE_LAYOUT_21_URL,
-    ListPage,
     PageBuffers,
-    bool_to_bitmap,
     decode_array,
 )
 from .maps import MapView, contains_map, map_as_list
@@ -61,24 +58,6 @@ _MAX_PAGE_ROWS = 2**32
 _V21_VERSIONS = ((2, 1), (2, 2))
 
 _VERSIONS = {(0, 3): (2, 0), (2, 0): (2, 0), (2, 1): (2, 1), (2, 2): (2, 2), (2, 3): (2, 3)}
-
-
-@dataclass
-class _Page:
-    row_start: int
-    length: int
-    ranges: list[tuple[int, int]]
-    encoding: Any  # epb.ArrayEncoding (2.0) or e21.PageLayout (2.1/2.2)
-    item_start: int = 0  # list offsets pages: index of the page's first item in the item column
-    num_items: int = 0
-
-
-def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
-    if not chunks:
-        return pa.array([], type=dtype)
-    if len(chunks) == 1:
-        return chunks[0]
-    return pa.concat_arrays(chunks)
 
 
 class _LRU:
@@ -142,224 +121,6 @@ def _preadv(fd: int, view: memoryview, offset: int) -> int:
     data = os.pread(fd, len(view), offset)  # pragma: no cover - platforms without preadv
     view[: len(data)] = data
     return len(data)
-
-
-class _Column:
-    """Reads rows ``[start, end)`` of one field (and its subtree) as Arrow chunks."""
-
-    dtype: pa.DataType
-    num_rows: int
-
-    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
-        raise NotImplementedError
-
-    def read(self, start: int, end: int) -> pa.Array:
-        return _concat(self.read_chunks(start, end), self.dtype)
-
-    def expect_rows(self, n: int) -> None:
-        """Check (from metadata only) that this column and its children hold ``n`` rows."""
-        raise NotImplementedError
-
-
-class _PagedColumn(_Column):
-    """A column with pages; decoded pages are cached while a scan is still inside them."""
-
-    def __init__(self, reader: "DataFileReader", column: int, fld: LanceField, dtype: pa.DataType) -> None:
-        self.reader = reader
-        self.column = column
-        self.field = fld
-        self.dtype = dtype
-        self.pages = reader._column_pages(column)
-        self.starts = [p.row_start for p in self.pages]
-        self.num_rows = self.pages[-1].row_start + self.pages[-1].length if self.pages else 0
-        self._cache: dict[int, Any] = {}
-        self._prefetch: PagePrefetcher | None = None
-        self._scheduled: set[int] = set()
-
-    def expect_rows(self, n: int) -> None:
-        if self.num_rows != n:
-            raise CorruptFileError(
-                self.reader.path,
-                f"column {self.column} (field {self.field.name!r}) has {self.num_rows} rows in its pages, expected {n}",
-            )
-
-    def _check_range(self, start: int, end: int) -> None:
-        if end > self.num_rows:
-            raise CorruptFileError(
-                self.reader.path,
-                f"column {self.column} (field {self.field.name!r}) has {self.num_rows} rows, {end} needed",
-            )
-
-    def _decoded(self, i: int) -> Any:
-        hit = self._cache.get(i)
-        if hit is not None:
-            return hit
-        try:
-            if self._prefetch is not None and i in self._scheduled:
-                out = self._prefetch.take(self, i)
-            else:
-                out = self.reader._decode_page(self.column, self.pages[i], self.dtype)
-        except UnsupportedFeatureError as e:  # name the field too (the encodings know only the file)
-            if repr(self.field.name) in str(e):
-                raise
-            raise UnsupportedFeatureError(f"{e} (field {self.field.name!r}, column {self.column})") from None
-        self._cache[i] = out
-        return out
-
-    def pages_overlapping(self, start: int, end: int) -> list[int]:
-        if start >= end or not self.pages:
-            return []
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        j = bisect.bisect_left(self.starts, end)
-        return [k for k in range(i, j) if self.pages[k].length]
-
-    def _overlapping(self, start: int, end: int) -> Iterator[tuple[int, int, int]]:
-        """(page index, first row in page, end row in page) for pages overlapping [start, end)."""
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        keep: dict[int, Any] = {}
-        while i < len(self.pages) and self.pages[i].row_start < end:
-            p = self.pages[i]
-            lo = max(start, p.row_start) - p.row_start
-            hi = min(end, p.row_start + p.length) - p.row_start
-            if hi > lo:
-                yield i, lo, hi
-                if p.row_start + p.length > end and i in self._cache:
-                    keep[i] = self._cache[i]
-            i += 1
-        # a sequential scan resumes inside the last page; anything before it is done
-        self._cache = keep
-
-
-class _LeafColumn(_PagedColumn):
-    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
-        self._check_range(start, end)
-        out = []
-        for i, lo, hi in self._overlapping(start, end):
-            arr = self._decoded(i)
-            out.append(arr if (lo == 0 and hi == len(arr)) else arr.slice(lo, hi - lo))
-        return out
-
-
-class _ListColumn(_PagedColumn):
-    def __init__(
-        self, reader: "DataFileReader", column: int, fld: LanceField, dtype: pa.DataType, child: _Column
-    ) -> None:
-        super().__init__(reader, column, fld, dtype)
-        self.child = child
-        self.large = pa.types.is_large_list(dtype)
-        item = 0
-        for p in self.pages:
-            kind = p.encoding.WhichOneof("array_encoding")
-            if kind != "list":
-                raise CorruptFileError(reader.path, f"column {column} is a list but has a {kind!r} page")
-            p.item_start = item
-            p.num_items = int(p.encoding.list.num_items)
-            item += p.num_items
-        self.total_items = item
-
-    def expect_rows(self, n: int) -> None:
-        super().expect_rows(n)
-        self.child.expect_rows(self.total_items)
-
-    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
-        self._check_range(start, end)
-        out = []
-        for i, lo, hi in self._overlapping(start, end):
-            lp: ListPage = self._decoded(i)
-            page = self.pages[i]
-            if lp.ends.size != page.length:
-                raise CorruptFileError(
-                    self.reader.path, f"list page of column {self.column} decoded {lp.ends.size} rows"
-                )
-            first = int(lp.ends[lo - 1]) if lo else 0
-            last = int(lp.ends[hi - 1])
-            items = self.child.read(page.item_start + first, page.item_start + last)
-            n = hi - lo
-            offsets = np.empty(n + 1, dtype=np.int64 if self.large else np.int32)
-            offsets[0] = 0
-            offsets[1:] = lp.ends[lo:hi] - np.uint64(first)
-            vbuf = bool_to_bitmap(lp.valid[lo:hi]) if lp.valid is not None else None
-            out.append(pa.Array.from_buffers(self.dtype, n, [vbuf, pa.py_buffer(offsets)], children=[items]))
-        return out
-
-
-class _StructColumn(_Column):
-    def __init__(self, dtype: pa.DataType, children: list[_Column]) -> None:
-        self.dtype = dtype
-        self.children = children
-
-    def expect_rows(self, n: int) -> None:
-        for c in self.children:
-            c.expect_rows(n)
-
-    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
-        kids = [c.read(start, end) for c in self.children]
-        arr = pa.Array.from_buffers(self.dtype, end - start, [None], null_count=0, children=kids)
-        return [arr]
-
-
-class _Tree21(_Column):
-    """A nested field of a 2.1/2.2 file (structs and lists): one leaf column per leaf below it.
-
-    Each leaf page decodes (with its rep/def levels) into a *chain* rooted at this field: the
-    field's type narrowed to the path of that leaf (single-child structs, lists).  The chains are
-    then merged level by level; validity and list offsets come from the first leaf below each
-    node (every leaf below a node carries the same levels for it).
-    """
-
-    def __init__(self, dtype: pa.DataType, tree: Any, leaves: list[_LeafColumn], path: str) -> None:
-        self.dtype = dtype
-        self.tree = tree  # (dtype, [(subtree, number of leaves)] or None for a leaf)
-        self.leaves = leaves
-        self.path = path
-
-    def expect_rows(self, n: int) -> None:
-        for c in self.leaves:
-            c.expect_rows(n)
-
-    def read_chunks(self, start: int, end: int) -> list[pa.Array]:
-        chains = [c.read(start, end) for c in self.leaves]
-        return [_merge_chains(self.tree, chains, self.path)]
-
-
-def _merge_chains(tree: Any, chains: list[pa.Array], path: str) -> pa.Array:
-    dtype, kids = tree
-    if kids is None:
-        (leaf,) = chains
-        return leaf
-    first = chains[0]
-    if first.offset or (len(chains) > 1 and any(c.offset for c in chains)):
-        chains = [pa.concat_arrays([c]) if c.offset else c for c in chains]
-        first = chains[0]
-    valid = first.buffers()[0] if first.null_count else None
-    if any(len(c) != len(first) for c in chains):
-        raise CorruptFileError(path, f"the leaf columns of a {dtype} field disagree on its length")
-    if pa.types.is_struct(dtype):
-        children = []
-        k = 0
-        for sub, count in kids:
-            children.append(_merge_chains(sub, [c.field(0) for c in chains[k : k + count]], path))
-            k += count
-        return pa.StructArray.from_buffers(dtype, len(first), [valid], children=children)
-    # a list: every chain has the same offsets; merge the items
-    ((sub, _),) = kids
-    offsets = first.offsets
-    if any(not c.offsets.equals(offsets) for c in chains[1:]):
-        raise CorruptFileError(path, f"the leaf columns of a {dtype} field disagree on its list offsets")
-    child = _merge_chains(sub, [c.values for c in chains], path)
-    return pa.Array.from_buffers(dtype, len(first), [valid, first.buffers()[1]], children=[child])
-
-
-def _flat_fsl(dtype: pa.DataType) -> bool:
-    """A fixed-size list of fixed-width primitives (one 2.1 leaf column)."""
-    child = dtype.value_type
-    return not (pa.types.is_nested(child) or pa.types.is_boolean(child)) and getattr(child, "bit_width", 0) % 8 == 0 and (
-        child.bit_width > 0
-    ) if not _is_var_type(child) else False
-
-
-def _is_var_type(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
 
 
 class DataFileReader:
@@ -487,7 +248,7 @@ class DataFileReader:
             _SCHEMA_CACHE.put(self._schema_key, cached)
         self.schema, self._column_of = cached
         self.num_rows = int(self.file_descriptor.length)
-        self._pages_cache: dict[int, list[_Page]] = {}
+        self._pages_cache: dict[int, list[Page]] = {}
         # keep only the metadata (the tail read may have pulled in the end of the data)
         first = min(a, b, c, int(self._gbo[:, 0].min()), int(self._cmo[:, 0].min()) if ncols else a)
         if first > self._base:
@@ -540,7 +301,7 @@ class DataFileReader:
         except DecodeError as e:
             raise CorruptFileError(self.path, f"cannot decode metadata of column {column}: {e}") from e
 
-    def _column_pages(self, column: int) -> list[_Page]:
+    def _column_pages(self, column: int) -> list[Page]:
         cached = self._pages_cache.get(column)
         if cached is not None:
             return cached
@@ -590,7 +351,7 @@ class DataFileReader:
                     )
             if p.length > _MAX_PAGE_ROWS:
                 raise CorruptFileError(self.path, f"{where} claims {p.length} rows")
-            pages.append(_Page(row_start=row, length=int(p.length), ranges=ranges, encoding=encoding))
+            pages.append(Page(row_start=row, length=int(p.length), ranges=ranges, encoding=encoding))
             row += int(p.length)
         self._pages_cache[column] = pages
         return pages
@@ -622,7 +383,7 @@ class DataFileReader:
             bufs.append(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
         return bufs
 
-    def _decode_page(self, column: int, page: _Page, dtype: pa.DataType) -> Any:
+    def _decode_page(self, column: int, page: Page, dtype: pa.DataType) -> Any:
         if blobs.is_description_type(dtype):  # a blob column: its descriptions (blobs.py)
             return blobs.decode_description_page(
                 self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype
@@ -663,11 +424,11 @@ class DataFileReader:
                 "(only 2.0, 2.1 and 2.2 encodings are implemented)"
             )
 
-    def _build21(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+    def _build21(self, fld: LanceField, dtype: pa.DataType) -> Column:
         """2.1/2.2: only leaf fields have columns, in DFS order of the leaves.
 
         A leaf (or a list of a leaf) is one column whose rep/def levels carry the nesting; a
-        field with several leaves below it (structs, lists of structs) is a :class:`_Tree21`.
+        field with several leaves below it (structs, lists of structs) is a :class:`Tree21Column`.
         Maps are read as the lists of entries they are stored as (:mod:`.maps`).
         """
         if contains_map(dtype):
@@ -677,8 +438,8 @@ class DataFileReader:
             if leaf_of is None:
                 ids = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
                 leaf_of = self._leaf_column_of = {fid: i for i, fid in enumerate(ids)}
-            return _LeafColumn(self, leaf_of[fld.id], fld, blobs.description_type(fld))
-        leaves: list[_LeafColumn] = []
+            return LeafColumn(self, leaf_of[fld.id], fld, blobs.description_type(fld))
+        leaves: list[LeafColumn] = []
         leaf_of = self.__dict__.get("_leaf_column_of")
         if leaf_of is None:
             ids = [f.id for f in self.schema.fields if not self.schema.children(f.id)]
@@ -711,7 +472,7 @@ class DataFileReader:
                 make = pa.large_list if pa.types.is_large_list(t) else pa.list_
                 return (t, [(sub, len(cs))]), [make(pa.field(vf.name, x, vf.nullable)) for x in cs]
             if kids or pa.types.is_map(t) or (
-                pa.types.is_fixed_size_list(t) and not _flat_fsl(t) and not v21.is_nested_fsl(t)
+                pa.types.is_fixed_size_list(t) and not flat_fsl(t) and not v21.is_nested_fsl(t)
             ):
                 raise UnsupportedFeatureError(
                     f"{self.path}: field {f.name!r} of type {t} is not supported in Lance {version} files"
@@ -721,7 +482,7 @@ class DataFileReader:
                 raise CorruptFileError(
                     self.path, f"field {f.name!r} has no leaf column (the file has {self.num_columns})"
                 )
-            leaves.append(_LeafColumn(self, column, f, t))
+            leaves.append(LeafColumn(self, column, f, t))
             return (t, None), [t]
 
         tree, chains = walk(fld, dtype)
@@ -732,28 +493,28 @@ class DataFileReader:
         if len(leaves) == 1:
             leaves[0].dtype = dtype
             return leaves[0]
-        return _Tree21(dtype, tree, leaves, self.path)
+        return Tree21Column(dtype, tree, leaves, self.path)
 
-    def _build(self, fld: LanceField, dtype: pa.DataType) -> _Column:
+    def _build(self, fld: LanceField, dtype: pa.DataType) -> Column:
         if self.version in _V21_VERSIONS:
             return self._build21(fld, dtype)
         column = self._column_of[fld.id]
         if blobs.is_blob_field(fld):  # 2.0 blob column: packed (position, size) descriptions
-            return _LeafColumn(self, column, fld, blobs.V1_DESCRIPTION)
+            return LeafColumn(self, column, fld, blobs.V1_DESCRIPTION)
         if column >= self.num_columns:
             raise CorruptFileError(
                 self.path, f"field {fld.name!r} needs column {column} but the file has {self.num_columns}"
             )
         children = self.schema.children(fld.id)
         if pa.types.is_struct(dtype):
-            return _StructColumn(dtype, [self._build(c, dtype.field(i).type) for i, c in enumerate(children)])
+            return StructColumn(dtype, [self._build(c, dtype.field(i).type) for i, c in enumerate(children)])
         if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-            return _ListColumn(self, column, fld, dtype, self._build(children[0], dtype.value_type))
+            return ListColumn(self, column, fld, dtype, self._build(children[0], dtype.value_type))
         if pa.types.is_map(dtype):
             raise UnsupportedFeatureError(f"{self.path}: map columns cannot be read from a 2.0 file")
-        return _LeafColumn(self, column, fld, dtype)
+        return LeafColumn(self, column, fld, dtype)
 
-    def _columns(self, field_ids: Sequence[int] | None) -> tuple[pa.Schema, list[_Column]]:
+    def _columns(self, field_ids: Sequence[int] | None) -> tuple[pa.Schema, list[Column]]:
         self._check_readable()
         if field_ids is None:
             field_ids = [f.id for f in self.schema.top_level()]
@@ -820,15 +581,15 @@ class DataFileReader:
         return self._iter(out_schema, cols, start, end, batch_size)
 
     @staticmethod
-    def _schedule(prefetch: PagePrefetcher, cols: list[_Column], start: int, end: int) -> None:
+    def _schedule(prefetch: PagePrefetcher, cols: list[Column], start: int, end: int) -> None:
         """Schedule the row-aligned leaf pages of ``[start, end)`` (lists' items are read on demand)."""
-        leaves: list[_LeafColumn] = []
+        leaves: list[LeafColumn] = []
         stack = list(reversed(cols))
         while stack:
             c = stack.pop()
-            if isinstance(c, _LeafColumn):
+            if isinstance(c, LeafColumn):
                 leaves.append(c)
-            elif isinstance(c, _StructColumn):
+            elif isinstance(c, StructColumn):
                 stack.extend(reversed(c.children))
         order = []
         for k, c in enumerate(leaves):
@@ -839,7 +600,7 @@ class DataFileReader:
         prefetch.schedule([(leaves[k], i) for _, k, i in order])
 
     def _iter(
-        self, schema: pa.Schema, cols: list[_Column], start: int, end: int, batch_size: int
+        self, schema: pa.Schema, cols: list[Column], start: int, end: int, batch_size: int
     ) -> Iterator[pa.RecordBatch]:
         pos = start
         while pos < end:
