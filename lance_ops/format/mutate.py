@@ -66,7 +66,7 @@ def _typed_scalar(value: Any, typ: pa.DataType, name: str) -> pa.Scalar:
     try:
         scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=typ)
         return scalar if scalar.type == typ else scalar.cast(typ)
-    except (pa.ArrowException, TypeError, ValueError) as e:
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
         raise SchemaError(f"update: value {value!r} does not fit column {name!r} of type {typ}: {e}") from e
 
 

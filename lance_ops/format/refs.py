@@ -30,7 +30,7 @@ from typing import Any
 
 from ._proto import table_pb2, transaction_pb2
 from .bases import BasePath, location_key, store_location
-from .errors import CorruptFileError, DatasetNotFoundError, LanceOpsError
+from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError, InvalidArgumentError, LanceOpsError
 from .manifest import (
     Manifest,
     NamingScheme,
@@ -102,7 +102,7 @@ def validate_tag_name(name: str) -> str:
         or ".." in name
         or name.endswith(".lock")
     ):
-        raise ValueError(f"invalid tag name {name!r}: use letters, digits, '.', '-', '_' (no '..', no leading '.')")
+        raise TagError(f"invalid tag name {name!r}: use letters, digits, '.', '-', '_' (no '..', no leading '.')")
     return name
 
 
@@ -110,12 +110,12 @@ def validate_branch_name(name: str) -> str:
     """Branch names: ``/``-separated segments of alphanumerics, ``.``, ``-``, ``_``; no ``..``,
     no empty segment, not ``main``, not ending in ``.lock`` (upstream spec)."""
     if not isinstance(name, str) or not name or name == MAIN:
-        raise ValueError(f"invalid branch name {name!r}" + (": 'main' is the default branch" if name == MAIN else ""))
+        raise BranchError(f"invalid branch name {name!r}" + (": 'main' is the default branch" if name == MAIN else ""))
     if ".." in name or "\\" in name or name.endswith(".lock") or name.startswith("/") or name.endswith("/"):
-        raise ValueError(f"invalid branch name {name!r}")
+        raise BranchError(f"invalid branch name {name!r}")
     for seg in name.split("/"):
         if not _SEGMENT.fullmatch(seg) or seg == ".":
-            raise ValueError(f"invalid branch name {name!r}: segment {seg!r}")
+            raise BranchError(f"invalid branch name {name!r}: segment {seg!r}")
     return name
 
 
@@ -303,10 +303,10 @@ def resolve_reference(
             return current_branch, current_version
         return current_branch, latest(current_branch)
     if isinstance(reference, bool):
-        raise TypeError(f"a version must be an int, a tag name or (branch, version), got {reference!r}")
+        raise ArgumentTypeError(f"a version must be an int, a tag name or (branch, version), got {reference!r}")
     if isinstance(reference, int):
         if reference < 0:
-            raise ValueError(f"version must be positive, got {reference}")
+            raise InvalidArgumentError(f"version must be positive, got {reference}")
         return current_branch, reference
     if isinstance(reference, str):
         if reference.isdigit():
@@ -322,9 +322,9 @@ def resolve_reference(
         if version is None:
             return branch, latest(branch)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise TypeError(f"the version of a (branch, version) reference must be an int or None, got {version!r}")
+            raise ArgumentTypeError(f"the version of a (branch, version) reference must be an int or None, got {version!r}")
         return branch, version
-    raise TypeError(f"a version must be an int, a tag name or (branch, version), got {reference!r}")
+    raise ArgumentTypeError(f"a version must be an int, a tag name or (branch, version), got {reference!r}")
 
 
 def _manifest_size(root: ObjectStore, branch: str | None, version: int) -> int:
@@ -363,7 +363,7 @@ class Tags:
     def list_ordered(self, order: str | None = None) -> "list[tuple[str, dict[str, Any]]]":
         """Tags sorted by version (``"desc"``, the default, or ``"asc"``), then by update time."""
         if order not in (None, "asc", "desc"):
-            raise ValueError(f"order must be 'asc' or 'desc', got {order!r}")
+            raise InvalidArgumentError(f"order must be 'asc' or 'desc', got {order!r}")
         items = list(self.list().items())
         epoch = datetime.fromtimestamp(0, UTC)
         items.sort(key=lambda kv: (kv[1]["version"], kv[1]["updated_at"] or epoch), reverse=order != "asc")
@@ -436,7 +436,7 @@ class Branches:
     def list_ordered(self, order: str | None = None) -> "list[tuple[str, dict[str, Any]]]":
         """Branches sorted by parent version (``"desc"`` by default, or ``"asc"``)."""
         if order not in (None, "asc", "desc"):
-            raise ValueError(f"order must be 'asc' or 'desc', got {order!r}")
+            raise InvalidArgumentError(f"order must be 'asc' or 'desc', got {order!r}")
         items = list(self.list().items())
         items.sort(key=lambda kv: (kv[1]["parent_version"], kv[0]), reverse=order != "asc")
         return items

@@ -106,6 +106,10 @@ def _needs_unsafe(t: pa.DataType) -> bool:
 def cast_column(arr: pa.Array, target: pa.DataType, name: str) -> pa.Array:
     if arr.type == target:
         return arr
+    if len(arr) and arr.null_count == len(arr):
+        # all null: Spark hands nested all-null columns without child buffers, which pyarrow's
+        # cast of lists to fixed-size or large lists dereferences (a crash of the Python worker)
+        return pa.nulls(len(arr), type=target)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     try:
