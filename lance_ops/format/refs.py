@@ -30,7 +30,13 @@ from typing import Any
 
 from ._proto import table_pb2, transaction_pb2
 from .bases import BasePath, location_key, store_location
-from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError, InvalidArgumentError, LanceOpsError
+from .errors import (
+    ArgumentTypeError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    LanceOpsError,
+)
 from .manifest import (
     Manifest,
     NamingScheme,

@@ -354,6 +354,12 @@ class StagingStore(ObjectStore):
         return super().open_output(rel)
 
 
+def aborted_marker(write_id: str) -> str:
+    """Left by ``abort()`` before it sweeps: a task of the job still running when the job failed
+    finds it when it finishes and removes what it wrote (its message would be discarded)."""
+    return f"{STAGING_DIR}/{write_id}.aborted"
+
+
 def sweep_staging(store: ObjectStore, write_id: str, keep: set[str]) -> None:
     """Delete the data files a job staged that are not in ``keep`` (file names), then the markers."""
     staging = f"{STAGING_DIR}/{write_id}"
@@ -436,6 +442,11 @@ class LanceWriter(DataSourceArrowWriter):
         store = StagingStore(self.uri, self.storage_options, self.write_id)
         frags = write_fragment_files(store, batches(), self.lance_schema, version=self.data_storage_version,
                                      max_rows_per_file=self.max_rows_per_file)
+        if store.exists(aborted_marker(self.write_id)):  # the job failed while this task wrote
+            delete_fragment_files(store, frags)
+            for f in frags:
+                for df in f.files:
+                    store.delete(f"{store.staging}/{df.path}")
         return LanceCommitMessage(
             list(frags), rows, ctx.partitionId() if ctx else 0, ctx.attemptNumber() if ctx else 0
         )
@@ -491,6 +502,9 @@ class LanceWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         store = ObjectStore(self.uri, self.storage_options)
+        # first the marker, then the sweep: a task finishing later sees the marker, one that
+        # finished before has its staging markers swept
+        store.put(aborted_marker(self.write_id), b"")
         for m in messages:
             if isinstance(m, LanceCommitMessage):
                 delete_fragment_files(store, m.fragments)

@@ -5,7 +5,6 @@ branches, detached commits); lance_ops maintains them (on main and on the branch
 up; pylance must then read every branch and tag exactly as before and keep maintaining them.
 """
 
-import functools
 import io
 import os
 from datetime import timedelta
@@ -17,29 +16,13 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 from lance_ops import cli
 
-pytestmark = pytest.mark.interop
+# 2.0 and 2.2 (the default) are enough here: these do not depend on 2.1 page encodings
+pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.0", "2.2"), indirect=True)]
 
 COLS = ["id", "val", "score"]
 
-
-@pytest.fixture(params=("2.0", "2.2"), autouse=True)
-def file_version(request, monkeypatch):
-    """2.0 and 2.2 (the default) are enough here: branches do not depend on page encodings."""
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
 
 
 def files(root: str) -> set[str]:

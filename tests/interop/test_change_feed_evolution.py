@@ -8,34 +8,17 @@ rows onto the end version's columns by field id (pylance's ``lance_schema``); a 
 (a new field id under the same name) is followed by name.
 """
 
-import functools
 
-import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from evolved import CHANGE, Oracle, build_history, normalize, same_feed
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 
-pytestmark = pytest.mark.interop
+# 2.0 and 2.2 (the default) are enough here: these do not depend on 2.1 page encodings
+pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.0", "2.2"), indirect=True)]
 
-
-@pytest.fixture(params=("2.0", "2.2"), autouse=True)
-def file_version(request, monkeypatch):
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ the same in both libraries (rows, ``_rowid``, both version columns, schema with 
 payloads included, and pylance keeps maintaining what lance_ops wrote.
 """
 
-import functools
 
 import lance
 import pyarrow as pa
@@ -16,28 +15,13 @@ import pytest
 from lance.blob import blob_array, blob_field
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 
-pytestmark = pytest.mark.interop
+# 2.0 and 2.2 (the default) are enough here: these do not depend on 2.1 page encodings
+pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.0", "2.2"), indirect=True)]
 
 N = 24
 META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 
-
-@pytest.fixture(params=("2.0", "2.2"), autouse=True)
-def file_version(request, monkeypatch):
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
 
 
 def kinds(version: str) -> dict[str, tuple[pa.Field, pa.Array]]:
