@@ -97,14 +97,27 @@ class CleanupConfig(Config):
 
 
 class ChangeFeedConfig(Config):
-    """Write the changes of one dataset in ``(begin_version, end_version]`` to a sink (job ``lance_write_change_feed``)."""
+    """Write the changes of one dataset in ``(begin, end]`` to a sink (job ``lance_write_change_feed``).
+
+    Name each end by number (``begin_version``, ``end_version``) or by tag (``begin_tag``,
+    ``end_tag``), not both; ``branch`` writes the changes of a branch.
+    """
 
     dataset: str = Field(description="the dataset's name in lance_ops.yaml")
-    begin_version: int = Field(ge=0)
-    end_version: int | None = Field(default=None, description="default: the latest version")
+    begin_version: int | None = Field(default=None, ge=0,
+                                      description="begin version number (0: from the start); or set begin_tag")
+    begin_tag: str | None = Field(default=None, description="a tag naming the begin version (instead of begin_version)")
+    end_version: int | None = Field(default=None, description="default: the latest version (of the branch)")
+    end_tag: str | None = Field(default=None, description="a tag naming the end version (instead of end_version)")
+    branch: str | None = Field(
+        default=None,
+        description="a branch of the dataset (<uri>/tree/<branch>): the numbers are its versions; "
+                    "default: main, or the branch the tags point into",
+    )
     sink_uri: str | None = Field(
         default=None,
-        description="default: {change_feed.sink_uri}_ranges (parquet: one change_range=B-E directory per range)",
+        description="default: {change_feed.sink_uri}_ranges (a branch: {change_feed.sink_uri}_ranges_<branch>; "
+                    "parquet: one change_range=B-E directory per range)",
     )
     format: SinkFormat | None = Field(default=None, description="default: the dataset's change_feed.format")
 

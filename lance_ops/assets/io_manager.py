@@ -16,7 +16,8 @@
   A run replaces the partition's rows (``overwrite``, one atomic commit; rows outside the
   partition are refused) or upserts them (``merge``) or appends them (``append``).
 - Inputs: the whole table, or the partitions the input maps to; ``"columns"`` in the input
-  metadata selects columns; ``"version"`` pins a version.  Loaded as the input's annotation
+  metadata selects columns; ``"version"`` pins a version (a number or a tag name, as pylance's
+  ``version=``) and ``"branch"`` reads a branch.  Loaded as the input's annotation
   (Table, RecordBatchReader, pandas or polars DataFrame; default: pyarrow Table).
 - Output metadata: ``dagster/uri``, ``dagster/table_name``, ``dagster/row_count``,
   ``dagster/column_schema`` (TableSchema), ``lance/version`` and the rows written; the Lance
@@ -146,7 +147,8 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
         uri = self.uri_for(list(key.path))
         md = context.definition_metadata or {}
         so = self._options()
-        ds = lf.dataset(uri, version=md.get("version"), storage_options=so)
+        # a number, a tag name or (branch, version), as pylance's ``version=``; ``branch``: a branch's latest
+        ds = lf.dataset(uri, version=md.get("version"), branch=md.get("branch"), storage_options=so)
         where = None
         if context.has_asset_partitions:
             upstream = context.upstream_output

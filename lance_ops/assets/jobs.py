@@ -32,6 +32,7 @@ from .metadata import job_metadata, version_metadata
 from .operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
 from .resources import LanceDatasetResource
 from .settings import DatasetSettings, Settings
+from .versions import pick, resolve_range
 
 CHECKS_JOB = "lance_checks"
 WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"
@@ -79,20 +80,24 @@ def build_jobs(settings: Settings, check_selection: AssetSelection) -> dict[str,
     def write_change_feed_op(context: OpExecutionContext, config: ChangeFeedConfig) -> Iterator[Any]:
         d = _dataset(settings, config.dataset)
         res: LanceDatasetResource = getattr(context.resources, resource_key(d.name))
-        end = config.end_version if config.end_version is not None else res.latest_version()
-        if end is None:
-            raise DatasetConfigError(d.name, "dataset", f"no Lance dataset at {res.uri}",
-                                     "append to it first, or fix its uri")
-        # Not the change feed asset's sink: its per-version ranges must not overlap these.
-        sink = config.sink_uri or f"{d.change_feed.sink_uri.rstrip('/')}_ranges"
+        begin = pick(d.name, "begin", config.begin_version, config.begin_tag)
+        end = pick(d.name, "end", config.end_version, config.end_tag)
+        rng = resolve_range(d.name, res, begin, end, config.branch)
+        # Not the change feed asset's sink: its per-version ranges must not overlap these (nor a branch's main's).
+        base = f"{d.change_feed.sink_uri.rstrip('/')}_ranges"
+        sink = config.sink_uri or (base if rng.branch is None else f"{base}_{rng.branch.replace('/', '-')}")
         fmt = config.format.value if config.format else d.change_feed.format
         result = run_spark(context, d, res, context.resources.spark, "write_change_feed",
-                           {"begin_version": config.begin_version, "end_version": end, "sink_uri": sink,
-                            "format": fmt})
+                           {"begin_version": rng.begin, "end_version": rng.end, "sink_uri": sink, "format": fmt},
+                           uri=rng.uri)
         (written,) = result["ranges"]
-        context.log.info(f"change feed of {d.name} ({config.begin_version}, {end}] -> {written['location']}: "
+        named = "".join(f" {k}={v!r}" for k, v in (("begin_tag", config.begin_tag), ("end_tag", config.end_tag),
+                                                     ("branch", rng.branch)) if v is not None)
+        context.log.info(f"change feed of {d.name} ({rng.begin}, {rng.end}]{named} -> {written['location']}: "
                          f"{written['rows_written']} rows")
         yield Output(None, metadata={"location": written["location"], "rows_written": written["rows_written"],
+                                     "begin_version": rng.begin, "end_version": rng.end,
+                                     **({"branch": rng.branch} if rng.branch is not None else {}),
                                      **job_metadata(written)})
 
     @op(name="observe", required_resource_keys=keys,

@@ -116,10 +116,10 @@ def _params(config: Any, operation: Operation) -> dict[str, Any]:
 
 
 def _task(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource, operation: str,
-          params: dict[str, Any]) -> dict[str, Any]:
+          params: dict[str, Any], uri: str | None = None) -> dict[str, Any]:
     return {
         "operation": operation,
-        "uri": res.uri,
+        "uri": uri or res.uri,
         "storage_options": dict(res.storage_options),
         "storage_options_env": dict(res.storage_options_env),
         "params": params,
@@ -186,10 +186,10 @@ _FIXES = {
 
 
 def run_spark(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource, spark: Any,
-              operation: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run a Spark operation through ``spark`` (either Spark resource); lance_ops config errors become
-    DatasetConfigError (the typed cause is chained)."""
-    task = _task(context, d, res, operation, params)
+              operation: str, params: dict[str, Any], uri: str | None = None) -> dict[str, Any]:
+    """Run a Spark operation through ``spark`` (either Spark resource) on ``res`` (or ``uri``, one of
+    its branches); lance_ops config errors become DatasetConfigError (the typed cause is chained)."""
+    task = _task(context, d, res, operation, params, uri)
     try:
         return spark.run_task(context, task)  # type: ignore[no-any-return]
     except (SchemaError, UnsupportedFeatureError) as e:
