@@ -16,9 +16,9 @@
   A run replaces the partition's rows (``overwrite``, one atomic commit; rows outside the
   partition are refused) or upserts them (``merge``) or appends them (``append``).
 - Inputs: the whole table, or the partitions the input maps to; ``"columns"`` in the input
-  metadata selects columns; ``"version"`` pins a version (a number or a tag name, as pylance's
-  ``version=``) and ``"branch"`` reads a branch.  Loaded as the input's annotation
-  (Table, RecordBatchReader, pandas or polars DataFrame; default: pyarrow Table).
+  metadata selects columns; ``"version"`` pins a version (a number, a tag name or
+  ``[branch, version]``, as pylance's ``version=``) and ``"branch"`` reads a branch.  Loaded as
+  the input's annotation (Table, RecordBatchReader, pandas or polars DataFrame; default: pyarrow Table).
 - Output metadata: ``dagster/uri``, ``dagster/table_name``, ``dagster/row_count``,
   ``dagster/column_schema`` (TableSchema), ``lance/version`` and the rows written; the Lance
   version is the materialisation's data version.

@@ -5,6 +5,7 @@ configured by tags writes the rows it writes when configured by numbers, a branc
 their own sink, and a bad reference fails typed before anything is written.
 """
 
+import io
 import os
 
 import lance
@@ -16,6 +17,7 @@ from dagster_support import NAME, defs_for, output_metadata, run, step_error
 from datagen import simple_table
 
 from lance_ops.assets.configs import ChangeFeedConfig
+from lance_ops.cli import main
 from lance_ops.assets.io_manager import LanceIOManager
 from lance_ops.format import TagError
 
@@ -58,7 +60,7 @@ def sink_rows(result):
     return pq.read_table(output_metadata(result)["location"]).sort_by(SORT)
 
 
-def test_a_change_feed_by_tags_writes_what_numbers_write(world):
+def test_a_change_feed_by_tags_writes_what_numbers_write(world, monkeypatch):
     defs, inst, root = world["defs"], world["instance"], world["root"]
     by_tag = run(defs, inst, "write_change_feed",
                  ChangeFeedConfig(dataset=NAME, begin_tag="base", end_tag="gold", sink_uri=str(root / "by_tag")))
@@ -71,10 +73,12 @@ def test_a_change_feed_by_tags_writes_what_numbers_write(world):
         "insert": 20, "delete": 10, "update_preimage": 5, "update_postimage": 5}  # 60-64: inserted in the range
     md = output_metadata(by_tag)
     assert (md["begin_version"], md["end_version"], md["rows_written"]) == (1, 4, 40) and "branch" not in md
-    # a tag and a number mixed; the end defaults to the latest version
-    mixed = run(defs, inst, "write_change_feed",
-                ChangeFeedConfig(dataset=NAME, begin_tag="base", sink_uri=str(root / "mixed")))
-    assert sink_rows(mixed).equals(numbered)
+    # the CLI takes the same fields as options; the end defaults to the latest version (4)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    out = io.StringIO()
+    assert main(["run", "change_feed", "--config", str(root / "lance_ops.yaml"), "--begin-tag", "base",
+                 "--sink-uri", str(root / "cli")], out=out) == 0, out.getvalue()
+    assert pq.read_table(root / "cli" / "change_range=1-4").sort_by(SORT).equals(numbered)
 
 
 def test_a_tag_on_a_branch_runs_the_change_feed_of_that_branch(world):
@@ -133,6 +137,22 @@ def test_io_manager_input_pinned_to_a_tag(tmp_path, instance):
     r = materialize([orders, first_ids], selection=[first_ids], resources={"io_manager": io}, instance=instance)
     assert r.success
     assert lance.dataset(str(tmp_path / "lake" / "first_ids.lance")).to_table()["id"].to_pylist() == [0, 1]
+    # a branch pylance made: by (branch, version) and by its latest
+    dev = lance.dataset(str(tmp_path / "lake" / "orders.lance")).create_branch("dev", 1)
+    lance.write_dataset(pa.table({"id": pa.array([100], pa.int64())}), dev, mode="append")
+
+    @asset(ins={"orders": AssetIn(metadata={"version": ["dev", 2]})})
+    def dev_ids(orders: pa.Table) -> pa.Table:
+        return orders
+
+    @asset(ins={"orders": AssetIn(metadata={"branch": "dev"})})
+    def dev_latest(orders: pa.Table) -> pa.Table:
+        return orders
+
+    materialize([orders, dev_ids, dev_latest], selection=[dev_ids, dev_latest], resources={"io_manager": io},
+                instance=instance)
+    for name in ("dev_ids", "dev_latest"):
+        assert lance.dataset(str(tmp_path / "lake" / f"{name}.lance")).to_table()["id"].to_pylist() == [0, 1, 100]
 
     @asset(name="first_ids", ins={"orders": AssetIn(metadata={"version": "frist"})})
     def bad(orders: pa.Table) -> pa.Table:
