@@ -17,8 +17,8 @@ from dagster_support import NAME, defs_for, output_metadata, run, step_error
 from datagen import simple_table
 
 from lance_ops.assets.configs import ChangeFeedConfig
-from lance_ops.cli import main
 from lance_ops.assets.io_manager import LanceIOManager
+from lance_ops.cli import main
 from lance_ops.format import TagError
 
 SORT = [("_rowid", "ascending"), ("_change_type", "ascending")]
