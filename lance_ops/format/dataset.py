@@ -36,6 +36,7 @@ from .mutate import plan_delete, plan_update
 from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
 from .refs import (
     Branches,
+    TagError,
     Tags,
     VersionRef,
     branch_store,
@@ -117,11 +118,11 @@ class LanceDataset:
         root = find_root(self._store, latest.branch)
         if branch is not None:
             if isinstance(version, tuple | list):
-                raise ValueError(f"pass either branch={branch!r} or a (branch, version) tuple, not both")
+                raise InvalidArgumentError(f"pass either branch={branch!r} or a (branch, version) tuple, not both")
             if isinstance(version, str) and not version.isdigit():  # a tag: it must point into ``branch``
                 tag_branch, _ = resolve_reference(root, version)
                 if tag_branch != normalize_branch(branch):
-                    raise ValueError(f"{uri}: tag {version!r} points into branch {tag_branch or 'main'}, not {branch!r}")
+                    raise TagError(f"{uri}: tag {version!r} points into branch {tag_branch or 'main'}, not {branch!r}")
             else:
                 version = (branch, int(version) if version is not None else None)
         target_branch, target = resolve_reference(root, version, current_branch=latest.branch)

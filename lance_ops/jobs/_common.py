@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 
 from lance_ops.format.commit import load_transaction
 from lance_ops.format.dataset import resolve_version
-from lance_ops.format.errors import LanceOpsError, SchemaError
+from lance_ops.format.errors import InvalidArgumentError, LanceOpsError, SchemaError
 from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.manifest import Manifest, list_versions
@@ -92,7 +92,7 @@ def version_number(uri: str, ref: int | str | None, storage_options: Mapping[str
         return int(ref)
     location, version = resolve_version(uri, ref, storage_options=storage_options)
     if location.rstrip("/") != uri.rstrip("/"):
-        raise ValueError(f"{uri}: {ref!r} names version {version} of {location}, not of this dataset; pass that URI")
+        raise InvalidArgumentError(f"{uri}: {ref!r} names version {version} of {location}, not of this dataset; pass that URI")
     return version
 
 
