@@ -157,7 +157,8 @@ def _feed_until_preimages(path: str, begin: int, end: int) -> pa.Table:
     from lance_ops.format.maintenance.change_feed import change_feed_batches
 
     batches = []
-    for b in change_feed_batches(lf.dataset(path), begin, end):
+    ds = lf.dataset(path)
+    for b in change_feed_batches(ds._store, ds._handler, begin, end):
         kind = b.column("_change_type")[0].as_py() if b.num_rows else None
         if kind in ("update_preimage", "delete"):
             break

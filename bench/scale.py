@@ -98,7 +98,8 @@ def run_size(workdir: str, rows: int, reps: int, log: Callable[[str], None]) -> 
     log(f"  (feed history by pylance: {time.perf_counter() - t0:.1f} s)")
 
     def feed_ours() -> int:
-        return sum(b.num_rows for b in change_feed_batches(lf.dataset(theirs), 1, 3))
+        ds = lf.dataset(theirs)
+        return sum(b.num_rows for b in change_feed_batches(ds._store, ds._handler, 1, 3))
 
     def feed_theirs() -> int:
         d = lance.dataset(theirs).delta(begin_version=1, end_version=3)

@@ -25,7 +25,13 @@ import pyarrow.compute as pc
 from . import rowids
 from .bases import data_file_location
 from .deletion import read_deletion_file
-from .errors import ArgumentTypeError, CorruptFileError, SchemaError, UnsupportedFeatureError
+from .errors import (
+    ArgumentTypeError,
+    CorruptFileError,
+    InvalidArgumentError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
 from .file.blobs import scan_schema
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
@@ -166,11 +172,14 @@ def _fragment_data(
     names: Sequence[str],
     batch_size: int,
     prefetch: PagePrefetcher | None = None,
+    span: tuple[int, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of the fragment's physical rows (deleted rows included) with the given columns.
+    """Batches of the fragment's physical rows (deleted rows included) with the given columns,
+    only rows ``[span[0], span[1])`` when a span is given.
 
     Opening (footers, page tables, prefetch scheduling) happens now; reading when iterated.
     """
+    first, stop = span if span is not None else (0, frag.physical_rows)
     schema = manifest.schema
     wanted = schema.project(list(names)) if names else None
     target = scan_schema(wanted.to_arrow()) if wanted is not None else pa.schema([])
@@ -185,12 +194,12 @@ def _fragment_data(
                 covered[fid] = i
             sources.append((df, ids))
     if not names or not sources:
-        return _null_batches(frag.physical_rows, names, target, batch_size)
+        return _null_batches(stop - first, names, target, batch_size)
     streams = []
     for df, ids in sources:
         with named_fragment(manifest, frag):
             reader = _checked_reader(store, frag, df, manifest)
-        gen = reader.read(ids, batch_size=batch_size, prefetch=prefetch)
+        gen = reader.read(ids, offset=first, length=stop - first, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
 
@@ -242,6 +251,54 @@ def scan_fragment(
     With ``prefetch`` the fragment's pages are read and decoded in the background.
     """
     yield from _open_fragment(store, manifest, frag, plan, batch_size, prefetch)
+
+
+def scan_fragment_rows(
+    store: ObjectStore,
+    manifest: Manifest,
+    frag: FragmentMetadata,
+    plan: ScanPlan,
+    rows: np.ndarray,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    prefetch: PagePrefetcher | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows at physical offsets ``rows`` (sorted, unique) of ``frag``, in that order, with
+    ``plan.output`` columns; no filter and no deletion vector (the caller chose the rows).
+
+    Only the pages of the spans holding selected rows are read: ``rows`` are cut into spans
+    wherever ``batch_size`` or more unselected rows lie between two selected ones.
+    """
+    if plan.filter is not None:
+        raise InvalidArgumentError("scan_fragment_rows takes no filter: the caller selects the rows")
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0:
+        return
+    n = frag.physical_rows
+    if int(rows[0]) < 0 or int(rows[-1]) >= n:
+        raise InvalidArgumentError(f"row offsets must be in [0, {n}) for fragment {frag.id}, got {rows[0]}..{rows[-1]}")
+    if frag.files:
+        with named_fragment(manifest, frag):
+            _checked_reader(store, frag, frag.files[0], manifest)
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    meta = set(plan.meta_columns)
+    ids = versions_c = versions_u = None
+    if ROW_ID in meta and manifest.uses_stable_row_ids:
+        if frag.row_ids is None:
+            raise CorruptFileError(manifest.source or store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        ids = rowids.fragment_row_ids(frag, manifest.source)
+    if CREATED_AT in meta and frag.created_at_versions is not None:
+        versions_c = rowids.fragment_versions(frag, manifest.source, created=True)
+    if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
+        versions_u = rowids.fragment_versions(frag, manifest.source, created=False)
+    cuts = np.flatnonzero(np.diff(rows) > batch_size) + 1
+    starts = np.concatenate([rows[:1], rows[cuts]])
+    stops = np.concatenate([rows[cuts - 1], rows[-1:]]) + 1
+    for s, e in zip(starts.tolist(), stops.tolist(), strict=True):
+        data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=(s, e))
+        yield from _fragment_batches(frag, plan, data, mask, meta, ids, versions_c, versions_u, first=s)
 
 
 def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
@@ -449,11 +506,12 @@ def _fragment_batches(
     ids: np.ndarray | None,
     versions_c: np.ndarray | None,
     versions_u: np.ndarray | None,
+    first: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     out_names = list(plan.output)
     data_names = list(plan.data_columns)
     passthrough = out_names == data_names and not meta
-    start = 0
+    start = first  # physical row of the first row of ``data``
     for batch in data:
         n = batch.num_rows
         stop = start + n

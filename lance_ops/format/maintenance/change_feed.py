@@ -22,20 +22,22 @@ rows only when pylance rewrote them (``add_columns``, ``merge`` and casts set ev
 raises :class:`~lance_ops.format.errors.SchemaChangeError` instead.
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..commit_handler import CommitHandler, checkout_manifest
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..file.blobs import scan_schema
+from ..file.reader import PagePrefetcher
+from ..fragment import FragmentMetadata
 from ..manifest import Manifest
-from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan
+from ..scan import CREATED_AT, PREFETCH_BYTES, ROW_ID, UPDATED_AT, ScanPlan, plan_scan, scan_fragment_rows
 from ..store import ObjectStore
 from .evolution import column_map, conform, refuse_schema_changes
+from .feed_rows import Leavers, end_changes, leavers, live_among
 
 OnSchemaChange = Literal["evolve", "fail"]
 
@@ -54,17 +56,6 @@ def change_feed_schema(user_schema: pa.Schema) -> pa.Schema:
             pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")),
         ]
     )
-
-
-def _batches(
-    store: ObjectStore, manifest: Manifest, columns: Sequence[str], filter: pc.Expression | None = None
-) -> Iterator[pa.RecordBatch]:
-    return scan(store, manifest, plan_scan(manifest.schema, columns, filter, False, False))
-
-
-def _live_ids(store: ObjectStore, manifest: Manifest) -> np.ndarray:
-    parts = [b.column(0).to_numpy() for b in _batches(store, manifest, [ROW_ID])]
-    return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
 
 
 def change_feed_batches(
@@ -118,79 +109,91 @@ def change_feed_batches(
         ]
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
-    b = pa.scalar(begin_version, pa.uint64())
-    e = pa.scalar(end_version, pa.uint64())
-    created, updated = pc.field(CREATED_AT), pc.field(UPDATED_AT)
-    cols = user + [ROW_ID, CREATED_AT, UPDATED_AT]
-    post_ids: list[np.ndarray] = []
-    for batch in _batches(store, end, cols, (created > b) & (created <= e)):
-        yield emit(batch, "insert", batch.column(CREATED_AT).to_numpy())
-    upd_filter = (created <= b) & (updated > b) & (updated <= e)
-    post_versions: list[np.ndarray] = []
-    for batch in _batches(store, end, cols, upd_filter):
-        post_ids.append(batch.column(ROW_ID).to_numpy())
-        post_versions.append(batch.column(UPDATED_AT).to_numpy())
-        yield emit(batch, "update_postimage", batch.column(UPDATED_AT).to_numpy())
+    prefetch = PagePrefetcher(budget_bytes=PREFETCH_BYTES)
+    try:
+        yield from _changes(store, in_range, begin_version, end_version, emit, prefetch)
+    finally:
+        prefetch.close()
+
+
+def _changes(
+    store: ObjectStore,
+    in_range: dict[int, Manifest],
+    begin_version: int,
+    end_version: int,
+    emit: Callable[[pa.RecordBatch, str, np.ndarray], pa.RecordBatch],
+    prefetch: PagePrefetcher,
+) -> Iterator[pa.RecordBatch]:
+    """Inserts, update post-images, update pre-images, then deletes; every fragment and row
+    is chosen from metadata (:mod:`.feed_rows`) before a data file is opened."""
+    end = in_range[end_version]
+    user = [f.name for f in end.schema.top_level()]
+    plan = plan_scan(end.schema, user + [ROW_ID, CREATED_AT, UPDATED_AT], None, False, False)
+    changed = end_changes(store, end, begin_version, end_version)
+
+    def read(m: Manifest, frag: FragmentMetadata, p: ScanPlan, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
+        return scan_fragment_rows(store, m, frag, p, rows, prefetch=prefetch)
+
+    for c in changed:
+        for batch in read(end, c.fragment, plan, c.inserts):
+            yield emit(batch, "insert", batch.column(CREATED_AT).to_numpy())
+    for c in changed:
+        for batch in read(end, c.fragment, plan, c.posts):
+            yield emit(batch, "update_postimage", batch.column(UPDATED_AT).to_numpy())
     if begin_version == 0:
         return
     start = in_range[begin_version]
     between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
     cmap = column_map(start.schema, end.schema, between)
+    begin_plan = plan_scan(start.schema, cmap.read_columns + [ROW_ID], None, False, False)
+    begin_frags = {f.id: f for f in start.fragments}
+    rank = {fid: i for i, fid in enumerate(begin_frags)}  # emit in the begin version's fragment order
 
-    def begin_batches(filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
-        """Rows of ``begin`` as the end version's columns (matched by field id) + ``_rowid``."""
-        for batch in _batches(store, start, cmap.read_columns + [ROW_ID], filter):
-            yield conform(batch, cmap, [ROW_ID])
-
-    if post_ids:
-        ids = np.concatenate(post_ids)
-        vers = np.concatenate(post_versions)
-        order = np.argsort(ids)
-        ids, vers = ids[order], vers[order]
-        id_set = pa.array(ids, type=pa.uint64())
-        for batch in begin_batches(pc.field(ROW_ID).isin(id_set)):
+    post_ids = np.concatenate([c.post_ids for c in changed]) if changed else np.empty(0, dtype=np.uint64)
+    post_versions = np.concatenate([c.post_versions for c in changed]) if changed else post_ids
+    order = np.argsort(post_ids, kind="stable")
+    post_ids, post_versions = post_ids[order], post_versions[order]
+    left, in_place = leavers(store, start, end, {c.fragment.id: c.posts for c in changed if c.posts.size})
+    moved = live_among(store, end, begin_frags, begin_version, left)
+    is_pre = np.zeros(left.ids.size, dtype=bool)
+    if post_ids.size and left.ids.size:
+        pos = np.clip(np.searchsorted(post_ids, left.ids), 0, post_ids.size - 1)
+        is_pre = moved & (post_ids[pos] == left.ids)
+    pre_rows = dict(in_place)
+    for fid, offs in left.subset(is_pre).by_fragment().items():
+        pre_rows[fid] = np.union1d(pre_rows[fid], offs) if fid in pre_rows else offs
+    for fid in sorted(pre_rows, key=rank.__getitem__):
+        for batch in read(start, begin_frags[fid], begin_plan, pre_rows[fid]):
+            batch = conform(batch, cmap, [ROW_ID])
             rid = batch.column(ROW_ID).to_numpy()
-            yield emit(batch, "update_preimage", vers[np.searchsorted(ids, rid)])
-    # deletes: ids live at begin and not at end
-    end_ids = _live_ids(store, end)
-    gone_versions = _deletion_versions(store, handler, begin_version, end_version)
-    for batch in begin_batches():
-        rid = batch.column(ROW_ID).to_numpy()
-        pos = np.searchsorted(end_ids, rid)
-        pos = np.clip(pos, 0, max(len(end_ids) - 1, 0))
-        alive = (end_ids[pos] == rid) if len(end_ids) else np.zeros(len(rid), dtype=bool)
-        if alive.all():
+            yield emit(batch, "update_preimage", post_versions[np.searchsorted(post_ids, rid)])
+    dead = left.subset(~moved)
+    if dead.ids.size == 0:
+        return
+    gone = _first_gone(store, in_range, begin_version, end_version, begin_frags, dead)
+    for fid, offs in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
+        for batch in read(start, begin_frags[fid], begin_plan, offs):
+            batch = conform(batch, cmap, [ROW_ID])
+            rid = batch.column(ROW_ID).to_numpy()
+            yield emit(batch, "delete", gone[np.searchsorted(dead.ids, rid)])
+
+
+def _first_gone(
+    store: ObjectStore,
+    in_range: dict[int, Manifest],
+    begin: int,
+    end: int,
+    begin_frags: dict[int, FragmentMetadata],
+    dead: Leavers,
+) -> np.ndarray:
+    """For rows live at ``begin`` and gone at ``end`` (sorted by id): the first version in
+    ``(begin, end]`` without them, from each version's metadata."""
+    out = np.full(dead.ids.size, end, dtype=np.uint64)
+    pending = np.arange(dead.ids.size)
+    for v in sorted(in_range):
+        if not begin < v < end or pending.size == 0:
             continue
-        dead = batch.filter(pa.array(~alive))
-        dead_ids = dead.column(ROW_ID).to_numpy()
-        yield emit(dead, "delete", gone_versions(dead_ids))
-
-
-def _deletion_versions(
-    store: ObjectStore, handler: CommitHandler, begin: int, end: int
-) -> Callable[[np.ndarray], np.ndarray]:
-    """A function: row ids deleted in (begin, end] -> the first version without them."""
-    cache: dict[int, np.ndarray] = {}
-
-    def ids_at(v: int) -> np.ndarray:
-        if v not in cache:
-            cache[v] = _live_ids(store, checkout_manifest(store, v, handler)[0])
-        return cache[v]
-
-    def lookup(dead: np.ndarray) -> np.ndarray:
-        out = np.full(len(dead), end, dtype=np.uint64)
-        if end - begin <= 1:
-            return out
-        pending = np.ones(len(dead), dtype=bool)
-        for v in range(begin + 1, end + 1):
-            live = ids_at(v)
-            pos = np.clip(np.searchsorted(live, dead), 0, max(len(live) - 1, 0))
-            present = (live[pos] == dead) if len(live) else np.zeros(len(dead), dtype=bool)
-            newly = pending & ~present
-            out[newly] = v
-            pending &= present
-            if not pending.any():
-                break
-        return out
-
-    return lookup
+        alive = live_among(store, in_range[v], begin_frags, begin, dead.subset(pending))
+        out[pending[~alive]] = v
+        pending = pending[alive]
+    return out
