@@ -10,6 +10,11 @@ Semantics: ``begin`` exclusive, ``end`` inclusive, evaluated on the ``end`` vers
 - delete: live at ``begin``, gone at ``end``, with the full row from ``begin``.
 
 Compaction and deletion materialisation keep row ids and versions, so they add no rows.
+
+Every row is chosen from manifest metadata before a data file is opened (:mod:`.feed_rows`):
+fragments whose version runs miss the range, and begin-version fragments whose rows and
+deletion vector are unchanged at ``end``, are never read; of the others only the spans holding
+chosen rows are decoded.  Memory grows with the feed, not with the dataset.
 ``_commit_version`` is the row's version column for inserts/updates and, for deletes, the
 first version in ``(begin, end]`` whose manifest no longer has the row.
 
