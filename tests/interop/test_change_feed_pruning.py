@@ -8,11 +8,14 @@ files are read: the fragments nothing happened to are never opened.
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_ops.format as lf
 from lance_ops.format.commit_handler import commit_handler_for
+from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.maintenance.change_feed import change_feed_batches, change_feed_schema
+from lance_ops.format.scan import plan_scan, scan_fragment_rows
 from lance_ops.format.store import ObjectStore
 
 # the format users have (pylance's default); the pruning does not depend on page encodings
@@ -114,3 +117,27 @@ def test_feed_of_an_append_opens_only_the_appended_file(history):
     assert got["id"].to_pylist() == list(range(ROWS, ROWS + 50))
     got, read = feed(uri, 3, 3)
     assert got.num_rows == 0 and read == set()
+
+
+def test_scan_fragment_rows_reads_the_chosen_rows_in_spans(tmp_path):
+    """The reader the feed uses: any sorted offsets (cut into spans where gaps exceed a batch)
+    give the rows pylance's ``take`` gives for them, metadata columns included."""
+    uri = str(tmp_path / "ds")
+    ids = np.arange(5000, dtype=np.int64)
+    lance.write_dataset(pa.table({"id": ids, "s": pa.array([f"v{i}" for i in ids])}), uri,
+                        enable_stable_row_ids=True)
+    lance.dataset(uri).delete("id % 7 = 0")
+    ds = lf.dataset(uri)
+    m = ds._manifest
+    (frag,) = m.fragments
+    plan = plan_scan(m.schema, ["s", "id", "_rowid", "_row_created_at_version"], None, False, False)
+    offsets = np.array([1, 2, 3, 701, 702, 4001, 4997], dtype=np.int64)  # three spans at batch_size=256
+    got = pa.Table.from_batches(list(scan_fragment_rows(ds._store, m, frag, plan, offsets, batch_size=256)))
+    every = lance.dataset(uri).to_table(columns=["s", "id"], with_row_address=True)
+    want = every.filter(pc.is_in(every["_rowaddr"], pa.array(offsets, pa.uint64()))).sort_by("_rowaddr")
+    assert got["id"].to_pylist() == offsets.tolist() == want["id"].to_pylist()
+    assert got["s"].to_pylist() == want["s"].to_pylist()
+    assert got["_rowid"].to_pylist() == offsets.tolist()  # the first write: row id = offset
+    assert got["_row_created_at_version"].to_pylist() == [1] * offsets.size
+    with pytest.raises(InvalidArgumentError, match="row offsets must be in"):
+        list(scan_fragment_rows(ds._store, m, frag, plan, np.array([5000])))
