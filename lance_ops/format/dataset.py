@@ -139,7 +139,7 @@ class LanceDataset:
         self._store = store
         self._storage_options = dict(store.storage_options)
         self._handler = handler or ConditionalPutCommitHandler(store)
-        self._scheme = self._handler.list_versions()[0] or NamingScheme.V2
+        self._scheme = self._handler.cached_scheme() or self._handler.list_versions()[0] or NamingScheme.V2
         self._manifest = manifest
         return self
 

@@ -12,6 +12,9 @@ from ._proto import table_pb2
 from .errors import UnsupportedFeatureError
 
 _new = object.__new__
+#: ``__dict__`` key of the protobuf message a fragment was decoded from (not a dataclass field:
+#: equality, ``repr`` and ``replace`` ignore it)
+_PB = "_pb"
 
 ARROW_ARRAY = table_pb2.DeletionFile.ARROW_ARRAY
 BITMAP = table_pb2.DeletionFile.BITMAP
@@ -149,7 +152,30 @@ class FragmentMetadata:
             ),
             extra=(),
         )
+        out.__dict__[_PB] = m  # what it was decoded from: re-encoded as is (see manifest_message)
         return out
+
+    def __getstate__(self) -> dict[str, object]:
+        # the protobuf message is a cache: not pickled (Spark ships fragments to executors)
+        state = dict(self.__dict__)
+        state.pop(_PB, None)
+        return state
+
+    def manifest_message(self) -> table_pb2.DataFragment:
+        """This fragment's message for a manifest being encoded: the one it was decoded from
+        (or last encoded to), unchanged, else a new one.
+
+        A new version's manifest carries its unchanged fragments, so this makes encoding it
+        cost a protobuf copy per fragment instead of a Python re-encode (``append_commit``:
+        every commit re-encoded every fragment).  ``with_changes`` builds a new instance
+        without the message, so a changed fragment is always encoded afresh.  Callers copy the
+        message (``RepeatedCompositeField.extend``); they must not modify it.
+        """
+        pb = self.__dict__.get(_PB)
+        if pb is None:
+            pb = self.to_proto()
+            self.__dict__[_PB] = pb
+        return pb
 
     def to_proto(self) -> table_pb2.DataFragment:
         m = table_pb2.DataFragment(

@@ -304,7 +304,8 @@ class Manifest:
     def to_proto(self) -> table_pb2.Manifest:
         m = table_pb2.Manifest(
             fields=self.schema.to_proto(),
-            fragments=[f.to_proto() for f in sorted(self.fragments, key=lambda f: f.id)],
+            # unchanged fragments keep the message they were decoded from (one copy each)
+            fragments=[f.manifest_message() for f in sorted(self.fragments, key=lambda f: f.id)],
             version=self.version,
             tag=self.tag,
             reader_feature_flags=self.reader_feature_flags,
@@ -336,6 +337,13 @@ def _u32_section(payload: bytes) -> bytes:
 
 def encode_manifest_file(manifest: Manifest, transaction: transaction_pb2.Transaction | None) -> bytes:
     """Bytes of a manifest file: [index section][inline txn][manifest][footer]."""
+    return _encode_manifest_file(manifest, transaction)[0]
+
+
+def _encode_manifest_file(
+    manifest: Manifest, transaction: transaction_pb2.Transaction | None
+) -> tuple[bytes, table_pb2.Manifest, bytes | None]:
+    """:func:`encode_manifest_file`, with the Manifest message and the inline transaction bytes."""
     parts: list[bytes] = []
     pos = 0
     m = manifest.to_proto()
@@ -344,14 +352,16 @@ def encode_manifest_file(manifest: Manifest, transaction: transaction_pb2.Transa
         sec = _u32_section(manifest.index_section)
         parts.append(sec)
         pos += len(sec)
+    txn = None
     if transaction is not None:
         m.transaction_section = pos
-        sec = _u32_section(transaction.SerializeToString())
+        txn = transaction.SerializeToString()
+        sec = _u32_section(txn)
         parts.append(sec)
         pos += len(sec)
     parts.append(_u32_section(m.SerializeToString()))
     parts.append(FOOTER.pack(pos, 0, 2, MAGIC))
-    return b"".join(parts)
+    return b"".join(parts), m, txn
 
 
 def _section(data: bytes, offset: int, path: str, what: str) -> bytes:
@@ -583,6 +593,16 @@ _MANIFEST_CACHE: "OrderedDict[tuple, ManifestFile]" = OrderedDict()
 _MANIFEST_CACHE_ENTRIES = 64
 
 
+def _cache_key(path: str, st: os.stat_result, version: int) -> tuple:
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino, version)
+
+
+def _remember(key: tuple, mf: ManifestFile) -> None:
+    _MANIFEST_CACHE[key] = mf
+    while len(_MANIFEST_CACHE) > _MANIFEST_CACHE_ENTRIES:
+        _MANIFEST_CACHE.popitem(last=False)
+
+
 def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> ManifestFile:
     rel = manifest_path(scheme, version)
     key = None
@@ -592,7 +612,7 @@ def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> Man
             st = os.stat(path)
         except FileNotFoundError:
             raise DatasetNotFoundError(f"{store.uri}: version {version} does not exist") from None
-        key = (path, st.st_size, st.st_mtime_ns, st.st_ino, version)
+        key = _cache_key(path, st, version)
         hit = _MANIFEST_CACHE.get(key)
         if hit is not None:
             try:
@@ -618,18 +638,33 @@ def read_manifest(store: ObjectStore, version: int, scheme: NamingScheme) -> Man
             store.full_path(rel), f"file name says version {version} but the manifest says {mf.manifest.version}"
         )
     if key is not None and len(data) == key[1]:
-        _MANIFEST_CACHE[key] = mf
-        while len(_MANIFEST_CACHE) > _MANIFEST_CACHE_ENTRIES:
-            _MANIFEST_CACHE.popitem(last=False)
+        _remember(key, mf)
     return mf
 
 
 def write_manifest_if_absent(
     store: ObjectStore, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
 ) -> bool:
-    """Atomically create the manifest of ``manifest.version``; False if that version already exists."""
-    data = encode_manifest_file(manifest, transaction)
-    return store.put_if_absent(manifest_path(scheme, manifest.version), data)
+    """Atomically create the manifest of ``manifest.version``; False if that version already exists.
+
+    A local manifest created here goes into the cache :func:`read_manifest` keeps, as the
+    manifest it would decode from these bytes, so the next commit on this version (an append
+    loop) neither reads nor decodes it and reuses its fragments' messages.
+    """
+    rel = manifest_path(scheme, manifest.version)
+    data, m, txn = _encode_manifest_file(manifest, transaction)
+    if not store.put_if_absent(rel, data):
+        return False
+    if type(store) is ObjectStore and store.is_local:
+        path = store.full_path(rel)
+        try:
+            st = os.stat(path)
+        except OSError:  # removed meanwhile (a cleanup): nothing to remember
+            return True
+        if st.st_size == len(data):
+            written = manifest.with_changes(writer_library=WRITER_LIBRARY, writer_version=__version__, source=path)
+            _remember(_cache_key(path, st, manifest.version), ManifestFile(written, txn, m))
+    return True
 
 
 def write_version_hint(store: ObjectStore, version: int) -> None:

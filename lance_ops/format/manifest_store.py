@@ -375,7 +375,7 @@ def open_manifest_store(spec: "ManifestStore | str | os.PathLike[str]") -> Manif
 def _materialize(store: ObjectStore, final: str, data: bytes) -> None:
     """Make ``final`` hold ``data``.  Finalizers may race; they all write the same bytes.
 
-    ``put_if_absent`` is used for its write-fsync-link on local disks (the KV store will point at
+    ``put_if_absent`` is used for its write-then-link on local disks (the KV store will point at
     this file, and the staging copy is deleted next), not for its atomicity: on a backend whose
     "conditional" put were a plain put this stays correct, as every finalizer writes these bytes.
     """
@@ -453,7 +453,7 @@ def commit_external(
     _check_version(version)
     base_uri = base_uri_of(store)
     staging = staging_path_for(manifest_path(scheme, version))
-    # Durable before the KV put makes it the commit (put_if_absent fsyncs local files); the
+    # Whole before the KV put makes it the commit (put_if_absent links a complete file); the
     # name is unique, so "already exists" cannot happen.
     if not store.put_if_absent(staging, data):
         raise ObjectStoreError(f"{store.full_path(staging)}: staging manifest name already taken")

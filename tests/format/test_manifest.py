@@ -142,3 +142,44 @@ def test_time_travel_and_versions(uri: str) -> None:
         lf.dataset(uri + "-missing")
     with pytest.raises(lf.DatasetAlreadyExistsError):
         lf.write_dataset(simple_table(0, 5), uri)
+
+
+def test_commit_carries_unchanged_fragments_and_caches_what_it_wrote(tmp_path: Path) -> None:
+    """A new version re-uses its unchanged fragments' messages (an unknown field pylance might
+    add survives), re-encodes changed ones, and the manifest an append leaves in the cache is
+    the one a fresh decode of the file gives."""
+    import pickle
+
+    from lance_ops.format import manifest as mmod
+
+    uri = str(tmp_path / "ds")
+    lf.write_dataset(simple_table(0, 30), uri, max_rows_per_file=10)
+    store = ObjectStore(uri)
+    path = store.full_path(mmod.manifest_path(NamingScheme.V2, 1))
+    raw = Path(path).read_bytes()
+    mf = decode_manifest_file(raw, path)
+    m = mf.proto
+    # field 99 of DataFragment: unknown to lance_ops (varint 7), as a newer pylance might write
+    m.fragments[1].MergeFromString(b"\x98\x06\x07")
+    patched = mmod.Manifest.from_proto(m, where=path)
+    frag = patched.fragments[1]
+    assert frag.manifest_message().SerializeToString().endswith(b"\x98\x06\x07")
+    out = patched.to_proto()
+    assert out.fragments[1].SerializeToString() == m.fragments[1].SerializeToString()
+    # a changed fragment is encoded afresh (nothing stale), a pickled one carries no message
+    changed = frag.with_changes(physical_rows=9)
+    assert changed.manifest_message().physical_rows == 9
+    assert not changed.manifest_message().SerializeToString().endswith(b"\x98\x06\x07")
+    assert "_pb" not in pickle.loads(pickle.dumps(frag)).__dict__
+    assert pickle.loads(pickle.dumps(frag)) == frag
+
+    ds = lf.write_dataset(simple_table(30, 5), uri, mode="append")
+    assert ds.version == 2
+    cached = mmod.read_manifest(store, 2, NamingScheme.V2)
+    fresh = decode_manifest_file(Path(cached.manifest.source).read_bytes(), cached.manifest.source)
+    assert cached.manifest == fresh.manifest and cached.manifest.source == fresh.manifest.source
+    assert (cached.manifest.writer_library, cached.manifest.writer_version) == (
+        fresh.manifest.writer_library, fresh.manifest.writer_version)
+    assert cached.transaction == fresh.transaction
+    assert [f.id for f in cached.manifest.fragments] == [0, 1, 2, 3]
+    assert lance.dataset(uri).to_table().num_rows == 35
