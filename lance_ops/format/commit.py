@@ -118,15 +118,10 @@ def commit_transaction(
     idem_checked: int | None = None
     try:
         while True:
-            fast = None
-            if attempt == 0 and known is not None and key is None and not create and known.version == txn.read_version:
-                # the caller just read ``known``: when the next version is still free, skip
-                # listing every version (put-if-absent below settles a race as before)
-                fast = handler.next_version_free(known.version)
-            if fast is not None:
-                scheme, versions = fast, [known.version]  # type: ignore[union-attr]
-            else:
-                scheme, versions = handler.list_versions()
+            # Listed every time, never assumed from ``known``: a cleanup may have removed
+            # ``known.version + 1`` while newer versions exist (put-if-absent would then recreate
+            # a version in the past; test_cleanup_concurrency).  pylance lists here too.
+            scheme, versions = handler.list_versions()
             latest = versions[-1] if versions else 0
             if key is not None and latest > 0:
                 # Before anything else: a retried create must find its own first attempt.

@@ -76,11 +76,6 @@ class CommitHandler(Protocol):
         """The naming scheme seen by this handler's last listing or commit (None: not yet)."""
         ...
 
-    def next_version_free(self, version: int) -> NamingScheme | None:
-        """The naming scheme when ``version`` is the latest as far as one cheap check tells
-        (``version + 1`` is absent), None when it cannot tell cheaply or it is not."""
-        ...
-
 
 class ConditionalPutCommitHandler:
     """Commits by the object store's put-if-absent on the final ``_versions/`` path (§12.1-12.2)."""
@@ -119,16 +114,6 @@ class ConditionalPutCommitHandler:
 
     def cached_scheme(self) -> NamingScheme | None:
         return self._scheme
-
-    def next_version_free(self, version: int) -> NamingScheme | None:
-        # one existence check instead of a listing of every version (append loops): a commit
-        # then tries ``version + 1`` by put-if-absent, which settles any race
-        scheme = self._scheme
-        if scheme is None or _m.is_detached_version(version):
-            return None
-        if self.store.exists(_m.manifest_path(scheme, version + 1)):
-            return None
-        return scheme
 
 
 class ExternalManifestCommitHandler:
@@ -194,9 +179,6 @@ class ExternalManifestCommitHandler:
 
     def cached_scheme(self) -> NamingScheme | None:
         return self._scheme
-
-    def next_version_free(self, version: int) -> NamingScheme | None:
-        return None  # the KV store is the authority: list through it (it finalizes stopped commits)
 
 
 def commit_handler_for(
