@@ -6,11 +6,14 @@ a fragment whose rows are all deleted leaves the manifest.  Update with stable r
 the new rows to new fragments that keep each row's ``_rowid`` and ``_row_created_at_version``.
 """
 
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.acero as acero
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
@@ -20,7 +23,7 @@ from .deletion import with_deletions
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
-from .scan import CREATED_AT, ROW_ADDR, ROW_ID, ScanPlan, check_filter, plan_scan, scan_fragment
+from .scan import CREATED_AT, ROW_ADDR, ROW_ID, check_filter, plan_scan, scan, scan_fragment
 from .store import ObjectStore
 from .versions import require_writable
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
@@ -28,11 +31,71 @@ from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 LOCAL_MASK = np.uint64(0xFFFFFFFF)
 
 
-def _matching_offsets(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, plan: ScanPlan) -> np.ndarray:
-    parts = [
-        b.column(0).to_numpy() & LOCAL_MASK for b in scan_fragment(store, manifest, frag, plan)
-    ]
-    return np.concatenate(parts).astype(np.uint32) if parts else np.empty(0, dtype=np.uint32)
+#: a delete evaluates its predicate on this many rows (or bytes of the predicate's columns) at once
+DELETE_GROUP_ROWS = 1 << 20
+DELETE_GROUP_BYTES = 32 << 20
+#: read-ahead of the delete's scan (pages decoded in background threads)
+DELETE_PREFETCH_BYTES = 16 << 20
+#: deletion files written at once (local files; object stores: one request each)
+DELETE_WRITERS_LOCAL = 4
+DELETE_WRITERS_REMOTE = 16
+
+
+def _matching_addresses(
+    store: ObjectStore, manifest: Manifest, predicate: pc.Expression
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(fragment id, sorted local offsets)`` of the live rows matching ``predicate``, fragment
+    after fragment (fragments without a match are left out).
+
+    Only the predicate's columns are read (with ``_rowaddr``), by one scan that decodes pages in
+    background threads across fragments; the predicate is evaluated by Acero on groups of whole
+    batches (up to :data:`DELETE_GROUP_ROWS` rows), not once per batch.
+    """
+    probe = plan_scan(manifest.schema, [ROW_ADDR], predicate, False, False)
+    columns = [*(c for c in probe.filter_columns if c != ROW_ADDR), ROW_ADDR]
+    plan = plan_scan(manifest.schema, columns, None, False, False)
+    group: list[pa.RecordBatch] = []
+    rows = size = 0
+    pending: dict[int, list[np.ndarray]] = {}
+    order: list[int] = []
+
+    def evaluate() -> None:
+        nonlocal rows, size
+        hit = _filter(pa.Table.from_batches(group, schema=plan.out_schema), predicate)
+        group.clear()
+        rows = size = 0
+        for chunk in hit.column(ROW_ADDR).chunks:
+            addr = chunk.to_numpy()
+            if not addr.size:
+                continue
+            fids = addr >> np.uint64(32)
+            cuts = np.flatnonzero(fids[1:] != fids[:-1]) + 1
+            for part in np.split(addr, cuts):
+                fid = int(part[0] >> np.uint64(32))
+                if fid not in pending:
+                    pending[fid] = []
+                    order.append(fid)
+                pending[fid].append((part & LOCAL_MASK).astype(np.uint32))
+
+    def done(keep: int | None) -> Iterator[tuple[int, np.ndarray]]:
+        while order and order[0] != keep:
+            fid = order.pop(0)
+            parts = pending.pop(fid)
+            yield fid, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    for b in scan(store, manifest, plan, prefetch_bytes=DELETE_PREFETCH_BYTES):
+        if not b.num_rows:
+            continue
+        group.append(b)
+        rows += b.num_rows
+        size += b.nbytes
+        if rows >= DELETE_GROUP_ROWS or size >= DELETE_GROUP_BYTES:
+            current = int(b.column(ROW_ADDR)[0].as_py()) >> 32  # may continue in the next group
+            evaluate()
+            yield from done(current)
+    if group:
+        evaluate()
+    yield from done(None)
 
 
 def plan_delete(
@@ -40,25 +103,55 @@ def plan_delete(
 ) -> tuple[list[FragmentMetadata], list[int], int]:
     """Write deletion files for the rows matching ``predicate``.
 
+    Deletion files (each the union with the fragment's old one) are written by a few threads
+    while the scan goes on, at most a bounded number in flight; like pylance's they are not
+    fsynced (nothing references them before the commit).
+
     Returns:
-        (updated fragments, ids of fragments deleted entirely, number of rows deleted)
+        (updated fragments, ids of fragments deleted entirely, number of rows deleted), in the
+        manifest's fragment order.
     """
     if predicate is None:
         raise InvalidArgumentError("delete needs a predicate (pc.scalar(True) deletes every row)")
     check_filter(manifest.schema, predicate, "delete predicate")
-    plan = plan_scan(manifest.schema, [ROW_ADDR], predicate, False, False)
-    updated, removed, total = [], [], 0
-    for frag in manifest.fragments:
-        offsets = _matching_offsets(store, manifest, frag, plan)
-        if offsets.size == 0:
-            continue
-        total += int(offsets.size)
-        new = with_deletions(store, frag, offsets, manifest.version, bases=manifest.bases)
-        if new is None:
-            removed.append(frag.id)
-        else:
-            updated.append(new)
+    by_id = {f.id: f for f in manifest.fragments}
+    results: dict[int, FragmentMetadata | None] = {}
+    total = 0
+    workers = DELETE_WRITERS_LOCAL if store.is_local else DELETE_WRITERS_REMOTE
+    inflight: deque[tuple[int, Future[FragmentMetadata | None]]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lance-ops-delete") as pool:
+        try:
+            for fid, offsets in _matching_addresses(store, manifest, predicate):
+                total += int(offsets.size)
+                inflight.append((fid, pool.submit(
+                    with_deletions, store, by_id[fid], offsets, manifest.version, bases=manifest.bases
+                )))
+                while len(inflight) > 4 * workers:  # bounded: offsets wait in memory, not the dataset
+                    done_id, fut = inflight.popleft()
+                    results[done_id] = fut.result()
+            while inflight:
+                done_id, fut = inflight.popleft()
+                results[done_id] = fut.result()
+        finally:
+            for _, fut in inflight:
+                fut.cancel()
+    updated, removed = [], []
+    for f in manifest.fragments:
+        if f.id in results:
+            r = results[f.id]
+            if r is None:
+                removed.append(f.id)
+            else:
+                updated.append(r)
     return updated, removed, total
+
+
+def _filter(table: pa.Table, predicate: pc.Expression) -> pa.Table:
+    """``table.filter(predicate)`` on the calling thread (the scan's threads keep the cores busy)."""
+    return acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+        acero.Declaration("filter", acero.FilterNodeOptions(predicate)),
+    ]).to_table(use_threads=False)
 
 
 def _typed_scalar(value: Any, typ: pa.DataType, name: str) -> pa.Scalar:
