@@ -243,10 +243,17 @@ def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | N
 
 def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | None, version: str) -> None:
     """Every data file new in this version must have the dataset's file version (no mixing)."""
-    old = {df.path for f in base.fragments for df in f.files} if base is not None else set()
+    carried = {id(f) for f in base.fragments} if base is not None else set()
+    old: set[str] | None = None
     for f in frags:
+        if id(f) in carried:  # the previous version's fragment object, unchanged
+            continue
         for df in f.files:
-            if df.path not in old and df.version != version:
+            if df.version == version:
+                continue
+            if old is None:  # a changed fragment may keep its old files
+                old = {d.path for g in base.fragments for d in g.files} if base is not None else set()
+            if df.path not in old:
                 raise UnsupportedFeatureError(
                     f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
                     "mixed file versions are not allowed (pylance refuses them too)"
