@@ -32,10 +32,10 @@ LOCAL_MASK = np.uint64(0xFFFFFFFF)
 
 
 #: a delete evaluates its predicate on this many rows (or bytes of the predicate's columns) at once
-DELETE_GROUP_ROWS = 1 << 20
-DELETE_GROUP_BYTES = 32 << 20
+DELETE_GROUP_ROWS = 1 << 18
+DELETE_GROUP_BYTES = 8 << 20
 #: read-ahead of the delete's scan (pages decoded in background threads)
-DELETE_PREFETCH_BYTES = 16 << 20
+DELETE_PREFETCH_BYTES = 8 << 20
 #: deletion files written at once (local files; object stores: one request each)
 DELETE_WRITERS_LOCAL = 4
 DELETE_WRITERS_REMOTE = 16
