@@ -411,3 +411,36 @@ def test_fuzzed_files_fail_cleanly(tmp_path_factory, which, edits):
         return
     assert got.dtype == np.uint32
     assert np.all(got[1:] > got[:-1])
+
+
+def test_delete_across_evaluation_groups_matches_pylance(tmp_path, monkeypatch):
+    """Deletes evaluate their predicate on groups of batches: a fragment whose matches fall in
+    several groups, one already carrying a deletion file, and one deleted entirely all come out
+    as pylance's delete of the same predicate makes them."""
+    import lance
+    import pyarrow.compute as pc
+
+    import lance_ops.format as lf
+    from lance_ops.format import mutate
+
+    monkeypatch.setattr(mutate, "DELETE_GROUP_ROWS", 300)
+    t = pa.table({"id": np.arange(4000, dtype=np.int64), "x": np.arange(4000, dtype=np.float64) % 13})
+    for name in ("ours", "theirs"):
+        lance.write_dataset(t, str(tmp_path / name), max_rows_per_file=1000, enable_stable_row_ids=True)
+        lance.dataset(str(tmp_path / name)).delete("id < 50 OR id = 1500")
+    ours = lf.dataset(str(tmp_path / "ours")).delete(
+        (pc.field("x") < 3) | ((pc.field("id") >= 2000) & (pc.field("id") < 3000))
+    )
+    lance.dataset(str(tmp_path / "theirs")).delete("x < 3 OR (id >= 2000 AND id < 3000)")
+    cols = ["id", "x", "_rowid"]
+    got = lance.dataset(str(tmp_path / "ours")).to_table(columns=cols, with_row_id=False)
+    want = lance.dataset(str(tmp_path / "theirs")).to_table(columns=cols, with_row_id=False)
+    ids, x = t.column("id").to_numpy(), t.column("x").to_numpy()
+    kept = ids[~((ids < 50) | (ids == 1500) | (x < 3) | ((ids >= 2000) & (ids < 3000)))]
+    assert got.equals(want) and got.column("id").to_numpy().tolist() == kept.tolist()
+    assert ours.to_table(columns=["id"]).column("id").equals(want.column("id"))
+    frags = ours.manifest.fragments
+    assert [f.id for f in frags] == [f.fragment_id for f in lance.dataset(str(tmp_path / "theirs")).get_fragments()]
+    assert [f.num_deleted_rows for f in frags] == [
+        f.metadata.deletion_file.num_deleted_rows for f in lance.dataset(str(tmp_path / "theirs")).get_fragments()
+    ]
