@@ -444,3 +444,25 @@ def test_delete_across_evaluation_groups_matches_pylance(tmp_path, monkeypatch):
     assert [f.num_deleted_rows for f in frags] == [
         f.metadata.deletion_file.num_deleted_rows for f in lance.dataset(str(tmp_path / "theirs")).get_fragments()
     ]
+
+
+def test_delete_on_an_object_store_writes_through_the_pool(tmp_path, monkeypatch):
+    """On an object store (memory://) deletion files are written by a bounded thread pool: the
+    result is the local one, fragment for fragment."""
+    import uuid
+
+    import pyarrow.compute as pc
+
+    import lance_ops.format as lf
+    from lance_ops.format import mutate
+
+    monkeypatch.setattr(mutate, "DELETE_WRITERS_REMOTE", 2)  # more fragments than slots in flight
+    t = pa.table({"id": np.arange(6000, dtype=np.int64), "x": np.arange(6000, dtype=np.int64) % 7})
+    pred = (pc.field("x") == 3) | (pc.field("id") < 1000)
+    remote = lf.write_dataset(t, f"memory://{uuid.uuid4().hex}", max_rows_per_file=500).delete(pred)
+    local = lf.write_dataset(t, str(tmp_path / "local"), max_rows_per_file=500).delete(pred)
+    assert remote.to_table().equals(local.to_table())
+    assert [(f.id, f.num_deleted_rows) for f in remote.manifest.fragments] == [
+        (f.id, f.num_deleted_rows) for f in local.manifest.fragments
+    ]
+    assert len(remote.manifest.fragments) == 10  # fragments 0 and 1 (ids < 1000) are gone
