@@ -94,6 +94,8 @@ _SCHEMA_CACHE = _LRU(256)
 #: immutable once written, and a rewrite under the same name changes the stat key
 _METADATA_CACHE = _LRU(1024)
 _METADATA_CACHE_MAX_BYTES = 1 << 20  # metadata bigger than this (per file) is not cached
+#: parsed FileDescriptors (read-only) with their schema keys, by their bytes
+_DESCRIPTORS = _LRU(64)
 _CACHED_ATTRS = (
     "file_size", "footer_version", "version", "num_columns", "_base", "_buf", "_gbo", "_cmo",
     "file_descriptor", "schema", "num_rows", "_column_of", "_pages_cache", "_schema_key",
@@ -238,12 +240,19 @@ class DataFileReader:
                     f"{what} {k} at {int(tab[k, 0])} (+{int(tab[k, 1])}) lies beyond the file metadata",
                 )
         fd_bytes = self.global_buffer(0)
-        try:
-            self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
-        except DecodeError as e:
-            raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
-        # every file of a dataset carries the same schema: parse it once per process
-        self._schema_key = self.file_descriptor.schema.SerializeToString()
+        # files of one dataset repeat the same FileDescriptor (schema + row count) byte for byte
+        fd_hit = _DESCRIPTORS.get(fd_bytes)
+        if fd_hit is not None:
+            self.file_descriptor, self._schema_key = fd_hit
+        else:
+            try:
+                self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
+            except DecodeError as e:
+                raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
+            # every file of a dataset carries the same schema: parse it once per process
+            self._schema_key = self.file_descriptor.schema.SerializeToString()
+            if len(fd_bytes) <= _METADATA_CACHE_MAX_BYTES // 16:
+                _DESCRIPTORS.put(bytes(fd_bytes), (self.file_descriptor, self._schema_key))
         cached = _SCHEMA_CACHE.get(self._schema_key)
         if cached is None:
             try:

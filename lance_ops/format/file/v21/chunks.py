@@ -292,6 +292,51 @@ def _chunk_table(w: Where, words: np.ndarray, raw: np.ndarray, num_items: int, h
     return counts, starts, sizes, vsize, num_levels, body
 
 
+def _one_chunk(w: Where, word: int, raw: np.ndarray, num_items: int, bw: int, var_values: bool,
+               venc: pb.CompressiveEncoding):
+    """The values of a page of one chunk without levels (small files: a 100-row page), read
+    with scalar header arithmetic instead of the page-wide array passes; None for encodings
+    other than ``flat`` fixed widths and ``variable`` with flat offsets (the general path then
+    decodes it, raising the same errors for bad bytes)."""
+    kind = venc.WhichOneof("compression")
+    if var_values:
+        if kind != "variable" or venc.variable.HasField("values"):
+            return None
+        off = venc.variable.offsets
+        if off.WhichOneof("compression") != "flat" or off.flat.bits_per_value not in (32, 64):
+            return None
+        width = int(off.flat.bits_per_value) // 8
+    else:
+        if kind != "flat" or venc.flat.HasField("data"):
+            return None
+        bits = int(venc.flat.bits_per_value)
+        if bits % 8 or bits // 8 not in (1, 2, 4, 8):
+            return None
+        width = bits // 8
+    log = word & 0xF
+    size = ((word >> 4) + 1) * _ALIGN
+    if log and num_items != 1 << log:
+        raise w.corrupt(_TABLE_ERRORS[1])
+    if size > len(raw):
+        raise w.corrupt("mini-block chunks run past the data buffer")
+    head = 2 + bw
+    if size < head:
+        raise w.corrupt(_TABLE_ERRORS[3])
+    vsize = int.from_bytes(raw[2 : 2 + bw].tobytes(), "little")
+    body = (head + _ALIGN - 1) // _ALIGN * _ALIGN
+    if body + vsize > size:
+        raise w.corrupt("mini-block chunk buffer runs past the chunk")
+    if not var_values:
+        return raw[body : body + num_items * width].copy().view(f"<u{width}")  # aligned, like the general path
+    if (num_items + 1) * width > vsize:
+        raise w.corrupt("variable chunk shorter than its offsets")
+    offs = raw[body : body + (num_items + 1) * width].view(f"<u{width}").astype(np.int64)
+    lo, hi = int(offs[0]), int(offs[-1])
+    if hi > vsize or (np.diff(offs) < 0).any():
+        raise w.corrupt("bad offsets in variable chunk")
+    return offs - lo, raw[body + lo : body + hi].copy()
+
+
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
                   var_values: bool, venc: pb.CompressiveEncoding, fsst_table: bytes | None = None):
     """``(reps, defs, values, decompressed)`` of every chunk of the page, or None when the page
@@ -313,6 +358,10 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         return None
     raw = np.frombuffer(data, dtype=np.uint8)
     bw = 4 if mb.has_large_chunk else 2
+    if len(words) == 1 and not has_rep and not has_def and fsst_table is None:
+        one = _one_chunk(w, int(words[0]), raw, num_items, bw, var_values, venc)
+        if one is not None:
+            return None, None, one, False
     jit = kernels.get()
     if jit is not None:  # the chunk table in one call
         table = np.empty((8, len(words)), dtype=np.int64)
