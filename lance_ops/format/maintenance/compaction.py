@@ -232,7 +232,7 @@ class _PieceIds:
             return
         if self.arrays is None:
             first, last = int(ids[0]), int(ids[-1])
-            consecutive = last - first + 1 == n and (n == 1 or bool(np.all(np.diff(ids) == 1)))
+            consecutive = last - first + 1 == n and (n == 1 or bool((np.diff(ids) == 1).all()))
             if consecutive and (self.lo is None or first == self.hi):
                 self.lo = first if self.lo is None else self.lo
                 self.hi = last + 1
@@ -275,10 +275,14 @@ class _RowMetaStream:
         self.piece = _PieceIds()
 
     def _add_runs(self, which: str, v: np.ndarray) -> None:
+        values, lens = self.runs[which]
+        if v.size and v[0] == v[-1] and (v == v[0]).all():  # one version (the usual case)
+            values.append(v[:1].astype(np.uint64))
+            lens.append(np.array([v.size], dtype=np.int64))
+            return
         cuts = np.flatnonzero(v[1:] != v[:-1]) + 1
         starts = np.concatenate(([0], cuts))
         lengths = np.diff(np.concatenate((starts, [v.size])))
-        values, lens = self.runs[which]
         values.append(v[starts].astype(np.uint64))
         lens.append(lengths.astype(np.int64))
 
