@@ -240,6 +240,16 @@ class _PieceIds:
             self.arrays = [] if self.lo is None else [np.arange(self.lo, self.hi, dtype=np.uint64)]
         self.arrays.append(np.array(ids, dtype=np.uint64))
 
+    def add_range(self, first: int, n: int) -> None:
+        """Ids ``first .. first + n - 1``, without an array while they extend the range."""
+        if n <= 0:
+            return
+        if self.arrays is None and (self.lo is None or first == self.hi):
+            self.lo = first if self.lo is None else self.lo
+            self.hi = first + n
+            return
+        self.add(np.arange(first, first + n, dtype=np.uint64))
+
     def segment(self) -> Any:
         if self.arrays is None:
             return None if self.lo is None else rowids.range_segment(self.lo, self.hi)
@@ -303,6 +313,26 @@ class _RowMetaStream:
             if self.rows == self.limit:
                 self._close_file()
 
+    def add_range(self, key: int, first: int, n: int, created: int, updated: int) -> None:
+        """Rows of old fragment ``key`` with ids ``first .. first + n - 1`` and one created and
+        one updated version (a fragment without deletions whose sequences are ranges and single
+        runs): no per-row arrays."""
+        pos = 0
+        while pos < n:
+            take = min(n - pos, self.limit - self.rows)
+            if key != self.piece_key:
+                self._end_piece()
+                self.piece_key = key
+            self.piece.add_range(first + pos, take)
+            for which, v in (("c", created), ("u", updated)):
+                values, lens = self.runs[which]
+                values.append(np.array([v], dtype=np.uint64))
+                lens.append(np.array([take], dtype=np.int64))
+            self.rows += take
+            pos += take
+            if self.rows == self.limit:
+                self._close_file()
+
     def _close_file(self) -> None:
         self._end_piece()
 
@@ -317,6 +347,22 @@ class _RowMetaStream:
         if self.rows:
             self._close_file()
         return self.files
+
+
+def _ranged_meta(frag: FragmentMetadata, source: str) -> tuple[int, int, int] | None:
+    """``(first row id, created version, updated version)`` of a fragment without deletions
+    whose row ids are one range and whose version sequences are single runs, else None (the
+    rows' metadata then comes from the scan's per-row columns)."""
+    if frag.deletion_file is not None or frag.row_ids is None:
+        return None
+    bounds = rowids.fragment_row_id_range(frag, source)
+    if bounds is None:
+        return None
+    c_values, _ = rowids.fragment_version_runs(frag, source, created=True)
+    u_values, _ = rowids.fragment_version_runs(frag, source, created=False)
+    if c_values.size != 1 or u_values.size != 1:
+        return None
+    return bounds[0], int(c_values[0]), int(u_values[0])
 
 
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
@@ -337,9 +383,19 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     stream = _RowMetaStream(task.target_rows_per_fragment) if stable else None
 
     blobs = has_blob_columns(manifest)
+    data_plan = plan_scan(manifest.schema, names, None, False, False) if stable and not blobs else None
 
     def rows() -> Any:
         for k, frag in enumerate(task.fragments):
+            ranged = _ranged_meta(frag, manifest.source) if data_plan is not None else None
+            if ranged is not None:  # ids and versions from the sequences, not per-row columns
+                assert stream is not None and data_plan is not None
+                first, created, updated = ranged
+                for b in scan_fragment(store, manifest, frag, data_plan):
+                    stream.add_range(k, first, b.num_rows, created, updated)
+                    first += b.num_rows
+                    yield b
+                continue
             for b in scan_fragment(store, manifest, frag, plan):
                 if blobs:  # blob descriptions -> the payloads they point at, written anew
                     b = with_payloads(store, manifest, frag, b)
