@@ -580,8 +580,10 @@ class DataFileReader:
                 for i, fid in enumerate(field_ids)
             ]
             if recipe is None:
-                plain = all(type(c) is LeafColumn for c in cols)
-                _SCHEMA_CACHE.put(leaves_key, [(c.column, c.field, c.dtype) for c in cols] if plain else [])
+                plain = [c for c in cols if isinstance(c, LeafColumn) and type(c) is LeafColumn]
+                _SCHEMA_CACHE.put(
+                    leaves_key, [(c.column, c.field, c.dtype) for c in plain] if len(plain) == len(cols) else []
+                )
         for c in cols:
             c.expect_rows(self.num_rows)
         return out_schema, cols
