@@ -441,7 +441,8 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
                                b.column(UPDATED_AT).to_numpy())
                 yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
-    frags = write_fragment_files(store, _coalesced(rows()), manifest.schema, version=file_version,
+    # (blob payloads are laid out per batch as pylance lays them out: their batches pass as they are)
+    frags = write_fragment_files(store, rows() if blobs else _coalesced(rows()), manifest.schema, version=file_version,
                                  max_rows_per_file=task.target_rows_per_fragment)
     total = sum(f.physical_rows for f in frags)
     if stream is not None and frags:
