@@ -366,6 +366,40 @@ def decode_row_ids(data: bytes, *, expected_len: int | None = None, path: str = 
     return np.concatenate(parts)
 
 
+def row_id_range(data: bytes, *, expected_len: int, path: str = "<inline>") -> tuple[int, int] | None:
+    """``(start, end)`` when ``RowIdSequence`` bytes hold exactly one ``range`` segment of
+    ``expected_len`` ids (what a fragment that never lost rows carries), else None; nothing is
+    materialised per row.  Same checks as :func:`decode_row_ids` for that one segment."""
+    seq = rowids_pb2.RowIdSequence()
+    _parse(seq, data, path, "RowIdSequence")
+    if len(seq.segments) != 1 or seq.segments[0].WhichOneof("segment") != "range":
+        return None
+    start, end = _range_bounds(seq.segments[0].range, path, "range segment")
+    if end - start != expected_len:
+        raise CorruptFileError(
+            path, f"row id sequence holds {end - start} ids, the fragment has {expected_len} physical rows"
+        )
+    return start, end
+
+
+def fragment_row_id_range(frag: "FragmentMetadata", source: str) -> tuple[int, int] | None:
+    """:func:`row_id_range` of a fragment's inline row ids."""
+    assert frag.row_ids is not None
+    with inline_field(source, frag.id, "inline_row_ids"):
+        return row_id_range(frag.row_ids, expected_len=frag.physical_rows, path=source or "<inline>")
+
+
+def fragment_version_runs(frag: "FragmentMetadata", source: str, *, created: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`decode_version_runs` of a fragment's inline versions; one run of version 1 over
+    every physical row when it carries none (as pylance reports such rows)."""
+    data = frag.created_at_versions if created else frag.last_updated_at_versions
+    if data is None:
+        return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
+    name = "inline_created_at_versions" if created else "inline_last_updated_at_versions"
+    with inline_field(source, frag.id, name):
+        return decode_version_runs(data, expected_len=frag.physical_rows, path=source or "<inline>")
+
+
 def encode_row_ids(ids: np.ndarray) -> bytes:
     """``RowIdSequence`` bytes holding ``ids`` as one segment (see :func:`encode_segment`).
 

@@ -173,17 +173,17 @@ def _fragment_data(
     batch_size: int,
     prefetch: PagePrefetcher | None = None,
     span: tuple[int, int] | None = None,
+    first_reader: DataFileReader | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the fragment's physical rows (deleted rows included) with the given columns,
     only rows ``[span[0], span[1])`` when a span is given.
 
     Opening (footers, page tables, prefetch scheduling) happens now; reading when iterated.
+    ``first_reader``: the already checked reader of ``frag.files[0]`` (opened once, not twice).
     """
     first, stop = span if span is not None else (0, frag.physical_rows)
     schema = manifest.schema
-    wanted = schema.project(list(names)) if names else None
-    target = scan_schema(wanted.to_arrow()) if wanted is not None else pa.schema([])
-    top_ids = [schema.field(n).id for n in names]
+    target, top_ids = _projection(schema, tuple(names))
     sources = []
     covered: dict[int, int] = {}
     for i, df in enumerate(frag.files):
@@ -198,10 +198,37 @@ def _fragment_data(
     streams = []
     for df, ids in sources:
         with named_fragment(manifest, frag):
-            reader = _checked_reader(store, frag, df, manifest)
+            if first_reader is not None and df is frag.files[0]:
+                reader = first_reader
+            else:
+                reader = _checked_reader(store, frag, df, manifest)
         gen = reader.read(ids, offset=first, length=stop - first, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
+
+
+#: per schema object: (its identity check, {names: (arrow target schema, top-level ids)}) and
+#: {file field ids: ids stored there}; a scan asks for the same projection for every fragment
+_PROJECTIONS: dict[int, tuple[LanceSchema, dict[tuple, tuple[pa.Schema, list[int]]], dict[tuple, set[int]]]] = {}
+
+
+def _schema_memo(schema: LanceSchema) -> tuple[dict, dict]:
+    hit = _PROJECTIONS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_PROJECTIONS) >= 64:
+            _PROJECTIONS.clear()
+        hit = _PROJECTIONS[id(schema)] = (schema, {}, {})
+    return hit[1], hit[2]
+
+
+def _projection(schema: LanceSchema, names: tuple[str, ...]) -> tuple[pa.Schema, list[int]]:
+    memo, _ = _schema_memo(schema)
+    hit = memo.get(names)
+    if hit is None:
+        wanted = schema.project(list(names)) if names else None
+        target = scan_schema(wanted.to_arrow()) if wanted is not None else pa.schema([])
+        hit = memo[names] = (target, [schema.field(n).id for n in names])
+    return hit
 
 
 def _null_batches(rows: int, names: Sequence[str], target: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -307,12 +334,18 @@ def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:
     2.0 files list every field; 2.1+ files list only leaves, so a struct or list is stored
     where any of its descendants is.
     """
-    listed = set(df.fields)
-    out = set(listed)
-    for f in schema.fields:
-        if f.id not in out and any(d.id in listed for d in schema.subtree(f.id)):
-            out.add(f.id)
-    return out
+    _, memo = _schema_memo(schema)
+    key = tuple(df.fields)
+    hit = memo.get(key)
+    if hit is None:
+        listed = set(df.fields)
+        hit = set(listed)
+        for f in schema.fields:
+            if f.id not in hit and any(d.id in listed for d in schema.subtree(f.id)):
+                hit.add(f.id)
+        if len(memo) < 256:
+            memo[key] = hit
+    return set(hit)
 
 
 @contextmanager
@@ -355,11 +388,12 @@ def _open_fragment(
     prefetch: PagePrefetcher | None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`scan_fragment`, with the opening done eagerly (so a scan can open ahead)."""
+    first_reader = None
     if frag.files:
         # Trust physical_rows for per-row allocations only once a data file confirms it
         # (a hostile manifest must not make us allocate gigabytes); the footer is cached.
         with named_fragment(manifest, frag):
-            _checked_reader(store, frag, frag.files[0], manifest)
+            first_reader = _checked_reader(store, frag, frag.files[0], manifest)
     live = None
     if frag.deletion_file is not None:
         with named_fragment(manifest, frag):
@@ -394,7 +428,7 @@ def _open_fragment(
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
-    data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch)
+    data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, first_reader=first_reader)
     return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u)
 
 

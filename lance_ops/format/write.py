@@ -150,7 +150,15 @@ def write_fragment_files(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
-    rows; one fragment per file."""
+    rows; one fragment per file.
+
+    Durability: data files are written without ``fsync``, as pylance writes them (its local
+    object store, ``object_store::LocalFileSystem``, did not sync files before the opt-in
+    fsync of apache/arrow-rs-object-store#643; lance's writers do not ask for one): a data file
+    only becomes part of the dataset through the manifest of a later commit, and that manifest
+    is fsynced before it is linked into place (``ObjectStore.put_if_absent``).  A crash before
+    the page cache reaches the disk can lose the newest version's files, never corrupt an
+    earlier version."""
     if isinstance(max_rows_per_file, bool) or not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
         raise InvalidArgumentError(f"max_rows_per_file must be a positive integer, got {max_rows_per_file!r}")
     version = require_writable(version, store.uri)

@@ -578,3 +578,55 @@ def test_many_list_chunks_decoded_as_one_run(tmp_path, version):
         write(table, uri, data_storage_version=version)
         assert lf.dataset(uri).to_table().equals(table), who
         assert lf.dataset(uri).to_table(offset=12_345, limit=50_000).equals(table.slice(12_345, 50_000)), who
+
+
+@pytest.mark.interop
+def test_one_chunk_pages_decode_and_refuse_as_the_general_path(tmp_path, monkeypatch):
+    """Small files (100-row pages of one chunk) take a scalar fast path and are served from one
+    whole-file read: they decode to pylance's table, and with random byte flips in their pages
+    the fast path returns the same table as the general chunk path or both refuse them."""
+    import glob
+    import os
+
+    from lance_ops.format.errors import LanceOpsError
+    from lance_ops.format.file.v21 import chunks
+
+    rng = np.random.default_rng(5)
+    n = 100
+    table = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "x": pa.array(rng.random(n)),
+        "s": pa.array([f"row {i} " + "ab" * int(rng.integers(0, 5)) for i in range(n)]),
+    })
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, data_storage_version="2.2")
+    (path,) = glob.glob(os.path.join(uri, "data", "*.lance"))
+    assert os.path.getsize(path) < 64 * 1024  # whole-file read
+    calls = []
+    real = chunks._one_chunk
+    monkeypatch.setattr(chunks, "_one_chunk", lambda *a: calls.append(1) or real(*a))
+    got = DataFileReader(ObjectStore(uri), "data/" + os.path.basename(path)).read_table()
+    assert got.equals(table) and len(calls) == 3  # every page took the fast path
+    original = open(path, "rb").read()
+    outcomes = {"same": 0, "refused": 0}
+    for _ in range(30):
+        data = bytearray(original)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(0, len(data) // 2))] = int(rng.integers(0, 256))
+        with open(path, "wb") as f:
+            f.write(data)
+        results = []
+        for fast in (True, False):
+            monkeypatch.setattr(chunks, "_one_chunk", real if fast else (lambda *a: None))
+            try:
+                results.append(DataFileReader(ObjectStore(uri), "data/" + os.path.basename(path)).read_table())
+            except LanceOpsError as e:
+                assert path in str(e) or os.path.basename(path) in str(e)
+                results.append(None)
+        if results[0] is None or results[1] is None:
+            assert results[0] is None and results[1] is None, "one path read what the other refused"
+            outcomes["refused"] += 1
+        else:
+            assert results[0].equals(results[1])
+            outcomes["same"] += 1
+    assert outcomes["refused"] > 0

@@ -51,6 +51,12 @@ MAGIC = b"LANC"
 #: bytes read from the end of the file on open
 TAIL_BYTES = 64 * 1024
 
+#: parsed 2.1+ page layouts by their (Any-wrapped) bytes: pages of fixed-width columns repeat
+#: the same layout in every file (read-only once parsed; cleared when full)
+_LAYOUTS: dict[bytes, Any] = {}
+_LAYOUT_CACHE_ENTRIES = 4096
+_LAYOUT_CACHE_MAX_BYTES = 512
+
 #: sanity bound on the rows of one page (a page is decoded whole)
 _MAX_PAGE_ROWS = 2**32
 
@@ -88,6 +94,8 @@ _SCHEMA_CACHE = _LRU(256)
 #: immutable once written, and a rewrite under the same name changes the stat key
 _METADATA_CACHE = _LRU(1024)
 _METADATA_CACHE_MAX_BYTES = 1 << 20  # metadata bigger than this (per file) is not cached
+#: parsed FileDescriptors (read-only) with their schema keys, by their bytes
+_DESCRIPTORS = _LRU(64)
 _CACHED_ATTRS = (
     "file_size", "footer_version", "version", "num_columns", "_base", "_buf", "_gbo", "_cmo",
     "file_descriptor", "schema", "num_rows", "_column_of", "_pages_cache", "_schema_key",
@@ -200,6 +208,10 @@ class DataFileReader:
         self.num_columns = ncols
         self._base = tail_start
         self._buf = tail
+        # a file no bigger than the tail read is now whole in memory: its pages are served from
+        # it (one read per small file, no reopening per page); not part of the footer cache.
+        # Plain stores only: a wrapping store (fault injection) keeps seeing every page read.
+        self._whole = tail if tail_start == 0 and type(store) is ObjectStore else None
 
         def table(pos: int, count: int) -> np.ndarray:
             raw = self._meta_bytes(pos, 16 * count)
@@ -228,12 +240,19 @@ class DataFileReader:
                     f"{what} {k} at {int(tab[k, 0])} (+{int(tab[k, 1])}) lies beyond the file metadata",
                 )
         fd_bytes = self.global_buffer(0)
-        try:
-            self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
-        except DecodeError as e:
-            raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
-        # every file of a dataset carries the same schema: parse it once per process
-        self._schema_key = self.file_descriptor.schema.SerializeToString()
+        # files of one dataset repeat the same FileDescriptor (schema + row count) byte for byte
+        fd_hit = _DESCRIPTORS.get(fd_bytes)
+        if fd_hit is not None:
+            self.file_descriptor, self._schema_key = fd_hit
+        else:
+            try:
+                self.file_descriptor = file_pb2.FileDescriptor.FromString(fd_bytes)
+            except DecodeError as e:
+                raise CorruptFileError(self.path, f"cannot decode FileDescriptor: {e}") from e
+            # every file of a dataset carries the same schema: parse it once per process
+            self._schema_key = self.file_descriptor.schema.SerializeToString()
+            if len(fd_bytes) <= _METADATA_CACHE_MAX_BYTES // 16:
+                _DESCRIPTORS.put(bytes(fd_bytes), (self.file_descriptor, self._schema_key))
         cached = _SCHEMA_CACHE.get(self._schema_key)
         if cached is None:
             try:
@@ -319,14 +338,21 @@ class DataFileReader:
             where = f"column {column} page {k}"
             if p.encoding.WhichOneof("location") != "direct":
                 raise UnsupportedFeatureError(f"{self.path}: {where} has a non-direct encoding")
-            page_any = self._any(p.encoding.direct.encoding, where)
-            if page_any.type_url == PAGE_LAYOUT_21_URL:
+            raw_encoding = p.encoding.direct.encoding
+            encoding = _LAYOUTS.get(raw_encoding) if self.version in _V21_VERSIONS else None
+            if encoding is not None:
+                pass  # the same 2.1+ layout bytes were parsed before (fixed-width columns' pages)
+            elif (page_any := self._any(raw_encoding, where)).type_url == PAGE_LAYOUT_21_URL:
                 if self.version not in _V21_VERSIONS:
                     raise UnsupportedFeatureError(
                         f"{self.path}: {where} uses a 2.1+ structural page layout in a file of version "
                         f"{self.version[0]}.{self.version[1]}"
                     )
                 encoding = v21.parse_layout(self.path, page_any.value, where)
+                if len(raw_encoding) <= _LAYOUT_CACHE_MAX_BYTES:
+                    if len(_LAYOUTS) >= _LAYOUT_CACHE_ENTRIES:
+                        _LAYOUTS.clear()
+                    _LAYOUTS[raw_encoding] = encoding
             elif page_any.type_url != ARRAY_ENCODING_URL:
                 raise UnsupportedFeatureError(
                     f"{self.path}: {where} has unknown encoding {page_any.type_url!r}"
@@ -340,9 +366,7 @@ class DataFileReader:
                 raise CorruptFileError(
                     self.path, f"{where} has {len(p.buffer_offsets)} offsets but {len(p.buffer_sizes)} sizes"
                 )
-            ranges = list(
-                zip((int(x) for x in p.buffer_offsets), (int(x) for x in p.buffer_sizes), strict=True)
-            )
+            ranges = list(zip(p.buffer_offsets, p.buffer_sizes, strict=True))
             for pos, size in ranges:
                 if pos + size > self.file_size:
                     raise CorruptFileError(
@@ -371,6 +395,17 @@ class DataFileReader:
         """
         if not ranges:
             return []
+        whole = self.__dict__.get("_whole")
+        if whole is not None:
+            buf = pa.py_buffer(whole)
+            out = []
+            for pos, size in ranges:
+                if pos < 0 or pos + size > len(whole):
+                    raise CorruptFileError(
+                        self.path, f"short read of page buffer at {pos}: {size} bytes beyond the file's {len(whole)}"
+                    )
+                out.append(buf.slice(pos, size))
+            return out
         if self._local_path is not None:
             return _pread_buffers(self._local_path, ranges, self.path)
         raw = self.store.read_ranges(self.rel_path, list(ranges))
@@ -533,10 +568,22 @@ class DataFileReader:
             except SchemaError as e:  # the file's own schema (FileDescriptor) is damaged
                 raise CorruptFileError(self.path, f"bad schema in FileDescriptor: {e}") from None
             _SCHEMA_CACHE.put(key, out_schema)
-        cols = [
-            self._build(self.schema.field_by_id(fid), out_schema.field(i).type)
-            for i, fid in enumerate(field_ids)
-        ]
+        # the column objects of a projection depend on the schema only: where all of them are
+        # single leaf columns (the common case), rebuild them from (column, field, type)
+        leaves_key = ("leaves", key, self.version)
+        recipe = _SCHEMA_CACHE.get(leaves_key)
+        if recipe and all(col < self.num_columns for col, _, _ in recipe):
+            cols: list[Column] = [LeafColumn(self, col, fld, dt) for col, fld, dt in recipe]
+        else:
+            cols = [
+                self._build(self.schema.field_by_id(fid), out_schema.field(i).type)
+                for i, fid in enumerate(field_ids)
+            ]
+            if recipe is None:
+                plain = [c for c in cols if isinstance(c, LeafColumn) and type(c) is LeafColumn]
+                _SCHEMA_CACHE.put(
+                    leaves_key, [(c.column, c.field, c.dtype) for c in plain] if len(plain) == len(cols) else []
+                )
         for c in cols:
             c.expect_rows(self.num_rows)
         return out_schema, cols

@@ -8,7 +8,7 @@ carries the rows' ids (one segment per old fragment) and both version sequences.
 reserve fragment ids (ReserveFragments), then one Rewrite of every finished task.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,13 +232,23 @@ class _PieceIds:
             return
         if self.arrays is None:
             first, last = int(ids[0]), int(ids[-1])
-            consecutive = last - first + 1 == n and (n == 1 or bool(np.all(np.diff(ids) == 1)))
+            consecutive = last - first + 1 == n and (n == 1 or bool((np.diff(ids) == 1).all()))
             if consecutive and (self.lo is None or first == self.hi):
                 self.lo = first if self.lo is None else self.lo
                 self.hi = last + 1
                 return
             self.arrays = [] if self.lo is None else [np.arange(self.lo, self.hi, dtype=np.uint64)]
         self.arrays.append(np.array(ids, dtype=np.uint64))
+
+    def add_range(self, first: int, n: int) -> None:
+        """Ids ``first .. first + n - 1``, without an array while they extend the range."""
+        if n <= 0:
+            return
+        if self.arrays is None and (self.lo is None or first == self.hi):
+            self.lo = first if self.lo is None else self.lo
+            self.hi = first + n
+            return
+        self.add(np.arange(first, first + n, dtype=np.uint64))
 
     def segment(self) -> Any:
         if self.arrays is None:
@@ -275,10 +285,14 @@ class _RowMetaStream:
         self.piece = _PieceIds()
 
     def _add_runs(self, which: str, v: np.ndarray) -> None:
+        values, lens = self.runs[which]
+        if v.size and v[0] == v[-1] and (v == v[0]).all():  # one version (the usual case)
+            values.append(v[:1].astype(np.uint64))
+            lens.append(np.array([v.size], dtype=np.int64))
+            return
         cuts = np.flatnonzero(v[1:] != v[:-1]) + 1
         starts = np.concatenate(([0], cuts))
         lengths = np.diff(np.concatenate((starts, [v.size])))
-        values, lens = self.runs[which]
         values.append(v[starts].astype(np.uint64))
         lens.append(lengths.astype(np.int64))
 
@@ -294,6 +308,26 @@ class _RowMetaStream:
             self.piece.add(ids[sl])
             self._add_runs("c", created[sl])
             self._add_runs("u", updated[sl])
+            self.rows += take
+            pos += take
+            if self.rows == self.limit:
+                self._close_file()
+
+    def add_range(self, key: int, first: int, n: int, created: int, updated: int) -> None:
+        """Rows of old fragment ``key`` with ids ``first .. first + n - 1`` and one created and
+        one updated version (a fragment without deletions whose sequences are ranges and single
+        runs): no per-row arrays."""
+        pos = 0
+        while pos < n:
+            take = min(n - pos, self.limit - self.rows)
+            if key != self.piece_key:
+                self._end_piece()
+                self.piece_key = key
+            self.piece.add_range(first + pos, take)
+            for which, v in (("c", created), ("u", updated)):
+                values, lens = self.runs[which]
+                values.append(np.array([v], dtype=np.uint64))
+                lens.append(np.array([take], dtype=np.int64))
             self.rows += take
             pos += take
             if self.rows == self.limit:
@@ -315,6 +349,59 @@ class _RowMetaStream:
         return self.files
 
 
+#: batches smaller than this are gathered (up to ``_COALESCE_MAX_ROWS``) before the writer
+#: sees them: small fragments give 100-row batches, and the writer's per-batch work costs
+#: ~10x a copy of 100 rows; bigger batches pass through uncopied
+_COALESCE_BELOW_ROWS = 4096
+_COALESCE_MAX_ROWS = 65536
+_COALESCE_MAX_BYTES = 8 << 20
+
+
+def _coalesced(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The same rows in the same order, small batches joined (memory: one joined batch)."""
+    pending: list[pa.RecordBatch] = []
+    have = size = 0
+
+    def joined() -> pa.RecordBatch:
+        if len(pending) == 1:
+            return pending[0]
+        return pa.Table.from_batches(pending, schema=pending[0].schema).combine_chunks().to_batches()[0]
+
+    for b in batches:
+        if b.num_rows >= _COALESCE_BELOW_ROWS or not b.num_columns:
+            if pending:
+                yield joined()
+                pending, have, size = [], 0, 0
+            yield b
+            continue
+        if not b.num_rows:
+            continue
+        pending.append(b)
+        have += b.num_rows
+        size += b.nbytes
+        if have >= _COALESCE_MAX_ROWS or size >= _COALESCE_MAX_BYTES:
+            yield joined()
+            pending, have, size = [], 0, 0
+    if pending:
+        yield joined()
+
+
+def _ranged_meta(frag: FragmentMetadata, source: str) -> tuple[int, int, int] | None:
+    """``(first row id, created version, updated version)`` of a fragment without deletions
+    whose row ids are one range and whose version sequences are single runs, else None (the
+    rows' metadata then comes from the scan's per-row columns)."""
+    if frag.deletion_file is not None or frag.row_ids is None:
+        return None
+    bounds = rowids.fragment_row_id_range(frag, source)
+    if bounds is None:
+        return None
+    c_values, _ = rowids.fragment_version_runs(frag, source, created=True)
+    u_values, _ = rowids.fragment_version_runs(frag, source, created=False)
+    if c_values.size != 1 or u_values.size != 1:
+        return None
+    return bounds[0], int(c_values[0]), int(u_values[0])
+
+
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
     """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing.
 
@@ -333,9 +420,19 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     stream = _RowMetaStream(task.target_rows_per_fragment) if stable else None
 
     blobs = has_blob_columns(manifest)
+    data_plan = plan_scan(manifest.schema, names, None, False, False) if stable and not blobs else None
 
     def rows() -> Any:
         for k, frag in enumerate(task.fragments):
+            ranged = _ranged_meta(frag, manifest.source) if data_plan is not None else None
+            if ranged is not None:  # ids and versions from the sequences, not per-row columns
+                assert stream is not None and data_plan is not None
+                first, created, updated = ranged
+                for b in scan_fragment(store, manifest, frag, data_plan):
+                    stream.add_range(k, first, b.num_rows, created, updated)
+                    first += b.num_rows
+                    yield pa.RecordBatch.from_arrays(b.columns, names=names)
+                continue
             for b in scan_fragment(store, manifest, frag, plan):
                 if blobs:  # blob descriptions -> the payloads they point at, written anew
                     b = with_payloads(store, manifest, frag, b)
@@ -344,7 +441,8 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
                                b.column(UPDATED_AT).to_numpy())
                 yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
-    frags = write_fragment_files(store, rows(), manifest.schema, version=file_version,
+    # (blob payloads are laid out per batch as pylance lays them out: their batches pass as they are)
+    frags = write_fragment_files(store, rows() if blobs else _coalesced(rows()), manifest.schema, version=file_version,
                                  max_rows_per_file=task.target_rows_per_fragment)
     total = sum(f.physical_rows for f in frags)
     if stream is not None and frags:

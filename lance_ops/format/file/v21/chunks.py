@@ -59,7 +59,7 @@ def _inline_unpacked(w: Where, raw: np.ndarray, start: np.ndarray, counts: np.nd
     size = t_bits // 8
     dt = np.dtype(f"<u{size}")
     jit = kernels.get()
-    if jit is not None and not np.any(start % size):
+    if jit is not None and not (start % size).any():
         words = aligned_words(raw[: len(raw) // size * size], dt)
         total = int(counts.sum())
         out = np.empty(total + BLOCK, dtype=dt)
@@ -80,16 +80,16 @@ def _inline_unpacked(w: Where, raw: np.ndarray, start: np.ndarray, counts: np.nd
     for k in range(int(nblk.max(initial=0))):  # k-th block of every chunk that has one (k < 4)
         has = np.flatnonzero(nblk > k)
         p = pos[has]
-        if np.any(p + size > len(raw)):
+        if (p + size > len(raw)).any():
             raise w.corrupt("inline bit-packed chunk is truncated")
         width = _le(raw, p, size)
-        if np.any(width > t_bits):
+        if (width > t_bits).any():
             raise w.corrupt(f"inline bit width above {t_bits}")
         ids = blk_first[has] + k
         blk_pos[ids] = p + size
         blk_width[ids] = width
         pos[has] = p + size + BLOCK * width // 8
-    if np.any(blk_pos + BLOCK * blk_width // 8 > len(raw)):
+    if (blk_pos + BLOCK * blk_width // 8 > len(raw)).any():
         raise w.corrupt("inline bit-packed chunk is truncated")
     for width in np.unique(blk_width).tolist():
         ids = np.flatnonzero(blk_width == width)
@@ -131,13 +131,13 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     if off.WhichOneof("compression") != "flat" or off.flat.bits_per_value not in (32, 64):
         return None
     ow = int(off.flat.bits_per_value) // 8
-    if np.any((counts + 1) * ow > size):
+    if ((counts + 1) * ow > size).any():
         raise w.corrupt("variable chunk shorter than its offsets")
     jit = kernels.get()
-    if jit is not None and not np.any(start % ow):
+    if jit is not None and not (start % ow).any():
         words = aligned_words(raw[: len(raw) // ow * ow], np.dtype(f"<u{ow}"))
         out_offs = np.empty(int(counts.sum()) + 1, dtype=np.int64)
-        if np.any(start + size > len(raw)):
+        if (start + size > len(raw)).any():
             raise w.corrupt("bad offsets in variable chunk")
         if fsst_table is not None:  # decompress straight from the chunks
             try:
@@ -164,14 +164,14 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     first = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts + 1, out=first[1:])
     lo, hi = offs[first[:-1]], offs[first[1:] - 1]
-    if np.any(hi > size) or np.any(lo > hi):
+    if (hi > size).any() or (lo > hi).any():
         raise w.corrupt("bad offsets in variable chunk")
     lens = np.diff(offs)
     lens[first[1:-1] - 1] = 0  # the step from one chunk's last offset to the next chunk's first
     keep = np.ones(len(lens), dtype=bool)
     keep[first[1:-1] - 1] = False
     lens = lens[keep]
-    if len(lens) != n or np.any(lens < 0):
+    if len(lens) != n or (lens < 0).any():
         raise w.corrupt("bad offsets in variable chunk")
     out_offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=out_offs[1:])
@@ -185,18 +185,18 @@ def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size:
     if (rle.values.WhichOneof("compression") != "flat" or rle.values.flat.bits_per_value != 16
             or rle.run_lengths.WhichOneof("compression") != "flat" or rle.run_lengths.flat.bits_per_value != 8):
         return None
-    if np.any(size < 8):
+    if (size < 8).any():
         raise w.corrupt("rle levels shorter than their header")
     vbytes = _le(raw, start, 8)
     runs = vbytes // 2
-    if np.any(vbytes % 2) or np.any(size - 8 - vbytes != runs):
+    if (vbytes % 2).any() or (size - 8 - vbytes != runs).any():
         raise w.corrupt("rle levels with mismatched run values and lengths")
-    if np.any(runs == 0):
+    if (runs == 0).any():
         return None
     values = _slices(raw, start + 8, vbytes).view("<u2")
     lengths = _slices(raw, start + 8 + vbytes, runs).astype(np.int64)
     per_chunk = np.add.reduceat(lengths, np.concatenate([[0], np.cumsum(runs)[:-1]])) if len(lengths) else lengths
-    if len(per_chunk) != len(counts) or np.any(per_chunk != counts):
+    if len(per_chunk) != len(counts) or (per_chunk != counts).any():
         return None  # runs that overshoot a chunk: the chunk-by-chunk path truncates them
     return np.repeat(values, lengths)
 
@@ -207,7 +207,7 @@ def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nd
     1024-level blocks at one width, then the rest raw or as one more padded block)."""
     kind = enc.WhichOneof("compression")
     if kind == "flat" and enc.flat.bits_per_value == 16 and not enc.flat.HasField("data"):
-        if np.any(2 * counts > size):
+        if (2 * counts > size).any():
             raise w.corrupt("mini-block level buffer shorter than its levels")
         return _slices(raw, start, 2 * counts).view("<u2")
     if kind == "rle":
@@ -225,7 +225,7 @@ def _levels(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nd
     nwords = size // 2
     raw_tail = nwords == whole * wpb + tail
     packed_tail = (tail > 0) & ~raw_tail
-    if np.any(~raw_tail & (nwords < (whole + 1) * wpb)):
+    if (~raw_tail & (nwords < (whole + 1) * wpb)).any():
         raise w.corrupt("bit-packed levels shorter than their count")
     nblk = whole + packed_tail
     total_blk = int(nblk.sum())
@@ -282,14 +282,59 @@ def _chunk_table(w: Where, words: np.ndarray, raw: np.ndarray, num_items: int, h
         raise w.corrupt(f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, buffer has {len(raw)}")
     nlev = has_rep + has_def
     head = 2 + 2 * nlev + bw
-    if np.any(sizes < head):
+    if (sizes < head).any():
         raise w.corrupt(_TABLE_ERRORS[3])
     vsize = _le(raw, starts + 2 + 2 * nlev, bw)
     body = starts + _pad(np.int64(head))
     num_levels = _le(raw, starts, 2) if nlev else counts
-    if not has_rep and np.any(num_levels != counts):
+    if not has_rep and (num_levels != counts).any():
         raise w.corrupt(_TABLE_ERRORS[4])
     return counts, starts, sizes, vsize, num_levels, body
+
+
+def _one_chunk(w: Where, word: int, raw: np.ndarray, num_items: int, bw: int, var_values: bool,
+               venc: pb.CompressiveEncoding):
+    """The values of a page of one chunk without levels (small files: a 100-row page), read
+    with scalar header arithmetic instead of the page-wide array passes; None for encodings
+    other than ``flat`` fixed widths and ``variable`` with flat offsets (the general path then
+    decodes it, raising the same errors for bad bytes)."""
+    kind = venc.WhichOneof("compression")
+    if var_values:
+        if kind != "variable" or venc.variable.HasField("values"):
+            return None
+        off = venc.variable.offsets
+        if off.WhichOneof("compression") != "flat" or off.flat.bits_per_value not in (32, 64):
+            return None
+        width = int(off.flat.bits_per_value) // 8
+    else:
+        if kind != "flat" or venc.flat.HasField("data"):
+            return None
+        bits = int(venc.flat.bits_per_value)
+        if bits % 8 or bits // 8 not in (1, 2, 4, 8):
+            return None
+        width = bits // 8
+    log = word & 0xF
+    size = ((word >> 4) + 1) * _ALIGN
+    if log and num_items != 1 << log:
+        raise w.corrupt(_TABLE_ERRORS[1])
+    if size > len(raw):
+        raise w.corrupt("mini-block chunks run past the data buffer")
+    head = 2 + bw
+    if size < head:
+        raise w.corrupt(_TABLE_ERRORS[3])
+    vsize = int.from_bytes(raw[2 : 2 + bw].tobytes(), "little")
+    body = (head + _ALIGN - 1) // _ALIGN * _ALIGN
+    if body + vsize > size:
+        raise w.corrupt("mini-block chunk buffer runs past the chunk")
+    if not var_values:
+        return raw[body : body + num_items * width].copy().view(f"<u{width}")  # aligned, like the general path
+    if (num_items + 1) * width > vsize:
+        raise w.corrupt("variable chunk shorter than its offsets")
+    offs = raw[body : body + (num_items + 1) * width].view(f"<u{width}").astype(np.int64)
+    lo, hi = int(offs[0]), int(offs[-1])
+    if hi > vsize or (np.diff(offs) < 0).any():
+        raise w.corrupt("bad offsets in variable chunk")
+    return offs - lo, raw[body + lo : body + hi].copy()
 
 
 def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, num_items: int,
@@ -313,6 +358,10 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         return None
     raw = np.frombuffer(data, dtype=np.uint8)
     bw = 4 if mb.has_large_chunk else 2
+    if len(words) == 1 and not has_rep and not has_def and fsst_table is None:
+        one = _one_chunk(w, int(words[0]), raw, num_items, bw, var_values, venc)
+        if one is not None:
+            return None, None, one, False
     jit = kernels.get()
     if jit is not None:  # the chunk table in one call
         table = np.empty((8, len(words)), dtype=np.int64)
@@ -342,7 +391,7 @@ def decode_chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Bu
         if defs is None:
             return None
         body = body + _pad(dsize)
-    if np.any(body + vsize > starts + sizes):
+    if (body + vsize > starts + sizes).any():
         raise w.corrupt("mini-block chunk buffer runs past the chunk")
     done = False
     if var_values:

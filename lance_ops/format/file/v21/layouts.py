@@ -180,7 +180,7 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
         if lb not in (1, 2, 4, 8) or len(buffers) < 2:
             raise w.unsupported(f"full-zip with {fz.bits_per_offset}-bit lengths / no repetition index")
         ri = full_zip_repetition_index(w, buffers[1], n, len(raw))
-        if np.any(np.diff(ri) < cw):
+        if (np.diff(ri) < cw).any():
             raise w.corrupt("bad full-zip repetition index")
         starts = ri[:-1]
         levels = None
@@ -192,13 +192,13 @@ def _full_zip(w: Where, fz: pb.FullZipLayout, n: int, buffers: list[pa.Buffer], 
             valid = np.ones(n, dtype=bool)
         body = starts + cw
         dstart = np.where(valid, body + lb, body)
-        if np.any(dstart > ri[1:]):
+        if (dstart > ri[1:]).any():
             raise w.corrupt("full-zip value shorter than its length prefix")
         lengths = ri[1:] - dstart
         if n and valid.any():
             vb = body[valid]
             declared = raw[vb[:, None] + np.arange(lb)[None, :]].copy().view(f"<u{lb}").reshape(-1)
-            if np.any(declared.astype(np.int64) != lengths[valid]):
+            if (declared.astype(np.int64) != lengths[valid]).any():
                 raise w.corrupt("full-zip value lengths disagree with the repetition index")
         keep = np.zeros(len(raw) + 1, dtype=np.int64)
         np.add.at(keep, dstart, 1)
@@ -334,7 +334,7 @@ def _constant_nested(
         leaf = _constant(w, pb.ConstantLayout(layers=[pb.REPDEF_ALL_VALID_ITEM], inline_value=c.inline_value),
                          visible, [], leaf_type)
     elif visible:
-        if defs is None or np.any(defs[vis] == 0):
+        if defs is None or (defs[vis] == 0).any():
             raise w.unsupported("constant layout of a nested column with valid items and no value")
         leaf = pa.nulls(visible, type=leaf_type)
     else:
@@ -610,7 +610,7 @@ def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.nd
         if len(offs0) != n + 1:
             raise w.corrupt(f"mini-block page decoded {len(offs0) - 1} values, expected {n}")
         offsets = (offs0 - offs0[0] if offs0[0] else offs0).astype(np.int64, copy=False)
-        if offsets[-1] > len(data) or (n and np.any(np.diff(offsets) < 0)):
+        if offsets[-1] > len(data) or (n and (np.diff(offsets) < 0).any()):
             raise w.corrupt("string offsets run past the page's bytes")
         if offsets[-1] != len(data):
             data = data[: offsets[-1]]
@@ -651,7 +651,7 @@ def _is_ascii(data: np.ndarray) -> bool:
     n8 = len(data) // 8
     if n8 and np.bitwise_or.reduce(data[: n8 * 8].view("<u8")) & _HIGH_BITS:
         return False
-    return not np.any(data[n8 * 8 :] & 0x80)
+    return not (data[n8 * 8 :] & 0x80).any()
 
 
 def _dictionary(w: Where, mb: pb.MiniBlockLayout, buf: pa.Buffer, dtype: pa.DataType) -> pa.Array:
