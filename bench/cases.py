@@ -333,16 +333,16 @@ def case_open(fx: Fixtures, p: Any) -> Case:
     )
 
 
-def case_delete(fx: Fixtures, p: Any) -> Case:
+def delete_case(fx: Fixtures, p: Any, name: str, template: str, extra: dict[str, Any] | None = None) -> Case:
+    """Both libraries delete ``delete_predicate()`` from private copies of ``template``."""
     lance = _pylance()
-    template = fx.fragments_dataset()
-    out = _fresh_dirs(fx, "delete", ["lance_ops", "pylance"])
+    out = _fresh_dirs(fx, name.replace("_", ""), ["lance_ops", "pylance"])
 
     def prepare(v: str) -> None:
         copy_dataset(template, out[v])
 
     return Case(
-        "delete_10pct",
+        name,
         {
             "lance_ops": lambda: lf.dataset(out["lance_ops"]).delete(delete_predicate()),
             "pylance": lambda: lance.dataset(out["pylance"]).delete(DELETE_PREDICATE_SQL),
@@ -352,9 +352,13 @@ def case_delete(fx: Fixtures, p: Any) -> Case:
         reps=p.reps,
         prepare=prepare,
         target=Target("ratio", 1.5, "time <= 1.5x pylance"),
-        extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL},
+        extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL, **(extra or {})},
         cleanup=lambda: [remove(d) for d in out.values()],
     )
+
+
+def case_delete(fx: Fixtures, p: Any) -> Case:
+    return delete_case(fx, p, "delete_10pct", fx.fragments_dataset())
 
 
 def _compact_common(fx: Fixtures) -> tuple[str, int, int]:

@@ -8,34 +8,13 @@ import pyarrow as pa
 
 import lance_ops.format as lf
 
-from .cases import Case, Skip, SparkEnv, Target, _fresh_dirs, _pylance
-from .data import DELETE_PREDICATE_SQL, Fixtures, copy_dataset, delete_predicate, remove
+from .cases import Case, Skip, SparkEnv, Target, _fresh_dirs, _pylance, delete_case
+from .data import Fixtures, copy_dataset, remove
 
 
 def case_delete_22(fx: Fixtures, p: Any) -> Case:
     """``delete_10pct`` on the pylance-written 2.2 dataset with stable row ids."""
-    lance = _pylance()
-    template = fx.pylance_fragments_22()
-    out = _fresh_dirs(fx, "delete22", ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
-    return Case(
-        "delete_22",
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).delete(delete_predicate()),
-            "pylance": lambda: lance.dataset(out["pylance"]).delete(DELETE_PREDICATE_SQL),
-        },
-        work=p.delete_rows,
-        unit="rows/s",
-        reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.5, "time <= 1.5x pylance"),
-        extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL,
-               **_about_22("pylance")},
-        cleanup=lambda: [remove(d) for d in out.values()],
-    )
+    return delete_case(fx, p, "delete_22", fx.pylance_fragments_22(), _about_22("pylance"))
 
 
 def _about_22(writer: str) -> dict[str, Any]:

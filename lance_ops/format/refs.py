@@ -222,19 +222,7 @@ def list_tags(root: ObjectStore) -> dict[str, dict[str, Any]]:
     Raises:
         CorruptFileError: a tag file does not decode (cleanup must not guess what it protects).
     """
-    out: dict[str, dict[str, Any]] = {}
-    for fname in sorted(root.list_dir(TAGS_DIR)):
-        if fname.endswith(".json"):
-            name = fname[: -len(".json")]
-            try:
-                validate_tag_name(name)
-            except ValueError:
-                raise CorruptFileError(root.full_path(f"{TAGS_DIR}/{fname}"), "not a valid tag name") from None
-            try:
-                out[name] = _load_tag(root, name)
-            except FileNotFoundError:
-                continue  # deleted since the listing
-    return out
+    return _list_refs(root, TAGS_DIR, "tag", lambda stem: stem, validate_tag_name, _load_tag)
 
 
 def _load_branch(root: ObjectStore, name: str) -> dict[str, Any]:
@@ -264,16 +252,29 @@ def list_branches(root: ObjectStore) -> dict[str, dict[str, Any]]:
     Raises:
         CorruptFileError: a branch file does not decode.
     """
+    return _list_refs(root, BRANCHES_DIR, "branch", lambda stem: stem.replace("%2F", "/"), validate_branch_name,
+                      _load_branch)
+
+
+def _list_refs(
+    root: ObjectStore,
+    directory: str,
+    kind: str,
+    name_of: Callable[[str], str],
+    validate: Callable[[str], object],
+    load: Callable[[ObjectStore, str], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Every ``<directory>/<name>.json`` ref, loaded; one deleted since the listing is skipped."""
     out: dict[str, dict[str, Any]] = {}
-    for fname in sorted(root.list_dir(BRANCHES_DIR)):
+    for fname in sorted(root.list_dir(directory)):
         if fname.endswith(".json"):
-            name = fname[: -len(".json")].replace("%2F", "/")
+            name = name_of(fname[: -len(".json")])
             try:
-                validate_branch_name(name)
+                validate(name)
             except ValueError:
-                raise CorruptFileError(root.full_path(f"{BRANCHES_DIR}/{fname}"), "not a valid branch name") from None
+                raise CorruptFileError(root.full_path(f"{directory}/{fname}"), f"not a valid {kind} name") from None
             try:
-                out[name] = _load_branch(root, name)
+                out[name] = load(root, name)
             except FileNotFoundError:
                 continue  # deleted since the listing
     return out
