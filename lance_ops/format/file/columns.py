@@ -27,7 +27,7 @@ class Page:
     encoding: Any  # epb.ArrayEncoding (2.0) or e21.PageLayout (2.1/2.2)
     item_start: int = 0  # list offsets pages: index of the page's first item in the item column
     num_items: int = 0
-
+    part: Any = None  # a parts.PagePart: rows of a bigger page, decoded on their own
 
 def concat_chunks(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     if not chunks:
@@ -124,6 +124,16 @@ class PagedColumn(Column):
 
 
 class LeafColumn(PagedColumn):
+    def __init__(self, reader: Any, column: int, fld: LanceField, dtype: pa.DataType) -> None:
+        super().__init__(reader, column, fld, dtype)
+        # big 2.1/2.2 pages are read in row ranges (parts.py)
+        split = getattr(reader, "_split_pages", None)
+        if split is not None:
+            pages = split(self.pages, dtype)
+            if pages is not self.pages:
+                self.pages = pages
+                self.starts = [p.row_start for p in pages]
+
     def read_chunks(self, start: int, end: int) -> list[pa.Array]:
         self._check_range(start, end)
         out = []

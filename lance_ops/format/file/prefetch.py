@@ -59,7 +59,7 @@ class PagePrefetcher:
         """Bytes a page takes in memory while it waits decoded: its rows x value width for
         fixed-width values; for strings its stored bytes x the decoded/stored ratio seen on this
         field's earlier pages in the scan (2 at first: FSST pages decode to ~2-3x)."""
-        stored = sum(size for _, size in page.ranges)
+        stored = _stored(page)
         width = _fixed_width(column.dtype)
         if width:
             return max(stored, int(page.length * width))
@@ -67,7 +67,7 @@ class PagePrefetcher:
 
     def _learn(self, column: "PagedColumn", page: "Page", out: Any) -> None:
         if isinstance(out, pa.Array) and not _fixed_width(column.dtype):
-            stored = sum(size for _, size in page.ranges)
+            stored = _stored(page)
             if stored:
                 self._ratios[column.field.id] = max(1.0, out.nbytes / stored)
 
@@ -126,6 +126,13 @@ class PagePrefetcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stored(page: "Page") -> int:
+    """Stored bytes of a page (of a part of a page: its share of the page's, estimated)."""
+    if page.part is not None:
+        return page.part.stored
+    return sum(size for _, size in page.ranges)
 
 
 def _fixed_width(dtype: pa.DataType) -> float:

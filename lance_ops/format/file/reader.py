@@ -32,7 +32,7 @@ from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
-from . import blobs, v21
+from . import blobs, parts, v21
 from .columns import Column, LeafColumn, ListColumn, Page, StructColumn, Tree21Column, flat_fsl
 from .encodings import (
     ARRAY_ENCODING_URL,
@@ -418,7 +418,15 @@ class DataFileReader:
             bufs.append(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
         return bufs
 
+    def _split_pages(self, pages: list[Page], dtype: pa.DataType) -> list[Page]:
+        """``pages`` of a leaf column read as ``dtype``, big 2.1/2.2 pages cut into row ranges."""
+        if self.version not in _V21_VERSIONS:
+            return pages
+        return parts.split_pages(pages, dtype)
+
     def _decode_page(self, column: int, page: Page, dtype: pa.DataType) -> Any:
+        if page.part is not None:  # rows of a bigger page (parts.py)
+            return parts.decode_part(self, column, page, dtype)
         if blobs.is_description_type(dtype):  # a blob column: its descriptions (blobs.py)
             return blobs.decode_description_page(
                 self.path, column, page.encoding, page.length, self.read_buffers(page.ranges), dtype
