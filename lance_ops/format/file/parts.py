@@ -31,10 +31,11 @@ from .columns import Page, is_var_type
 
 __all__ = ["PART_ROWS", "PagePart", "split_pages", "decode_part"]
 
-#: rows of one part: two of the scans' 64K batches (a batch is a slice of one part); 64K parts cost
-#: ~40 us of Python per part, which two prefetch threads and the consumer contend for (measured:
-#: 64K parts scanned ~1.4x slower than 128K ones; 128K holds ~1/8 of a 1M-row page)
-PART_ROWS = 131072
+#: rows of one part: four of the scans' 64K batches (a batch is a slice of one part), a quarter of
+#: pylance's 1M-row pages.  Each part costs ~40 us of Python (GIL held) in the prefetch threads, so
+#: smaller parts scan slower on a loaded 2-core machine (10M rows at load 6, min of 9: 64K parts
+#: ~1.4x, 128K 1.25x, 256K 0.93x, 512K 0.97x the time of whole pages)
+PART_ROWS = 262144
 
 _ITEM_LAYERS = (e21.REPDEF_ALL_VALID_ITEM, e21.REPDEF_NULLABLE_ITEM)
 _ALIGN = 8
