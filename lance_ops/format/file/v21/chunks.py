@@ -152,7 +152,7 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
                     raise w.corrupt("bad offsets in variable chunk")
                 if err:
                     raise w.corrupt(f"bad FSST data: {fsst.error_message(err)}")
-                return out_offs, data[: int(out_offs[-1])], True
+                return out_offs, _fit(data, int(out_offs[-1])), True
         if jit.variable_sizes(words, start // ow, size, counts, out_offs):
             raise w.corrupt("bad offsets in variable chunk")
         data = np.empty(int(out_offs[-1]), dtype=np.uint8)
@@ -177,6 +177,14 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
     np.cumsum(lens, out=out_offs[1:])
     data = _slices(raw, start + lo, hi - lo)
     return out_offs, data, False
+
+
+def _fit(buf: np.ndarray, used: int) -> np.ndarray:
+    """``buf[:used]``, copied when that is under half of ``buf``: FSST output is written into room
+    for 8 bytes per code (:func:`fsst.output_buffer`), and a view would keep all of it alive with the
+    decoded strings; allocators that reuse touched memory (glibc above its dynamic mmap threshold)
+    then count the slack too (a change feed's traced peak: 8 slack buffers of 8.7 MB)."""
+    return buf[:used] if 2 * used >= len(buf) else buf[:used].copy()
 
 
 def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
