@@ -29,6 +29,7 @@ from ..transaction import Transaction
 from ..versions import require_writable
 from ..write import check_writable, write_fragment_files
 from .index_remap import index_constraints, remap_indices, summarize
+from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
 
 CONFIG_PREFIX = "lance.compaction."
 
@@ -386,22 +387,6 @@ def _coalesced(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield joined()
 
 
-def _ranged_meta(frag: FragmentMetadata, source: str) -> tuple[int, int, int] | None:
-    """``(first row id, created version, updated version)`` of a fragment without deletions
-    whose row ids are one range and whose version sequences are single runs, else None (the
-    rows' metadata then comes from the scan's per-row columns)."""
-    if frag.deletion_file is not None or frag.row_ids is None:
-        return None
-    bounds = rowids.fragment_row_id_range(frag, source)
-    if bounds is None:
-        return None
-    c_values, _ = rowids.fragment_version_runs(frag, source, created=True)
-    u_values, _ = rowids.fragment_version_runs(frag, source, created=False)
-    if c_values.size != 1 or u_values.size != 1:
-        return None
-    return bounds[0], int(c_values[0]), int(u_values[0])
-
-
 def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> RewriteResult:
     """Rewrite one task's fragments; runs on any worker.  Writes files, commits nothing.
 
@@ -422,24 +407,58 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     blobs = has_blob_columns(manifest)
     data_plan = plan_scan(manifest.schema, names, None, False, False) if stable and not blobs else None
 
+    top_ids = [f.id for f in manifest.schema.top_level()]
+    small_ok = not blobs and (not stable or data_plan is not None)
+
     def rows() -> Any:
+        group: list[tuple[int, FragmentMetadata, Any, Any]] = []  # (k, fragment, small file, ranged meta)
+        group_rows = group_bytes = 0
+
+        def flush() -> Any:
+            batch = read_small_group([g[2] for g in group], top_ids, names) if group else None
+            for k, frag, _, ranged in group:
+                if batch is None:
+                    yield from one(k, frag, ranged)
+                elif stream is not None:
+                    stream.add_range(k, ranged[0], frag.physical_rows, ranged[1], ranged[2])
+            if batch is not None:
+                yield batch
+            group.clear()
+
         for k, frag in enumerate(task.fragments):
-            ranged = _ranged_meta(frag, manifest.source) if data_plan is not None else None
-            if ranged is not None:  # ids and versions from the sequences, not per-row columns
-                assert stream is not None and data_plan is not None
-                first, created, updated = ranged
-                for b in scan_fragment(store, manifest, frag, data_plan):
-                    stream.add_range(k, first, b.num_rows, created, updated)
-                    first += b.num_rows
-                    yield pa.RecordBatch.from_arrays(b.columns, names=names)
+            ranged = ranged_meta(frag, manifest.source) if data_plan is not None else None
+            small = None
+            if small_ok and (ranged is not None or not stable):
+                small = open_small_fragment(store, manifest, frag, top_ids)
+            if small is None:
+                yield from flush()
+                group_rows = group_bytes = 0
+                yield from one(k, frag, ranged)
                 continue
-            for b in scan_fragment(store, manifest, frag, plan):
-                if blobs:  # blob descriptions -> the payloads they point at, written anew
-                    b = with_payloads(store, manifest, frag, b)
-                if stream is not None:
-                    stream.add(k, b.column(ROW_ID).to_numpy(), b.column(CREATED_AT).to_numpy(),
-                               b.column(UPDATED_AT).to_numpy())
-                yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
+            group.append((k, frag, small, ranged))
+            group_rows += frag.physical_rows
+            group_bytes += len(small.data)
+            if group_rows >= GROUP_ROWS or group_bytes >= GROUP_BYTES:
+                yield from flush()
+                group_rows = group_bytes = 0
+        yield from flush()
+
+    def one(k: int, frag: FragmentMetadata, ranged: Any) -> Any:
+        if ranged is not None:  # ids and versions from the sequences, not per-row columns
+            assert stream is not None and data_plan is not None
+            first, created, updated = ranged
+            for b in scan_fragment(store, manifest, frag, data_plan):
+                stream.add_range(k, first, b.num_rows, created, updated)
+                first += b.num_rows
+                yield pa.RecordBatch.from_arrays(b.columns, names=names)
+            return
+        for b in scan_fragment(store, manifest, frag, plan):
+            if blobs:  # blob descriptions -> the payloads they point at, written anew
+                b = with_payloads(store, manifest, frag, b)
+            if stream is not None:
+                stream.add(k, b.column(ROW_ID).to_numpy(), b.column(CREATED_AT).to_numpy(),
+                           b.column(UPDATED_AT).to_numpy())
+            yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
     # (blob payloads are laid out per batch as pylance lays them out: their batches pass as they are)
     frags = write_fragment_files(store, rows() if blobs else _coalesced(rows()), manifest.schema, version=file_version,
