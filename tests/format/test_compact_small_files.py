@@ -4,6 +4,7 @@ deletions, an update, a column added and appended after it), lance_ops compacts 
 reads exactly the rows, row ids and versions its own compaction gives, with the compiled
 kernels and with the NumPy paths."""
 
+import os
 import shutil
 
 import lance
@@ -131,3 +132,38 @@ def test_files_that_do_not_qualify_are_left_to_the_file_reader(history, tmp_path
     data[-4:] = b"XXXX"  # bad magic: the reader names the file
     path.write_bytes(bytes(data))
     assert open_small(ObjectStore(str(bad)), f"data/{df.path}") is None
+
+
+def test_small_fragments_without_stable_row_ids(tmp_path):
+    """Row ids are addresses: the rows, in order, are what pylance's compaction keeps."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table(400, 0), ours, max_rows_per_file=50, data_storage_version="2.2")
+    lance.dataset(ours).delete("id >= 10 AND id < 20")
+    shutil.copytree(ours, theirs)
+    m = lf.dataset(ours).compact_files()
+    lance.dataset(theirs).optimize.compact_files()
+    got = lance.dataset(ours).to_table(with_row_id=True)
+    want = lance.dataset(theirs).to_table(with_row_id=True)
+    assert m.fragments_removed == 8 and m.fragments_added == 1
+    assert got.equals(want) and got.num_rows == 390
+
+
+def test_a_corrupt_small_file_fails_its_task_naming_the_file(plain, tmp_path):
+    """Bytes the group decode cannot read send the fragments to the ordinary reader, whose
+    error names the file; the task fails and nothing is committed."""
+    uri = str(tmp_path / "ds")
+    shutil.copytree(plain, uri)
+    ds = lf.dataset(uri)
+    frag = next(f for f in ds.manifest.fragments if len(f.files) == 1 and f.deletion_file is None)
+    df = frag.files[0]
+    path = os.path.join(uri, "data", df.path)
+    data = bytearray(open(path, "rb").read())
+    r = DataFileReader(ObjectStore(uri), f"data/{df.path}")
+    meta_pos, _ = r._column_pages(0)[0].ranges[0]
+    data[meta_pos : meta_pos + 4] = b"\xff\xff\xff\xff"  # a chunk far bigger than the page
+    with open(path, "wb") as f:
+        f.write(data)
+    version = ds.version
+    m = lf.dataset(uri).compact_files(target_rows_per_fragment=2000)
+    assert m.failed_tasks and df.path in m.failed_tasks[0], m.failed_tasks
+    assert lance.dataset(uri).version == version

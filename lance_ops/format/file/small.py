@@ -43,6 +43,7 @@ _ALIGN = 64  # each file starts at a multiple of this in the group's buffer (kee
 #: parsed metadata by (file size, metadata bytes): identical for files of equal layout
 _PLANS: dict[tuple[int, bytes], "_Plan"] = {}
 _PLAN_CACHE_ENTRIES = 1024
+_PLAN_KEY_MAX_BYTES = 16 << 10  # metadata bigger than this is parsed per file, not cached
 #: per layout object: its batch signature (None: not batchable), layout kept alive with it
 _SIGS: dict[int, tuple[Any, Any]] = {}
 
@@ -101,8 +102,9 @@ class _Plan:
         out = None
         try:
             schema, cols = self.reader._columns(list(field_ids))
-            if all(type(c) is LeafColumn and _batchable_type(c.dtype) for c in cols):
-                out = (schema, [(c.column, c.dtype, c.pages) for c in cols])
+            leaves = [c for c in cols if type(c) is LeafColumn and _batchable_type(c.dtype)]
+            if len(leaves) == len(cols):
+                out = (schema, [(c.column, c.dtype, c.pages) for c in leaves])
         except LanceOpsError:
             out = None
         self.projections[field_ids] = out
@@ -167,7 +169,7 @@ def open_small(store: ObjectStore, rel_path: str, file_size: int | None = None) 
         except (LanceOpsError, ValueError, IndexError, struct.error):
             return None
         plan = _Plan(reader)
-        if reader._base >= lo:  # every byte the parse read is in the key
+        if reader._base >= lo and len(key[1]) <= _PLAN_KEY_MAX_BYTES:  # every byte the parse read is in the key
             if len(_PLANS) >= _PLAN_CACHE_ENTRIES:
                 _PLANS.clear()
             _PLANS[key] = plan
@@ -318,7 +320,7 @@ def _decode_run(run: list[tuple[int, Page]], files: Sequence[SmallFile], dtype: 
     if (sizes < head).any():
         raise w.corrupt("mini-block chunk header is truncated")
     vsize = _le(big, starts + 2 + 2 * has_def, bw)
-    body = starts + int(_pad(np.int64(head)))
+    body = starts + (head + 7) // 8 * 8
     valid = None
     if has_def:
         levels_n = _le(big, starts, 2)
