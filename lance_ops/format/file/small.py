@@ -147,6 +147,8 @@ def open_small(store: ObjectStore, rel_path: str, file_size: int | None = None) 
         path = store.full_path(rel_path)
         fd = os.open(path, os.O_RDONLY)
         try:
+            if file_size is None and os.fstat(fd).st_size > SMALL_FILE_BYTES:
+                return None  # a big file: not read here
             data = os.read(fd, SMALL_FILE_BYTES + 1)
         finally:
             os.close(fd)
