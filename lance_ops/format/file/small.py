@@ -55,8 +55,9 @@ class _BytesReader(DataFileReader):
         self.store = None  # type: ignore[assignment]
         self.rel_path = self.path = path
         self._local_path = None
-        self._data = data
+        self._data: bytes | None = data
         self._open(None, path, len(data))  # type: ignore[arg-type]
+        self._data = None  # cached plans keep the metadata (``_buf``), not the whole file
 
     @classmethod
     def served(cls, path: str, data: bytes, version: tuple[int, int]) -> "_BytesReader":
@@ -69,14 +70,19 @@ class _BytesReader(DataFileReader):
         return r
 
     def _read_meta_range(self, start: int, length: int) -> bytes:
+        assert self._data is not None
         return self._data[start : start + length]
 
     def _meta_bytes(self, pos: int, length: int) -> bytes:
-        if pos < 0 or pos + length > len(self._data):
+        data, base = self._data, 0
+        if data is None:  # after parsing: the metadata kept in ``_buf``
+            data, base = self._buf, self._base
+        if pos < base or pos - base + length > len(data):
             raise CorruptFileError(self.path, f"short read of {length} bytes at {pos}")
-        return self._data[pos : pos + length]
+        return data[pos - base : pos - base + length]
 
     def read_buffers(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        assert self._data is not None
         buf = pa.py_buffer(self._data)
         out = []
         for pos, size in ranges:
