@@ -354,15 +354,21 @@ def fsst_lookup(words, lens, n):  # type: ignore[no-untyped-def]
 
 
 @njit(**_OPTS)
-def fsst_count(buf, offsets, words, lens, n, masks):  # type: ignore[no-untyped-def]
+def fsst_count(buf, offsets, words, lens, n, masks, c2, touched):  # type: ignore[no-untyped-def]
     """One training round over the sample strings: how often each code (``256 + b`` for an
     escaped byte) and each pair of consecutive codes inside a string occur with table ``n``.
+
+    Returns ``(c1, pairs)``: the code counts (512) and how many entries of ``touched`` name the
+    pairs counted in ``c2`` (flat 512 x 512, all zero on entry; ``touched`` has room for one
+    entry per sample byte).  Only the pairs seen are visited later (:func:`fsst_candidates`
+    zeroes them again): a sample of 32 KiB has far fewer than the 262,144 possible pairs, and
+    clearing and scanning them all each round cost more than the counting.
 
     The symbol matched at each position is the one :func:`fsst_encode` would emit (the matching
     is written out in both: numba compiles a shared helper ~15x slower here)."""
     byte_code, short_code, hash_code = fsst_lookup(words, lens, n)
     c1 = np.zeros(512, np.int64)
-    c2 = np.zeros((512, 512), np.int64)
+    pairs = 0
     for i in range(offsets.size - 1):
         p = offsets[i]
         end = offsets[i + 1]
@@ -392,10 +398,14 @@ def fsst_count(buf, offsets, words, lens, n, masks):  # type: ignore[no-untyped-
             if ln > 1:  # the single byte too: one-byte symbols compete with longer ones
                 c1[256 + np.int64(w & np.uint64(0xFF))] += 1
             if prev >= 0:
-                c2[prev, code] += 1
+                k = prev * 512 + code
+                if c2[k] == 0:
+                    touched[pairs] = k
+                    pairs += 1
+                c2[k] += 1
             prev = code
             p += ln
-    return c1, c2
+    return c1, pairs
 
 
 @njit(**_OPTS)
@@ -444,16 +454,14 @@ def fsst_encode(buf, offsets, words, lens, n, masks, out, out_offsets):  # type:
 
 
 @njit(**_OPTS)
-def fsst_candidates(c1, c2, cw, cl, masks):  # type: ignore[no-untyped-def]
+def fsst_candidates(c1, c2, touched, pairs, cw, cl, masks):  # type: ignore[no-untyped-def]
     """The candidate symbols of a training round: every counted code (its bytes covered as
-    gain) and every counted pair of codes concatenated (up to 8 bytes); ``(words, lens, gains)``."""
-    m = 0
+    gain) and every counted pair of codes concatenated (up to 8 bytes); ``(words, lens, gains)``.
+    The pairs are ``touched[:pairs]`` of the flat ``c2`` (:func:`fsst_count`), zeroed here."""
+    m = pairs
     for a in range(512):
         if c1[a]:
             m += 1
-        for b in range(512):
-            if c2[a, b]:
-                m += 1
     w = np.empty(m, np.uint64)
     ln = np.empty(m, np.int64)
     g = np.empty(m, np.int64)
@@ -464,14 +472,17 @@ def fsst_candidates(c1, c2, cw, cl, masks):  # type: ignore[no-untyped-def]
             ln[k] = cl[a]
             g[k] = c1[a] * cl[a]
             k += 1
-        for b in range(512):
-            if c2[a, b]:
-                la = cl[a]
-                lp = min(la + cl[b], 8)
-                w[k] = (cw[a] | (cw[b] << np.uint64(8 * la))) & masks[lp]
-                ln[k] = lp
-                g[k] = c2[a, b] * lp
-                k += 1
+    for t in range(pairs):
+        i = touched[t]
+        a = i >> 9
+        b = i & 511
+        la = cl[a]
+        lp = min(la + cl[b], 8)
+        w[k] = (cw[a] | (cw[b] << np.uint64(8 * la))) & masks[lp]
+        ln[k] = lp
+        g[k] = c2[i] * lp
+        c2[i] = 0
+        k += 1
     return w, ln, g
 
 

@@ -175,11 +175,13 @@ def train(jit, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
     base_words[256:] = np.arange(256, dtype=np.uint64)
     base_lens = np.zeros(512, np.int64)
     base_lens[256:] = 1
+    c2 = np.zeros(512 * 512, np.int64)  # pair counts, kept zero between rounds by the kernels
+    touched = np.empty(max(len(buf), 1), np.int64)
     for _ in range(_ROUNDS):
-        c1, c2 = jit.fsst_count(buf, so, words, lens, n, _MASKS)
+        c1, pairs = jit.fsst_count(buf, so, words, lens, n, _MASKS, c2, touched)
         cw, cl = base_words.copy(), base_lens.copy()
         cw[:n], cl[:n] = words[:n], lens[:n]
-        cand_w, cand_l, gain = jit.fsst_candidates(c1, c2, cw, cl, _MASKS)
+        cand_w, cand_l, gain = jit.fsst_candidates(c1, c2, touched, pairs, cw, cl, _MASKS)
         if not len(cand_w):
             break
         order = np.lexsort((cand_w, cand_l))
