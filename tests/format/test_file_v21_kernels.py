@@ -50,6 +50,19 @@ def test_unpack_blocks_matches_numpy_at_every_width(t_bits, numpy_only):
             assert np.array_equal(got, ref) and np.array_equal(got, vals), (t_bits, width, nblocks)
 
 
+@pytest.mark.parametrize("t_bits", [8, 16, 32, 64])
+def test_pack_blocks_kernel_matches_numpy_at_every_width(t_bits, numpy_only):
+    """The compiled packer writes the NumPy packer's bytes, keeping only the low ``width`` bits."""
+    rng = np.random.default_rng(100 + t_bits)
+    dt = np.dtype(f"<u{t_bits // 8}")
+    vals = rng.integers(0, 2**63, 3 * 1024, dtype=np.uint64).astype(dt)  # wider than any width below T
+    for width in range(t_bits + 1):
+        got = bitpacking.pack_blocks(vals, width, t_bits)
+        with numpy_only():
+            ref = bitpacking.pack_blocks(vals, width, t_bits)
+        assert got.dtype == ref.dtype == np.uint8 and np.array_equal(got, ref), (t_bits, width)
+
+
 def _symbol_table(symbols: list[bytes]) -> bytes:
     head = (0x46535354 << 32) | (1 << 24) | len(symbols)
     body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)

@@ -539,3 +539,32 @@ def chunk_table(words, raw, num_items, has_rep, has_def, bw, out):  # type: igno
         out[7, c] = pos + body_off
         pos += size
     return 0
+
+
+# ------------------------------------------------------------------------ FastLanes packing
+@njit(**_OPTS)
+def pack_blocks(vals, width, t_bits, base, mask, out):  # type: ignore[no-untyped-def]
+    """FastLanes packing of ``vals`` (whole 1024-value blocks, any unsigned type) at ``width``
+    bits into ``out`` (uint64, zeroed, ``width * 1024 / t_bits`` words per block; the caller
+    narrows them to ``t_bits``-bit words).  Row ``r`` of a block's lanes starts at value
+    ``base[r]``; it goes to bits ``[r*W, (r+1)*W)`` of its lane's stream, spilling into the next
+    word (see :func:`lance_ops.format.file.v21.bitpacking.pack_blocks`, the NumPy path)."""
+    lanes = 1024 // t_bits
+    nblocks = vals.size // 1024
+    tb = np.uint64(t_bits)
+    for b in range(nblocks):
+        vb = b * 1024
+        ob = b * width * lanes
+        for r in range(t_bits):
+            bs = vb + base[r]
+            q = r * width
+            idx = q // t_bits
+            off = np.uint64(q % t_bits)
+            spill = off + np.uint64(width) > tb
+            o1 = ob + idx * lanes
+            for lane in range(lanes):
+                v = np.uint64(vals[bs + lane]) & mask
+                out[o1 + lane] |= v << off
+                if spill:
+                    out[o1 + lanes + lane] |= v >> (tb - off)
+    return 0

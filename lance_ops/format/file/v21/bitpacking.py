@@ -115,6 +115,18 @@ def unpack_block_count(words: np.ndarray, width: int, t_bits: int, nblocks: int)
     return unpack_blocks(words[:need], width, t_bits)
 
 
+_ROW_STARTS: dict[int, np.ndarray] = {}
+
+
+def _row_starts(t_bits: int) -> np.ndarray:
+    """Where row ``r`` of a block's lanes starts, for each ``r < t_bits`` (FastLanes order)."""
+    got = _ROW_STARTS.get(t_bits)
+    if got is None:
+        r = np.arange(t_bits)
+        got = _ROW_STARTS[t_bits] = (_FL_ORDER[r // 8] * 16 + (r % 8) * 128).astype(np.int64)
+    return got
+
+
 def pack_blocks(values: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     """Inverse of :func:`unpack_blocks`: ``nblocks * 1024`` unsigned values -> packed bytes.
 
@@ -126,6 +138,11 @@ def pack_blocks(values: np.ndarray, width: int, t_bits: int) -> np.ndarray:
     lanes = BLOCK // t_bits
     if width == 0:
         return np.zeros(0, dtype=np.uint8)
+    jit = kernels.get()
+    if jit is not None:  # one compiled pass (NumPy below: 64 passes of small-array calls for 64-bit values)
+        out = np.zeros(nblocks * width * lanes, dtype=np.uint64)
+        jit.pack_blocks(vals.reshape(-1), width, t_bits, _row_starts(t_bits), np.uint64((1 << width) - 1), out)
+        return (out if t_bits == 64 else out.astype(dt)).view(np.uint8)
     mask = dt.type((1 << width) - 1) if width < t_bits else None
     words = np.zeros((width, nblocks, lanes), dtype=dt)
     # row r of every lane is one contiguous run of the block (FastLanes order): it goes to bits
