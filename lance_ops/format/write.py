@@ -221,7 +221,14 @@ def write_fragment_files(
 def check_writable(schema: LanceSchema, version: str) -> None:
     """Raise :class:`UnsupportedFeatureError` (naming the field and type) when data files of
     ``version`` cannot hold a column of ``schema``; writes nothing."""
+    if _LAST_WRITABLE[0] is schema and _LAST_WRITABLE[1] == version:
+        return  # the same (frozen) schema as last time: a compaction writes one file per task
     DataFileWriter(io.BytesIO(), schema, version=version)
+    _LAST_WRITABLE[:] = [schema, version]
+
+
+#: the last ``(schema, version)`` :func:`check_writable` accepted (held, so its id is not reused)
+_LAST_WRITABLE: list[Any] = [None, None]
 
 
 def _sidecars(store: ObjectStore, name: str) -> Any:
