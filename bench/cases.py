@@ -128,7 +128,11 @@ class SparkEnv:
 
 def _warm(i: int) -> int:
     import lance_ops.format  # noqa: F401
+    from lance_ops.format.file.v21 import kernels
 
+    # numba's import and the cached kernels' loading: ~0.6 s of CPU per fresh Python worker,
+    # which a first job on 2.1/2.2 files otherwise pays inside its tasks
+    kernels.get()
     return i
 
 
