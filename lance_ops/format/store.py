@@ -171,13 +171,19 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
     return f"{protocol}://{path}"
 
 
+#: write buffer of local outputs: a file writer emits many small pieces (chunk headers, parts,
+#: padding); with Python's 8 KiB default a 9,000-row 2.2 data file took ~22 write calls, with
+#: this one (larger writes go straight through) one or two
+_LOCAL_WRITE_BUFFER = 1 << 20
+
+
 def _open_new_local(path: str) -> BinaryIO:
     """``open(path, "wb")``, creating its directory when missing (one syscall when it exists)."""
     try:
-        return open(path, "wb")
+        return open(path, "wb", buffering=_LOCAL_WRITE_BUFFER)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, "wb")
+        return open(path, "wb", buffering=_LOCAL_WRITE_BUFFER)
 
 
 class ObjectStore:
