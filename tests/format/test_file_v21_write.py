@@ -75,6 +75,24 @@ def roundtrip(tmp_path, table: pa.Table, version: str, name: str = "f.lance", **
     return reader
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_large_pages_then_small_ones_keep_their_order(tmp_path, version):
+    """Pages of 65,536 rows or more are encoded on the encoder thread, smaller ones inline: a
+    file whose columns get a large page and then a small tail (and a small page of another
+    column in between) has every page in row order, for both readers."""
+    n = 150_000
+    ids = np.arange(n, dtype=np.int64)
+    table = pa.table({"id": ids * 3, "s": pa.array([f"v{i % 977}-{i}" for i in range(n)])})
+    batches = [table.slice(0, 140_000).to_batches()[0], table.slice(140_000).to_batches()[0]]
+    store = ObjectStore(str(tmp_path))
+    write_data_file(store, "f.lance", batches, LanceSchema.from_arrow(table.schema), version=version,
+                    max_page_bytes=1 << 20)
+    reader = DataFileReader(store, "f.lance")
+    assert num_pages(reader)[0] >= 2, num_pages(reader)  # a large page and a small one at least
+    assert_same(reader.read_table(), table, "lance_ops")
+    assert_same(read_pylance(tmp_path / "f.lance"), table, "pylance")
+
+
 def layouts(reader: DataFileReader) -> set[str]:
     return {p.encoding.WhichOneof("layout") for c in range(reader.num_columns) for p in reader._column_pages(c)}
 
