@@ -296,17 +296,34 @@ def scan_fragment_rows(
     Only the pages of the spans holding selected rows are read: ``rows`` are cut into spans
     wherever ``batch_size`` or more unselected rows lie between two selected ones.
     """
+    yield from open_fragment_rows(store, manifest, frag, plan, rows, batch_size=batch_size, prefetch=prefetch)
+
+
+def open_fragment_rows(
+    store: ObjectStore,
+    manifest: Manifest,
+    frag: FragmentMetadata,
+    plan: ScanPlan,
+    rows: np.ndarray,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    prefetch: PagePrefetcher | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`scan_fragment_rows` with the opening done now (checks, metadata, and the first
+    span's pages scheduled on ``prefetch``), so a caller can open its next read while it still
+    consumes this one."""
     if plan.filter is not None:
         raise InvalidArgumentError("scan_fragment_rows takes no filter: the caller selects the rows")
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size == 0:
-        return
+        return iter(())
     n = frag.physical_rows
     if int(rows[0]) < 0 or int(rows[-1]) >= n:
         raise InvalidArgumentError(f"row offsets must be in [0, {n}) for fragment {frag.id}, got {rows[0]}..{rows[-1]}")
+    first_reader = None
     if frag.files:
         with named_fragment(manifest, frag):
-            _checked_reader(store, frag, frag.files[0], manifest)
+            first_reader = _checked_reader(store, frag, frag.files[0], manifest)
     mask = np.zeros(n, dtype=bool)
     mask[rows] = True
     meta = set(plan.meta_columns)
@@ -323,9 +340,20 @@ def scan_fragment_rows(
     cuts = np.flatnonzero(np.diff(rows) > batch_size) + 1
     starts = np.concatenate([rows[:1], rows[cuts]])
     stops = np.concatenate([rows[cuts - 1], rows[-1:]]) + 1
-    for s, e in zip(starts.tolist(), stops.tolist(), strict=True):
-        data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=(s, e))
-        yield from _fragment_batches(frag, plan, data, mask, meta, ids, versions_c, versions_u, first=s)
+    spans = list(zip(starts.tolist(), stops.tolist(), strict=True))
+
+    def data(k: int) -> Iterator[pa.RecordBatch]:
+        return _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=spans[k],
+                              first_reader=first_reader)
+
+    first = data(0)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for k, (s, _) in enumerate(spans):
+            yield from _fragment_batches(frag, plan, first if k == 0 else data(k), mask, meta, ids,
+                                         versions_c, versions_u, first=s)
+
+    return batches()
 
 
 def fields_in_file(schema: LanceSchema, df: DataFile) -> set[int]:

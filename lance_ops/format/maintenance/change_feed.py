@@ -27,7 +27,9 @@ rows only when pylance rewrote them (``add_columns``, ``merge`` and casts set ev
 raises :class:`~lance_ops.format.errors.SchemaChangeError` instead.
 """
 
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -39,10 +41,10 @@ from ..file.blobs import scan_schema
 from ..file.reader import PagePrefetcher
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
-from ..scan import CREATED_AT, PREFETCH_BYTES, ROW_ID, UPDATED_AT, ScanPlan, plan_scan, scan_fragment_rows
+from ..scan import PREFETCH_BYTES, ROW_ID, ScanPlan, open_fragment_rows, plan_scan
 from ..store import ObjectStore
-from .evolution import column_map, conform, refuse_schema_changes
-from .feed_rows import Leavers, end_changes, leavers, live_among
+from .evolution import ColumnMap, column_map, conform, refuse_schema_changes
+from .feed_rows import RowIds, begin_changes, end_changes, first_gone
 
 OnSchemaChange = Literal["evolve", "fail"]
 
@@ -103,11 +105,11 @@ def change_feed_batches(
         if on_schema_change == "fail":
             refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 
-    def emit(batch: pa.RecordBatch, kind: str, versions: np.ndarray) -> pa.RecordBatch:
+    def emit(batch: pa.RecordBatch, kind: str, ids: np.ndarray, versions: np.ndarray) -> pa.RecordBatch:
         n = batch.num_rows
         v = np.asarray(versions, dtype=np.uint64)
         cols = [batch.column(name) for name in user] + [
-            batch.column(ROW_ID),
+            pa.array(ids, type=pa.uint64()),
             pa.array([kind], type=pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
             pa.array(v, type=pa.uint64()),
             pa.array(lut[np.minimum(v, end_version).astype(np.intp)], type=pa.timestamp("us", tz="UTC")),
@@ -121,84 +123,94 @@ def change_feed_batches(
         prefetch.close()
 
 
+@dataclass(frozen=True)
+class _Read:
+    """Rows of one fragment to emit: physical ``rows`` (sorted) with their ids and versions."""
+
+    manifest: Manifest
+    fragment: FragmentMetadata
+    plan: ScanPlan
+    rows: np.ndarray
+    ids: np.ndarray
+    versions: np.ndarray
+    kind: str
+    conform: bool = False
+
+
+#: reads opened (pages scheduled on the prefetcher) ahead of the one being emitted, so the
+#: begin fragment's pages decode while inserts and post-images are still going out
+READ_LOOKAHEAD = 2
+
+
 def _changes(
     store: ObjectStore,
     in_range: dict[int, Manifest],
     begin_version: int,
     end_version: int,
-    emit: Callable[[pa.RecordBatch, str, np.ndarray], pa.RecordBatch],
+    emit: Callable[[pa.RecordBatch, str, np.ndarray, np.ndarray], pa.RecordBatch],
     prefetch: PagePrefetcher,
 ) -> Iterator[pa.RecordBatch]:
     """Inserts, update post-images, update pre-images, then deletes; every fragment and row
-    is chosen from metadata (:mod:`.feed_rows`) before a data file is opened."""
+    is chosen from metadata (:mod:`.feed_rows`) before a data file is opened, and only the user
+    columns of the spans holding chosen rows are decoded (ids and versions come from metadata)."""
+    cmap: list[ColumnMap] = []
+
+    def opened(r: _Read) -> Iterator[pa.RecordBatch]:
+        return open_fragment_rows(store, r.manifest, r.fragment, r.plan, r.rows, prefetch=prefetch)
+
+    pending: deque[tuple[_Read, Iterator[pa.RecordBatch]]] = deque()
+    reads = _reads(store, in_range, begin_version, end_version, cmap)
+    while True:
+        while len(pending) <= READ_LOOKAHEAD:
+            r = next(reads, None)
+            if r is None:
+                break
+            pending.append((r, opened(r)))
+        if not pending:
+            return
+        r, batches = pending.popleft()
+        pos = 0
+        for batch in batches:
+            n = batch.num_rows
+            if r.conform:
+                batch = conform(batch, cmap[0])
+            yield emit(batch, r.kind, r.ids[pos: pos + n], r.versions[pos: pos + n])
+            pos += n
+
+
+def _reads(
+    store: ObjectStore, in_range: dict[int, Manifest], begin_version: int, end_version: int, cmap_out: list[ColumnMap]
+) -> Iterator[_Read]:
+    """The feed's reads in output order, planned lazily (the begin side only when reached)."""
     end = in_range[end_version]
     user = [f.name for f in end.schema.top_level()]
-    plan = plan_scan(end.schema, user + [ROW_ID, CREATED_AT, UPDATED_AT], None, False, False)
-    changed = end_changes(store, end, begin_version, end_version)
-
-    def read(m: Manifest, frag: FragmentMetadata, p: ScanPlan, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
-        return scan_fragment_rows(store, m, frag, p, rows, prefetch=prefetch)
-
+    plan = plan_scan(end.schema, user or [ROW_ID], None, False, False)
+    ids = RowIds(store)
+    changed = end_changes(store, end, begin_version, end_version, ids)
     for c in changed:
-        for batch in read(end, c.fragment, plan, c.inserts):
-            yield emit(batch, "insert", batch.column(CREATED_AT).to_numpy())
+        if c.inserts.size:
+            yield _Read(end, c.fragment, plan, c.inserts, c.insert_ids, c.insert_versions, "insert")
     for c in changed:
-        for batch in read(end, c.fragment, plan, c.posts):
-            yield emit(batch, "update_postimage", batch.column(UPDATED_AT).to_numpy())
+        if c.posts.size:
+            yield _Read(end, c.fragment, plan, c.posts, c.post_ids, c.post_versions, "update_postimage")
     if begin_version == 0:
         return
     start = in_range[begin_version]
     between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
     cmap = column_map(start.schema, end.schema, between)
-    begin_plan = plan_scan(start.schema, cmap.read_columns + [ROW_ID], None, False, False)
+    cmap_out.append(cmap)
+    begin_plan = plan_scan(start.schema, cmap.read_columns or [ROW_ID], None, False, False)
     begin_frags = {f.id: f for f in start.fragments}
     rank = {fid: i for i, fid in enumerate(begin_frags)}  # emit in the begin version's fragment order
-
-    post_ids = np.concatenate([c.post_ids for c in changed]) if changed else np.empty(0, dtype=np.uint64)
-    post_versions = np.concatenate([c.post_versions for c in changed]) if changed else post_ids
-    order = np.argsort(post_ids, kind="stable")
-    post_ids, post_versions = post_ids[order], post_versions[order]
-    left, in_place = leavers(store, start, end, {c.fragment.id: c.posts for c in changed if c.posts.size})
-    moved = live_among(store, end, begin_frags, begin_version, left)
-    is_pre = np.zeros(left.ids.size, dtype=bool)
-    if post_ids.size and left.ids.size:
-        pos = np.clip(np.searchsorted(post_ids, left.ids), 0, post_ids.size - 1)
-        is_pre = moved & (post_ids[pos] == left.ids)
-    pre_rows = dict(in_place)
-    for fid, offs in left.subset(is_pre).by_fragment().items():
-        pre_rows[fid] = np.union1d(pre_rows[fid], offs) if fid in pre_rows else offs
-    for fid in sorted(pre_rows, key=rank.__getitem__):
-        for batch in read(start, begin_frags[fid], begin_plan, pre_rows[fid]):
-            batch = conform(batch, cmap, [ROW_ID])
-            rid = batch.column(ROW_ID).to_numpy()
-            yield emit(batch, "update_preimage", post_versions[np.searchsorted(post_ids, rid)])
-    dead = left.subset(~moved)
+    side = begin_changes(store, start, end, begin_version, changed, ids)
+    for fid in sorted(side.pre, key=rank.__getitem__):
+        offs, pre_ids, versions = side.pre[fid]
+        if offs.size:
+            yield _Read(start, begin_frags[fid], begin_plan, offs, pre_ids, versions, "update_preimage", True)
+    dead = side.dead
     if dead.ids.size == 0:
         return
-    gone = _first_gone(store, in_range, begin_version, end_version, begin_frags, dead)
-    for fid, offs in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
-        for batch in read(start, begin_frags[fid], begin_plan, offs):
-            batch = conform(batch, cmap, [ROW_ID])
-            rid = batch.column(ROW_ID).to_numpy()
-            yield emit(batch, "delete", gone[np.searchsorted(dead.ids, rid)])
-
-
-def _first_gone(
-    store: ObjectStore,
-    in_range: dict[int, Manifest],
-    begin: int,
-    end: int,
-    begin_frags: dict[int, FragmentMetadata],
-    dead: Leavers,
-) -> np.ndarray:
-    """For rows live at ``begin`` and gone at ``end`` (sorted by id): the first version in
-    ``(begin, end]`` without them, from each version's metadata."""
-    out = np.full(dead.ids.size, end, dtype=np.uint64)
-    pending = np.arange(dead.ids.size)
-    for v in sorted(in_range):
-        if not begin < v < end or pending.size == 0:
-            continue
-        alive = live_among(store, in_range[v], begin_frags, begin, dead.subset(pending))
-        out[pending[~alive]] = v
-        pending = pending[alive]
-    return out
+    checks = [in_range[v] for v in sorted(in_range) if begin_version < v < end_version]
+    gone = first_gone(store, checks, begin_version, begin_frags, dead, end_version, ids)
+    for fid, idx in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
+        yield _Read(start, begin_frags[fid], begin_plan, dead.offsets[idx], dead.ids[idx], gone[idx], "delete", True)

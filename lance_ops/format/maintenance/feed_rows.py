@@ -5,18 +5,23 @@ sequences and deletion vectors of a fragment are all in the manifest (or beside 
 change feed picks its rows before it opens any data file:
 
 - inserts / update post-images: fragments of the end version whose version runs hold a value in
-  ``(begin, end]``; a fragment without one costs one pass over its runs and nothing else;
+  ``(begin, end]``; a fragment without one costs one pass over its runs and nothing else, and in
+  one with changes the rows are expanded only for the runs that match;
 - rows that left a fragment of the begin version: fragments removed since, or whose deletion
-  vector changed (only those fragments' row ids and deletion vectors are decoded);
+  vector changed (the difference of the two deletion vectors; only those rows' ids are looked
+  up, without expanding a fragment whose ids are one range);
 - where such a row went: a fragment that did not exist at ``begin`` holding its id (an update
   or a compaction moved it) or nowhere (deleted).  A fragment whose rows were all created after
   ``begin`` cannot hold one and is skipped.
 
-Memory grows with the rows that changed (and with the fragments rewritten in the range, whose
-rows all count as having left), never with the rows that did not.
+Every chosen row comes with its row id and commit version, aligned with its physical offset, so
+a reader decodes only the user columns of the spans holding chosen rows (in-process:
+:mod:`.change_feed`; on many workers: :mod:`.distributed`).  Memory grows with the rows that
+changed (and with the fragments rewritten in the range, whose rows all count as having left),
+never with the rows that did not.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +33,19 @@ from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..store import ObjectStore
 
-__all__ = ["EndChanges", "Leavers", "end_changes", "leavers", "live_among", "live_mask", "version_runs"]
+__all__ = [
+    "BeginChanges",
+    "EndChanges",
+    "Leavers",
+    "RowIds",
+    "begin_changes",
+    "end_changes",
+    "first_gone",
+    "leavers",
+    "live_among",
+    "live_mask",
+    "version_runs",
+]
 
 _EMPTY_IDS = np.empty(0, dtype=np.uint64)
 _EMPTY_OFFSETS = np.empty(0, dtype=np.int64)
@@ -36,51 +53,137 @@ _EMPTY_OFFSETS = np.empty(0, dtype=np.int64)
 
 def version_runs(manifest: Manifest, frag: FragmentMetadata, *, created: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(versions, lengths)`` of a fragment's version runs (one run of version 1 without a sequence)."""
-    data = frag.created_at_versions if created else frag.last_updated_at_versions
-    if data is None:  # as pylance reports a fragment without a sequence
-        return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
-    name = "inline_created_at_versions" if created else "inline_last_updated_at_versions"
-    source = manifest.source
-    with rowids.inline_field(source, frag.id, name):
-        return rowids.decode_version_runs(data, expected_len=frag.physical_rows, path=source or "<inline>")
+    return rowids.fragment_version_runs(frag, manifest.source, created=created)
+
+
+def _deleted(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> np.ndarray:
+    """Sorted deleted physical offsets of ``frag`` (int64; empty when nothing is deleted)."""
+    if frag.deletion_file is None:
+        return _EMPTY_OFFSETS
+    out = read_deletion_file(
+        store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=manifest.bases
+    )
+    return out.astype(np.int64)
 
 
 def live_mask(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> np.ndarray | None:
     """False for the deleted physical rows of ``frag``; None when nothing is deleted."""
-    if frag.deletion_file is None:
-        return None
-    deleted = read_deletion_file(
-        store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=manifest.bases
-    )
-    if not len(deleted):
+    deleted = _deleted(store, manifest, frag)
+    if not deleted.size:
         return None
     live = np.ones(frag.physical_rows, dtype=bool)
     live[deleted] = False
     return live
 
 
-def _row_ids(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> np.ndarray:
-    if frag.row_ids is None:
-        raise CorruptFileError(manifest.source or store.uri,
-                               f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-    return rowids.fragment_row_ids(frag, manifest.source)
+def _not_in(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Mask of ``values`` absent from the sorted array ``sorted_set``."""
+    if sorted_set.size == 0 or values.size == 0:
+        return np.ones(values.size, dtype=bool)
+    pos = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
+    return sorted_set[pos] != values
+
+
+#: decoded row ids one feed keeps for reuse (8 bytes each), oldest dropped first
+_CACHED_IDS = 4 * 1024 * 1024
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def _order(a: np.ndarray) -> np.ndarray | None:
+    """A stable sorting permutation of ``a``, None when ``a`` is already sorted (the common
+    case: ids and offsets come out of fragments in order)."""
+    return None if _sorted(a) else np.argsort(a, kind="stable")
+
+
+class RowIds:
+    """Row ids of fragments, decoded at most once per fragment for one feed; a fragment whose
+    ids are one range is never expanded."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._decoded: dict[int, tuple[bytes, np.ndarray]] = {}
+        self._held = 0
+
+    def _range(self, manifest: Manifest, frag: FragmentMetadata) -> tuple[int, int] | None:
+        if frag.row_ids is None:
+            raise CorruptFileError(manifest.source or self.store.uri,
+                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
+        return rowids.fragment_row_id_range(frag, manifest.source)
+
+    def all(self, manifest: Manifest, frag: FragmentMetadata) -> np.ndarray:
+        """Every physical row's id (read-only)."""
+        key = id(frag.row_ids)
+        hit = self._decoded.get(key)
+        if hit is not None and hit[0] is frag.row_ids:
+            return hit[1]
+        self._range(manifest, frag)  # (checks that there are ids)
+        ids = rowids.fragment_row_ids(frag, manifest.source)
+        ids.setflags(write=False)
+        assert frag.row_ids is not None
+        while self._decoded and self._held + ids.size > _CACHED_IDS:
+            self._held -= next(iter(self._decoded.values()))[1].size
+            del self._decoded[next(iter(self._decoded))]
+        self._decoded[key] = (frag.row_ids, ids)
+        self._held += ids.size
+        return ids
+
+    def at(self, manifest: Manifest, frag: FragmentMetadata, offsets: np.ndarray) -> np.ndarray:
+        """The ids of the physical rows ``offsets``."""
+        if offsets.size == 0:
+            self._range(manifest, frag)
+            return _EMPTY_IDS
+        rng = self._range(manifest, frag)
+        if rng is not None:
+            return offsets.astype(np.uint64) + np.uint64(rng[0])
+        return self.all(manifest, frag)[offsets]
+
+
+def _pieces(cv: np.ndarray, cl: np.ndarray, uv: np.ndarray, ul: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The row range cut where either version sequence changes: ``(starts, lengths, created,
+    updated)`` per piece."""
+    c_end, u_end = np.cumsum(cl), np.cumsum(ul)
+    ends = np.union1d(c_end, u_end)
+    ends = ends[ends > 0]
+    starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1]])
+    c = cv[np.searchsorted(c_end, starts, side="right")]
+    u = uv[np.searchsorted(u_end, starts, side="right")]
+    return starts, ends - starts, c, u
+
+
+def _expand(starts: np.ndarray, lengths: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, value per offset)`` of the pieces ``[start, start+length)``."""
+    total = int(lengths.sum())
+    if total == 0:
+        return _EMPTY_OFFSETS, _EMPTY_IDS
+    first = np.cumsum(lengths) - lengths  # position of each piece's first row in the output
+    offsets = np.arange(total, dtype=np.int64) + np.repeat(starts - first, lengths)
+    return offsets, np.repeat(values, lengths)
 
 
 @dataclass(frozen=True)
 class EndChanges:
-    """The inserted and updated live rows of one fragment of the end version (physical offsets)."""
+    """The inserted and updated live rows of one fragment of the end version (physical offsets,
+    sorted), with their row ids and versions (created for inserts, last updated for updates)."""
 
     fragment: FragmentMetadata
     inserts: np.ndarray
+    insert_ids: np.ndarray
+    insert_versions: np.ndarray
     posts: np.ndarray  # update post-images
-    post_ids: np.ndarray  # their row ids
+    post_ids: np.ndarray
     post_versions: np.ndarray  # their _row_last_updated_at_version
 
 
-def end_changes(store: ObjectStore, end: Manifest, begin: int, stop: int) -> list[EndChanges]:
+def end_changes(
+    store: ObjectStore, end: Manifest, begin: int, stop: int, ids: RowIds | None = None
+) -> list[EndChanges]:
     """The fragments of ``end`` with inserted (``begin < created <= stop``) or updated
     (``created <= begin < updated <= stop``) live rows, and those rows; the others are pruned
     from their version runs without reading anything."""
+    ids = ids if ids is not None else RowIds(store)
     out = []
     lo, hi = np.uint64(begin), np.uint64(stop)
     for frag in end.fragments:
@@ -88,18 +191,20 @@ def end_changes(store: ObjectStore, end: Manifest, begin: int, stop: int) -> lis
         uv, ul = version_runs(end, frag, created=False)
         if not (((cv > lo) & (cv <= hi)).any() or ((uv > lo) & (uv <= hi)).any()):
             continue
-        c, u = np.repeat(cv, cl), np.repeat(uv, ul)
-        ins = (c > lo) & (c <= hi)
-        post = (c <= lo) & (u > lo) & (u <= hi)
-        live = live_mask(store, end, frag)
-        if live is not None:
-            ins &= live
-            post &= live
-        if not (ins.any() or post.any()):
+        starts, lengths, c, u = _pieces(cv, cl, uv, ul)
+        ins_p = (c > lo) & (c <= hi)
+        post_p = (c <= lo) & (u > lo) & (u <= hi)
+        ins, ins_v = _expand(starts[ins_p], lengths[ins_p], c[ins_p])
+        posts, post_v = _expand(starts[post_p], lengths[post_p], u[post_p])
+        deleted = _deleted(store, end, frag)
+        if deleted.size:
+            keep = _not_in(ins, deleted)
+            ins, ins_v = ins[keep], ins_v[keep]
+            keep = _not_in(posts, deleted)
+            posts, post_v = posts[keep], post_v[keep]
+        if not (ins.size or posts.size):
             continue
-        posts = np.flatnonzero(post)
-        post_ids = _row_ids(store, end, frag)[posts] if posts.size else _EMPTY_IDS
-        out.append(EndChanges(frag, np.flatnonzero(ins), posts, post_ids, u[posts]))
+        out.append(EndChanges(frag, ins, ids.at(end, frag, ins), ins_v, posts, ids.at(end, frag, posts), post_v))
     return out
 
 
@@ -116,85 +221,190 @@ class Leavers:
         return Leavers(self.ids[keep], self.fragments[keep], self.offsets[keep])
 
     def by_fragment(self) -> dict[int, np.ndarray]:
-        """Begin fragment id -> sorted physical offsets of its rows here."""
+        """Begin fragment id -> positions (into these rows) of its rows, by physical offset."""
+        if self.fragments.size and self.fragments[0] == self.fragments[-1] and _sorted(self.fragments):
+            o = _order(self.offsets)  # one fragment (the common case)
+            return {int(self.fragments[0]): np.arange(self.offsets.size) if o is None else o}
         order = np.lexsort((self.offsets, self.fragments))
-        frags, offs = self.fragments[order], self.offsets[order]
-        ids, starts = np.unique(frags, return_index=True)
+        frags = self.fragments[order]
+        fids, starts = np.unique(frags, return_index=True)
         bounds = [*starts.tolist(), frags.size]
-        return {int(f): offs[bounds[i]: bounds[i + 1]] for i, f in enumerate(ids.tolist())}
+        return {int(f): order[bounds[i]: bounds[i + 1]] for i, f in enumerate(fids.tolist())}
 
 
 def leavers(
-    store: ObjectStore, start: Manifest, end: Manifest, in_place_posts: dict[int, np.ndarray]
-) -> tuple[Leavers, dict[int, np.ndarray]]:
-    """Rows that left their begin fragment, and, per begin fragment, the offsets of its rows
-    updated in place (``in_place_posts``: end fragment id -> post-image offsets) that were live
-    at ``begin``.  Fragments with the same id, rows and deletion vector at both ends cost nothing."""
+    store: ObjectStore,
+    start: Manifest,
+    end: Manifest,
+    in_place_posts: dict[int, EndChanges],
+    ids: RowIds | None = None,
+) -> tuple[Leavers, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Rows that left their begin fragment, and, per begin fragment, ``(offsets, ids, versions)``
+    of its rows updated in place (``in_place_posts``: end fragment id -> its changes) that were
+    live at ``begin``.  Fragments with the same id, rows and deletion vector at both ends cost
+    nothing."""
+    ids = ids if ids is not None else RowIds(store)
     at_end = {f.id: f for f in end.fragments}
-    ids, frags, offs = [], [], []
-    in_place: dict[int, np.ndarray] = {}
+    out_ids, frags, offs = [], [], []
+    in_place: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for frag in start.fragments:
         other = at_end.get(frag.id)
-        posts = in_place_posts.get(frag.id, _EMPTY_OFFSETS)
+        c = in_place_posts.get(frag.id)
         if other is not None and other.physical_rows != frag.physical_rows:
             other = None  # not the same rows: as if removed
         if other is not None and other.deletion_file == frag.deletion_file:
-            if posts.size:
-                in_place[frag.id] = posts
+            if c is not None and c.posts.size:
+                in_place[frag.id] = (c.posts, c.post_ids, c.post_versions)
             continue
-        live_b = live_mask(store, start, frag)
+        del_b = _deleted(store, start, frag)
         if other is not None:
-            live_e = live_mask(store, end, other)
-            gone = ~live_e if live_e is not None else np.zeros(frag.physical_rows, dtype=bool)
-            if live_b is not None:
-                gone &= live_b
-            if posts.size:
-                in_place[frag.id] = posts if live_b is None else posts[live_b[posts]]
+            rows = _deleted(store, end, other)
+            if del_b.size:
+                rows = rows[_not_in(rows, del_b)]
+            if c is not None and c.posts.size:
+                keep = _not_in(c.posts, del_b)
+                in_place[frag.id] = (c.posts[keep], c.post_ids[keep], c.post_versions[keep])
+        elif del_b.size:
+            live = np.ones(frag.physical_rows, dtype=bool)
+            live[del_b] = False
+            rows = np.flatnonzero(live)
         else:
-            gone = live_b if live_b is not None else np.ones(frag.physical_rows, dtype=bool)
-        rows = np.flatnonzero(gone)
+            rows = np.arange(frag.physical_rows, dtype=np.int64)
         if rows.size == 0:
             continue
-        ids.append(_row_ids(store, start, frag)[rows])
+        out_ids.append(ids.at(start, frag, rows))
         frags.append(np.full(rows.size, frag.id, dtype=np.int64))
         offs.append(rows)
-    if not ids:
+    if not out_ids:
         return Leavers(_EMPTY_IDS, _EMPTY_OFFSETS, _EMPTY_OFFSETS), in_place
-    all_ids = np.concatenate(ids)
-    order = np.argsort(all_ids, kind="stable")
-    return Leavers(all_ids[order], np.concatenate(frags)[order], np.concatenate(offs)[order]), in_place
+    all_ids, all_frags, all_offs = (x[0] if len(x) == 1 else np.concatenate(x) for x in (out_ids, frags, offs))
+    order = _order(all_ids)
+    if order is None:
+        return Leavers(all_ids, all_frags, all_offs), in_place
+    return Leavers(all_ids[order], all_frags[order], all_offs[order]), in_place
 
 
 def live_among(
-    store: ObjectStore, manifest: Manifest, begin_fragments: Iterable[int], begin: int, rows: Leavers
+    store: ObjectStore,
+    manifest: Manifest,
+    begin_fragments: Iterable[int],
+    begin: int,
+    rows: Leavers,
+    ids: RowIds | None = None,
+    *,
+    left_there: bool = False,
 ) -> np.ndarray:
     """Which of ``rows`` (rows of the begin version's fragments ``begin_fragments``) are live in
     ``manifest``: still live in their fragment, or live under their id in a fragment added since
-    ``begin`` (one whose rows were all created after ``begin`` cannot hold them: skipped)."""
+    ``begin`` (one whose rows were all created after ``begin`` cannot hold them: skipped).
+    ``left_there``: ``rows`` are :func:`leavers` of ``manifest``, so none is live in its own
+    fragment there (only the fragments added since ``begin`` are looked at)."""
+    ids = ids if ids is not None else RowIds(store)
     alive = np.zeros(rows.ids.size, dtype=bool)
     if rows.ids.size == 0:
         return alive
     old = set(begin_fragments)
-    order = np.argsort(rows.fragments, kind="stable")
-    frag_sorted = rows.fragments[order]
+    order = _order(rows.fragments)
+    if order is None:
+        order = np.arange(rows.fragments.size)
+        frag_sorted = rows.fragments
+    else:
+        frag_sorted = rows.fragments[order]
     lo = np.uint64(begin)
     for frag in manifest.fragments:
         if frag.id in old:
+            if left_there:
+                continue
             a, b = np.searchsorted(frag_sorted, [frag.id, frag.id + 1])
             if a == b:
                 continue
             idx = order[a:b]
-            live = live_mask(store, manifest, frag)
-            alive[idx] = True if live is None else live[rows.offsets[idx]]
+            alive[idx] = _not_in(rows.offsets[idx], _deleted(store, manifest, frag))
             continue
         cv, _ = version_runs(manifest, frag, created=True)
         if not (cv <= lo).any():
             continue  # only rows created after begin: none of ours
-        ids = _row_ids(store, manifest, frag)
-        live = live_mask(store, manifest, frag)
-        if live is not None:
-            ids = ids[live]
-        pos = np.clip(np.searchsorted(rows.ids, ids), 0, rows.ids.size - 1)
-        hit = rows.ids[pos] == ids
+        rng = ids._range(manifest, frag)
+        deleted = _deleted(store, manifest, frag)
+        if rng is not None:  # ids [s, e): a row is here if its id is in range and not deleted
+            a, b = np.searchsorted(rows.ids, [rng[0], rng[1]])
+            if a == b:
+                continue
+            hit = np.arange(a, b)
+            local = (rows.ids[a:b] - np.uint64(rng[0])).astype(np.int64)
+            alive[hit[_not_in(local, deleted)]] = True
+            continue
+        frag_ids = ids.all(manifest, frag)
+        if deleted.size:
+            frag_ids = np.delete(frag_ids, deleted)
+        pos = np.clip(np.searchsorted(rows.ids, frag_ids), 0, rows.ids.size - 1)
+        hit = rows.ids[pos] == frag_ids
         alive[pos[hit]] = True
     return alive
+
+
+@dataclass(frozen=True)
+class BeginChanges:
+    """What the begin version contributes: per begin fragment id, the update pre-images
+    ``(offsets, ids, versions)`` (sorted by offset; version = the post-image's), and the rows
+    deleted in the range (``dead``, sorted by id; their versions come from :func:`first_gone`)."""
+
+    pre: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    dead: Leavers
+
+
+def begin_changes(
+    store: ObjectStore, start: Manifest, end: Manifest, begin: int, changed: Sequence[EndChanges],
+    ids: RowIds | None = None,
+) -> BeginChanges:
+    """Update pre-images and deleted rows of the begin version ``start`` for the end version's
+    ``changed`` rows (:func:`end_changes`), from metadata alone."""
+    ids = ids if ids is not None else RowIds(store)
+    post_ids = np.concatenate([c.post_ids for c in changed]) if changed else _EMPTY_IDS
+    post_versions = np.concatenate([c.post_versions for c in changed]) if changed else _EMPTY_IDS
+    order = _order(post_ids)
+    if order is not None:
+        post_ids, post_versions = post_ids[order], post_versions[order]
+    left, in_place = leavers(store, start, end, {c.fragment.id: c for c in changed if c.posts.size}, ids)
+    begin_ids = [f.id for f in start.fragments]
+    moved = live_among(store, end, begin_ids, begin, left, ids, left_there=True)
+    pos = np.zeros(left.ids.size, dtype=np.intp)
+    is_pre = np.zeros(left.ids.size, dtype=bool)
+    if post_ids.size and left.ids.size:
+        pos = np.clip(np.searchsorted(post_ids, left.ids), 0, post_ids.size - 1)
+        is_pre = moved & (post_ids[pos] == left.ids)
+    pre = dict(in_place)
+    moved_pre = left.subset(is_pre)
+    moved_v = post_versions[pos[is_pre]]
+    for fid, idx in moved_pre.by_fragment().items():
+        parts = (moved_pre.offsets[idx], moved_pre.ids[idx], moved_v[idx])
+        if fid in pre:
+            o = np.concatenate([pre[fid][0], parts[0]])
+            k = np.argsort(o, kind="stable")
+            parts = (o[k], np.concatenate([pre[fid][1], parts[1]])[k], np.concatenate([pre[fid][2], parts[2]])[k])
+        pre[fid] = parts
+    return BeginChanges(pre, left.subset(~moved))
+
+
+def first_gone(
+    store: ObjectStore,
+    checks: Sequence[Manifest],
+    begin: int,
+    begin_fragments: Iterable[int],
+    dead: Leavers,
+    default: int,
+    ids: RowIds | None = None,
+) -> np.ndarray:
+    """For rows live at ``begin`` and gone at the end (sorted by id): the first of the versions
+    ``checks`` (ascending, between the two) without them, else ``default``; metadata only."""
+    ids = ids if ids is not None else RowIds(store)
+    frag_ids = list(begin_fragments)
+    out = np.full(dead.ids.size, default, dtype=np.uint64)
+    pending = np.arange(dead.ids.size)
+    for m in checks:
+        if pending.size == 0:
+            break
+        alive = live_among(store, m, frag_ids, begin, dead.subset(pending), ids)
+        out[pending[~alive]] = m.version
+        pending = pending[alive]
+    return out
