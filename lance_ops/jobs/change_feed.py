@@ -12,9 +12,13 @@ rows are evaluated on the ``end`` version (FORMAT_NOTES.md §13):
 - delete: row ids live at begin and gone at end, the row from begin; version = the first
   version in ``(begin, end]`` without the id.
 
-It is built from reads of the two versions through the lance data source (version columns
-pushed down as filters, so only batches holding changed rows are decoded) and joins /
-anti-joins by ``_rowid``; it equals the in-process ``LanceDataset.change_feed``.
+It is read through the ``lance_changes`` data source: the rows are chosen from manifest
+metadata when Spark plans the read (version runs, deletion-vector diffs, the row ids of the
+fragments written since ``begin``: :mod:`lance_ops.format.maintenance.feed_rows`), one task per
+fragment range holding changes, and each task decodes only the user columns of the spans
+holding its rows.  Nothing scans whole versions or joins by ``_rowid``, and the planning memory
+grows with the changes, not with the dataset.  It equals the in-process
+``LanceDataset.change_feed``.
 Compaction and deletion materialisation keep row ids and versions: they add no rows.
 Across schema evolution the output has the end version's columns; pre-images and deleted rows
 read from ``begin`` are mapped onto them by field id (a later-added column is null, a renamed one
@@ -27,29 +31,23 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.errors import UnsupportedFeatureError
 from lance_ops.format.file.blobs import scan_schema
-from lance_ops.format.maintenance.distributed import (
-    commit_timestamp_micros,
-    id_removing_versions,
-    open_manifest,
-    range_column_map,
-    row_changing_versions,
-)
+from lance_ops.format.maintenance.distributed import open_manifest, range_column_map
 from lance_ops.format.manifest import Manifest, list_versions, read_manifest
 from lance_ops.format.operations import Update
-from lance_ops.format.scan import CREATED_AT, ROW_ID, UPDATED_AT
+from lance_ops.format.scan import ROW_ID
 from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
-from ._common import read_version, version_number
-from ._types import spark_schema
+from ._common import version_number
+from ._options import source_options
 from .mutations import committed_files, delete_deletion_files, plan_deletions, write_fragments_df
 from .results import ChangeFeedWriteResult
 from .source import delete_fragment_files, sweep_staging
@@ -93,7 +91,6 @@ def change_feed(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
     user_arrow = scan_schema(end_m.schema.to_arrow())
-    user = list(user_arrow.names)
     out_schema = change_feed_spark_schema(user_arrow)
     if b == e:
         return spark.createDataFrame([], out_schema)
@@ -104,74 +101,17 @@ def change_feed(
             manifests[v] = read_manifest(store, v, scheme).manifest
         return manifests[v]
 
-    def read(m: Manifest, columns: list[str], **options: Any) -> DataFrame:
-        return read_version(spark, uri, m, columns, storage_options=so, **options)
-
-    types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
-    user_cols = [F.col(c).cast(types[c]).alias(c) for c in user]
-    created, updated = F.col(CREATED_AT), F.col(UPDATED_AT)
-    is_insert = (created > b) & (created <= e)
-    is_post = (created <= b) & (updated > b) & (updated <= e)
-
-    def emit(df: DataFrame, kind: str | Column, version: Column, cols: list[Column] | None = None) -> DataFrame:
-        k = F.lit(kind) if isinstance(kind, str) else kind
-        return df.select(*(cols or user_cols), F.col(ROW_ID), k.alias(CHANGE_TYPE),
-                         version.cast("long").alias(COMMIT_VERSION))
-
-    # One scan of the end version; the reader selects inserted / updated rows from the version
-    # columns before decoding any data page.
-    changed = read(end_m, user + [ROW_ID, CREATED_AT, UPDATED_AT], changed_between=f"{b},{e}")
-    parts = [
-        emit(changed, F.when(is_insert, "insert").otherwise("update_postimage"),
-             F.when(is_insert, created).otherwise(updated))
-    ]
-    cmap = range_column_map(store, scheme, b, e, at, on_schema_change, uri) if b > 0 else None
-    changing = row_changing_versions(store, scheme, b, e) if b > 0 else []
-    if changing:  # there may be pre-images and deletes: join the begin version by _rowid
-        assert cmap is not None
-        # the begin version's columns under the end version's names and types (by field id)
-        begin_cols = [
-            (F.col(src) if src is not None else F.lit(None)).cast(types[c]).alias(c)
-            for c, src in zip(user, cmap.sources, strict=True)
-        ]
-        candidates = id_removing_versions(store, scheme, b, e)
-        # Metadata-only scans (no data file is opened for _rowid and the version columns).
-        end_meta = read(end_m, [ROW_ID, CREATED_AT, UPDATED_AT]).select(
-            F.col(ROW_ID), F.when(is_post, updated).alias("_post_v"), F.lit(True).alias("_alive")
-        )
-        begin_m = at(b)
-        joined = read(begin_m, cmap.read_columns + [ROW_ID]).join(end_meta, on=ROW_ID, how="left").where(
-            F.col("_post_v").isNotNull() | F.col("_alive").isNull()
-        )
-        gone: Column = F.lit(candidates[-1] if candidates else e)
-        if len(candidates) > 1:
-            # first candidate version without the id = min(candidates - versions where it is live);
-            # the scans of row ids are metadata-only
-            dead = read(begin_m, [ROW_ID]).join(read(end_m, [ROW_ID]), on=ROW_ID, how="left_anti")
-            live_at = None
-            for v in candidates[:-1]:
-                ids = read(at(v), [ROW_ID]).select(F.col(ROW_ID), F.lit(v).cast("long").alias("_v"))
-                live_at = ids if live_at is None else live_at.unionByName(ids)
-            assert live_at is not None
-            every = F.array(*[F.lit(v).cast("long") for v in candidates])
-            firsts = (
-                dead.join(live_at, on=ROW_ID, how="left")
-                .groupBy(ROW_ID)
-                .agg(F.array_min(F.array_except(every, F.collect_set("_v"))).alias("_gone"))
-            )
-            joined = joined.join(firsts, on=ROW_ID, how="left")
-            gone = F.coalesce(F.col("_gone"), F.lit(candidates[-1]))
-        dead_row = F.col("_alive").isNull()
-        parts.append(
-            emit(joined, F.when(dead_row, "delete").otherwise("update_preimage"),
-                 F.when(dead_row, gone).otherwise(F.col("_post_v")), begin_cols)
-        )
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    stamps = [x for v in range(b + 1, e + 1) for x in (F.lit(v).cast("long"), F.lit(commit_timestamp_micros(at(v))))]
-    ts = F.timestamp_micros(F.element_at(F.create_map(*stamps), F.col(COMMIT_VERSION)))
-    return out.withColumn(COMMIT_TIMESTAMP, ts).select(*[f.name for f in out_schema.fields])
+    if b > 0:
+        at(b)  # a missing begin version is an error now, not in a Spark task
+    if on_schema_change not in ("evolve", "fail"):
+        raise ValueError(f"on_schema_change must be 'evolve' or 'fail', got {on_schema_change!r}")
+    if on_schema_change == "fail" and b > 0:  # raise here, on the driver, before Spark plans anything
+        range_column_map(store, scheme, b, e, at, on_schema_change, uri)
+    # The lance_changes source plans the rows from metadata (one task per fragment range holding
+    # changes) and its tasks decode only the spans holding them.
+    opts = source_options(storage_options=so, startingVersion=b + 1, endingVersion=e,
+                          on_schema_change=on_schema_change)
+    return spark.read.format("lance_changes").schema(out_schema).options(**opts).load(uri)
 
 
 #: The Hive-style partition column of a parquet sink (no leading ``_``: pyarrow, pandas and Spark

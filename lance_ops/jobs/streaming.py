@@ -51,8 +51,11 @@ CHANGE_COLUMNS = ("_rowid", "_change_type", "_commit_version", "_commit_timestam
 
 
 def change_feed_spark_schema(user: pa.Schema) -> StructType:
-    """Spark schema of the change feed for a dataset whose user columns are ``user``."""
-    fields = list(spark_schema(user).fields) + [
+    """Spark schema of the change feed for a dataset whose user columns are ``user``.
+
+    The user columns are nullable: pre-images and deleted rows come from earlier versions,
+    where a column added since is null."""
+    fields = [StructField(f.name, f.dataType, True, f.metadata) for f in spark_schema(user).fields] + [
         StructField("_rowid", LongType(), False),
         StructField("_change_type", StringType(), False),
         StructField("_commit_version", LongType(), False),
@@ -67,6 +70,7 @@ CHANGES_OPTIONS = {
     "startingVersion": "first version whose changes are read (default 1; streams: or 'latest')",
     "endingVersion": "last version (batch reads; default the latest)",
     "maxVersionsPerTrigger": "versions per micro-batch (streams)",
+    "on_schema_change": "evolve (default: rows of earlier versions mapped onto the end version's columns) or fail",
     "storage_options": "JSON object for the storage",
     "storage.<key>": "one storage option",
 }
@@ -105,15 +109,24 @@ class LanceChangesDataSource(DataSource):
         return LanceChangesBatchReader(self.options, schema)
 
 
+def _on_schema_change(options: Any) -> str:
+    value = str(options.get("on_schema_change") or "evolve").strip().lower()
+    if value not in ("evolve", "fail"):
+        raise InvalidOptionError(f"option on_schema_change must be 'evolve' or 'fail', got {value!r}")
+    return value
+
+
 class _ChangeReading:
     uri: str
     storage_options: dict[str, Any]
     schema: StructType
+    on_schema_change: str = "evolve"
 
     def _partitions(self, begin: int, end: int) -> list[InputPartition]:
         if end <= begin:
             return []
-        plan = plan_change_feed(self.uri, begin, end, storage_options=self.storage_options)
+        plan = plan_change_feed(self.uri, begin, end, storage_options=self.storage_options,
+                                on_schema_change=self.on_schema_change)
         return [InputPartition(t) for t in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -131,6 +144,7 @@ class LanceChangesBatchReader(_ChangeReading, DataSourceReader):
         self.uri = _uri(options)
         self.storage_options = storage_options(options)
         self.schema = schema
+        self.on_schema_change = _on_schema_change(options)
         store = ObjectStore(self.uri, self.storage_options)
         end, _ = open_manifest(store, get_int(options, "endingversion", None))
         self.end = end.version
@@ -149,6 +163,7 @@ class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsT
         self.uri = _uri(options)
         self.storage_options = storage_options(options)
         self.schema = schema
+        self.on_schema_change = _on_schema_change(options)
         raw = str(options.get("startingversion") or "1").strip().lower()
         self.starting = None if raw == "latest" else int(raw)
         if self.starting is not None and self.starting < 1:

@@ -10,8 +10,10 @@ Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark execu
   (manifest sequences and deletion files; no data file is opened).
 - Change feed as plan / execute (same semantics and output as
   :func:`lance_ops.format.maintenance.change_feed.change_feed_batches`, FORMAT_NOTES.md §13):
-  :func:`plan_change_feed` works on metadata only (driver side) and yields picklable
-  :class:`ChangeFeedTask`\\ s; :func:`execute_change_feed_task` runs one anywhere.
+  :func:`plan_change_feed` works on metadata only (driver side: the rows are chosen by
+  :mod:`.feed_rows`, so only fragments and spans holding changes get tasks, and planning memory
+  grows with the changes, not the dataset) and yields picklable :class:`ChangeFeedTask`\\ s;
+  :func:`execute_change_feed_task` runs one anywhere, decoding only the spans of its rows.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,14 +31,25 @@ from ..commit_handler import checkout_manifest
 from ..deletion import read_deletion_file
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..file.blobs import scan_schema
-from ..file.reader import DataFileReader
+from ..file.reader import DataFileReader, PagePrefetcher
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
 from ..operations import Append, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
-from ..scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, fields_in_file
+from ..scan import (
+    CREATED_AT,
+    META_COLUMNS,
+    PREFETCH_BYTES,
+    ROW_ADDR,
+    ROW_ID,
+    UPDATED_AT,
+    fields_in_file,
+    plan_scan,
+    scan_fragment_rows,
+)
 from ..store import ObjectStore
-from .change_feed import change_feed_schema
+from .change_feed import CHANGE_TYPES, change_feed_schema
 from .evolution import ColumnMap, column_map, conform, refuse_schema_changes
+from .feed_rows import RowIds, begin_changes, end_changes, first_gone
 
 DEFAULT_BATCH_SIZE = 131072
 _INDEX = "__lance_ops_row_index"
@@ -50,7 +63,6 @@ __all__ = [
     "fragment_rows",
     "id_removing_versions",
     "light_manifest",
-    "live_row_ids",
     "open_manifest",
     "plan_change_feed",
     "range_column_map",
@@ -122,30 +134,6 @@ def fragment_rows(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
         live[read_deletion_file(store, frag.id, frag.deletion_file.to_proto(), physical_rows=n,
                                 bases=manifest.bases)] = False
     return FragmentRows(frag.id, ids, created, updated, live)
-
-
-def live_row_ids(store: ObjectStore, manifest: Manifest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ids, created, updated) of every live row of ``manifest``, sorted by id; metadata only."""
-    ids, created, updated = [], [], []
-    for frag in manifest.fragments:
-        r = fragment_rows(store, manifest, frag)
-        ids.append(r.ids[r.live])
-        created.append(r.created[r.live])
-        updated.append(r.updated[r.live])
-    if not ids:
-        empty = np.empty(0, dtype=np.uint64)
-        return empty, empty, empty
-    all_ids = np.concatenate(ids)
-    order = np.argsort(all_ids, kind="stable")
-    return all_ids[order], np.concatenate(created)[order], np.concatenate(updated)[order]
-
-
-def _member(sorted_ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(is ``values[i]`` in ``sorted_ids``, its position there)."""
-    if sorted_ids.size == 0 or values.size == 0:
-        return np.zeros(values.size, dtype=bool), np.zeros(values.size, dtype=np.intp)
-    pos = np.clip(np.searchsorted(sorted_ids, values), 0, sorted_ids.size - 1)
-    return sorted_ids[pos] == values, pos
 
 
 # --------------------------------------------------------------------------- range scans
@@ -358,12 +346,15 @@ def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, e
 
 @dataclass(frozen=True)
 class ChangeFeedTask:
-    """One fragment (range) to scan for change rows (picklable).
+    """Change rows of one fragment (or one row range of it) to read and emit (picklable).
 
-    ``kind`` "end": inserts and update post-images among the rows of a fragment of the end
-    version.  ``kind`` "begin": update pre-images and deletes among the rows of a fragment of
-    the begin version; ``pre_ids``/``pre_versions`` and ``dead_ids``/``dead_versions`` (sorted
-    by id) say which row ids to emit and their commit versions.
+    ``kind`` "end": inserts and update post-images, read from a fragment of the end version.
+    ``kind`` "begin": update pre-images and deletes, read from a fragment of the begin version
+    (mapped onto the end version's columns by ``sources``).  The rows are chosen on the driver
+    from metadata (:mod:`.feed_rows`): ``rows`` are sorted physical offsets, and ``row_ids``,
+    ``versions`` (``_commit_version``) and ``change_types`` (indices into
+    :data:`~.change_feed.CHANGE_TYPES`) are aligned with them; only the user columns of the
+    spans holding these rows are decoded.
     """
 
     kind: str
@@ -371,16 +362,14 @@ class ChangeFeedTask:
     storage_options: Mapping[str, Any]
     manifest: Manifest  # light (no fragment list): schema and flags of the version scanned
     fragment: FragmentMetadata
-    offset: int
-    length: int
     begin: int
     end: int
-    user_schema: pa.Schema  # the end version's user columns (output columns)
+    user_schema: pa.Schema  # the end version's user columns as scans return them (output columns)
     timestamps: Mapping[int, int]  # version -> commit time (microseconds, UTC)
-    pre_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    pre_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    dead_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
-    dead_versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    row_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    versions: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+    change_types: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
     #: "begin" tasks: the scanned version's name of each end column (None: it has no such
     #: column); None = the same names (no schema change in the range)
     sources: tuple[str | None, ...] | None = None
@@ -394,6 +383,21 @@ class ChangeFeedPlan:
     tasks: tuple[ChangeFeedTask, ...]
 
 
+_INSERT, _PRE, _POST, _DELETE = (CHANGE_TYPES.index(k) for k in ("insert", "update_preimage", "update_postimage", "delete"))
+
+
+def _merged(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, ...]:
+    """``(rows, ids, versions, types)`` of several row sets of one fragment, sorted by row."""
+    rows = np.concatenate([p[0] for p in parts])
+    ids = np.concatenate([p[1] for p in parts])
+    versions = np.concatenate([p[2] for p in parts]).astype(np.uint64)
+    types = np.concatenate([np.full(p[0].size, p[3], dtype=np.int8) for p in parts])
+    if len(parts) > 1:
+        order = np.argsort(rows, kind="stable")
+        rows, ids, versions, types = rows[order], ids[order], versions[order], types[order]
+    return rows, ids, versions, types
+
+
 def plan_change_feed(
     uri: str,
     begin_version: int,
@@ -405,9 +409,11 @@ def plan_change_feed(
 ) -> ChangeFeedPlan:
     """Plan the change feed of ``(begin_version, end_version]`` from metadata alone.
 
-    Across schema changes the rows read from ``begin`` are mapped onto the end version's
-    columns by field id (:mod:`.evolution`), or with ``on_schema_change="fail"`` the plan
-    raises :class:`~lance_ops.format.errors.SchemaChangeError`.
+    Only fragments holding changed rows get a task, one per ``rows_per_task`` physical rows that
+    hold some; the driver's memory grows with the changed rows, not with the dataset
+    (:mod:`.feed_rows`).  Across schema changes the rows read from ``begin`` are mapped onto the
+    end version's columns by field id (:mod:`.evolution`), or with ``on_schema_change="fail"``
+    the plan raises :class:`~lance_ops.format.errors.SchemaChangeError`.
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
@@ -425,11 +431,10 @@ def plan_change_feed(
         raise UnsupportedFeatureError(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
-    user_schema = end_m.schema.to_arrow()
-    schema = change_feed_schema(user_schema)
+    user_schema = scan_schema(end_m.schema.to_arrow())
+    schema = change_feed_schema(end_m.schema.to_arrow())
     if begin_version == end_version:
         return ChangeFeedPlan(begin_version, end_version, schema, ())
-    b, e = np.uint64(begin_version), np.uint64(end_version)
     manifests = {end_version: end_m}
 
     def at(v: int) -> Manifest:
@@ -438,81 +443,47 @@ def plan_change_feed(
         return manifests[v]
 
     stamps = {v: commit_timestamp_micros(at(v)) for v in range(begin_version + 1, end_version + 1)}
-    light_end = light_manifest(end_m)
     tasks: list[ChangeFeedTask] = []
-    end_ids, end_created, end_updated = [], [], []
-    for frag in end_m.fragments:
-        r = fragment_rows(store, end_m, frag)
-        live_ids = r.ids[r.live]
-        end_ids.append(live_ids)
-        end_created.append(r.created[r.live])
-        end_updated.append(r.updated[r.live])
-        changed = r.live & (
-            ((r.created > b) & (r.created <= e)) | ((r.created <= b) & (r.updated > b) & (r.updated <= e))
-        )
-        for off, n in row_ranges(frag, rows_per_task):
-            if changed[off : off + n].any():
-                tasks.append(
-                    ChangeFeedTask("end", uri, so, light_end, frag, off, n, begin_version, end_version,
-                                   user_schema, stamps)
-                )
+
+    def add(kind: str, m: Manifest, frag: FragmentMetadata, parts: list, sources: Any = None) -> None:
+        rows, ids, versions, types = _merged(parts)
+        if rows.size == 0:
+            return
+        light = light_manifest(m)
+        bounds = np.searchsorted(rows, [off for off, _ in row_ranges(frag, rows_per_task)][1:])
+        for sl in np.split(np.arange(rows.size), bounds):
+            if sl.size:
+                a, z = int(sl[0]), int(sl[-1]) + 1
+                tasks.append(ChangeFeedTask(kind, uri, so, light, frag, begin_version, end_version, user_schema,
+                                            stamps, rows[a:z], ids[a:z], versions[a:z], types[a:z], sources))
+
+    ids = RowIds(store)
+    changed = end_changes(store, end_m, begin_version, end_version, ids)
+    for c in changed:
+        add("end", end_m, c.fragment, [(c.inserts, c.insert_ids, c.insert_versions, _INSERT),
+                                       (c.posts, c.post_ids, c.post_versions, _POST)])
     if begin_version == 0:
         return ChangeFeedPlan(begin_version, end_version, schema, tuple(tasks))
 
-    ids = np.concatenate(end_ids) if end_ids else np.empty(0, dtype=np.uint64)
-    created = np.concatenate(end_created) if end_created else np.empty(0, dtype=np.uint64)
-    updated = np.concatenate(end_updated) if end_updated else np.empty(0, dtype=np.uint64)
-    order = np.argsort(ids, kind="stable")
-    ids, created, updated = ids[order], created[order], updated[order]
-    is_post = (created <= b) & (updated > b) & (updated <= e)
-    post_ids, post_versions = ids[is_post], updated[is_post]
-
     begin_m = at(begin_version)
-    light_begin = light_manifest(begin_m)
     cmap = range_column_map(store, scheme, begin_version, end_version, at, on_schema_change, uri)
     sources = None if cmap.identity else cmap.sources
-    candidates = id_removing_versions(store, scheme, begin_version, end_version)
-    removal_live: dict[int, np.ndarray] = {}
-
-    def first_gone(dead: np.ndarray) -> np.ndarray:
-        """For row ids live at begin and gone at end: the first version without them."""
-        out = np.full(dead.size, end_version, dtype=np.uint64)
-        pending = np.ones(dead.size, dtype=bool)
-        for v in candidates[:-1]:
-            if v not in removal_live:
-                removal_live[v] = live_row_ids(store, at(v))[0]
-            present, _ = _member(removal_live[v], dead)
-            newly = pending & ~present
-            out[newly] = v
-            pending &= present
-            if not pending.any():
-                break
-        if candidates:
-            out[pending] = candidates[-1]
-        return out
-
+    side = begin_changes(store, begin_m, end_m, begin_version, changed, ids)
+    dead = side.dead
+    candidates = id_removing_versions(store, scheme, begin_version, end_version) if dead.ids.size else []
+    gone = first_gone(store, [at(v) for v in candidates[:-1]], begin_version, [f.id for f in begin_m.fragments],
+                      dead, candidates[-1] if candidates else end_version, ids)
+    dead_at = dead.by_fragment()
     for frag in begin_m.fragments:
-        r = fragment_rows(store, begin_m, frag)
-        for off, n in row_ranges(frag, rows_per_task):
-            sl = slice(off, off + n)
-            live_ids = r.ids[sl][r.live[sl]]
-            if live_ids.size == 0:
-                continue
-            alive, _ = _member(ids, live_ids)
-            dead = np.sort(live_ids[~alive])
-            pre_mask, pos = _member(post_ids, live_ids)
-            pre = live_ids[pre_mask]
-            pre_v = post_versions[pos[pre_mask]]
-            if dead.size == 0 and pre.size == 0:
-                continue
-            o = np.argsort(pre, kind="stable")
-            tasks.append(
-                ChangeFeedTask(
-                    "begin", uri, so, light_begin, frag, off, n, begin_version, end_version, user_schema, stamps,
-                    pre_ids=pre[o], pre_versions=pre_v[o], dead_ids=dead, dead_versions=first_gone(dead),
-                    sources=sources,
-                )
-            )
+        parts = []
+        if frag.id in side.pre:
+            offs, pre_ids, pre_v = side.pre[frag.id]
+            parts.append((offs, pre_ids, pre_v, _PRE))
+        if frag.id in dead_at:
+            idx = dead_at[frag.id]
+            parts.append((dead.offsets[idx], dead.ids[idx], gone[idx], _DELETE))
+        if parts:
+            add("begin", begin_m, frag, parts, sources)
     return ChangeFeedPlan(begin_version, end_version, schema, tuple(tasks))
 
 
@@ -539,76 +510,49 @@ def range_column_map(
     return column_map(at(begin).schema, at(end).schema, between)
 
 
-def _emit(
-    batch: pa.RecordBatch, task: ChangeFeedTask, schema: pa.Schema, kinds: pa.Array, versions: np.ndarray
-) -> pa.RecordBatch:
-    user = task.user_schema
-    cols = []
-    for f in user:
-        col = batch.column(f.name)
-        cols.append(col if col.type == f.type else col.cast(f.type))
-    v = versions.astype(np.uint64)
-    micros = np.fromiter((task.timestamps[int(x)] for x in v), dtype=np.int64, count=v.size)
-    cols += [
-        batch.column(ROW_ID),
-        kinds,
-        pa.array(v, type=pa.uint64()),
-        pa.array(micros, type=pa.timestamp("us", tz="UTC")),
-    ]
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
 def execute_change_feed_task(task: ChangeFeedTask, *, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
     """Change rows of one task, with :func:`change_feed_schema` of the end version's columns."""
     store = ObjectStore(task.uri, task.storage_options)
-    schema = change_feed_schema(task.user_schema)
+    schema = pa.schema(list(task.user_schema) + list(change_feed_schema(pa.schema([]))))  # + the 4 feed columns
     user = task.user_schema.names
-    cmap = ColumnMap(task.user_schema, task.sources if task.sources is not None else tuple(user))
-    have = {f.name for f in task.manifest.schema.top_level()}
-    missing = [c for c in cmap.read_columns if c not in have]
-    if missing:
-        raise SchemaError(f"{task.uri}: version {task.manifest.version} has no column(s) {missing} of the end version")
-    b = pa.scalar(task.begin, pa.uint64())
-    e = pa.scalar(task.end, pa.uint64())
-    created, updated = pc.field(CREATED_AT), pc.field(UPDATED_AT)
-
-    def const(kind: str, n: int) -> pa.Array:
-        return pa.array([kind], type=pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
-
     if task.kind == "end":
-        inserted = (created > b) & (created <= e)
-        post = (created <= b) & (updated > b) & (updated <= e)
-        cols = list(user) + [ROW_ID, CREATED_AT, UPDATED_AT]
-        for batch in scan_fragment_range(
-            store, task.manifest, task.fragment, cols, offset=task.offset, length=task.length,
-            batch_size=batch_size, meta_filter=inserted | post,
-        ):
-            c = batch.column(CREATED_AT).to_numpy()
-            u = batch.column(UPDATED_AT).to_numpy()
-            ins = (c > task.begin) & (c <= task.end)
-            if ins.any():
-                part = batch.filter(pa.array(ins)) if not ins.all() else batch
-                yield _emit(part, task, schema, const("insert", part.num_rows), c[ins])
-            if (~ins).any():
-                part = batch.filter(pa.array(~ins))
-                yield _emit(part, task, schema, const("update_postimage", part.num_rows), u[~ins])
-        return
-    if task.kind != "begin":
+        columns, cmap = list(user), None
+    elif task.kind == "begin":
+        cmap = ColumnMap(task.user_schema, task.sources if task.sources is not None else tuple(user))
+        have = {f.name for f in task.manifest.schema.top_level()}
+        missing = [c for c in cmap.read_columns if c not in have]
+        if missing:
+            raise SchemaError(
+                f"{task.uri}: version {task.manifest.version} has no column(s) {missing} of the end version")
+        columns = cmap.read_columns
+    else:
         raise InvalidArgumentError(f"unknown change feed task kind {task.kind!r}")
-    wanted = np.union1d(task.pre_ids, task.dead_ids)
-    id_filter = pc.field(ROW_ID).isin(pa.array(wanted, type=pa.uint64()))
-    for batch in scan_fragment_range(
-        store, task.manifest, task.fragment, cmap.read_columns + [ROW_ID], offset=task.offset, length=task.length,
-        batch_size=batch_size, meta_filter=id_filter,
-    ):
-        if task.sources is not None:
-            batch = conform(batch, cmap, [ROW_ID])
-        rid = batch.column(ROW_ID).to_numpy()
-        is_pre, pos = _member(task.pre_ids, rid)
-        if is_pre.any():
-            part = batch.filter(pa.array(is_pre))
-            yield _emit(part, task, schema, const("update_preimage", part.num_rows), task.pre_versions[pos[is_pre]])
-        is_dead, dpos = _member(task.dead_ids, rid)
-        if is_dead.any():
-            part = batch.filter(pa.array(is_dead))
-            yield _emit(part, task, schema, const("delete", part.num_rows), task.dead_versions[dpos[is_dead]])
+    plan = plan_scan(task.manifest.schema, columns or [ROW_ID], None, False, False)
+    versions = sorted(task.timestamps)
+    micros = np.array([task.timestamps[v] for v in versions], dtype=np.int64)
+    keys = np.array(versions, dtype=np.uint64)
+    kinds = pa.array(CHANGE_TYPES, type=pa.string())
+    prefetch = PagePrefetcher(budget_bytes=PREFETCH_BYTES)
+    try:
+        pos = 0
+        for batch in scan_fragment_rows(store, task.manifest, task.fragment, plan, task.rows,
+                                        batch_size=batch_size, prefetch=prefetch):
+            n = batch.num_rows
+            sl = slice(pos, pos + n)
+            pos += n
+            if cmap is not None:
+                batch = conform(batch, cmap)
+            v = task.versions[sl]
+            cols = []
+            for f in task.user_schema:
+                col = batch.column(f.name)
+                cols.append(col if col.type == f.type else col.cast(f.type))
+            cols += [
+                pa.array(task.row_ids[sl], type=pa.uint64()),
+                kinds.take(pa.array(task.change_types[sl])),
+                pa.array(v, type=pa.uint64()),
+                pa.array(micros[np.searchsorted(keys, v)], type=pa.timestamp("us", tz="UTC")),
+            ]
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+    finally:
+        prefetch.close()
