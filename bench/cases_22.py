@@ -193,6 +193,31 @@ def case_change_feed_22_full(fx: Fixtures, p: Any) -> Case:
     )
 
 
+def case_change_feed_22_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    """The whole change feed as a Spark job on ``local[2]`` (``jobs.change_feed`` written to
+    Spark's ``noop`` sink) on the pylance-built 2.2 feed dataset, against pylance ``delta()``."""
+    jobs = spark.jobs("change_feed")
+    path, begin, end = fx.pylance_feed_22()
+    session = spark.session("local[2]")
+    n_feed = lf.dataset(path).change_feed(begin, end).num_rows
+
+    def ours() -> int:
+        jobs.change_feed(session, path, begin, end).write.format("noop").mode("overwrite").save()
+        return n_feed
+
+    return Case(
+        "change_feed_22_local2",
+        {"lance_ops": ours, "pylance": lambda: _pylance_delta(path, begin, end)},
+        work=n_feed,
+        unit="rows/s",
+        reps=p.spark_reps,
+        spark_variants=frozenset({"lance_ops"}),
+        extra={"base_rows": p.feed_rows, "versions": f"({begin}, {end}]", "feed_rows": n_feed, "master": "local[2]",
+               "note": "lance_ops: the whole feed (also pre-images, deletes) on Spark; pylance: inserted + updated",
+               **_about_22("pylance")},
+    )
+
+
 def case_compact_small_fragments(fx: Fixtures, p: Any) -> Case:
     """``small_fragments`` x ``small_fragment_rows``-row fragments (pylance, 2.2) compacted
     in-process into 1M-row fragments."""
@@ -269,7 +294,8 @@ CASES_22 = {
     "materialize_22": case_materialize_22,
     "change_feed_22": case_change_feed_22,
     "change_feed_22_full": case_change_feed_22_full,
+    "change_feed_22_local2": case_change_feed_22_local2,
     "compact_small_fragments": case_compact_small_fragments,
     "open_many_fragments": case_open_many_fragments,
 }
-SPARK_CASES_22 = frozenset({"compact_22_local2"})
+SPARK_CASES_22 = frozenset({"compact_22_local2", "change_feed_22_local2"})
