@@ -15,6 +15,7 @@ import lance_ops.format as lf
 from lance_ops.format.commit_handler import commit_handler_for
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.maintenance.change_feed import change_feed_batches, change_feed_schema
+from lance_ops.format.maintenance.distributed import execute_change_feed_task, plan_change_feed
 from lance_ops.format.scan import plan_scan, scan_fragment_rows
 from lance_ops.format.store import ObjectStore
 
@@ -105,6 +106,20 @@ def test_feed_reads_only_the_changed_fragments(history):
     by_id = dict(zip(v1.to_table(columns=["id"], with_row_id=True)["id"].to_pylist(),
                      v1.to_table(columns=["id"], with_row_id=True)["_rowid"].to_pylist(), strict=True))
     assert all(r["_rowid"] == by_id[r["id"]] for r in rows if r["_change_type"] in ("update_preimage", "delete"))
+
+
+def test_planned_feed_tasks_cover_only_the_changed_rows(history):
+    """What the Spark job runs (``plan_change_feed`` on the driver, ``execute_change_feed_task``
+    on executors): tasks only for the fragments holding changes, each carrying just those
+    rows, and the same feed as in process."""
+    uri = history
+    v1, v4 = lance.dataset(uri, version=1), lance.dataset(uri, version=4)
+    plan = plan_change_feed(uri, 1, 4)
+    new = {f.fragment_id for f in v4.get_fragments()} - {f.fragment_id for f in v1.get_fragments()}
+    assert {(t.kind, t.fragment.id) for t in plan.tasks} == {("end", f) for f in new} | {("begin", 3), ("begin", 5)}
+    assert sum(t.rows.size for t in plan.tasks) == 50 + 10 + 10 + 1
+    got = pa.Table.from_batches([b for t in plan.tasks for b in execute_change_feed_task(t)], schema=plan.schema)
+    assert got.sort_by("_rowid").equals(feed(uri, 1, 4)[0].sort_by("_rowid"))
 
 
 def test_feed_of_an_append_opens_only_the_appended_file(history):
