@@ -88,6 +88,10 @@ def _not_in(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 _CACHED_IDS = 4 * 1024 * 1024
 
 
+def _joined(parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+    return empty if not parts else parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _sorted(a: np.ndarray) -> bool:
     return a.size < 2 or bool((a[1:] >= a[:-1]).all())
 
@@ -222,9 +226,14 @@ class Leavers:
 
     def by_fragment(self) -> dict[int, np.ndarray]:
         """Begin fragment id -> positions (into these rows) of its rows, by physical offset."""
-        if self.fragments.size and self.fragments[0] == self.fragments[-1] and _sorted(self.fragments):
-            o = _order(self.offsets)  # one fragment (the common case)
-            return {int(self.fragments[0]): np.arange(self.offsets.size) if o is None else o}
+        if _sorted(self.fragments):  # the common case: rows in begin fragment order
+            fids, starts = np.unique(self.fragments, return_index=True)
+            bounds = [*starts.tolist(), self.fragments.size]
+            out = {}
+            for i, f in enumerate(fids.tolist()):
+                o = _order(self.offsets[bounds[i]: bounds[i + 1]])
+                out[int(f)] = np.arange(bounds[i], bounds[i + 1]) if o is None else o + bounds[i]
+            return out
         order = np.lexsort((self.offsets, self.fragments))
         frags = self.fragments[order]
         fids, starts = np.unique(frags, return_index=True)
@@ -245,7 +254,7 @@ def leavers(
     nothing."""
     ids = ids if ids is not None else RowIds(store)
     at_end = {f.id: f for f in end.fragments}
-    out_ids, frags, offs = [], [], []
+    found: list[tuple[FragmentMetadata, np.ndarray]] = []
     in_place: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for frag in start.fragments:
         other = at_end.get(frag.id)
@@ -270,14 +279,21 @@ def leavers(
             rows = np.flatnonzero(live)
         else:
             rows = np.arange(frag.physical_rows, dtype=np.int64)
-        if rows.size == 0:
-            continue
-        out_ids.append(ids.at(start, frag, rows))
-        frags.append(np.full(rows.size, frag.id, dtype=np.int64))
-        offs.append(rows)
-    if not out_ids:
+        if rows.size:
+            found.append((frag, rows))
+    if not found:
         return Leavers(_EMPTY_IDS, _EMPTY_OFFSETS, _EMPTY_OFFSETS), in_place
-    all_ids, all_frags, all_offs = (x[0] if len(x) == 1 else np.concatenate(x) for x in (out_ids, frags, offs))
+    total = sum(r.size for _, r in found)  # filled in place: no second copy of every array
+    all_ids = np.empty(total, dtype=np.uint64)
+    all_frags = np.empty(total, dtype=np.int64)
+    all_offs = found[0][1] if len(found) == 1 else np.empty(total, dtype=np.int64)
+    at = 0
+    for frag, rows in found:
+        all_ids[at: at + rows.size] = ids.at(start, frag, rows)
+        all_frags[at: at + rows.size] = frag.id
+        if len(found) > 1:
+            all_offs[at: at + rows.size] = rows
+        at += rows.size
     order = _order(all_ids)
     if order is None:
         return Leavers(all_ids, all_frags, all_offs), in_place
@@ -304,12 +320,8 @@ def live_among(
     if rows.ids.size == 0:
         return alive
     old = set(begin_fragments)
-    order = _order(rows.fragments)
-    if order is None:
-        order = np.arange(rows.fragments.size)
-        frag_sorted = rows.fragments
-    else:
-        frag_sorted = rows.fragments[order]
+    order = None if left_there else _order(rows.fragments)
+    frag_sorted = rows.fragments if order is None else rows.fragments[order]
     lo = np.uint64(begin)
     for frag in manifest.fragments:
         if frag.id in old:
@@ -318,7 +330,7 @@ def live_among(
             a, b = np.searchsorted(frag_sorted, [frag.id, frag.id + 1])
             if a == b:
                 continue
-            idx = order[a:b]
+            idx = slice(a, b) if order is None else order[a:b]
             alive[idx] = _not_in(rows.offsets[idx], _deleted(store, manifest, frag))
             continue
         cv, _ = version_runs(manifest, frag, created=True)
@@ -360,29 +372,33 @@ def begin_changes(
     """Update pre-images and deleted rows of the begin version ``start`` for the end version's
     ``changed`` rows (:func:`end_changes`), from metadata alone."""
     ids = ids if ids is not None else RowIds(store)
-    post_ids = np.concatenate([c.post_ids for c in changed]) if changed else _EMPTY_IDS
-    post_versions = np.concatenate([c.post_versions for c in changed]) if changed else _EMPTY_IDS
+    with_posts = [c for c in changed if c.posts.size]
+    post_ids = _joined([c.post_ids for c in with_posts], _EMPTY_IDS)
+    post_versions = _joined([c.post_versions for c in with_posts], _EMPTY_IDS)
     order = _order(post_ids)
     if order is not None:
         post_ids, post_versions = post_ids[order], post_versions[order]
-    left, in_place = leavers(store, start, end, {c.fragment.id: c for c in changed if c.posts.size}, ids)
+    left, in_place = leavers(store, start, end, {c.fragment.id: c for c in with_posts}, ids)
     begin_ids = [f.id for f in start.fragments]
     moved = live_among(store, end, begin_ids, begin, left, ids, left_there=True)
-    pos = np.zeros(left.ids.size, dtype=np.intp)
-    is_pre = np.zeros(left.ids.size, dtype=bool)
-    if post_ids.size and left.ids.size:
-        pos = np.clip(np.searchsorted(post_ids, left.ids), 0, post_ids.size - 1)
-        is_pre = moved & (post_ids[pos] == left.ids)
     pre = dict(in_place)
-    moved_pre = left.subset(is_pre)
-    moved_v = post_versions[pos[is_pre]]
-    for fid, idx in moved_pre.by_fragment().items():
-        parts = (moved_pre.offsets[idx], moved_pre.ids[idx], moved_v[idx])
-        if fid in pre:
-            o = np.concatenate([pre[fid][0], parts[0]])
-            k = np.argsort(o, kind="stable")
-            parts = (o[k], np.concatenate([pre[fid][1], parts[1]])[k], np.concatenate([pre[fid][2], parts[2]])[k])
-        pre[fid] = parts
+    if post_ids.size and left.ids.size:
+        pos = np.searchsorted(post_ids, left.ids)
+        np.minimum(pos, post_ids.size - 1, out=pos)
+        is_pre = post_ids[pos] == left.ids
+        is_pre &= moved
+        for fid, idx in left.by_fragment().items():  # per fragment: no copy of every leaver
+            sel = idx[is_pre[idx]]
+            if not sel.size:
+                continue
+            parts = (left.offsets[sel], left.ids[sel], post_versions[pos[sel]])
+            if fid in pre:
+                o = np.concatenate([pre[fid][0], parts[0]])
+                k = np.argsort(o, kind="stable")
+                parts = (o[k], np.concatenate([pre[fid][1], parts[1]])[k],
+                         np.concatenate([pre[fid][2], parts[2]])[k])
+            pre[fid] = parts
+        del pos, is_pre
     return BeginChanges(pre, left.subset(~moved))
 
 
