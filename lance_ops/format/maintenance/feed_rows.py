@@ -349,6 +349,9 @@ def live_among(
         frag_ids = ids.all(manifest, frag)
         if deleted.size:
             frag_ids = np.delete(frag_ids, deleted)
+        if frag_ids.size == rows.ids.size and np.array_equal(frag_ids, rows.ids):
+            alive[:] = True  # e.g. an update that moved exactly these rows here
+            continue
         pos = np.clip(np.searchsorted(rows.ids, frag_ids), 0, rows.ids.size - 1)
         hit = rows.ids[pos] == frag_ids
         alive[pos[hit]] = True
@@ -383,10 +386,13 @@ def begin_changes(
     moved = live_among(store, end, begin_ids, begin, left, ids, left_there=True)
     pre = dict(in_place)
     if post_ids.size and left.ids.size:
-        pos = np.searchsorted(post_ids, left.ids)
-        np.minimum(pos, post_ids.size - 1, out=pos)
-        is_pre = post_ids[pos] == left.ids
-        is_pre &= moved
+        if post_ids.size == left.ids.size and np.array_equal(post_ids, left.ids):
+            pos, is_pre = np.arange(post_ids.size), moved  # the rows that left are the updated ones
+        else:
+            pos = np.searchsorted(post_ids, left.ids)
+            np.minimum(pos, post_ids.size - 1, out=pos)
+            is_pre = post_ids[pos] == left.ids
+            is_pre &= moved
         for fid, idx in left.by_fragment().items():  # per fragment: no copy of every leaver
             sel = idx[is_pre[idx]]
             if not sel.size:
