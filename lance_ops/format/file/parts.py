@@ -164,25 +164,28 @@ def split_pages(pages: list[Page], dtype: pa.DataType) -> list[Page]:
 def decode_part(reader: Any, column: int, page: Page, dtype: pa.DataType) -> pa.Array:
     """Decode the rows of one part (reading only their bytes)."""
     part: PagePart = page.part
+    if part.kind == "mini_block":
+        decode = _mini_block_part
+    elif part.kind == "full_zip":
+        decode = _full_zip_part
+    else:
+        decode = _full_zip_var_part
+    where = f"rows {part.lo}-{part.hi} of the page at row {part.source.row_start} of column {column}"
+    return checked_decode(reader.path, where, page.length, lambda: decode(reader, column, part, dtype))
+
+
+def checked_decode(path: str, where: str, length: int, decode: Any) -> Any:
+    """``decode()``, which must give ``length`` rows of the page (part) ``where`` in ``path``:
+    bytes that contradict the page layout in a way no explicit check caught become a
+    :class:`CorruptFileError` naming them, as does a wrong number of rows."""
     try:
-        if part.kind == "mini_block":
-            out = _mini_block_part(reader, column, part, dtype)
-        elif part.kind == "full_zip":
-            out = _full_zip_part(reader, column, part, dtype)
-        else:
-            out = _full_zip_var_part(reader, column, part, dtype)
+        out = decode()
     except LanceOpsError:
         raise
     except (ValueError, IndexError, KeyError, TypeError, OverflowError, pa.ArrowException) as e:
-        raise CorruptFileError(
-            reader.path, f"rows {part.lo}-{part.hi} of the page at row {part.source.row_start} of column "
-            f"{column} do not decode: {type(e).__name__}: {e}"
-        ) from e
-    if len(out) != page.length:
-        raise CorruptFileError(
-            reader.path, f"rows {part.lo}-{part.hi} of the page at row {part.source.row_start} of column {column} "
-            f"decoded {len(out)} rows"
-        )
+        raise CorruptFileError(path, f"{where} does not decode: {type(e).__name__}: {e}") from e
+    if len(out) != length:
+        raise CorruptFileError(path, f"{where} decoded {len(out)} rows, expected {length}")
     return out
 
 

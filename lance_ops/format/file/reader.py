@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 from .._proto import encodings_v2_0_pb2 as epb
 from .._proto import encodings_v2_1_pb2 as e21
 from .._proto import file2_pb2, file_pb2
-from ..errors import CorruptFileError, LanceOpsError, SchemaError, UnsupportedFeatureError
+from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
 from ..store import ObjectNotFoundError, ObjectStore
 from . import blobs, parts, v21
@@ -433,24 +433,11 @@ class DataFileReader:
             )
         if isinstance(page.encoding, e21.PageLayout):
             buffers = self.read_buffers(page.ranges)
-            try:
-                out = v21.decode_page(
-                    self.path, column, page.encoding, page.length, buffers, dtype,
-                    f"{self.version[0]}.{self.version[1]}",
-                )
-            except LanceOpsError:
-                raise
-            except (ValueError, IndexError, KeyError, TypeError, OverflowError, pa.ArrowException) as e:
-                # bytes that contradict the page layout in a way no explicit check caught
-                raise CorruptFileError(
-                    self.path, f"page at row {page.row_start} of column {column} does not decode: "
-                    f"{type(e).__name__}: {e}"
-                ) from e
-            if len(out) != page.length:
-                raise CorruptFileError(
-                    self.path, f"page of column {column} decoded {len(out)} rows, expected {page.length}"
-                )
-            return out
+            version = f"{self.version[0]}.{self.version[1]}"
+            return parts.checked_decode(
+                self.path, f"page at row {page.row_start} of column {column}", page.length,
+                lambda: v21.decode_page(self.path, column, page.encoding, page.length, buffers, dtype, version),
+            )
         ctx = PageBuffers(self.path, self.read_buffers(page.ranges))
         out = decode_array(ctx, page.encoding, page.length, dtype)
         if isinstance(out, pa.Array) and len(out) != page.length:

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..._proto import encodings_v2_1_pb2 as pb
 from ...errors import UnsupportedFeatureError
