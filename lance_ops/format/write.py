@@ -221,14 +221,16 @@ def write_fragment_files(
 def check_writable(schema: LanceSchema, version: str) -> None:
     """Raise :class:`UnsupportedFeatureError` (naming the field and type) when data files of
     ``version`` cannot hold a column of ``schema``; writes nothing."""
-    if _LAST_WRITABLE[0] is schema and _LAST_WRITABLE[1] == version:
+    global _LAST_WRITABLE
+    last_schema, last_version = _LAST_WRITABLE  # one tuple: threads see a pair that was checked
+    if last_schema is schema and last_version == version:
         return  # the same (frozen) schema as last time: a compaction writes one file per task
     DataFileWriter(io.BytesIO(), schema, version=version)
-    _LAST_WRITABLE[:] = [schema, version]
+    _LAST_WRITABLE = (schema, version)
 
 
 #: the last ``(schema, version)`` :func:`check_writable` accepted (held, so its id is not reused)
-_LAST_WRITABLE: list[Any] = [None, None]
+_LAST_WRITABLE: tuple[LanceSchema | None, str | None] = (None, None)
 
 
 def _sidecars(store: ObjectStore, name: str) -> Any:
