@@ -2,7 +2,8 @@
 reading only the bytes of the rows asked for, and holding only a part's decoded rows at once.
 
 ``PART_ROWS`` is lowered so small files have many parts whose edges fall inside chunks
-(pylance's chunks hold 256-4096 values; parts here hold 1,000 or 1,500 rows)."""
+(pylance's chunks hold 256-4096 values; parts here hold 1,000 or 1,500 rows), and ``PART_BYTES``
+so fixed-width columns are cut at those rows too."""
 
 import tracemalloc
 
@@ -17,6 +18,11 @@ from lance_ops.format.store import ObjectStore
 lance_file = pytest.importorskip("lance.file")
 
 N = 12_000
+
+
+@pytest.fixture(autouse=True)
+def _fixed_width_parts_by_rows(monkeypatch):
+    monkeypatch.setattr(parts, "PART_BYTES", 0)
 
 
 def _table(n: int) -> pa.Table:
@@ -141,3 +147,21 @@ def test_decoded_memory_is_bounded_by_the_part(tmp_path, monkeypatch):
     # parts of 16K rows: ~3 MB (a part per column, its temporaries and the reader's tables)
     assert whole > decoded, (whole, decoded)
     assert ranged < decoded / 2 and ranged < whole / 8, (ranged, whole, decoded)
+
+
+@pytest.mark.interop
+def test_narrow_fixed_width_pages_are_not_cut_by_default(pylance_file, monkeypatch):
+    """Parts of fixed-width columns hold up to PART_BYTES decoded: a page of 8-byte values is cut
+    only beyond PART_BYTES / 8 rows (x 1.5), strings at PART_ROWS."""
+    path, table = pylance_file
+    monkeypatch.setattr(parts, "PART_ROWS", 1000)
+    monkeypatch.setattr(parts, "PART_BYTES", 8 * 4000)
+    assert parts.part_rows(pa.int64()) == 4000 and parts.part_rows(pa.int32()) == 8000
+    assert parts.part_rows(pa.string()) == 1000 and parts.part_rows(pa.bool_()) == 1000
+    assert parts.part_rows(pa.list_(pa.float32(), 64)) == 1000  # 256 bytes a row: PART_ROWS
+    r = _reader(path)
+    _, cols = r._columns(None)
+    rows = {c.field.name: {p.length for p in c.pages} for c in cols}
+    assert rows["id"] == {4000} and rows["x"] == {4000}  # 12,000 rows: three parts
+    assert rows["s"] == {1000}
+    assert r.read_table().equals(table)
