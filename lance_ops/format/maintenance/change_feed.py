@@ -44,7 +44,7 @@ from ..manifest import Manifest
 from ..scan import PREFETCH_BYTES, ROW_ID, ScanPlan, open_fragment_rows, plan_scan
 from ..store import ObjectStore
 from .evolution import ColumnMap, column_map, conform, refuse_schema_changes
-from .feed_rows import RowIds, begin_changes, end_changes, first_gone
+from .feed_plan import streamed_plan
 
 OnSchemaChange = Literal["evolve", "fail"]
 
@@ -185,32 +185,17 @@ def _reads(
     end = in_range[end_version]
     user = [f.name for f in end.schema.top_level()]
     plan = plan_scan(end.schema, user or [ROW_ID], None, False, False)
-    ids = RowIds(store)
-    changed = end_changes(store, end, begin_version, end_version, ids)
-    for c in changed:
-        if c.inserts.size:
-            yield _Read(end, c.fragment, plan, c.inserts, c.insert_ids, c.insert_versions, "insert")
-    for c in changed:
-        if c.posts.size:
-            yield _Read(end, c.fragment, plan, c.posts, c.post_ids, c.post_versions, "update_postimage")
-    if begin_version == 0:
-        return
-    start = in_range[begin_version]
-    between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
-    cmap = column_map(start.schema, end.schema, between)
-    cmap_out.append(cmap)
-    begin_plan = plan_scan(start.schema, cmap.read_columns or [ROW_ID], None, False, False)
-    begin_frags = {f.id: f for f in start.fragments}
-    rank = {fid: i for i, fid in enumerate(begin_frags)}  # emit in the begin version's fragment order
-    side = begin_changes(store, start, end, begin_version, changed, ids)
-    for fid in sorted(side.pre, key=rank.__getitem__):
-        offs, pre_ids, versions = side.pre[fid]
-        if offs.size:
-            yield _Read(start, begin_frags[fid], begin_plan, offs, pre_ids, versions, "update_preimage", True)
-    dead = side.dead
-    if dead.ids.size == 0:
-        return
+    start = in_range.get(begin_version) if begin_version > 0 else None
+    begin_plan = None
+    if start is not None:
+        between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
+        cmap = column_map(start.schema, end.schema, between)
+        cmap_out.append(cmap)
+        begin_plan = plan_scan(start.schema, cmap.read_columns or [ROW_ID], None, False, False)
     checks = [in_range[v] for v in sorted(in_range) if begin_version < v < end_version]
-    gone = first_gone(store, checks, begin_version, begin_frags, dead, end_version, ids)
-    for fid, idx in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
-        yield _Read(start, begin_frags[fid], begin_plan, dead.offsets[idx], dead.ids[idx], gone[idx], "delete", True)
+    for kind, frag, rows, ids, versions in streamed_plan(store, start, end, begin_version, end_version, checks):
+        if kind in ("insert", "update_postimage"):
+            yield _Read(end, frag, plan, rows, ids, versions, kind)
+        else:
+            assert start is not None and begin_plan is not None
+            yield _Read(start, frag, begin_plan, rows, ids, versions, kind, True)

@@ -41,6 +41,8 @@ __all__ = [
     "begin_changes",
     "end_changes",
     "first_gone",
+    "fragment_changes",
+    "fragment_leavers",
     "leavers",
     "live_among",
     "live_mask",
@@ -181,6 +183,35 @@ class EndChanges:
     post_versions: np.ndarray  # their _row_last_updated_at_version
 
 
+def fragment_changes(
+    store: ObjectStore, end: Manifest, frag: FragmentMetadata, begin: int, stop: int, ids: RowIds,
+    *, inserts: bool = True, posts: bool = True,
+) -> EndChanges | None:
+    """:func:`end_changes` of one fragment of ``end`` (None when it holds none); ``inserts`` /
+    ``posts`` False leaves that kind out (empty), so a caller can plan one kind at a time."""
+    lo, hi = np.uint64(begin), np.uint64(stop)
+    cv, cl = version_runs(end, frag, created=True)
+    uv, ul = version_runs(end, frag, created=False)
+    if not (((cv > lo) & (cv <= hi)).any() or ((uv > lo) & (uv <= hi)).any()):
+        return None
+    starts, lengths, c, u = _pieces(cv, cl, uv, ul)
+    ins_p = (c > lo) & (c <= hi) & inserts
+    post_p = (c <= lo) & (u > lo) & (u <= hi) & posts
+    ins, ins_v = _expand(starts[ins_p], lengths[ins_p], c[ins_p])
+    posts_, post_v = _expand(starts[post_p], lengths[post_p], u[post_p])
+    if not (ins.size or posts_.size):
+        return None
+    deleted = _deleted(store, end, frag)
+    if deleted.size:
+        keep = _not_in(ins, deleted)
+        ins, ins_v = ins[keep], ins_v[keep]
+        keep = _not_in(posts_, deleted)
+        posts_, post_v = posts_[keep], post_v[keep]
+    if not (ins.size or posts_.size):
+        return None
+    return EndChanges(frag, ins, ids.at(end, frag, ins), ins_v, posts_, ids.at(end, frag, posts_), post_v)
+
+
 def end_changes(
     store: ObjectStore, end: Manifest, begin: int, stop: int, ids: RowIds | None = None
 ) -> list[EndChanges]:
@@ -189,26 +220,10 @@ def end_changes(
     from their version runs without reading anything."""
     ids = ids if ids is not None else RowIds(store)
     out = []
-    lo, hi = np.uint64(begin), np.uint64(stop)
     for frag in end.fragments:
-        cv, cl = version_runs(end, frag, created=True)
-        uv, ul = version_runs(end, frag, created=False)
-        if not (((cv > lo) & (cv <= hi)).any() or ((uv > lo) & (uv <= hi)).any()):
-            continue
-        starts, lengths, c, u = _pieces(cv, cl, uv, ul)
-        ins_p = (c > lo) & (c <= hi)
-        post_p = (c <= lo) & (u > lo) & (u <= hi)
-        ins, ins_v = _expand(starts[ins_p], lengths[ins_p], c[ins_p])
-        posts, post_v = _expand(starts[post_p], lengths[post_p], u[post_p])
-        deleted = _deleted(store, end, frag)
-        if deleted.size:
-            keep = _not_in(ins, deleted)
-            ins, ins_v = ins[keep], ins_v[keep]
-            keep = _not_in(posts, deleted)
-            posts, post_v = posts[keep], post_v[keep]
-        if not (ins.size or posts.size):
-            continue
-        out.append(EndChanges(frag, ins, ids.at(end, frag, ins), ins_v, posts, ids.at(end, frag, posts), post_v))
+        c = fragment_changes(store, end, frag, begin, stop, ids)
+        if c is not None:
+            out.append(c)
     return out
 
 
@@ -241,6 +256,41 @@ class Leavers:
         return {int(f): order[bounds[i]: bounds[i + 1]] for i, f in enumerate(fids.tolist())}
 
 
+def fragment_leavers(
+    store: ObjectStore,
+    start: Manifest,
+    end: Manifest,
+    frag: FragmentMetadata,
+    other: FragmentMetadata | None,
+    changes: EndChanges | None,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """:func:`leavers` of one fragment ``frag`` of ``start``: the sorted physical offsets of its
+    rows live at begin and no longer live in it at the end (``other``: the end version's fragment
+    with its id, if any), and ``(offsets, ids, versions)`` of its rows updated in place that were
+    live at begin (``changes``: the end fragment's :func:`fragment_changes`), or None."""
+    c = changes if changes is not None and changes.posts.size else None
+    if other is not None and other.physical_rows != frag.physical_rows:
+        other = None  # not the same rows: as if removed
+    if other is not None and other.deletion_file == frag.deletion_file:
+        return _EMPTY_OFFSETS, None if c is None else (c.posts, c.post_ids, c.post_versions)
+    del_b = _deleted(store, start, frag)
+    in_place = None
+    if other is not None:
+        rows = _deleted(store, end, other)
+        if del_b.size:
+            rows = rows[_not_in(rows, del_b)]
+        if c is not None:
+            keep = _not_in(c.posts, del_b)
+            in_place = (c.posts[keep], c.post_ids[keep], c.post_versions[keep])
+    elif del_b.size:
+        live = np.ones(frag.physical_rows, dtype=bool)
+        live[del_b] = False
+        rows = np.flatnonzero(live)
+    else:
+        rows = np.arange(frag.physical_rows, dtype=np.int64)
+    return rows, in_place
+
+
 def leavers(
     store: ObjectStore,
     start: Manifest,
@@ -257,28 +307,9 @@ def leavers(
     found: list[tuple[FragmentMetadata, np.ndarray]] = []
     in_place: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for frag in start.fragments:
-        other = at_end.get(frag.id)
-        c = in_place_posts.get(frag.id)
-        if other is not None and other.physical_rows != frag.physical_rows:
-            other = None  # not the same rows: as if removed
-        if other is not None and other.deletion_file == frag.deletion_file:
-            if c is not None and c.posts.size:
-                in_place[frag.id] = (c.posts, c.post_ids, c.post_versions)
-            continue
-        del_b = _deleted(store, start, frag)
-        if other is not None:
-            rows = _deleted(store, end, other)
-            if del_b.size:
-                rows = rows[_not_in(rows, del_b)]
-            if c is not None and c.posts.size:
-                keep = _not_in(c.posts, del_b)
-                in_place[frag.id] = (c.posts[keep], c.post_ids[keep], c.post_versions[keep])
-        elif del_b.size:
-            live = np.ones(frag.physical_rows, dtype=bool)
-            live[del_b] = False
-            rows = np.flatnonzero(live)
-        else:
-            rows = np.arange(frag.physical_rows, dtype=np.int64)
+        rows, pre = fragment_leavers(store, start, end, frag, at_end.get(frag.id), in_place_posts.get(frag.id))
+        if pre is not None:
+            in_place[frag.id] = pre
         if rows.size:
             found.append((frag, rows))
     if not found:
