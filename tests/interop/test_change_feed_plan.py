@@ -1,0 +1,92 @@
+"""The change feed plans its rows as it reads them (``feed_plan.streamed_plan``), one fragment
+at a time; that plan must be the whole-range plan (``feed_rows``: ``end_changes``,
+``begin_changes``, ``first_gone``), row for row and in the same order.
+
+pylance builds the history at file format 2.2 with stable row ids: fragments of 100 rows, an
+update (rows move to a new fragment), a delete, a compaction (rows move again, without an update),
+a delete of moved rows and an update of them, and an append.
+"""
+
+import itertools
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_ops.format as lf
+from lance_ops.format.commit_handler import checkout_manifest
+from lance_ops.format.maintenance import feed_plan
+from lance_ops.format.maintenance.feed_plan import streamed_plan
+from lance_ops.format.maintenance.feed_rows import RowIds, begin_changes, end_changes, first_gone
+
+pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.2",), indirect=True)]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    uri = str(tmp_path_factory.mktemp("plan") / "ds")
+    ids = np.arange(600, dtype=np.int64)
+    lance.write_dataset(pa.table({"id": ids, "s": pa.array([f"v{i}" for i in ids])}), uri,
+                        max_rows_per_file=100, enable_stable_row_ids=True, data_storage_version="2.2")  # v1
+    lance.dataset(uri).update({"s": "'u2'"}, where="id % 7 = 0")  # v2
+    lance.dataset(uri).delete("id >= 150 AND id < 180")  # v3
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=250, materialize_deletions_threshold=0.01)  # v4, v5
+    lance.dataset(uri).delete("id % 11 = 0")  # v6: rows the compaction moved, and rows it did not
+    lance.dataset(uri).update({"s": "'u6'"}, where="id % 5 = 0")  # v7
+    lance.write_dataset(pa.table({"id": np.arange(600, 650), "s": pa.array(["n"] * 50)}), uri, mode="append")  # v8
+    assert lance.dataset(uri).version == 8
+    return uri
+
+
+def whole_plan(store, handler, b: int, e: int) -> list[tuple]:
+    """The plan as ``change_feed`` made it before it streamed: every row of the range first."""
+    end = checkout_manifest(store, e, handler)[0]
+    ids = RowIds(store)
+    changed = end_changes(store, end, b, e, ids)
+    out = [("insert", c.fragment.id, c.inserts, c.insert_ids, c.insert_versions) for c in changed if c.inserts.size]
+    out += [("update_postimage", c.fragment.id, c.posts, c.post_ids, c.post_versions) for c in changed if c.posts.size]
+    if b == 0:
+        return out
+    start = checkout_manifest(store, b, handler)[0]
+    rank = {f.id: i for i, f in enumerate(start.fragments)}
+    side = begin_changes(store, start, end, b, changed, ids)
+    out += [("update_preimage", fid, *side.pre[fid]) for fid in sorted(side.pre, key=rank.__getitem__)
+            if side.pre[fid][0].size]
+    dead = side.dead
+    if dead.ids.size:
+        checks = [handler.read_manifest(v).manifest for v in range(b + 1, e)]
+        gone = first_gone(store, checks, b, list(rank), dead, e, ids)
+        for fid, idx in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
+            out.append(("delete", fid, dead.offsets[idx], dead.ids[idx], gone[idx]))
+    return out
+
+
+def streamed(store, handler, b: int, e: int) -> list[tuple]:
+    end = checkout_manifest(store, e, handler)[0]
+    start = checkout_manifest(store, b, handler)[0] if b else None
+    checks = [handler.read_manifest(v).manifest for v in range(b + 1, e)]
+    return [(kind, frag.id, *arrays) for kind, frag, *arrays in streamed_plan(store, start, end, b, e, checks)]
+
+
+@pytest.mark.parametrize("packed", (True, False), ids=("packed_ids", "ids_apart"))
+def test_streamed_plan_is_the_whole_plan(history, monkeypatch, packed):
+    monkeypatch.setattr(feed_plan, "DELETE_CHUNK_ROWS", 16)  # deletes dated in several chunks
+    if not packed:
+        monkeypatch.setattr(feed_plan, "PACKED_ID_LIMIT", 1)
+    ds = lf.dataset(history)
+    kinds = set()
+    for b, e in itertools.combinations(range(9), 2):
+        want, got = whole_plan(ds._store, ds._handler, b, e), streamed(ds._store, ds._handler, b, e)
+        assert [w[:2] for w in want] == [g[:2] for g in got], (b, e)
+        for w, g in zip(want, got, strict=True):
+            for a, c in zip(w[2:], g[2:], strict=True):
+                assert a.dtype == c.dtype and np.array_equal(a, c), (b, e, w[:2])
+        kinds |= {w[0] for w in want}
+    assert kinds == {"insert", "update_postimage", "update_preimage", "delete"}
+    # (5, 8]: the rows the compaction moved are deleted (v6) and updated (v7) from their new fragments
+    live = [i for i in range(600) if not 150 <= i < 180]
+    got = {k: sum(g[2].size for g in streamed(ds._store, ds._handler, 5, 8) if g[0] == k) for k in kinds}
+    updated = len([i for i in live if i % 5 == 0 and i % 11])
+    assert got == {"insert": 50, "update_postimage": updated, "update_preimage": updated,
+                   "delete": len([i for i in live if i % 11 == 0])}
