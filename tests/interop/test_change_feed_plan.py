@@ -69,9 +69,10 @@ def streamed(store, handler, b: int, e: int) -> list[tuple]:
     return [(kind, frag.id, *arrays) for kind, frag, *arrays in streamed_plan(store, start, end, b, e, checks)]
 
 
-@pytest.mark.parametrize("packed", (True, False), ids=("packed_ids", "ids_apart"))
-def test_streamed_plan_is_the_whole_plan(history, monkeypatch, packed):
-    monkeypatch.setattr(feed_plan, "DELETE_CHUNK_ROWS", 16)  # deletes dated in several chunks
+@pytest.mark.parametrize(("packed", "chunk"), ((True, 1 << 21), (False, 16)),
+                         ids=("packed_ids-one_delete_chunk", "ids_apart-delete_chunks_of_16"))
+def test_streamed_plan_is_the_whole_plan(history, monkeypatch, packed, chunk):
+    monkeypatch.setattr(feed_plan, "DELETE_CHUNK_ROWS", chunk)  # 16: deletes found again, dated in chunks
     if not packed:
         monkeypatch.setattr(feed_plan, "PACKED_ID_LIMIT", 1)
     ds = lf.dataset(history)

@@ -11,8 +11,9 @@ first (:func:`.feed_rows.end_changes`, :func:`.feed_rows.begin_changes`,
   end in fragments added since ``begin`` that existed at ``begin`` (updated or moved by a
   compaction), packed with their update version into one sorted ``uint64`` per row (8 bytes per
   updated or moved row; 12 when the ids are too large to pack);
-- deletes: rows gone at the end, gathered over begin fragments (a second pass) up to
-  :data:`DELETE_CHUNK_ROWS` before :func:`.feed_rows.first_gone` dates them.
+- deletes: rows gone at the end, gathered over begin fragments up to :data:`DELETE_CHUNK_ROWS`
+  before :func:`.feed_rows.first_gone` dates them (kept from the pre-image pass when they fit
+  one chunk, else found again in a second pass over the begin fragments).
 
 So the planning memory is one fragment's changed rows, a delete chunk and :class:`MovedIds`;
 only the last grows with the range (with the rows an update or compaction moved), never with the
@@ -190,7 +191,18 @@ def streamed_plan(
     if start is None:
         return
     moved = MovedIds(store, start, end, begin, stop, ids)
+    # the deleted rows met on the way are kept for the delete side unless they outgrow a chunk
+    # (then the begin fragments are walked again for them)
+    kept: list[tuple[int, np.ndarray, np.ndarray]] | None = []
+    n_dead = 0
     for frag, rows, rids, code, here in _left(store, start, end, begin, stop, ids, moved, in_place=True):
+        gone = code < 0
+        if gone.any():
+            n_dead += int(gone.sum())
+            if kept is not None and n_dead <= DELETE_CHUNK_ROWS:
+                kept.append((frag.id, rows[gone], rids[gone]))
+            else:
+                kept = None
         pre = code > 0
         parts = (rows[pre], rids[pre], (code[pre] + begin).astype(np.uint64))
         if here is not None:
@@ -199,6 +211,14 @@ def streamed_plan(
             parts = (o[k], np.concatenate([here[1], parts[1]])[k], np.concatenate([here[2], parts[2]])[k])
         if parts[0].size:
             yield "update_preimage", frag, *parts
+    if n_dead == 0:
+        return
+    if kept is None:
+        walk = ((f.id, r[c < 0], i[c < 0]) for f, r, i, c, _ in
+                _left(store, start, end, begin, stop, ids, moved, in_place=False))
+        kept_iter: Iterator[tuple[int, np.ndarray, np.ndarray]] = (k for k in walk if k[1].size)
+    else:
+        kept_iter = iter(kept)
     begin_frags = [f.id for f in start.fragments]
     rank = {fid: i for i, fid in enumerate(begin_frags)}
     frags = {f.id: f for f in start.fragments}
@@ -216,12 +236,9 @@ def streamed_plan(
         for fid, idx in sorted(dead.by_fragment().items(), key=lambda kv: rank[kv[0]]):
             yield "delete", frags[fid], dead.offsets[idx], dead.ids[idx], gone[idx]
 
-    for frag, rows, rids, code, _ in _left(store, start, end, begin, stop, ids, moved, in_place=False):
-        gone_here = code < 0
-        if not gone_here.any():
-            continue
-        chunk.append((frag.id, rows[gone_here], rids[gone_here]))
-        held += int(gone_here.sum())
+    for part in kept_iter:
+        chunk.append(part)
+        held += part[1].size
         if held >= DELETE_CHUNK_ROWS:
             yield from dated()
             chunk, held = [], 0
