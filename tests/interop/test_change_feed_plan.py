@@ -4,7 +4,8 @@ at a time; that plan must be the whole-range plan (``feed_rows``: ``end_changes`
 
 pylance builds the history at file format 2.2 with stable row ids: fragments of 100 rows, an
 update (rows move to a new fragment), a delete, a compaction (rows move again, without an update),
-a delete of moved rows and an update of them, and an append.
+a delete of moved rows and an update of them, an append, a delete that removes the first fragment and ``add_columns`` (rows
+updated in place).
 """
 
 import itertools
@@ -35,7 +36,11 @@ def history(tmp_path_factory):
     lance.dataset(uri).delete("id % 11 = 0")  # v6: rows the compaction moved, and rows it did not
     lance.dataset(uri).update({"s": "'u6'"}, where="id % 5 = 0")  # v7
     lance.write_dataset(pa.table({"id": np.arange(600, 650), "s": pa.array(["n"] * 50)}), uri, mode="append")  # v8
-    assert lance.dataset(uri).version == 8
+    first = lance.dataset(uri).get_fragments()[0].to_table(columns=["id"])["id"].to_pylist()
+    lance.dataset(uri).delete(f"id IN ({', '.join(map(str, first))})")  # v9: the first fragment goes
+    assert len(lance.dataset(uri).get_fragments()) == 3
+    lance.dataset(uri).add_columns({"z": "id * 2"})  # v10: every row updated in its own fragment
+    assert lance.dataset(uri).version == 10
     return uri
 
 
@@ -77,7 +82,7 @@ def test_streamed_plan_is_the_whole_plan(history, monkeypatch, packed, chunk):
         monkeypatch.setattr(feed_plan, "PACKED_ID_LIMIT", 1)
     ds = lf.dataset(history)
     kinds = set()
-    for b, e in itertools.combinations(range(9), 2):
+    for b, e in itertools.combinations(range(11), 2):
         want, got = whole_plan(ds._store, ds._handler, b, e), streamed(ds._store, ds._handler, b, e)
         assert [w[:2] for w in want] == [g[:2] for g in got], (b, e)
         for w, g in zip(want, got, strict=True):

@@ -98,7 +98,8 @@ class MovedIds:
             np.left_shift(got, self.shift, out=keys[at: at + got.size])
             keys[at: at + got.size] |= codes
             at += got.size
-        self.keys: np.ndarray = keys[:at] if at == keys.size else keys[:at].copy()
+        # rows deleted since leave slack at the end: copied away only when it is large
+        self.keys: np.ndarray = keys[:at] if 4 * (keys.size - at) <= keys.size else keys[:at].copy()
         self.keys.sort()
         self.codes: np.ndarray | None = None
 
@@ -168,9 +169,9 @@ def _left(
         c = None
         if in_place and other is not None and other.physical_rows == frag.physical_rows:
             c = fragment_changes(store, end, other, begin, stop, ids, inserts=False)
-        rows, in_place = fragment_leavers(store, start, end, frag, other, c)
+        rows, updated_here = fragment_leavers(store, start, end, frag, other, c)
         rids = ids.at(start, frag, rows)
-        yield frag, rows, rids, moved.lookup(rids), in_place
+        yield frag, rows, rids, moved.lookup(rids), updated_here
 
 
 def streamed_plan(
