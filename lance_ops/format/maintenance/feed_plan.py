@@ -100,7 +100,7 @@ class MovedIds:
             at += got.size
         # rows deleted since leave slack at the end: copied away only when it is large
         self.keys: np.ndarray = keys[:at] if 4 * (keys.size - at) <= keys.size else keys[:at].copy()
-        self.keys.sort()
+        self.keys.sort(kind="stable")  # sorted runs, one per fragment: merged, not re-sorted
         self.codes: np.ndarray | None = None
 
     def _unpacked(self, store: ObjectStore, end: Manifest, pieces: list, ids: RowIds) -> None:
@@ -132,11 +132,15 @@ class MovedIds:
         if n == 0 or q.size == 0:
             return out
         if self.codes is None:
-            small = q < np.uint64(self.limit)
-            qs = np.where(small, q, np.uint64(0)) << self.shift
-            pos = np.minimum(np.searchsorted(self.keys, qs), n - 1)
+            q = np.asarray(q, dtype=np.uint64)
+            small = None if int(q.max()) < self.limit else q < np.uint64(self.limit)
+            qs = (q if small is None else np.where(small, q, np.uint64(0))) << self.shift
+            pos = np.searchsorted(self.keys, qs)
+            np.minimum(pos, n - 1, out=pos)
             k = self.keys[pos]
-            hit = small & ((k >> self.shift) == q)
+            hit = (k >> self.shift) == q
+            if small is not None:
+                hit &= small
             mask = (np.uint64(1) << self.shift) - np.uint64(1)
             out[hit] = (k[hit] & mask).astype(np.int64)
             return out
