@@ -74,11 +74,14 @@ def streamed(store, handler, b: int, e: int) -> list[tuple]:
     return [(kind, frag.id, *arrays) for kind, frag, *arrays in streamed_plan(store, start, end, b, e, checks)]
 
 
-@pytest.mark.parametrize(("packed", "chunk"), ((True, 1 << 21), (False, 16)),
-                         ids=("packed_ids-one_delete_chunk", "ids_apart-delete_chunks_of_16"))
-def test_streamed_plan_is_the_whole_plan(history, monkeypatch, packed, chunk):
+@pytest.mark.parametrize(("keys", "chunk"), (("uint32", 1 << 21), ("uint64", 16), ("apart", 16)),
+                         ids=("ids_in_uint32-one_delete_chunk", "ids_in_uint64-delete_chunks_of_16",
+                              "ids_apart-delete_chunks_of_16"))
+def test_streamed_plan_is_the_whole_plan(history, monkeypatch, keys, chunk):
     monkeypatch.setattr(feed_plan, "DELETE_CHUNK_ROWS", chunk)  # 16: deletes found again, dated in chunks
-    if not packed:
+    if keys != "uint32":
+        monkeypatch.setattr(feed_plan, "KEY_DTYPES", (np.uint64,))
+    if keys == "apart":
         monkeypatch.setattr(feed_plan, "PACKED_ID_LIMIT", 1)
     ds = lf.dataset(history)
     kinds = set()

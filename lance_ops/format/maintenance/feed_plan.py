@@ -9,8 +9,9 @@ first (:func:`.feed_rows.end_changes`, :func:`.feed_rows.begin_changes`,
 - update pre-images: one fragment of the begin version at a time, its rows that left told apart
   by :class:`MovedIds`, the one structure that spans the range: the ids of the rows live at the
   end in fragments added since ``begin`` that existed at ``begin`` (updated or moved by a
-  compaction), packed with their update version into one sorted ``uint64`` per row (8 bytes per
-  updated or moved row; 12 when the ids are too large to pack);
+  compaction), packed with the rank of their update version into one sorted integer per row:
+  4 bytes per updated or moved row while the dataset's ids leave room (below 2**30 with one
+  update version, 2**29 with up to three, ...), else 8; 12 when the ids are too large to pack;
 - deletes: rows gone at the end, gathered over begin fragments up to :data:`DELETE_CHUNK_ROWS`
   before :func:`.feed_rows.first_gone` dates them (kept from the pre-image pass when they fit
   one chunk, else found again in a second pass over the begin fragments).
@@ -54,6 +55,8 @@ PlannedRows = tuple[str, FragmentMetadata, np.ndarray, np.ndarray, np.ndarray]
 #: ids from this on are kept apart from their versions (12 bytes a row instead of 8); ids that
 #: large only come from writers far from today's, so tests lower it to exercise that path
 PACKED_ID_LIMIT = 1 << 64
+#: the integers ids and ranks are packed into, narrowest first (tests leave out the narrow one)
+KEY_DTYPES: tuple[type, ...] = (np.uint32, np.uint64)
 
 
 class MovedIds:
@@ -63,8 +66,6 @@ class MovedIds:
 
     def __init__(self, store: ObjectStore, start: Manifest, end: Manifest, begin: int, stop: int, ids: RowIds) -> None:
         self.begin = begin
-        self.shift = np.uint64(max(1, int(stop - begin).bit_length()))
-        self.limit = min(1 << (64 - int(self.shift)), PACKED_ID_LIMIT)  # ids below pack with their version
         lo, hi = np.uint64(begin), np.uint64(stop)
         old = {f.id for f in start.fragments}
         # pass 1 (version runs only): the pieces of rows that existed at begin, to size the array
@@ -80,8 +81,28 @@ class MovedIds:
             keep = c <= lo
             code = np.where((u > lo) & (u <= hi), u - lo, np.uint64(0))
             pieces.append((frag, starts[keep], lengths[keep], code[keep]))
-        # pass 2: expand one fragment at a time straight into the packed, then sorted, array
-        keys = np.empty(sum(int(p[2].sum()) for p in pieces), dtype=np.uint64)
+        #: the update versions (minus begin) met; a row keeps its rank among them (0: not updated)
+        self.versions = np.unique(np.concatenate([p[3][p[3] > 0] for p in pieces] or [np.empty(0, np.uint64)]))
+        self.shift = np.uint64(max(1, int(self.versions.size).bit_length()))
+        self.keys: np.ndarray = np.empty(0, dtype=np.uint64)
+        self.codes: np.ndarray | None = None
+        # ids below ``limit`` share one integer with their rank: 4 bytes a row while the
+        # dataset's ids (below next_row_id) leave room, else 8; ids too large for that: apart
+        for dtype in KEY_DTYPES:
+            bits = 8 * np.dtype(dtype).itemsize - int(self.shift)
+            self.limit = min(1 << bits, PACKED_ID_LIMIT)
+            if np.dtype(dtype).itemsize < 8 and end.next_row_id > self.limit:
+                continue
+            keys = self._packed(store, end, pieces, ids, dtype)
+            if keys is not None:
+                self.keys = keys
+                return
+        self._unpacked(store, end, pieces, ids)
+
+    def _packed(self, store: ObjectStore, end: Manifest, pieces: list, ids: RowIds, dtype: type) -> np.ndarray | None:
+        """The sorted ``id << shift | rank`` of every row (None: an id reaches ``limit``),
+        expanded one fragment at a time straight into the array."""
+        keys = np.empty(sum(int(p[2].sum()) for p in pieces), dtype=dtype)
         at = 0
         for frag, starts, lengths, code in pieces:
             offs, codes = _expand(starts, lengths, code)
@@ -93,15 +114,15 @@ class MovedIds:
                 continue
             got = ids.at(end, frag, offs)
             if int(got.max()) >= self.limit:
-                self._unpacked(store, end, pieces, ids)
-                return
-            np.left_shift(got, self.shift, out=keys[at: at + got.size])
-            keys[at: at + got.size] |= codes
+                return None
+            rank = np.searchsorted(self.versions, codes).astype(np.uint64) + np.uint64(1)
+            rank[codes == 0] = 0
+            keys[at: at + got.size] = (got << self.shift) | rank
             at += got.size
         # rows deleted since leave slack at the end: copied away only when it is large
-        self.keys: np.ndarray = keys[:at] if 4 * (keys.size - at) <= keys.size else keys[:at].copy()
-        self.keys.sort(kind="stable")  # sorted runs, one per fragment: merged, not re-sorted
-        self.codes: np.ndarray | None = None
+        keys = keys[:at] if 4 * (keys.size - at) <= keys.size else keys[:at].copy()
+        keys.sort(kind="stable")  # sorted runs, one per fragment: merged, not re-sorted
+        return keys
 
     def _unpacked(self, store: ObjectStore, end: Manifest, pieces: list, ids: RowIds) -> None:
         """Ids too large to share a uint64 with their version: ids and versions apart."""
@@ -135,14 +156,16 @@ class MovedIds:
             q = np.asarray(q, dtype=np.uint64)
             small = None if int(q.max()) < self.limit else q < np.uint64(self.limit)
             qs = (q if small is None else np.where(small, q, np.uint64(0))) << self.shift
-            pos = np.searchsorted(self.keys, qs)
+            pos = np.searchsorted(self.keys, qs.astype(self.keys.dtype))
             np.minimum(pos, n - 1, out=pos)
-            k = self.keys[pos]
+            k = self.keys[pos].astype(np.uint64)
             hit = (k >> self.shift) == q
             if small is not None:
                 hit &= small
-            mask = (np.uint64(1) << self.shift) - np.uint64(1)
-            out[hit] = (k[hit] & mask).astype(np.int64)
+            rank = (k[hit] & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.int64)
+            got = np.zeros(rank.size, dtype=np.int64)
+            got[rank > 0] = self.versions[rank[rank > 0] - 1].astype(np.int64)
+            out[hit] = got
             return out
         pos = np.minimum(np.searchsorted(self.keys, q), n - 1)
         hit = self.keys[pos] == q
