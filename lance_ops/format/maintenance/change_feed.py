@@ -14,7 +14,10 @@ Compaction and deletion materialisation keep row ids and versions, so they add n
 Every row is chosen from manifest metadata before a data file is opened (:mod:`.feed_rows`):
 fragments whose version runs miss the range, and begin-version fragments whose rows and
 deletion vector are unchanged at ``end``, are never read; of the others only the spans holding
-chosen rows are decoded.  Memory grows with the feed, not with the dataset.
+chosen rows are decoded.  The rows are planned as they are read, one fragment at a time
+(:mod:`.feed_plan`): planning holds one fragment's changed rows per read in flight, and across
+the range only the ids of the rows an update or compaction moved (4-8 bytes each), never a list
+of every changed row.
 ``_commit_version`` is the row's version column for inserts/updates and, for deletes, the
 first version in ``(begin, end]`` whose manifest no longer has the row.
 
@@ -181,7 +184,8 @@ def _changes(
 def _reads(
     store: ObjectStore, in_range: dict[int, Manifest], begin_version: int, end_version: int, cmap_out: list[ColumnMap]
 ) -> Iterator[_Read]:
-    """The feed's reads in output order, planned lazily (the begin side only when reached)."""
+    """The feed's reads in output order, each planned when the reader reaches it
+    (:func:`.feed_plan.streamed_plan`)."""
     end = in_range[end_version]
     user = [f.name for f in end.schema.top_level()]
     plan = plan_scan(end.schema, user or [ROW_ID], None, False, False)

@@ -102,7 +102,7 @@ class MovedIds:
     def _packed(self, store: ObjectStore, end: Manifest, pieces: list, ids: RowIds, dtype: type) -> np.ndarray | None:
         """The sorted ``id << shift | rank`` of every row (None: an id reaches ``limit``),
         expanded one fragment at a time straight into the array."""
-        keys = np.empty(sum(int(p[2].sum()) for p in pieces), dtype=dtype)
+        keys: np.ndarray = np.empty(sum(int(p[2].sum()) for p in pieces), dtype=dtype)
         at = 0
         for frag, starts, lengths, code in pieces:
             offs, codes = _expand(starts, lengths, code)

@@ -16,9 +16,10 @@ change feed picks its rows before it opens any data file:
 
 Every chosen row comes with its row id and commit version, aligned with its physical offset, so
 a reader decodes only the user columns of the spans holding chosen rows (in-process:
-:mod:`.change_feed`; on many workers: :mod:`.distributed`).  Memory grows with the rows that
-changed (and with the fragments rewritten in the range, whose rows all count as having left),
-never with the rows that did not.
+:mod:`.change_feed`, one fragment at a time through :mod:`.feed_plan`; on many workers:
+:mod:`.distributed`).  The whole-range functions here hold every changed row (and every row of
+the fragments rewritten in the range, whose rows all count as having left), never the rows that
+did not change; :mod:`.feed_plan` streams the same plan per fragment.
 """
 
 from collections.abc import Iterable, Sequence
