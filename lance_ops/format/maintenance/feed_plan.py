@@ -145,6 +145,27 @@ class MovedIds:
     def nbytes(self) -> int:
         return self.keys.nbytes + (0 if self.codes is None else self.codes.nbytes)
 
+    def _ranked(self, k: np.ndarray) -> np.ndarray:
+        """Version offsets (0: not updated) of packed keys ``k`` (uint64)."""
+        rank = (k & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.int64)
+        got = np.zeros(rank.size, dtype=np.int64)
+        got[rank > 0] = self.versions[rank[rank > 0] - 1].astype(np.int64)
+        return got
+
+    def _all_moved(self, q: np.ndarray) -> np.ndarray | None:
+        """The common case without a binary search per id: ``q`` sorted, and every id in its
+        span moved (e.g. all of a fragment's rows that left it were updated)."""
+        if int(q[-1]) + 1 >= self.limit or not (q[1:] > q[:-1]).all():
+            return None
+        a, b = np.searchsorted(self.keys, np.array([int(q[0]) << int(self.shift), (int(q[-1]) + 1) << int(self.shift)],
+                                                   dtype=np.uint64).astype(self.keys.dtype, copy=False))
+        if b - a != q.size:
+            return None
+        k = self.keys[a:b].astype(np.uint64)
+        if not np.array_equal(k >> self.shift, q):
+            return None
+        return self._ranked(k)
+
     def lookup(self, q: np.ndarray) -> np.ndarray:
         """Per id of ``q``: -1 not live in those fragments (deleted), 0 moved without an update,
         else its update version minus ``begin``."""
@@ -154,6 +175,9 @@ class MovedIds:
             return out
         if self.codes is None:
             q = np.asarray(q, dtype=np.uint64)
+            whole = self._all_moved(q)
+            if whole is not None:
+                return whole
             small = None if int(q.max()) < self.limit else q < np.uint64(self.limit)
             qs = (q if small is None else np.where(small, q, np.uint64(0))) << self.shift
             pos = np.searchsorted(self.keys, qs.astype(self.keys.dtype))
@@ -162,10 +186,7 @@ class MovedIds:
             hit = (k >> self.shift) == q
             if small is not None:
                 hit &= small
-            rank = (k[hit] & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.int64)
-            got = np.zeros(rank.size, dtype=np.int64)
-            got[rank > 0] = self.versions[rank[rank > 0] - 1].astype(np.int64)
-            out[hit] = got
+            out[hit] = self._ranked(k[hit])
             return out
         pos = np.minimum(np.searchsorted(self.keys, q), n - 1)
         hit = self.keys[pos] == q
