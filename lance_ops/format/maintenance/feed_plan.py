@@ -10,8 +10,9 @@ first (:func:`.feed_rows.end_changes`, :func:`.feed_rows.begin_changes`,
   by :class:`MovedIds`, the one structure that spans the range: the ids of the rows live at the
   end in fragments added since ``begin`` that existed at ``begin`` (updated or moved by a
   compaction), packed with the rank of their update version into one sorted integer per row:
-  4 bytes per updated or moved row while the dataset's ids leave room (below 2**30 with one
-  update version, 2**29 with up to three, ...), else 8; 12 when the ids are too large to pack;
+  4 bytes per updated or moved row while the dataset's ids leave room (below 2**31 with one
+  update version in the range, 2**30 with two or three, ...), else 8; 12 when the ids are too
+  large to pack;
 - deletes: rows gone at the end, gathered over begin fragments up to :data:`DELETE_CHUNK_ROWS`
   before :func:`.feed_rows.first_gone` dates them (kept from the pre-image pass when they fit
   one chunk, else found again in a second pass over the begin fragments).
