@@ -105,12 +105,7 @@ class MovedIds:
         expanded one fragment at a time straight into the array."""
         keys: np.ndarray = np.empty(sum(int(p[2].sum()) for p in pieces), dtype=dtype)
         at = 0
-        for frag, starts, lengths, code in pieces:
-            offs, codes = _expand(starts, lengths, code)
-            deleted = _deleted(store, end, frag)
-            if deleted.size:
-                live = _not_in(offs, deleted)
-                offs, codes = offs[live], codes[live]
+        for frag, offs, codes in _live_rows(store, end, pieces):
             if not offs.size:
                 continue
             got = ids.at(end, frag, offs)
@@ -128,12 +123,7 @@ class MovedIds:
     def _unpacked(self, store: ObjectStore, end: Manifest, pieces: list, ids: RowIds) -> None:
         """Ids too large to share a uint64 with their version: ids and versions apart."""
         id_parts, code_parts = [], []
-        for frag, starts, lengths, code in pieces:
-            offs, codes = _expand(starts, lengths, code)
-            deleted = _deleted(store, end, frag)
-            if deleted.size:
-                live = _not_in(offs, deleted)
-                offs, codes = offs[live], codes[live]
+        for frag, offs, codes in _live_rows(store, end, pieces):
             id_parts.append(ids.at(end, frag, offs))
             code_parts.append(codes.astype(np.uint32))
         keys = np.concatenate(id_parts)
@@ -294,3 +284,15 @@ def streamed_plan(
             chunk, held = [], 0
     if chunk:
         yield from dated()
+
+
+def _live_rows(store: ObjectStore, end: Manifest, pieces: list) -> Iterator[tuple[FragmentMetadata, np.ndarray, np.ndarray]]:
+    """``(fragment, physical offsets, version codes)`` of the rows of each of ``pieces`` that
+    are live at ``end`` (its deletion vector applied)."""
+    for frag, starts, lengths, code in pieces:
+        offs, codes = _expand(starts, lengths, code)
+        deleted = _deleted(store, end, frag)
+        if deleted.size:
+            live = _not_in(offs, deleted)
+            offs, codes = offs[live], codes[live]
+        yield frag, offs, codes
