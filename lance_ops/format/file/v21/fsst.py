@@ -149,7 +149,7 @@ _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1],
 
 
 def _sample(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """About 32 KiB of whole strings spread over the page."""
+    """About :data:`_SAMPLE_BYTES` of whole strings spread over the page."""
     n = len(offsets) - 1
     total = int(offsets[-1] - offsets[0])
     step = max(1, total // _SAMPLE_BYTES)
