@@ -12,6 +12,7 @@ land the commit raises :class:`CommitFailedError` (``retry_safe``), if that cann
 (:mod:`.idempotency`) that already committed returns that version instead of committing twice.
 """
 
+import logging
 import random
 import time
 
@@ -36,7 +37,8 @@ from .manifest import (
     read_manifest,
     write_version_hint,
 )
-from .operations import Overwrite
+from .operations import Delete, Overwrite
+from .orphans import remove_unreferenced
 from .rebase import RebaseState, rebase
 from .store import ConditionalPutError, ObjectStore, ObjectStoreError
 from .transaction import (
@@ -47,6 +49,8 @@ from .transaction import (
     validate_operation,
     write_transaction_file,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 20
 #: transactions read at once when searching an object store's history (idempotent writes)
@@ -82,6 +86,12 @@ def commit_transaction(
 ) -> Manifest:
     """Commit ``txn``; return the manifest of the version it became.
 
+    When the transaction can never land (a conflict, a failed create, any error before the
+    manifest create was sent) or a write already committed under the same key is found, every
+    file it references that no manifest references is removed (:mod:`.orphans`): its ``.txn``,
+    data files with their blob sidecars, deletion files (its planner's and its rebases'), new
+    index directories.  After :class:`CommitStateUnknownError` nothing is removed.
+
     Args:
         create: the dataset must not exist yet (``mode="create"``).
         enable_stable_row_ids, data_storage_version: settings of a new dataset.
@@ -102,109 +112,198 @@ def commit_transaction(
         CommitFailedError: the storage layer failed and the version was not created.
         CommitStateUnknownError: the storage layer failed and whether the version was created
             could not be read back; retry only with ``txnAppId``/``txnVersion``.
+        DatasetAlreadyExistsError: ``create`` and a dataset exists (the transaction's files
+            are kept: a caller may commit them as an append instead).
     """
-    if handler is None:
-        handler = ConditionalPutCommitHandler(store)
     if isinstance(txn.read_version, bool) or not isinstance(txn.read_version, int) or txn.read_version < 0:
         raise InvalidArgumentError(f"read_version must be a non-negative integer, got {txn.read_version!r}")
     validate_operation(txn.operation)  # before anything is written
-    key = idempotency_key(txn.properties)
-    written: Transaction | None = None
-    rebase_state: RebaseState | None = None
-    checked_up_to = txn.read_version
-    attempt = 0
-    txn_files: set[str] = set()
-    loaded: dict[int, Transaction] = {}
-    idem_checked: int | None = None
+    loop = _CommitLoop(store, handler or ConditionalPutCommitHandler(store), txn, known, idempotency_lookback)
     try:
+        return loop.run(create, enable_stable_row_ids, data_storage_version, max_retries)
+    except CommitStateUnknownError:
+        raise
+    except DatasetAlreadyExistsError:
+        _discard(store, loop.txn_files)
+        raise
+    except BaseException as e:
+        if not loop.putting or isinstance(e, CommitFailedError):
+            loop.discard()  # this transaction will never be committed: no manifest references its files
+        raise
+
+
+class _CommitLoop:
+    """The state of one :func:`commit_transaction`: the transaction as rebased so far, what was
+    checked and loaded, and every version of it written (for :meth:`discard`)."""
+
+    def __init__(
+        self, store: ObjectStore, handler: CommitHandler, txn: Transaction, known: Manifest | None, lookback: int
+    ) -> None:
+        self.store, self.handler, self.txn, self.known, self.lookback = store, handler, txn, known, lookback
+        self.key = idempotency_key(txn.properties)
+        self.versions: list[Transaction] = [txn]  # the planned transaction and each rebase of it
+        self.written: Transaction | None = None  # the version whose .txn file is on storage
+        self.txn_files: set[str] = set()
+        self.rebase_state: RebaseState | None = None
+        self.checked_up_to = txn.read_version
+        self.loaded: dict[int, Transaction] = {}
+        self.idem_checked: int | None = None
+        self.latest: Manifest | None = None  # the latest manifest seen
+        self.putting = False  # a manifest create is in flight: its outcome is not known
+
+    def run(
+        self, create: bool, enable_stable_row_ids: bool, data_storage_version: str | None, max_retries: int
+    ) -> Manifest:
+        attempt = 0
         while True:
             # Listed every time, never assumed from ``known``: a cleanup may have removed
             # ``known.version + 1`` while newer versions exist (put-if-absent would then recreate
             # a version in the past; test_cleanup_concurrency).  pylance lists here too.
-            scheme, versions = handler.list_versions()
+            scheme, versions = self.handler.list_versions()
             latest = versions[-1] if versions else 0
-            if key is not None and latest > 0:
-                # Before anything else: a retried create must find its own first attempt.
-                low = latest - idempotency_lookback if idem_checked is None else idem_checked
-                done = find_committed(
-                    key, [v for v in versions if v > low],
-                    lambda v, s=scheme or NamingScheme.V2: _load_cached(store, v, s, handler, loaded),
-                    parallel=1 if store.is_local else REMOTE_PARALLEL_READS,
-                )
-                idem_checked = latest
-                if done is not None:
-                    _discard(store, txn_files)
-                    return handler.read_manifest(done).manifest
-            if create and latest > 0:
-                raise DatasetAlreadyExistsError(f"{store.uri}: a dataset already exists (version {latest})")
-            if latest == 0 and not isinstance(txn.operation, Overwrite):
-                raise DatasetNotFoundError(f"{store.uri}: no dataset to apply a {txn.operation.name} to")
+            done = self.find_duplicate(scheme, versions)
+            if done is not None:
+                return done
             scheme = scheme or NamingScheme.V2
-            prev = None
-            if latest > 0:
-                if known is not None and known.version == latest:
-                    prev = known
-                else:
-                    prev = handler.read_manifest(latest).manifest
-                check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=store.uri, for_write=True)
-                if txn.read_version > latest:
-                    raise CommitConflictError(
-                        f"{store.uri}: read_version {txn.read_version} is newer than the latest version {latest}"
-                    )
-                # A create (Overwrite at read_version 0) replaces whatever is there.
-                for v in range(max(checked_up_to, txn.read_version) + 1, latest + 1):
-                    if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
-                        break
-                    other = _removed_is_retryable(
-                        store, txn, v, lambda v=v, s=scheme: _load_cached(store, v, s, handler, loaded)
-                    )
-                    common = check(txn, other, v)
-                    if common:
-                        if rebase_state is None:
-                            rebase_state = RebaseState(_removed_is_retryable(
-                                store, txn, txn.read_version,
-                                lambda t=txn: handler.read_manifest(t.read_version).manifest,
-                            ))
-                        theirs = _removed_is_retryable(store, txn, v, lambda v=v: handler.read_manifest(v).manifest)
-                        txn = rebase(
-                            store, txn, common, theirs, rebase_state,
-                            stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
-                        )
-                    checked_up_to = v
-            if written is not txn:  # first attempt, or rebased since: the .txn matches the inline copy
-                write_transaction_file(store, txn)
-                txn_files.add(txn.file_name)
-                written = txn
-
-            def load(v: int, handler: CommitHandler = handler) -> Manifest:
-                return handler.read_manifest(v).manifest
-
+            prev = self.latest_manifest(latest, create)
+            if prev is not None:
+                self.absorb(latest, scheme)
+            self.write_transaction_file()
             new = build_manifest(
                 prev,
-                txn,
+                self.txn,
                 latest + 1,
                 enable_stable_row_ids=enable_stable_row_ids,
                 data_storage_version=data_storage_version,
-                load_version=load,
+                load_version=lambda v: self.handler.read_manifest(v).manifest,
             )
-            if _put(store, handler, new, txn, scheme):
-                write_version_hint(store, new.version)
-                return new.with_changes(source=store.full_path(manifest_path(scheme, new.version)))
+            if self.put(new, scheme):
+                write_version_hint(self.store, new.version)
+                self.remove_superseded(new)
+                return new.with_changes(source=self.store.full_path(manifest_path(scheme, new.version)))
             attempt += 1
-            if attempt > max_retries:
-                raise CommitConflictError(
-                    f"{store.uri}: gave up after {max_retries} lost races committing {txn.operation.name} "
-                    f"(read version {txn.read_version})",
-                    read_version=txn.read_version,
-                    conflicting_version=latest + 1,
-                    operation=txn.operation,
+            _back_off(self.store, self.txn, attempt, max_retries, latest)
+
+    def find_duplicate(self, scheme: NamingScheme | None, versions: list[int]) -> Manifest | None:
+        """The manifest of an earlier commit of the same ``txnAppId``/``txnVersion``, or None."""
+        latest = versions[-1] if versions else 0
+        if self.key is None or latest == 0:
+            return None
+        # Before anything else: a retried create must find its own first attempt.
+        low = latest - self.lookback if self.idem_checked is None else self.idem_checked
+        done = find_committed(
+            self.key, [v for v in versions if v > low],
+            lambda v, s=scheme or NamingScheme.V2: _load_cached(self.store, v, s, self.handler, self.loaded),
+            parallel=1 if self.store.is_local else REMOTE_PARALLEL_READS,
+        )
+        self.idem_checked = latest
+        if done is None:
+            return None
+        found = self.handler.read_manifest(done).manifest
+        self.discard(found)  # this attempt's files duplicate the committed write's
+        return found
+
+    def latest_manifest(self, latest: int, create: bool) -> Manifest | None:
+        """The manifest of ``latest`` (None: no dataset yet), checked as a base for this commit."""
+        txn = self.txn
+        if create and latest > 0:
+            raise DatasetAlreadyExistsError(f"{self.store.uri}: a dataset already exists (version {latest})")
+        if latest == 0 and not isinstance(txn.operation, Overwrite):
+            raise DatasetNotFoundError(f"{self.store.uri}: no dataset to apply a {txn.operation.name} to")
+        if latest == 0:
+            return None
+        if self.known is not None and self.known.version == latest:
+            prev = self.known
+        else:
+            prev = self.handler.read_manifest(latest).manifest
+        self.latest = prev
+        check_flags(prev.reader_feature_flags, prev.writer_feature_flags, path=self.store.uri, for_write=True)
+        if txn.read_version > latest:
+            raise CommitConflictError(
+                f"{self.store.uri}: read_version {txn.read_version} is newer than the latest version {latest}"
+            )
+        return prev
+
+    def absorb(self, latest: int, scheme: NamingScheme) -> None:
+        """Check every version committed since the last check against the transaction; rebase
+        it over those touching the same fragments compatibly (conflicts raise)."""
+        txn, store, handler = self.txn, self.store, self.handler
+        if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
+            return  # a create (Overwrite at read_version 0) replaces whatever is there
+        for v in range(max(self.checked_up_to, txn.read_version) + 1, latest + 1):
+            other = _removed_is_retryable(
+                store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, self.loaded)
+            )
+            common = check(txn, other, v)
+            if common:
+                if self.rebase_state is None:
+                    self.rebase_state = RebaseState(_removed_is_retryable(
+                        store, txn, txn.read_version, lambda r=txn.read_version: handler.read_manifest(r).manifest,
+                    ))
+                theirs = _removed_is_retryable(store, txn, v, lambda v=v: handler.read_manifest(v).manifest)
+                txn = rebase(
+                    store, txn, common, theirs, self.rebase_state,
+                    stable_row_ids=theirs.uses_stable_row_ids, other=other.operation,
                 )
-            # Back off with jitter so racing writers spread out.
-            time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
-    except (CommitConflictError, CommitFailedError):
-        # this transaction will never be committed: no manifest references its .txn
-        _discard(store, txn_files)
-        raise
+                self.txn = txn
+                self.versions.append(txn)
+            self.checked_up_to = v
+
+    def write_transaction_file(self) -> None:
+        """Write the ``.txn`` on the first attempt and after each rebase (it matches the inline copy)."""
+        if self.written is not self.txn:
+            write_transaction_file(self.store, self.txn)
+            self.txn_files.add(self.txn.file_name)
+            self.written = self.txn
+
+    def put(self, new: Manifest, scheme: NamingScheme) -> bool:
+        """Create the manifest; while it is in flight a failure leaves the outcome unknown."""
+        self.putting = True
+        created = _put(self.store, self.handler, new, self.txn, scheme)
+        self.putting = False
+        return created
+
+    def discard(self, committed: Manifest | None = None) -> None:
+        """Remove this transaction's ``.txn`` files and every file it references that no manifest
+        seen (read version, latest, ``committed``) nor a transaction committed meanwhile references."""
+        _discard(self.store, self.txn_files)
+        try:
+            keep = [self.latest, committed]
+            if self.txn.read_version > 0:
+                keep.append(self.handler.read_manifest(self.txn.read_version).manifest)
+            remove_unreferenced(self.store, self._all_versions(), keep=keep, keep_transactions=self.loaded.values())
+        except Exception as e:  # noqa: BLE001 - never hide the outcome; cleanup_old_versions removes orphans
+            log.warning("%s: could not remove the files of uncommitted transaction %s: %s",
+                        self.store.uri, self.txn.uuid, e)
+
+    def _all_versions(self) -> list[Transaction]:
+        """Every version of the transaction, plus what rebases wrote (also those that then failed)."""
+        extra = self.rebase_state.written if self.rebase_state is not None else []
+        return [*self.versions, Transaction(self.txn.read_version, Delete(list(extra), []))] if extra else self.versions
+
+    def remove_superseded(self, new: Manifest) -> None:
+        """After a rebased commit: remove the files earlier versions of the transaction wrote that
+        the committed one no longer references (deletion files replaced by merged ones)."""
+        if len(self.versions) == 1:
+            return
+        try:
+            remove_unreferenced(self.store, self._all_versions(), keep=[new], keep_transactions=[self.txn])
+        except Exception as e:  # noqa: BLE001 - the commit stands; cleanup_old_versions removes orphans
+            log.warning("%s: could not remove files superseded by rebasing %s: %s", self.store.uri, self.txn.uuid, e)
+
+
+def _back_off(store: ObjectStore, txn: Transaction, attempt: int, max_retries: int, latest: int) -> None:
+    """Sleep with jitter before the next attempt, so racing writers spread out; give up after
+    ``max_retries`` lost races."""
+    if attempt > max_retries:
+        raise CommitConflictError(
+            f"{store.uri}: gave up after {max_retries} lost races committing {txn.operation.name} "
+            f"(read version {txn.read_version})",
+            read_version=txn.read_version,
+            conflicting_version=latest + 1,
+            operation=txn.operation,
+        )
+    time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
 
 
 def find_earlier_commit(

@@ -19,14 +19,12 @@ from .commit_handler import (
 )
 from .errors import (
     ArgumentTypeError,
-    CommitConflictError,
-    CommitFailedError,
     DatasetAlreadyExistsError,
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
 from .fragment import FragmentMetadata
-from .idempotency import committed_by, idempotency_key
+from .idempotency import idempotency_key
 from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
@@ -54,7 +52,6 @@ from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
     conform_batch,
-    discard_files,
     iter_batches,
     new_schema,
     write_fragment_files,
@@ -640,7 +637,7 @@ def write_dataset(
         frags = write_fragment_files(store, batches, lance_schema, version=file_version,
                                      max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = _commit_written(store, txn, frags, handler=handler, known=existing)
+        manifest = commit_transaction(store, txn, handler=handler, known=existing)
         return LanceDataset._from_manifest(store, manifest, handler)
     version = (
         require_writable(existing.data_storage_version, uri)
@@ -653,29 +650,15 @@ def write_dataset(
                                  version=version, max_rows_per_file=max_rows_per_file)
     read_version = existing.version if existing is not None else 0
     txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
-    manifest = _commit_written(
+    manifest = commit_transaction(
         store,
         txn,
-        frags,
         create=existing is None and mode == "create",
         enable_stable_row_ids=enable_stable_row_ids,
         data_storage_version=version,
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
-
-
-def _commit_written(store: ObjectStore, txn: Transaction, frags: list[FragmentMetadata], **kw: Any) -> Manifest:
-    """Commit the files this call wrote; remove them when they can never be committed (a known
-    failure, or a duplicate of a write already committed under the same ``txnAppId``)."""
-    try:
-        manifest = commit_transaction(store, txn, **kw)
-    except (CommitConflictError, CommitFailedError):
-        discard_files(store, frags)
-        raise
-    if not committed_by(manifest, txn):
-        discard_files(store, frags)
-    return manifest
 
 
 def commit(

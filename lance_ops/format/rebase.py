@@ -28,6 +28,8 @@ class RebaseState:
         self.seen: dict[int, FragmentMetadata] = {f.id: f for f in read_manifest.fragments}
         #: the manifest each fragment in ``seen`` was last read from (named in errors)
         self.source: dict[int, str] = {f.id: read_manifest.source for f in read_manifest.fragments}
+        #: fragments with the deletion files rebases wrote (removed if the commit never lands)
+        self.written: list[FragmentMetadata] = []
 
 
 def _retry_error(txn: Transaction, version: int, why: str, other: Operation | None = None) -> RetryableCommitConflictError:
@@ -93,6 +95,8 @@ def rebase(
             if both.size:
                 raise _retry(txn, v, f"{both.size} row(s) of fragment {fid} were changed by both")
             merged = with_deletions(store, theirs, mine_new, v, bases=bases)
+            if merged is not None:
+                state.written.append(merged)
             state.seen[fid] = theirs
             state.source[fid] = theirs_manifest.source
             if merged is None:
@@ -143,6 +147,8 @@ def rebase(
                 hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
                 if hit.size:
                     merged = with_deletions(store, nf, hit, v, bases=bases)
+                    if merged is not None:
+                        state.written.append(merged)
                     if merged is None and op.rewritten_indices:
                         # remapped index files name its rows: the fragment cannot just vanish
                         raise _retry(txn, v, f"every row of compacted fragment {nf.id} was deleted meanwhile")

@@ -16,6 +16,7 @@ from .commit_handler import try_open_latest
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
+from .orphans import remove_fragment_files
 from .schema import LanceSchema
 from .store import ObjectStore
 from .versions import normalize_storage_version, require_writable
@@ -52,13 +53,9 @@ def check_unique_names(names: list[str], what: str) -> None:
 
 
 def discard_files(store: ObjectStore, fragments: Iterable[FragmentMetadata]) -> None:
-    """Best-effort removal of data files no committed version references (a failed or duplicate write)."""
-    for f in fragments:
-        for df in f.files:
-            try:
-                store.delete(f"{DATA_DIR}/{df.path}")
-            except Exception:  # noqa: BLE001 - never hide the outcome; cleanup removes orphans anyway
-                pass
+    """Best-effort removal of the files of fragments no transaction references (written, never
+    committed): data files, their blob sidecars and deletion files."""
+    remove_fragment_files(store, fragments)
 
 
 def random_data_file_name() -> str:

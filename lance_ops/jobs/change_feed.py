@@ -48,9 +48,9 @@ from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from ._common import version_number
 from ._options import source_options
-from .mutations import committed_files, delete_deletion_files, plan_deletions, write_fragments_df
+from .mutations import committed_files, plan_deletions, write_fragments_df
 from .results import ChangeFeedWriteResult
-from .source import delete_fragment_files, sweep_staging
+from .source import sweep_staging
 from .streaming import change_feed_spark_schema
 
 CHANGE_TYPE = "_change_type"
@@ -191,8 +191,6 @@ def write_change_feed(
     try:
         out = commit_transaction(sink, Transaction(sink_m.version, op, properties=props))
     except BaseException:
-        delete_fragment_files(sink, new)
-        delete_deletion_files(sink, updated)
         sweep_staging(sink, write_id, set())
         raise
     sweep_staging(sink, write_id, committed_files(new))

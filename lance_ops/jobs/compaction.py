@@ -26,7 +26,6 @@ from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.store import ObjectStore, resolve_uri
 
 from .results import CompactResult
-from .source import delete_fragment_files
 
 TaskOutcome = tuple[int, RewriteResult | None, str | None]
 
@@ -91,11 +90,7 @@ def _compact(
     failed = tuple(err for _, _, err in outcomes if err is not None)
     if not done:
         return result(failed_tasks=failed, fragments_skipped=plan.skipped)
-    try:
-        metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**dict(transaction_properties or {}), "lance_ops.writer": "spark"})
-    except BaseException:
-        delete_fragment_files(store, [f for r in done for f in r.new_fragments])
-        raise
+    metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**dict(transaction_properties or {}), "lance_ops.writer": "spark"})
     return result(
         version=metrics.version, tasks_succeeded=len(done), fragments_removed=metrics.fragments_removed,
         fragments_added=metrics.fragments_added, files_removed=metrics.files_removed,

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from lance_ops.format.blobs import has_blob_columns
 from lance_ops.format.commit import commit_transaction
-from lance_ops.format.deletion import deletion_file_path, with_deletions
+from lance_ops.format.deletion import with_deletions
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
 from lance_ops.format.file.blobs import is_blob_field
 from lance_ops.format.fragment import FragmentMetadata
@@ -48,15 +48,6 @@ _PROPS = {"lance_ops.writer": "spark"}
 def _props(extra: Mapping[str, str] | None) -> dict[str, str]:
     """Transaction properties of a Spark commit, plus the caller's (e.g. the Dagster run id)."""
     return {**dict(extra or {}), **_PROPS}
-
-
-def delete_deletion_files(store: ObjectStore, frags: Sequence[FragmentMetadata]) -> None:
-    for f in frags:
-        if f.deletion_file is not None:
-            try:
-                store.delete(deletion_file_path(f.id, f.deletion_file.to_proto()))
-            except Exception:  # pragma: no cover - best effort
-                pass
 
 
 def write_fragments_df(
@@ -188,11 +179,7 @@ def delete(
         updated, removed, total = plan_deletions(spark, uri, m, where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
-    try:
-        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
-    except BaseException:
-        delete_deletion_files(store, updated)
-        raise
+    out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
     return DeleteResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
 
 
@@ -351,8 +338,6 @@ def upsert(
     try:
         out = commit_transaction(store, Transaction(m.version, op, properties=_props(transaction_properties)))
     except BaseException:
-        delete_fragment_files(store, new)
-        delete_deletion_files(store, updated)
         sweep_staging(store, write_id, set())
         raise
     sweep_staging(store, write_id, committed_files(new))

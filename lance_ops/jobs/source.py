@@ -464,11 +464,9 @@ class LanceWriter(DataSourceArrowWriter):
             # the version may exist and reference these files: remove nothing
             raise
         except BaseException:
-            delete_fragment_files(store, frags)
             sweep_staging(store, self.write_id, set())
             raise
         if not committed:  # a duplicate of a write committed earlier (txnAppId/txnVersion)
-            delete_fragment_files(store, frags)
             sweep_staging(store, self.write_id, set())
             return
         # files of failed, killed or speculative attempts that were not committed

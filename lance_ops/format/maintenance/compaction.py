@@ -18,17 +18,18 @@ import pyarrow as pa
 from .. import rowids
 from ..blobs import has_blob_columns, with_payloads
 from ..commit import commit_transaction
-from ..commit_handler import checkout_manifest, commit_handler_for
+from ..commit_handler import CommitHandler, checkout_manifest, commit_handler_for
 from ..errors import InvalidArgumentError
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..operations import ReserveFragments, Rewrite, RewriteGroup
+from ..orphans import remove_fragment_files
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
 from ..write import check_writable, write_fragment_files
-from .index_remap import index_constraints, remap_indices, summarize
+from .index_remap import IndexRemap, index_constraints, remap_indices, summarize
 from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
 
 CONFIG_PREFIX = "lance.compaction."
@@ -492,27 +493,16 @@ def commit_compaction(
     handler = commit_handler_for(store, plan.manifest_store)
     n_new = sum(len(r.new_fragments) for r in done)
     props = dict(transaction_properties or {})
-    reserved = commit_transaction(
-        store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props), handler=handler
-    )
-    assert reserved.max_fragment_id is not None
-    next_id = reserved.max_fragment_id - n_new + 1
-    groups = []
-    for r in done:
-        new_frags = []
-        for f in r.new_fragments:
-            new_frags.append(f.with_changes(id=next_id))
-            next_id += 1
-        groups.append(RewriteGroup(r.task.fragments, new_frags))
-    read = handler.read_manifest(plan.read_version).manifest
-    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups])
     try:
-        manifest = commit_transaction(
-            store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler
-        )
+        groups, remap = _reserve_and_remap(store, handler, plan, done, props)
     except BaseException:
-        remap.discard(store)
+        # no transaction references the new files yet (a failed reservation leaves them to
+        # nobody, whatever its outcome); the Rewrite's own commit removes them if it fails
+        remove_fragment_files(store, [f for r in done for f in r.new_fragments])
         raise
+    manifest = commit_transaction(
+        store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler
+    )
     rewritten = {f.id for r in done for f in r.task.fragments}
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
@@ -528,6 +518,29 @@ def commit_compaction(
         ),
         fragments_skipped=plan.skipped,
     )
+
+
+def _reserve_and_remap(
+    store: ObjectStore, handler: CommitHandler, plan: CompactionPlan, done: Sequence[RewriteResult], props: dict[str, str]
+) -> tuple[list[RewriteGroup], IndexRemap]:
+    """Reserve ids for the new fragments (one ReserveFragments commit), give them out, and write
+    the remapped indices of the rewrite."""
+    n_new = sum(len(r.new_fragments) for r in done)
+    reserved = commit_transaction(
+        store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props), handler=handler
+    )
+    assert reserved.max_fragment_id is not None
+    next_id = reserved.max_fragment_id - n_new + 1
+    groups = []
+    for r in done:
+        new_frags = []
+        for f in r.new_fragments:
+            new_frags.append(f.with_changes(id=next_id))
+            next_id += 1
+        groups.append(RewriteGroup(r.task.fragments, new_frags))
+    read = handler.read_manifest(plan.read_version).manifest
+    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups])
+    return groups, remap
 
 
 def _mentions(line: str, fragment_ids: set[int]) -> bool:

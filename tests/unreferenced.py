@@ -1,0 +1,42 @@
+"""Files of a dataset that no version references, found by reading every manifest."""
+
+from lance_ops.format.cleanup import blob_sidecar_owner
+from lance_ops.format.commit_handler import ConditionalPutCommitHandler
+from lance_ops.format.index.cleanup import index_uuids
+from lance_ops.format.manifest import read_manifest
+from lance_ops.format.orphans import manifest_files
+from lance_ops.format.store import ObjectStore
+
+
+def referenced(uri: str) -> tuple[set[str], set[str], set[str]]:
+    """(data and deletion files, index uuids, ``.txn`` files) some version of ``uri`` names."""
+    store = ObjectStore(uri)
+    scheme, versions = ConditionalPutCommitHandler(store).list_versions()
+    files: set[str] = set()
+    indices: set[str] = set()
+    txns: set[str] = set()
+    for v in versions:
+        m = read_manifest(store, v, scheme).manifest
+        own = manifest_files(m)
+        files |= own.data | own.deletions
+        indices |= index_uuids(m)
+        if m.transaction_file:
+            txns.add(f"_transactions/{m.transaction_file}")
+    return files, indices, txns
+
+
+def unreferenced_files(uri: str) -> list[str]:
+    """Every file in ``data/``, ``_deletions/``, ``_indices/`` and ``_transactions/`` that no
+    version references (a blob sidecar counts as its data file)."""
+    store = ObjectStore(uri)
+    files, indices, txns = referenced(uri)
+    out = []
+    for prefix in ("data", "_deletions"):
+        out += [rel for rel, _s, _m in store.list_files(prefix) if (blob_sidecar_owner(rel) or rel) not in files]
+    out += [rel for rel, _s, _m in store.list_files("_indices") if rel.split("/")[1] not in indices]
+    out += [rel for rel, _s, _m in store.list_files("_transactions") if rel not in txns]
+    return sorted(out)
+
+
+def listing(uri: str, prefix: str) -> set[str]:
+    return {rel for rel, _s, _m in ObjectStore(uri).list_files(prefix)}
