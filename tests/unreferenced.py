@@ -8,9 +8,9 @@ from lance_ops.format.orphans import manifest_files
 from lance_ops.format.store import ObjectStore
 
 
-def referenced(uri: str) -> tuple[set[str], set[str], set[str]]:
+def referenced(uri: str, storage_options: dict | None = None) -> tuple[set[str], set[str], set[str]]:
     """(data and deletion files, index uuids, ``.txn`` files) some version of ``uri`` names."""
-    store = ObjectStore(uri)
+    store = ObjectStore(uri, storage_options)
     scheme, versions = ConditionalPutCommitHandler(store).list_versions()
     files: set[str] = set()
     indices: set[str] = set()
@@ -25,11 +25,11 @@ def referenced(uri: str) -> tuple[set[str], set[str], set[str]]:
     return files, indices, txns
 
 
-def unreferenced_files(uri: str) -> list[str]:
+def unreferenced_files(uri: str, storage_options: dict | None = None) -> list[str]:
     """Every file in ``data/``, ``_deletions/``, ``_indices/`` and ``_transactions/`` that no
     version references (a blob sidecar counts as its data file)."""
-    store = ObjectStore(uri)
-    files, indices, txns = referenced(uri)
+    store = ObjectStore(uri, storage_options)
+    files, indices, txns = referenced(uri, storage_options)
     out = []
     for prefix in ("data", "_deletions"):
         out += [rel for rel, _s, _m in store.list_files(prefix) if (blob_sidecar_owner(rel) or rel) not in files]
@@ -38,5 +38,5 @@ def unreferenced_files(uri: str) -> list[str]:
     return sorted(out)
 
 
-def listing(uri: str, prefix: str) -> set[str]:
-    return {rel for rel, _s, _m in ObjectStore(uri).list_files(prefix)}
+def listing(uri: str, prefix: str, storage_options: dict | None = None) -> set[str]:
+    return {rel for rel, _s, _m in ObjectStore(uri, storage_options).list_files(prefix)}
