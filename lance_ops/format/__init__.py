@@ -30,8 +30,8 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
-from .merge_insert import MergeInsertBuilder
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
+from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
     Delete,

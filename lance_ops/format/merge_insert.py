@@ -46,7 +46,6 @@ from .blobs import has_blob_columns
 from .commit import commit_transaction
 from .commit_handler import CommitHandler
 from .deletion import deletion_file_path, with_deletions
-from .file.blobs import is_blob_field
 from .errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
@@ -56,6 +55,7 @@ from .errors import (
     SchemaError,
     UnsupportedFeatureError,
 )
+from .file.blobs import is_blob_field
 from .fragment import FragmentMetadata
 from .idempotency import committed_by, idempotency_key
 from .manifest import Manifest, is_detached_version
@@ -364,8 +364,8 @@ def _matched_condition(ctx: MergeInsertContext, params: MergeInsertParams, targe
     if params.matched_condition is None:
         return matched
     names = ctx.schema.to_arrow().names
-    t = target.take(pa.array(matched.column("__tpos")))
-    s = source.take(pa.array(matched.column(_SRC)))
+    t = target.take(matched.column("__tpos").combine_chunks())
+    s = source.take(matched.column(_SRC).combine_chunks())
     both = pa.table({"target": pa.StructArray.from_arrays([t.column(n).combine_chunks() for n in names], names),
                      "source": pa.StructArray.from_arrays([s.column(n).combine_chunks() for n in names], names)})
     keep = _filter(both, params.matched_condition, f"{ctx.uri}: when_matched_update_all condition")
@@ -396,7 +396,7 @@ def plan_merge_insert(
     try:
         if params.update_matched:
             matched = _matched_condition(ctx, params, target, source, joined.filter(pc.and_(has_target, has_source)))
-            rows = source.take(pa.array(matched.column(_SRC)))
+            rows = source.take(matched.column(_SRC).combine_chunks())
             for c in ctx.meta_columns:
                 rows = rows.append_column(c, matched.column(c))
             check_unambiguous(ctx, rows)
@@ -405,11 +405,11 @@ def plan_merge_insert(
             _group(rows.column(ROW_ADDR), updates)
         if params.insert_not_matched:
             idx = np.sort(joined.filter(pc.invert(has_target)).column(_SRC).to_numpy())
-            results.append(write_inserted_rows(store, ctx, source.take(pa.array(idx))))
+            results.append(write_inserted_rows(store, ctx, source.take(pa.array(idx, pa.int64()))))
         if params.delete_not_matched_by_source:
             gone = joined.filter(pc.invert(has_source))
             if params.delete_condition is not None:
-                gone = gone.take(pa.array(_filter(target.take(pa.array(gone.column("__tpos"))),
+                gone = gone.take(pa.array(_filter(target.take(gone.column("__tpos").combine_chunks()),
                                                   params.delete_condition, f"{ctx.uri}: delete condition")))
             _group(gone.column(ROW_ADDR), deletes)
         by_id = {f.id: f for f in manifest.fragments}
