@@ -586,6 +586,38 @@ def case_change_feed(fx: Fixtures, p: Any) -> Case:
     )
 
 
+def case_merge_insert(fx: Fixtures, p: Any) -> Case:
+    """Upsert (update matched + insert new) of a source of 10% matched and 10% new rows into
+    private copies of a pylance-written dataset with stable row ids."""
+    lance = _pylance()
+    template, source = fx.merge_dataset()
+    out = _fresh_dirs(fx, "merge", ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    def ours() -> Any:
+        return lf.dataset(out["lance_ops"]).merge_insert("id").when_matched_update_all() \
+            .when_not_matched_insert_all().execute(source)
+
+    def theirs() -> Any:
+        return lance.dataset(out["pylance"]).merge_insert("id").when_matched_update_all() \
+            .when_not_matched_insert_all().execute(source)
+
+    return Case(
+        "merge_insert",
+        {"lance_ops": ours, "pylance": theirs},
+        work=source.num_rows,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"target_rows": p.merge_rows, "source_rows": source.num_rows, "stable_row_ids": True,
+               "file_version": "2.2"},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
 def case_ipc_write(fx: Fixtures, p: Any) -> Case:
     table = fx.table()
     path = fx.path("ipc_write.arrow")
@@ -639,6 +671,7 @@ CASES: dict[str, Callable[..., Case]] = {
     "compact_scaling": case_compact_scaling,
     "compact_memory": case_compact_memory,
     "change_feed": case_change_feed,
+    "merge_insert": case_merge_insert,
 }
 SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
 

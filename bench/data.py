@@ -237,6 +237,24 @@ class Fixtures:
         return self._paths["feed"], 1, 3
 
 
+    def merge_dataset(self) -> tuple[str, pa.Table]:
+        """``merge_rows`` rows written by pylance (2.2, stable row ids) and a merge source of
+        10% of them (every 10th id, new values) plus 10% new ids, shuffled (template for
+        ``merge_insert``)."""
+        if "merge" not in self._paths:
+            import lance
+
+            path = self.path("merge_ds")
+            remove(path)
+            n = self.p.merge_rows
+            lance.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.2")
+            matched = make_table(n // 10).set_column(0, "id", pa.array(np.arange(0, n, 10, dtype=np.int64)))
+            src = pa.concat_tables([matched, make_table(n // 10, start=n)])
+            order = np.random.default_rng(7).permutation(src.num_rows)
+            self._paths["merge"] = path
+            self._merge_source = src.take(pa.array(order)).combine_chunks()
+        return self._paths["merge"], self._merge_source
+
     # ------------------------------------------------- pylance-written 2.2 datasets
     # What users have: pylance 14 writes file format 2.2 by default; these datasets are
     # created (and deleted from, updated) by pylance, with stable row ids, and lance_ops then

@@ -34,6 +34,7 @@ class Params:
     fragments: int = 200
     compact_tasks: int = 2  # one task per local[2] slot: Spark pays per task (~60 ms here)
     feed_rows: int = 1_000_000
+    merge_rows: int = 1_000_000  # merge_insert: target rows (source: 10% matched + 10% new)
     small_fragments: int = 10_000  # compact_small_fragments / open_many_fragments
     small_fragment_rows: int = 100
     indexed_rows: int = 1_000_000  # compact_indexed (BTREE + IVF_PQ)
@@ -51,6 +52,7 @@ QUICK = {
     "opens": 10,
     "delete_rows": 400_000,
     "feed_rows": 200_000,
+    "merge_rows": 200_000,
     "small_fragments": 2_000,
     "indexed_rows": 200_000,
     "scaling_rows": 2_000_000,

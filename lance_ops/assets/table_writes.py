@@ -2,9 +2,9 @@
 
 - ``replace_where``: delete the rows matching a predicate (a partition) and add new rows, in one
   Update transaction, so a reader never sees the partition half replaced.
-- ``merge``: upsert on key columns (optionally within a predicate): matched rows are rewritten
-  and keep their ``_rowid`` and ``_row_created_at_version`` (stable row ids), the others are
-  inserted; one Update transaction.  The same semantics as ``jobs.upsert``, without Spark.
+- ``merge``: upsert on key columns (optionally within a predicate) through
+  ``LanceDataset.merge_insert``: matched rows are rewritten and keep their ``_rowid`` and
+  ``_row_created_at_version`` (stable row ids), the others are inserted; one Update transaction.
 
 Both work on whole Arrow tables (the output of one asset partition) with vectorised kernels.
 """
@@ -19,8 +19,7 @@ import pyarrow.dataset as pads
 
 import lance_ops.format as lf
 from lance_ops.format.errors import SchemaError
-from lance_ops.format.mutate import plan_delete, with_deletions
-from lance_ops.format.rowids import encode_row_ids, encode_versions
+from lance_ops.format.mutate import plan_delete
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.write import require_writable, write_fragment_files
 
@@ -62,56 +61,17 @@ def replace_where(uri: str, table: pa.Table, where: pc.Expression, *, storage_op
 def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression | None,
           storage_options: Mapping[str, Any] | None, max_rows_per_file: int,
           properties: Mapping[str, str]) -> tuple[lf.LanceDataset, int, int]:
-    """Upsert ``table`` on the key columns ``on``; returns (dataset, rows updated, rows inserted).
+    """Upsert ``table`` on the key columns ``on`` with ``format``'s merge_insert; returns
+    (dataset, rows updated, rows inserted).
 
-    Keys compare with ``=`` (a null key never matches); a key present twice in ``table`` is an
-    error (it would update one row twice).
+    Only target rows matching ``where`` (the partition) can match (``target_filter``).  Keys
+    compare with ``=`` (a null key never matches); a target row matched by several rows of
+    ``table`` is an ``AmbiguousMergeInsertError``.  Nothing is committed when ``table`` is empty.
     """
-    on = list(on)
     ds = lf.dataset(uri, storage_options=storage_options)
-    missing = [k for k in on if k not in ds.schema.names or k not in table.column_names]
-    if not on or missing:
-        raise SchemaError(f"{uri}: merge key column(s) {missing or on} must be columns of the dataset and the data "
-                          f"(dataset: {ds.schema.names})")
-    keys = table.select(on)
-    if keys.group_by(on).aggregate([]).num_rows != keys.num_rows:
-        raise SchemaError(f"{uri}: the data has the same key {on} on several rows; merge needs at most one per key")
-    stable = ds.has_stable_row_ids
-    meta = [ROW_ADDR] + ([ROW_ID, CREATED_AT] if stable else [])
-    target = ds.to_table(columns=on + meta, filter=where)
-    # join the keys only (payload columns of any type stay out of the hash join), then take rows
-    tagged = keys.append_column("__pos", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    joined = tagged.join(target, keys=on, join_type="left outer").sort_by("__pos")
-    matched = pc.is_valid(joined[ROW_ADDR])
-    hits = joined.filter(matched)
-    upd = table.take(hits["__pos"])
-    ins = table.take(joined.filter(pc.invert(matched))["__pos"])
-    store = ObjectStore(uri, storage_options)
-    m = ds.manifest
-    updated, removed = [], []
-    if upd.num_rows:
-        addrs = hits[ROW_ADDR].to_numpy().astype(np.uint64)
-        frag_ids = (addrs >> np.uint64(32)).astype(np.int64)
-        by_id = {f.id: f for f in m.fragments}
-        for fid in np.unique(frag_ids):
-            offsets = (addrs[frag_ids == fid] & LOCAL_MASK).astype(np.uint32)
-            new_frag = with_deletions(store, by_id[int(fid)], offsets, m.version)
-            (removed.append(int(fid)) if new_frag is None else updated.append(new_frag))
-    new_upd = _new_fragments(store, ds, upd, max_rows_per_file) if upd.num_rows else []
-    if stable and new_upd:
-        ids = hits[ROW_ID].to_numpy().astype(np.uint64)
-        created = hits[CREATED_AT].to_numpy().astype(np.uint64)
-        pos, out = 0, []
-        for f in new_upd:
-            sl = slice(pos, pos + f.physical_rows)
-            out.append(f.with_changes(row_ids=encode_row_ids(ids[sl]), created_at_versions=encode_versions(created[sl])))
-            pos += f.physical_rows
-        new_upd = out
-    new_ins = _new_fragments(store, ds, ins, max_rows_per_file) if ins.num_rows else []
-    if not new_upd and not new_ins:
+    if not table.num_rows:
         return ds, 0, 0
-    modified = [m.schema.field(c).id for c in ds.schema.names if c not in on]
-    op = lf.Update(removed, updated, new_upd + new_ins, fields_for_preserving_frag_bitmap=modified)
-    out_ds = lf.commit(uri, op, read_version=m.version, storage_options=storage_options,
-                       transaction_properties=properties)
-    return out_ds, upd.num_rows, ins.num_rows
+    stats = (ds.merge_insert(list(on), target_filter=where, max_rows_per_file=max_rows_per_file)
+             .when_matched_update_all().when_not_matched_insert_all()
+             .execute(table, transaction_properties=properties))
+    return lf.dataset(uri, storage_options=storage_options), stats["num_updated_rows"], stats["num_inserted_rows"]

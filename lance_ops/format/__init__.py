@@ -11,6 +11,7 @@ The API mirrors pylance where they overlap::
 from ._version import __version__ as __version__
 from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
 from .errors import (
+    AmbiguousMergeInsertError,
     ArgumentTypeError,
     CommitConflictError,
     CommitError,
@@ -30,6 +31,7 @@ from .errors import (
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
+from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
     Delete,
@@ -46,6 +48,7 @@ from .schema import LanceSchema
 from .write import write_fragments
 
 __all__ = [
+    "AmbiguousMergeInsertError",
     "Append",
     "ArgumentTypeError",
     "BranchError",
@@ -68,6 +71,7 @@ __all__ = [
     "LanceOpsError",
     "LanceSchema",
     "ManifestStore",
+    "MergeInsertBuilder",
     "ManifestStoreConflict",
     "SQLiteManifestStore",
     "Overwrite",

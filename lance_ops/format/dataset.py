@@ -1,5 +1,6 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
+from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
 from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
 from .refs import (
@@ -355,6 +357,27 @@ class LanceDataset:
             Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids), transaction_properties
         )
 
+    def merge_insert(
+        self,
+        on: str | Sequence[str],
+        *,
+        target_filter: pc.Expression | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> MergeInsertBuilder:
+        """A merge_insert builder on the key column(s) ``on``, as pylance's
+        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``).
+
+        lance_ops-specific: ``target_filter`` restricts the target rows that can match (or be
+        deleted as not matched by source) to those it selects; ``max_rows_per_file`` caps the
+        new data files.  The handle is not moved to the new version (see
+        :class:`MergeInsertBuilder`).
+        """
+        if is_detached_version(self.version):
+            raise UnsupportedFeatureError(f"{self.uri}: version {self.version} is detached; open the latest version "
+                                          "to change the dataset")
+        return MergeInsertBuilder(self._store, self._manifest, self._handler, on, target_filter=target_filter,
+                                  max_rows_per_file=max_rows_per_file)
+
     def restore(self, version: int | None = None) -> "LanceDataset":
         """Make ``version`` (default: the checked-out one) the latest, as a new version."""
         target = self.version if version is None else version
@@ -663,9 +686,9 @@ def write_dataset(
 
 def commit(
     uri: str,
-    operation: Operation,
+    operation: Operation | Transaction,
     *,
-    read_version: int,
+    read_version: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
     enable_stable_row_ids: bool = False,
@@ -674,7 +697,9 @@ def commit(
     create: bool = False,
     data_storage_version: str | None = None,
 ) -> LanceDataset:
-    """Commit an operation built elsewhere (e.g. by Spark executors); returns the new LanceDataset.
+    """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
+    ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
+    LanceDataset.
 
     ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
     ``data_storage_version`` apply to a dataset this commit creates.
@@ -683,7 +708,13 @@ def commit(
     """
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
-    txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    if isinstance(operation, Transaction):
+        props = {**operation.properties, **dict(transaction_properties or {})}
+        txn = dataclasses.replace(operation, properties=props)
+    elif read_version is None:
+        raise InvalidArgumentError(f"{uri}: commit of a {type(operation).__name__} operation needs read_version")
+    else:
+        txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
     manifest = commit_transaction(
         store,
         txn,

@@ -54,6 +54,11 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument has the wrong type (names the argument and the type received)."""
 
 
+class AmbiguousMergeInsertError(InvalidArgumentError):
+    """A merge_insert source has several rows matching the same target row (names the dataset
+    and the key); pylance prohibits ambiguous merge inserts too."""
+
+
 class SchemaChangeError(SchemaError):
     """A read across versions (the change feed) met a schema change it was asked to refuse."""
 

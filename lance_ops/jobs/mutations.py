@@ -19,27 +19,31 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lance_ops.format.blobs import has_blob_columns
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.deletion import with_deletions
-from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
-from lance_ops.format.file.blobs import is_blob_field
+from lance_ops.format.errors import SchemaError
 from lance_ops.format.fragment import FragmentMetadata
 from lance_ops.format.manifest import Manifest
-from lance_ops.format.operations import Delete, Update
-from lance_ops.format.rowids import encode_row_ids, encode_versions
-from lance_ops.format.scan import CREATED_AT, ROW_ADDR, ROW_ID
+from lance_ops.format.merge_insert import (
+    MergeInsertContext,
+    commit_merge_insert,
+    merge_insert_operation,
+    merge_stats,
+    write_inserted_rows,
+    write_matched_rows,
+)
+from lance_ops.format.operations import Delete
+from lance_ops.format.scan import ROW_ADDR
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
-from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
 from ._common import as_dataframe, lance_errors, latest, read_version, referenced_columns
 from ._compat import check_store_assignment
 from ._types import META_COLUMNS, cast_batch, spark_schema
 from .results import DeleteResult, UpsertResult
-from .source import StagingStore, delete_fragment_files, sweep_staging
+from .source import StagingStore, sweep_staging
 
 LOCAL_MASK = 0xFFFFFFFF
 _PROPS = {"lance_ops.writer": "spark"}
@@ -186,65 +190,32 @@ def delete(
 # --------------------------------------------------------------------------- upsert
 
 
-def _upsert_writer(
-    uri: str,
-    storage_options: Mapping[str, Any],
-    manifest: Manifest,
-    frags: Mapping[int, FragmentMetadata],
-    max_rows_per_file: int,
+def _upsert_task(
+    uri: str, storage_options: Mapping[str, Any], ctx: MergeInsertContext, frags: Mapping[int, FragmentMetadata],
     write_id: str,
 ) -> Callable[[tuple[pa.Scalar, ...], pa.Table], pa.Table]:
-    """Executor side: the joined rows of one group -> new fragments (+ the old fragment's deletions).
+    """Executor side: one group of joined rows -> ``format.merge_insert``'s task for it.
 
-    Group ``g >= 0``: source rows that matched rows of fragment ``g``; they are written with the
-    matched rows' ``_rowid`` and ``_row_created_at_version`` (stable row ids) and those rows are
-    deleted from fragment ``g``.  Group ``g < 0``: unmatched source rows (inserts, new ids).
+    Group ``g >= 0``: source rows that matched rows of fragment ``g``
+    (:func:`write_matched_rows`); group ``g < 0``: unmatched source rows
+    (:func:`write_inserted_rows`).  Spark only joined and grouped; the rows are cast back to the
+    dataset's Arrow types here.
     """
-    schema = manifest.schema
-    target = schema.to_arrow()
-    stable = manifest.uses_stable_row_ids
-    version = manifest.version
-    file_version = require_writable(manifest.data_storage_version, uri)
-    bases = manifest.bases
+    user = ctx.schema.to_arrow()
+    meta = pa.schema([pa.field(c, pa.uint64()) for c in ctx.meta_columns])
 
     def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         group = int(key[0].as_py())
-        offsets = np.empty(0, dtype=np.uint32)
-        if group >= 0:
-            offsets = (table.column(ROW_ADDR).to_numpy().astype(np.uint64) & np.uint64(LOCAL_MASK)).astype(np.uint32)
-            if np.unique(offsets).size != offsets.size:
-                raise ValueError(
-                    f"upsert: several source rows match the same target row (fragment {group}); "
-                    "the source must have at most one row per key"
-                )
         store = StagingStore(uri, storage_options, write_id)
-        batches: Iterator[pa.RecordBatch] = (cast_batch(b, target) for b in table.to_batches())
-        new = write_fragment_files(store, batches, schema, version=file_version, max_rows_per_file=max_rows_per_file)
-        try:
-            if group < 0:
-                payload = pickle.dumps((None, list(new)))
-                kind = "insert"
-            else:
-                if stable:
-                    ids = table.column(ROW_ID).to_numpy().astype(np.uint64)
-                    created = table.column(CREATED_AT).to_numpy().astype(np.uint64)
-                    pos, out = 0, []
-                    for f in new:
-                        sl = slice(pos, pos + f.physical_rows)
-                        out.append(f.with_changes(row_ids=encode_row_ids(ids[sl]),
-                                                  created_at_versions=encode_versions(created[sl])))
-                        pos += f.physical_rows
-                    new = out
-                old = with_deletions(store, frags[group], offsets, version, bases=bases)
-                payload = pickle.dumps((old, list(new)))
-                kind = "update"
-        except BaseException:
-            delete_fragment_files(store, new)
-            raise
-        return pa.table(
-            {"kind": pa.array([kind]), "fragment_id": pa.array([group], pa.int64()),
-             "payload": pa.array([payload], pa.binary()), "rows": pa.array([table.num_rows], pa.int64())}
-        )
+        rows = pa.Table.from_batches([cast_batch(b, user) for b in table.to_batches()], schema=user)
+        if group >= 0:
+            for f in meta:
+                rows = rows.append_column(f.name, table.column(f.name).cast(f.type))
+            result = write_matched_rows(store, ctx, frags[group], rows)
+        else:
+            result = write_inserted_rows(store, ctx, rows)
+        return pa.table({"fragment_id": pa.array([group], pa.int64()),
+                         "payload": pa.array([pickle.dumps(result)], pa.binary())})
 
     return write
 
@@ -270,78 +241,51 @@ def upsert(
     matched by several source rows is an error.
     """
     t0 = time.perf_counter()
-    on = [on] if isinstance(on, str) else list(on)
-    if not on:
-        raise ValueError("upsert needs at least one key column in `on`")
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     store, m = latest(uri, so)
-    if has_blob_columns(m):
-        raise UnsupportedFeatureError(
-            f"{uri}: upsert of a dataset with blob columns ({[f.name for f in m.schema.top_level() if is_blob_field(f)]}) "
-            "is not supported by lance_ops' Spark job (update, delete and compaction are); nothing was written"
-        )
+    ctx = MergeInsertContext.for_manifest(uri, m, [on] if isinstance(on, str) else list(on),
+                                          max_rows_per_file=max_rows_per_file)
+    on = list(ctx.on)
     user_arrow = m.schema.to_arrow()
     user = list(user_arrow.names)
     src = as_dataframe(spark, source, format, options)
-    missing_keys = [k for k in on if k not in user]
-    if missing_keys:
-        raise SchemaError(f"{given}: key column(s) {missing_keys} are not in the dataset")
     check_store_assignment(src.schema, user_arrow, given)  # strict, as appends: only safe widening
     types = {f.name: f.dataType for f in spark_schema(user_arrow).fields}
     src = src.select([F.col(c).cast(types[c]).alias(c) for c in user])
-    stable = m.uses_stable_row_ids
-    meta = [ROW_ADDR] + ([ROW_ID, CREATED_AT] if stable else [])
+    meta = ctx.meta_columns
     target = read_version(spark, uri, m, on + meta, storage_options=so)
-    joined = src.join(target, on=on, how="left")
+    joined = src.join(target, on=on, how="left")  # SQL `=`: a null key never matches
     inserts = max(1, spark.sparkContext.defaultParallelism)
     group = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.hash(*[F.col(k) for k in on]), F.lit(inserts))).otherwise(
         F.shiftright(ROW_ADDR, 32)
     )
     write_id = uuid.uuid4().hex
-    fn = _upsert_writer(uri, so, m, {f.id: f for f in m.fragments}, max_rows_per_file, write_id)
+    fn = _upsert_task(uri, so, ctx, {f.id: f for f in m.fragments}, write_id)
     try:
         with lance_errors():
             rows = (
                 joined.select(*user, *meta, group.cast("long").alias("_group"))
                 .groupBy("_group")
-                .applyInArrow(fn, "kind string, fragment_id long, payload binary, rows long")
+                .applyInArrow(fn, "fragment_id long, payload binary")
                 .collect()
             )
     except BaseException:
         sweep_staging(store, write_id, set())
         raise
-    removed: list[int] = []
-    updated: list[FragmentMetadata] = []
-    new_updates: list[FragmentMetadata] = []
-    new_inserts: list[FragmentMetadata] = []
-    n_updated = n_inserted = 0
-    for r in sorted(rows, key=lambda r: (r["kind"] != "update", abs(r["fragment_id"]))):
-        old, frags = pickle.loads(r["payload"])
-        if r["kind"] == "update":
-            n_updated += r["rows"]
-            new_updates += frags
-            if old is None:
-                removed.append(int(r["fragment_id"]))
-            else:
-                updated.append(old)
-        else:
-            n_inserted += r["rows"]
-            new_inserts += frags
-    new = new_updates + new_inserts
-    if not new:
+    results = [pickle.loads(r["payload"]) for r in rows]
+    op = merge_insert_operation(m.schema, results)
+    stats = merge_stats(results)
+    if not op.new_fragments:
         sweep_staging(store, write_id, set())
         return UpsertResult(given, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
-    # every field, as pylance's merge_insert: no index is extended over the rewritten rows
-    modified = m.schema.field_ids()
-    op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
     try:
-        out = commit_transaction(store, Transaction(m.version, op, properties=_props(transaction_properties)))
+        out = commit_merge_insert(store, m, results, properties=_props(transaction_properties))
     except BaseException:
         sweep_staging(store, write_id, set())
         raise
-    sweep_staging(store, write_id, committed_files(new))
+    sweep_staging(store, write_id, committed_files(op.new_fragments))
     return UpsertResult(
-        given, m.version, out.version, n_updated, n_inserted, len(new), len(updated), len(removed),
-        time.perf_counter() - t0,
+        given, m.version, out.version, stats["num_updated_rows"], stats["num_inserted_rows"], len(op.new_fragments),
+        len(op.updated_fragments), len(op.removed_fragment_ids), time.perf_counter() - t0,
     )
