@@ -6,7 +6,7 @@ anything else is an :class:`InvalidURIError`.  Commits rely on
 :meth:`ObjectStore.put_if_absent`, which is atomic on every backend: local = write a temp file
 then ``os.link`` (EEXIST = lost race); GCS = an upload with ``ifGenerationMatch=0`` (HTTP 412 =
 lost race, surfaced by gcsfs as ``FileExistsError``); memory = a locked check-and-set.
-Never ``exists()`` then write (FORMAT_NOTES.md §12).  When the create itself fails (timeout,
+Never ``exists()`` then write (docs/FORMAT.md §12).  When the create itself fails (timeout,
 lost connection, 5xx after gcsfs's retries) the object is read back: the writer token in its
 metadata says whether our bytes landed, so the outcome is never left unknown unless the
 read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an

@@ -1,4 +1,4 @@
-"""Lance v2 data file reader, format 2.0 (FORMAT_NOTES.md §3, §4.4).
+"""Lance v2 data file reader, format 2.0 (docs/FORMAT.md §3, §4.4).
 
 Opening reads the footer and all file metadata with at most two range reads (the last 64 KiB,
 then whatever of the metadata lies before it).  Reading decodes only the requested columns and
