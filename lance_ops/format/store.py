@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 import fsspec
 import fsspec.asyn
+import fsspec.spec
 
 from .errors import ArgumentTypeError, InvalidURIError, LanceOpsError
 
@@ -96,6 +97,107 @@ def _storage_errors(path: str, what: str) -> Iterator[None]:
         raise ObjectNotFoundError(f"{path}: {what} failed: no such object") from e
     except _transport_errors() as e:
         raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
+
+
+@contextmanager
+def _upload_errors(path: str, what: str) -> Iterator[None]:
+    """Every failure of an upload as an :class:`ObjectStoreError` naming ``path``.
+
+    Broader than :func:`_storage_errors`: only the filesystem's code runs inside, and gcsfs
+    surfaces a lost resumable session as ``FileNotFoundError`` (a 404 on the session URL, not a
+    missing object), a short write as ``AssertionError``/``ValueError``.  Not an
+    :class:`ObjectNotFoundError`: callers that treat "not found" as "absent" must not swallow it.
+    """
+    try:
+        yield
+    except LanceOpsError:
+        raise
+    except Exception as e:  # noqa: BLE001 - typed below, the cause chained
+        raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
+
+
+class UploadStream:
+    """The write stream of a new object (:meth:`ObjectStore.open_output`).
+
+    gcsfs uploads while it is written to (a resumable upload, once past its block size) and on
+    close (a one-shot upload, or the last chunk): a failure in any of them is an
+    :class:`ObjectStoreError` naming the object.  After a failure, or when the ``with`` block
+    raises, closing abandons the object instead of committing a partial one: the resumable
+    session is cancelled, a local file removed.
+    """
+
+    def __init__(self, f: BinaryIO, path: str, *, local: bool) -> None:
+        self._f = f
+        self.path = path
+        self._local = local
+        self._failed = False
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except BaseException:
+            self._failed = True
+            with _upload_errors(self.path, "upload (write)"):
+                raise
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except BaseException:
+            self._failed = True
+            with _upload_errors(self.path, "upload (flush)"):
+                raise
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._f.closed)
+
+    def close(self) -> None:
+        """Finish the upload (the object exists after it), or abandon it after a failure."""
+        if self._failed:
+            self.abandon()
+            return
+        try:
+            self._f.close()
+        except BaseException:
+            self._failed = True
+            self.abandon()
+            with _upload_errors(self.path, "upload (close)"):
+                raise
+
+    def abandon(self) -> None:
+        """Drop the object: nothing is committed, a partial local file is removed (best effort)."""
+        self._failed = True
+        f: Any = self._f
+        try:
+            if self._local:
+                f.close()
+                os.unlink(self.path)
+            elif not f.closed:
+                discard = getattr(f, "discard", None)
+                if discard is not None:
+                    discard()  # gcsfs: DELETE the resumable session
+                if isinstance(f, fsspec.spec.AbstractBufferedFile):
+                    f.closed = True  # never flushed: no object (close or __del__ would upload it)
+                else:
+                    f.close()
+        except Exception:  # noqa: BLE001 - the failure that got us here is what the caller sees
+            pass
+
+    def __enter__(self) -> "UploadStream":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abandon()
+        else:
+            self.close()
 
 
 #: URI schemes a dataset may live under (plus plain local paths)
@@ -333,12 +435,15 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- writes
     def open_output(self, rel: str) -> BinaryIO:
-        """A writable binary stream for a new object (data files: unique names, no race)."""
+        """A writable binary stream for a new object (data files: unique names, no race).
+
+        An :class:`UploadStream`: every upload failure (simple or resumable) is an
+        :class:`ObjectStoreError` naming the object, and a failed upload leaves no object.
+        """
         path = self.full_path(rel)
-        with _storage_errors(path, "open for writing"):
-            if self.is_local:
-                return _open_new_local(path)
-            return self.fs.open(path, "wb")
+        with _upload_errors(path, "open for writing"):
+            f = _open_new_local(path) if self.is_local else self.fs.open(path, "wb")
+        return UploadStream(f, path, local=self.is_local)  # type: ignore[return-value]
 
     def put(self, rel: str, data: bytes, *, atomic: bool = True) -> None:
         """Write a whole object (overwrites).
@@ -347,7 +452,7 @@ class ObjectStore:
         uniquely named files nothing references until a later commit (deletion, .txn files).
         """
         path = self.full_path(rel)
-        with _storage_errors(path, "write"):
+        with _upload_errors(path, "write"):
             if self.is_local:
                 target = path if not atomic else f"{path}.tmp-{uuid.uuid4().hex}"
                 with _open_new_local(target) as f:
