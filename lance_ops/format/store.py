@@ -16,6 +16,7 @@ read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
 import os
 import posixpath
 import re
+import stat
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ import fsspec
 import fsspec.asyn
 import fsspec.spec
 
-from .errors import ArgumentTypeError, InvalidURIError, LanceOpsError
+from .errors import ArgumentTypeError, CorruptFileError, InvalidURIError, LanceOpsError
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -288,6 +289,59 @@ def _open_new_local(path: str) -> BinaryIO:
         return open(path, "wb", buffering=_LOCAL_WRITE_BUFFER)
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the local regular file ``path`` (close it with ``os.close``).
+
+    A FIFO, socket, device or directory where a dataset file is expected is refused at once:
+    ``O_NONBLOCK`` keeps ``open(2)`` of a FIFO from waiting for a writer (forever), and ``fstat``
+    checks what was opened, so nothing can be swapped in between a check and the open.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: ``path`` is not a regular file (names it and what it is).
+    """
+    _check_regular(path, os.stat(path).st_mode)  # a socket cannot be opened at all (ENXIO)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), f"file type {stat.S_IFMT(mode):o}")
+        raise CorruptFileError(path, f"is {kind}, not a regular file; refusing to read it")
+
+
+def _pread_all(fd: int, start: int, length: int) -> bytes:
+    """``length`` bytes from ``start`` (fewer at the end of the file)."""
+    if length <= 0:
+        return b""
+    out = os.pread(fd, length, start)
+    while out and len(out) < length:
+        more = os.pread(fd, length - len(out), start + len(out))
+        if not more:
+            break
+        out += more
+    return out
+
+
+def _read_local(path: str, start: int = 0, length: int | None = None) -> bytes:
+    """``length`` bytes (all when None) from ``start`` of a local regular file."""
+    fd = open_regular(path)
+    try:
+        return _pread_all(fd, start, os.fstat(fd).st_size - start if length is None else length)
+    finally:
+        os.close(fd)
+
+
 class ObjectStore:
     """Storage rooted at a dataset URI; every method takes paths relative to the root.
 
@@ -336,6 +390,8 @@ class ObjectStore:
         """
         path = self.full_path(rel)
         with _storage_errors(path, "read"):
+            if self.is_local:
+                return _read_local(path)  # a FIFO where a file should be: refused, not waited on
             return self.fs.cat_file(path)
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
@@ -345,9 +401,7 @@ class ObjectStore:
         path = self.full_path(rel)
         with _storage_errors(path, f"read of {length} bytes at {start}"):
             if self.is_local:
-                with open(path, "rb") as f:
-                    f.seek(start)
-                    return f.read(length)
+                return _read_local(path, start, length)
             return self.fs.cat_file(path, start=start, end=start + length)
 
     def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -355,12 +409,11 @@ class ObjectStore:
         path = self.full_path(rel)
         with _storage_errors(path, f"read of {len(ranges)} ranges"):
             if self.is_local:
-                out = []
-                with open(path, "rb") as f:
-                    for start, length in ranges:
-                        f.seek(start)
-                        out.append(f.read(length) if length > 0 else b"")
-                return out
+                fd = open_regular(path)
+                try:
+                    return [_pread_all(fd, start, length) for start, length in ranges]
+                finally:
+                    os.close(fd)
             if not ranges:
                 return []
             return list(
