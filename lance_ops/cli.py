@@ -4,6 +4,10 @@
     lance-ops run JOB [--dataset NAME] [--config lance_ops.yaml] [job options]
     lance-ops run compact --target-rows-per-fragment 100000 --dry-run
 
+``inspect`` needs only the base install (``pip install lance_ops``); ``run`` needs the ``dagster``
+extra, and says so when it is missing.  Dagster, Spark and rich are imported only where used (rich
+draws bars and tables when installed, with the extras; without it the output is plain text).
+
 ``run`` executes the Dagster job ``lance_<JOB>`` on the dataset's asset in this process (the
 instance in ``$DAGSTER_HOME`` when set, else a throwaway one); its options are the fields of the
 job's launchpad Config (defaults: the dataset's policy).  Progress goes to stderr, results to stdout.
@@ -22,12 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
-from rich.table import Table
-from rich.text import Text
+from lance_ops.format.errors import MissingDependencyError
 
 JOB_CONFIGS = {
     "append": "AppendConfig",
@@ -44,12 +43,42 @@ ALIASES = {"change_feed": "write_change_feed", "cleanup": "cleanup_old_versions"
 
 
 # ------------------------------------------------------------------- terminal output
-def console_for(stream: Any) -> Console:
+def _rich() -> types.ModuleType | None:
+    """The ``rich`` package when it is installed (it comes with the extras), else None."""
+    try:
+        import rich.box
+        import rich.console
+        import rich.progress
+        import rich.table
+        import rich.text
+    except ImportError:
+        return None
+    return rich
+
+
+class PlainConsole:
+    """What the CLI needs of a rich Console, as plain text (no rich installed)."""
+
+    is_terminal = False
+
+    def __init__(self, stream: Any) -> None:
+        self.file = stream
+
+    def print(self, obj: Any = "") -> None:
+        self.file.write(f"{obj}\n")
+        self.file.flush()
+
+
+def console_for(stream: Any) -> Any:
     """A rich Console on ``stream``: colours and live bars on a terminal; plain text otherwise
-    (wide enough that tables are never wrapped, so the output can be parsed and diffed)."""
+    (wide enough that tables are never wrapped, so the output can be parsed and diffed).  Without
+    rich, a :class:`PlainConsole`."""
+    rich = _rich()
+    if rich is None:
+        return PlainConsole(stream)
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, force_terminal=tty, width=None if tty else 250, highlight=False,
-                   emoji=False, markup=False, no_color=not tty, soft_wrap=not tty)
+    return rich.console.Console(file=stream, force_terminal=tty, width=None if tty else 250, highlight=False,
+                                emoji=False, markup=False, no_color=not tty, soft_wrap=not tty)
 
 
 @contextlib.contextmanager
@@ -59,11 +88,12 @@ def progress(label: str, total: int | None = None, *, stream: Any = None) -> Ite
     Yields ``advance(n)``; the bar finishes when the block ends."""
     console = console_for(stream or sys.stderr)
     if console.is_terminal:
-        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+        rp = _rich().progress  # type: ignore[union-attr]  # a terminal console is a rich one
+        columns: list[Any] = [rp.SpinnerColumn(), rp.TextColumn("{task.description}")]
         if total is not None:
-            columns += [BarColumn(), MofNCompleteColumn()]
-        columns.append(TimeElapsedColumn())
-        with RichProgress(*columns, console=console, transient=False) as bar:
+            columns += [rp.BarColumn(), rp.MofNCompleteColumn()]
+        columns.append(rp.TimeElapsedColumn())
+        with rp.Progress(*columns, console=console, transient=False) as bar:
             task = bar.add_task(label, total=total)
             yield lambda n=1: bar.advance(task, n)
             bar.update(task, completed=total if total is not None else 0)
@@ -97,17 +127,38 @@ def track(items: Sequence[Any], label: str) -> Iterator[Any]:
 
 
 def render_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None, *, title: str | None = None) -> Any:
-    """A rich Table of ``rows`` (numbers right-aligned), or a "(none)" line."""
+    """A rich Table of ``rows`` (numbers right-aligned), or a "(none)" line; plain text without rich."""
+    rich = _rich()
+    if rich is None:
+        return plain_table(rows, columns, title=title)
     if not rows:
-        return Text("(none)")
+        return rich.text.Text("(none)")
     cols = list(columns or rows[0].keys())
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = rich.table.Table(box=rich.box.SIMPLE_HEAD, title=title, title_justify="left", show_edge=False,
+                             pad_edge=False)
     for c in cols:
         numeric = all(_is_num(r.get(c)) for r in rows)
         table.add_column(c, justify="right" if numeric else "left", no_wrap=True)
     for r in rows:
         table.add_row(*(_cell(r.get(c, "")) for c in cols))
     return table
+
+
+def plain_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None, *,
+                title: str | None = None) -> str:
+    """``rows`` as aligned plain text: title, header, a rule, one line per row (as rich lays it out)."""
+    if not rows:
+        return "(none)"
+    cols = list(columns or rows[0].keys())
+    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(cols)]
+    right = [all(_is_num(r.get(c)) for r in rows) for c in cols]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(values, widths, right, strict=True))
+
+    out = ([title] if title else []) + [line(cols), "  ".join("-" * w for w in widths)]
+    return "\n".join(out + [line(c) for c in cells])
 
 
 def _is_num(v: Any) -> bool:
@@ -324,9 +375,15 @@ def _kv(text: str) -> tuple[str, str]:
     return k, v
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
-    from lance_ops.assets import configs
+def _missing_module(e: ImportError) -> str | None:
+    """The third-party module whose absence raised ``e`` (None when lance_ops itself is at fault)."""
+    top = (e.name or "").split(".")[0]
+    return None if top in ("", "lance_ops") else top
 
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
+    """The ``lance-ops`` parser, and the Config fields of each job.  Without the ``dagster`` extra
+    ``run`` still parses, and :func:`main` names the extra to install."""
     parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).")
     sub = parser.add_subparsers(dest="command", required=True)
     p_inspect = sub.add_parser("inspect", help="versions, fragments and stats of a dataset")
@@ -337,8 +394,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
     p_inspect.add_argument("--small-fragment-rows", type=int, default=1_048_576,
                            help="a fragment with fewer live rows is 'small' (default: 1048576)")
     p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)")
-    jobs = p_run.add_subparsers(dest="job", required=True)
     fields: dict[str, list[str]] = {}
+    try:
+        from lance_ops.assets import configs
+    except ImportError as e:
+        if _missing_module(e) is None:
+            raise
+        p_run.add_argument("job_args", nargs=argparse.REMAINDER)
+        p_run.set_defaults(missing=MissingDependencyError("lance-ops run", extra="dagster", missing=_missing_module(e)))
+        return parser, fields
+    jobs = p_run.add_subparsers(dest="job", required=True)
     for job, cls_name in JOB_CONFIGS.items():
         cls = getattr(configs, cls_name) if cls_name else None
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls else f"{job} the dataset"
@@ -368,6 +433,9 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None,
                                               storage_options=dict(args.storage_option))
         return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
                                small_fragment_rows=args.small_fragment_rows, out=out)
+    if getattr(args, "missing", None) is not None:
+        print(f"lance-ops: {args.missing}", file=sys.stderr)
+        return 2
     job = ALIASES.get(args.job, args.job)
     options = {name: getattr(args, name) for name in fields[job]}
     return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level)

@@ -1,7 +1,7 @@
 """A gcp-storage-emulator patched to behave like GCS where ``lance_ops`` relies on it.
 
 The stock emulator (gcp-storage-emulator 2026.7) ignores write preconditions, so a second
-"create only" upload silently overwrites the first (RECIPES.md §5).  Importing this module
+"create only" upload silently overwrites the first (docs/RECIPES.md §5).  Importing this module
 patches the emulator's route table in memory (site-packages is never edited):
 
 * ``ifGenerationMatch`` / ``ifGenerationNotMatch`` / ``ifMetagenerationMatch`` /

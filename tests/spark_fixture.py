@@ -1,4 +1,4 @@
-"""The one SparkSession fixture the jobs and assets suites share (RECIPES.md §6).
+"""The one SparkSession fixture the jobs and assets suites share (docs/RECIPES.md §6).
 
 The master is ``local[2,2]``: two cores, and a failed task is retried once (``local[N]`` never
 retries), so the fault tests can show that a retried write task adds its rows once.  In one

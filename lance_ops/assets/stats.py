@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 import lance_ops.format as lf
@@ -88,6 +87,8 @@ def versions_by(store: ObjectStore, run_id: str, after: int) -> list[int]:
 
 
 def _row_hashes(batches: Iterator[pa.RecordBatch]) -> np.ndarray:
+    import pandas as pd  # here: ``lance-ops inspect`` imports this module with the base install only
+
     parts = []
     for batch in batches:
         if batch.num_rows == 0:

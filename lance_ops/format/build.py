@@ -1,4 +1,4 @@
-"""Apply an operation to the previous manifest: the next version's manifest (FORMAT_NOTES.md §9).
+"""Apply an operation to the previous manifest: the next version's manifest (docs/FORMAT.md §9).
 
 Fragment ids and stable row ids are assigned here, at commit time, so concurrent writers
 never collide: new fragments get ``max_fragment_id + 1, ...``; with stable row ids new rows

@@ -1,4 +1,4 @@
-"""Commit handlers: how versions are listed, read and atomically created (FORMAT_NOTES.md §12).
+"""Commit handlers: how versions are listed, read and atomically created (docs/FORMAT.md §12).
 
 The commit loop and dataset opening talk to a :class:`CommitHandler` and never to the
 mechanism behind it:

@@ -1,6 +1,6 @@
 """Conflict checks between my uncommitted transaction and one committed meanwhile.
 
-One check per operation kind (FORMAT_NOTES.md §10; lance ``conflict_resolver.rs``).  A check
+One check per operation kind (docs/FORMAT.md §10; lance ``conflict_resolver.rs``).  A check
 returns None when the two are compatible (the commit is rebased onto the newer version) and
 raises :class:`RetryableCommitConflictError` (redo the work on the new version) or
 :class:`IncompatibleTransactionError` otherwise.

@@ -1,4 +1,4 @@
-"""Deletion files: the local row offsets deleted from a fragment (FORMAT_NOTES.md §11, §2).
+"""Deletion files: the local row offsets deleted from a fragment (docs/FORMAT.md §11, §2).
 
 ``_deletions/{fragment_id}-{read_version}-{id}.arrow`` holds fewer than 5000 offsets as an Arrow
 IPC *file* with one batch and the exact schema ``row_id: uint32 not null``; from 5000 offsets on,

@@ -59,6 +59,21 @@ class AmbiguousMergeInsertError(InvalidArgumentError):
     and the key); pylance prohibits ambiguous merge inserts too."""
 
 
+class MissingDependencyError(LanceOpsError, ImportError):
+    """An optional part of lance_ops was used without its extra installed.
+
+    Names the missing module and the extra that provides it (``pip install 'lance_ops[spark]'``).
+    Also an ``ImportError``, so ``try: import lance_ops.jobs except ImportError`` keeps working.
+    """
+
+    def __init__(self, feature: str, *, extra: str, missing: str | None) -> None:
+        super().__init__(f"{feature} needs the '{extra}' extra ({missing or 'a dependency'} is not installed): "
+                         f"pip install 'lance_ops[{extra}]'", name=missing)
+        self.feature = feature
+        self.extra = extra
+        self.missing = missing
+
+
 class SchemaChangeError(SchemaError):
     """A read across versions (the change feed) met a schema change it was asked to refuse."""
 

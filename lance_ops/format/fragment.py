@@ -1,6 +1,6 @@
 """Fragment metadata: DataFile, DeletionFile and DataFragment as small frozen dataclasses.
 
-Spec: table format "DataFragment" (FORMAT_NOTES.md §7.4).  Row id and row version
+Spec: table format "DataFragment" (docs/FORMAT.md §7.4).  Row id and row version
 sequences are kept as their inline protobuf bytes; :mod:`lance_ops.format.rowids` decodes them.
 Instances are picklable so Spark executors can hand them to the driver.
 """

@@ -1,6 +1,6 @@
 """Manifests: the on-disk layout, version naming, latest-version discovery and feature flags.
 
-Layout (FORMAT_NOTES.md §7.1)::
+Layout (docs/FORMAT.md §7.1)::
 
     [u32 len][IndexSection]      optional
     [u32 len][Transaction]       inline copy of the .txn (offset in Manifest field 23)
@@ -48,7 +48,7 @@ KNOWN_READER_FLAGS = (
 )
 KNOWN_WRITER_FLAGS = KNOWN_READER_FLAGS
 #: what each feature flag bit means (upstream ``rust/lance-table/src/feature_flags.rs``; bits
-#: from 64 on as pylance 14 treats them, FORMAT_NOTES.md §7.3)
+#: from 64 on as pylance 14 treats them, docs/FORMAT.md §7.3)
 FLAG_NAMES = {
     1: "deletion files",
     2: "stable row ids",
@@ -168,7 +168,7 @@ def list_versions(store: ObjectStore) -> tuple[NamingScheme | None, list[int]]:
 
 
 def check_flags(reader: int, writer: int, *, path: str, for_write: bool) -> None:
-    """Refuse feature flags lance_ops does not implement (FORMAT_NOTES.md §7.3)."""
+    """Refuse feature flags lance_ops does not implement (docs/FORMAT.md §7.3)."""
     unknown = reader & ~KNOWN_READER_FLAGS
     if for_write:
         unknown |= writer & ~KNOWN_WRITER_FLAGS

@@ -1,6 +1,6 @@
 """External manifest store: commits through a KV store when the object store lacks conditional put.
 
-Spec "External Manifest Store"; FORMAT_NOTES.md §12.3 (lance ``external_manifest.rs``).  The KV
+Spec "External Manifest Store"; docs/FORMAT.md §12.3 (lance ``external_manifest.rs``).  The KV
 store maps ``(base_uri, version)`` to the manifest's path; its put-if-not-exists is the atomic
 step of a commit.  Protocol:
 
@@ -100,7 +100,7 @@ class ManifestLocation:
 
 @runtime_checkable
 class ManifestStore(Protocol):
-    """A KV store with put-if-not-exists, keyed ``(base_uri, version)`` (FORMAT_NOTES.md §12.3).
+    """A KV store with put-if-not-exists, keyed ``(base_uri, version)`` (docs/FORMAT.md §12.3).
 
     Rows hold ``path``, ``committer``, ``size`` and ``e_tag`` as the DynamoDB table of lance does.
     Implementations must be picklable (they are shipped to Spark executors).

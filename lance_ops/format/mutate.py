@@ -1,4 +1,4 @@
-"""Row mutations: delete and update (spec "Deletion", FORMAT_NOTES.md §8.1-§8.3, §11).
+"""Row mutations: delete and update (spec "Deletion", docs/FORMAT.md §8.1-§8.3, §11).
 
 Both work fragment by fragment on live rows only: a predicate is evaluated per fragment with
 ``_rowaddr``; deleted rows go into the fragment's deletion file (the union with its old one);

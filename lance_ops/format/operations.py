@@ -1,4 +1,4 @@
-"""Operations a transaction can carry, as data (spec "Transaction", FORMAT_NOTES.md §9).
+"""Operations a transaction can carry, as data (spec "Transaction", docs/FORMAT.md §9).
 
 Each class maps to one ``Transaction.operation`` oneof case.  Fragments are
 :class:`FragmentMetadata`; everything here is picklable so Spark executors can build

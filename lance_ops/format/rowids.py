@@ -1,4 +1,4 @@
-"""Stable row id sequences and row version sequences (FORMAT_NOTES.md §8).
+"""Stable row id sequences and row version sequences (docs/FORMAT.md §8).
 
 A fragment of a dataset with stable row ids carries, per physical row, its row id
 (``RowIdSequence``) and the dataset versions at which the row was created and last updated

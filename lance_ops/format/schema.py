@@ -1,4 +1,4 @@
-"""Arrow schema <-> Lance field list (FORMAT_NOTES.md §6).
+"""Arrow schema <-> Lance field list (docs/FORMAT.md §6).
 
 A Lance schema is a flat, depth-first list of ``lance.file.Field`` messages linked by
 ``parent_id`` (-1 at top level).  Every Arrow field becomes one Lance field, except the item of
@@ -99,7 +99,7 @@ def _is_binary_like(t: pa.DataType) -> bool:
 
 
 def logical_type(arrow_type: pa.DataType) -> str:
-    """The Lance logical type string of an Arrow type (FORMAT_NOTES.md §6 table).
+    """The Lance logical type string of an Arrow type (docs/FORMAT.md §6 table).
 
     Raises:
         UnsupportedFeatureError: the type has no Lance logical type (e.g. interval, union).
@@ -208,7 +208,7 @@ def _parse_logical(lt: str) -> pa.DataType | None:
 
 @dataclass(frozen=True)
 class LanceField:
-    """One node of the flattened Lance schema (``lance.file.Field``, FORMAT_NOTES.md §6)."""
+    """One node of the flattened Lance schema (``lance.file.Field``, docs/FORMAT.md §6)."""
 
     name: str
     id: int

@@ -6,7 +6,7 @@ anything else is an :class:`InvalidURIError`.  Commits rely on
 :meth:`ObjectStore.put_if_absent`, which is atomic on every backend: local = write a temp file
 then ``os.link`` (EEXIST = lost race); GCS = an upload with ``ifGenerationMatch=0`` (HTTP 412 =
 lost race, surfaced by gcsfs as ``FileExistsError``); memory = a locked check-and-set.
-Never ``exists()`` then write (FORMAT_NOTES.md §12).  When the create itself fails (timeout,
+Never ``exists()`` then write (docs/FORMAT.md §12).  When the create itself fails (timeout,
 lost connection, 5xx after gcsfs's retries) the object is read back: the writer token in its
 metadata says whether our bytes landed, so the outcome is never left unknown unless the
 read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
@@ -16,6 +16,7 @@ read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
 import os
 import posixpath
 import re
+import stat
 import sys
 import threading
 import time
@@ -27,8 +28,9 @@ from urllib.parse import unquote
 
 import fsspec
 import fsspec.asyn
+import fsspec.spec
 
-from .errors import ArgumentTypeError, InvalidURIError, LanceOpsError
+from .errors import ArgumentTypeError, CorruptFileError, InvalidURIError, LanceOpsError
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -96,6 +98,107 @@ def _storage_errors(path: str, what: str) -> Iterator[None]:
         raise ObjectNotFoundError(f"{path}: {what} failed: no such object") from e
     except _transport_errors() as e:
         raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
+
+
+@contextmanager
+def _upload_errors(path: str, what: str) -> Iterator[None]:
+    """Every failure of an upload as an :class:`ObjectStoreError` naming ``path``.
+
+    Broader than :func:`_storage_errors`: only the filesystem's code runs inside, and gcsfs
+    surfaces a lost resumable session as ``FileNotFoundError`` (a 404 on the session URL, not a
+    missing object), a short write as ``AssertionError``/``ValueError``.  Not an
+    :class:`ObjectNotFoundError`: callers that treat "not found" as "absent" must not swallow it.
+    """
+    try:
+        yield
+    except LanceOpsError:
+        raise
+    except Exception as e:  # noqa: BLE001 - typed below, the cause chained
+        raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
+
+
+class UploadStream:
+    """The write stream of a new object (:meth:`ObjectStore.open_output`).
+
+    gcsfs uploads while it is written to (a resumable upload, once past its block size) and on
+    close (a one-shot upload, or the last chunk): a failure in any of them is an
+    :class:`ObjectStoreError` naming the object.  After a failure, or when the ``with`` block
+    raises, closing abandons the object instead of committing a partial one: the resumable
+    session is cancelled, a local file removed.
+    """
+
+    def __init__(self, f: BinaryIO, path: str, *, local: bool) -> None:
+        self._f = f
+        self.path = path
+        self._local = local
+        self._failed = False
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except BaseException:
+            self._failed = True
+            with _upload_errors(self.path, "upload (write)"):
+                raise
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except BaseException:
+            self._failed = True
+            with _upload_errors(self.path, "upload (flush)"):
+                raise
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._f.closed)
+
+    def close(self) -> None:
+        """Finish the upload (the object exists after it), or abandon it after a failure."""
+        if self._failed:
+            self.abandon()
+            return
+        try:
+            self._f.close()
+        except BaseException:
+            self._failed = True
+            self.abandon()
+            with _upload_errors(self.path, "upload (close)"):
+                raise
+
+    def abandon(self) -> None:
+        """Drop the object: nothing is committed, a partial local file is removed (best effort)."""
+        self._failed = True
+        f: Any = self._f
+        try:
+            if self._local:
+                f.close()
+                os.unlink(self.path)
+            elif not f.closed:
+                discard = getattr(f, "discard", None)
+                if discard is not None:
+                    discard()  # gcsfs: DELETE the resumable session
+                if isinstance(f, fsspec.spec.AbstractBufferedFile):
+                    f.closed = True  # never flushed: no object (close or __del__ would upload it)
+                else:
+                    f.close()
+        except Exception:  # noqa: BLE001 - the failure that got us here is what the caller sees
+            pass
+
+    def __enter__(self) -> "UploadStream":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abandon()
+        else:
+            self.close()
 
 
 #: URI schemes a dataset may live under (plus plain local paths)
@@ -186,6 +289,59 @@ def _open_new_local(path: str) -> BinaryIO:
         return open(path, "wb", buffering=_LOCAL_WRITE_BUFFER)
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the local regular file ``path`` (close it with ``os.close``).
+
+    A FIFO, socket, device or directory where a dataset file is expected is refused at once:
+    ``O_NONBLOCK`` keeps ``open(2)`` of a FIFO from waiting for a writer (forever), and ``fstat``
+    checks what was opened, so nothing can be swapped in between a check and the open.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CorruptFileError: ``path`` is not a regular file (names it and what it is).
+    """
+    _check_regular(path, os.stat(path).st_mode)  # a socket cannot be opened at all (ENXIO)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), f"file type {stat.S_IFMT(mode):o}")
+        raise CorruptFileError(path, f"is {kind}, not a regular file; refusing to read it")
+
+
+def _pread_all(fd: int, start: int, length: int) -> bytes:
+    """``length`` bytes from ``start`` (fewer at the end of the file)."""
+    if length <= 0:
+        return b""
+    out = os.pread(fd, length, start)
+    while out and len(out) < length:
+        more = os.pread(fd, length - len(out), start + len(out))
+        if not more:
+            break
+        out += more
+    return out
+
+
+def _read_local(path: str, start: int = 0, length: int | None = None) -> bytes:
+    """``length`` bytes (all when None) from ``start`` of a local regular file."""
+    fd = open_regular(path)
+    try:
+        return _pread_all(fd, start, os.fstat(fd).st_size - start if length is None else length)
+    finally:
+        os.close(fd)
+
+
 class ObjectStore:
     """Storage rooted at a dataset URI; every method takes paths relative to the root.
 
@@ -234,6 +390,8 @@ class ObjectStore:
         """
         path = self.full_path(rel)
         with _storage_errors(path, "read"):
+            if self.is_local:
+                return _read_local(path)  # a FIFO where a file should be: refused, not waited on
             return self.fs.cat_file(path)
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
@@ -243,9 +401,7 @@ class ObjectStore:
         path = self.full_path(rel)
         with _storage_errors(path, f"read of {length} bytes at {start}"):
             if self.is_local:
-                with open(path, "rb") as f:
-                    f.seek(start)
-                    return f.read(length)
+                return _read_local(path, start, length)
             return self.fs.cat_file(path, start=start, end=start + length)
 
     def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -253,12 +409,11 @@ class ObjectStore:
         path = self.full_path(rel)
         with _storage_errors(path, f"read of {len(ranges)} ranges"):
             if self.is_local:
-                out = []
-                with open(path, "rb") as f:
-                    for start, length in ranges:
-                        f.seek(start)
-                        out.append(f.read(length) if length > 0 else b"")
-                return out
+                fd = open_regular(path)
+                try:
+                    return [_pread_all(fd, start, length) for start, length in ranges]
+                finally:
+                    os.close(fd)
             if not ranges:
                 return []
             return list(
@@ -333,12 +488,15 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- writes
     def open_output(self, rel: str) -> BinaryIO:
-        """A writable binary stream for a new object (data files: unique names, no race)."""
+        """A writable binary stream for a new object (data files: unique names, no race).
+
+        An :class:`UploadStream`: every upload failure (simple or resumable) is an
+        :class:`ObjectStoreError` naming the object, and a failed upload leaves no object.
+        """
         path = self.full_path(rel)
-        with _storage_errors(path, "open for writing"):
-            if self.is_local:
-                return _open_new_local(path)
-            return self.fs.open(path, "wb")
+        with _upload_errors(path, "open for writing"):
+            f = _open_new_local(path) if self.is_local else self.fs.open(path, "wb")
+        return UploadStream(f, path, local=self.is_local)  # type: ignore[return-value]
 
     def put(self, rel: str, data: bytes, *, atomic: bool = True) -> None:
         """Write a whole object (overwrites).
@@ -347,7 +505,7 @@ class ObjectStore:
         uniquely named files nothing references until a later commit (deletion, .txn files).
         """
         path = self.full_path(rel)
-        with _storage_errors(path, "write"):
+        with _upload_errors(path, "write"):
             if self.is_local:
                 target = path if not atomic else f"{path}.tmp-{uuid.uuid4().hex}"
                 with _open_new_local(target) as f:

@@ -1,4 +1,4 @@
-"""Transactions: the ``.txn`` file and the inline manifest copy (FORMAT_NOTES.md §9)."""
+"""Transactions: the ``.txn`` file and the inline manifest copy (docs/FORMAT.md §9)."""
 
 import uuid as uuidlib
 from collections.abc import Mapping

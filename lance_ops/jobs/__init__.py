@@ -22,6 +22,7 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 :func:`lance_ops.format.store.split_uri` and are resolved once, on the driver.
 """
 
+from . import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
 from ._options import InvalidOptionError
 from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from .compaction import InjectedTaskFailure, compact, materialize_deletions

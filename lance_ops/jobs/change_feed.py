@@ -3,7 +3,7 @@
 ``change_feed(spark, uri, begin, end)`` has every user column plus ``_rowid``,
 ``_change_type`` in {insert, update_preimage, update_postimage, delete}, ``_commit_version``
 and ``_commit_timestamp`` (Delta CDF names).  ``begin`` is exclusive, ``end`` inclusive, and
-rows are evaluated on the ``end`` version (FORMAT_NOTES.md §13):
+rows are evaluated on the ``end`` version (docs/FORMAT.md §13):
 
 - insert: live at end, ``begin < _row_created_at_version <= end`` (version = created);
 - update_postimage: live at end, created at or before begin,

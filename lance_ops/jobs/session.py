@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 #: Environment the Python workers need.  Spark freezes the environment when the JVM starts, so
-#: these must be set before the first session of the process (RECIPES.md §1 (d), (e)).
+#: these must be set before the first session of the process (docs/RECIPES.md §1 (d), (e)).
 WORKER_ENV_DEFAULTS = {
     # gcsfs otherwise probes a gRPC endpoint before every bucket call (60 s against emulators)
     "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",

@@ -38,7 +38,7 @@ ambiguous failure (the same id and number) commits at most once; a duplicate com
 and removes the files it wrote.
 
 All the work happens in Python worker processes that Spark starts; everything they need
-travels in the options (RECIPES.md §1 (c)).  The URI is resolved once, when the driver plans
+travels in the options (docs/RECIPES.md §1 (c)).  The URI is resolved once, when the driver plans
 (:func:`lance_ops.format.store.resolve_uri`), so executors never resolve a relative path in
 their own working directory.
 """

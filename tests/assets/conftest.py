@@ -1,7 +1,7 @@
 """Fixtures for the Dagster layer: one SparkSession for every test, Dagster instances in temp dirs.
 
 The SparkResource builds its session with ``getOrCreate``, so every run here reuses the
-session fixture's JVM (RECIPES.md §6).
+session fixture's JVM (docs/RECIPES.md §6).
 """
 
 import warnings

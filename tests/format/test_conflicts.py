@@ -1,4 +1,4 @@
-"""The conflict matrix (FORMAT_NOTES.md §10): two writers at the same read version, A commits, then B.
+"""The conflict matrix (docs/FORMAT.md §10): two writers at the same read version, A commits, then B.
 
 Every operation is *planned* against the old version before A commits and committed after it.
 Outcomes: ``ok`` (B lands on top of A, and the result equals A then B applied one after the
@@ -91,7 +91,7 @@ def plan(kind: str, uri: str, version: int, **kw) -> Commit:
 
 OPS = ["append", "delete", "update", "rewrite", "overwrite", "reserve", "config", "restore"]
 
-# row = B (mine, committed second), column = A (theirs, committed first); FORMAT_NOTES.md §10.
+# row = B (mine, committed second), column = A (theirs, committed first); docs/FORMAT.md §10.
 # delete = ids {0, 1} (fragment 0), update = id 12 (fragment 1), rewrite = compaction of all
 # fragments, config = the same key on both sides.
 MATRIX = {

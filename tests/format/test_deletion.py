@@ -1,4 +1,4 @@
-"""Deletion files: round trips, hostile inputs, and pylance 14 in both directions (FORMAT_NOTES.md §11)."""
+"""Deletion files: round trips, hostile inputs, and pylance 14 in both directions (docs/FORMAT.md §11)."""
 
 import glob
 import os

@@ -1,4 +1,4 @@
-"""External manifest store: SQLite semantics, the staged commit, reader-side repair (FORMAT_NOTES.md §12.3)."""
+"""External manifest store: SQLite semantics, the staged commit, reader-side repair (docs/FORMAT.md §12.3)."""
 
 import hashlib
 import logging

@@ -1,4 +1,4 @@
-"""Row id and version sequences: unit, property and pylance-oracle tests (FORMAT_NOTES.md §8)."""
+"""Row id and version sequences: unit, property and pylance-oracle tests (docs/FORMAT.md §8)."""
 
 import glob
 import os

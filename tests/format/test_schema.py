@@ -1,4 +1,4 @@
-"""Arrow schema <-> Lance field list (FORMAT_NOTES.md §6)."""
+"""Arrow schema <-> Lance field list (docs/FORMAT.md §6)."""
 
 import random
 

@@ -1,7 +1,7 @@
 """The patched emulator enforces GCS write preconditions, supports moveTo and cancels uploads.
 
 These are the guarantees ``ObjectStore.put_if_absent`` (the commit primitive) relies on on GCS;
-the stock emulator ignores ``ifGenerationMatch`` and overwrites (RECIPES.md §5).
+the stock emulator ignores ``ifGenerationMatch`` and overwrites (docs/RECIPES.md §5).
 """
 
 import hashlib

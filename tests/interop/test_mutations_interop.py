@@ -223,7 +223,7 @@ def test_change_feed_matches_pylance_delta(uri):
     ours = lf.dataset(uri)
     checked = 0
     for begin, end in [(1, 16), (1, 2), (2, 5), (3, 8), (4, 6), (6, 13), (8, 9), (9, 12), (12, 16), (14, 16)]:
-        # pylance scans the handle it is called on: open it at ``end`` (FORMAT_NOTES.md §13)
+        # pylance scans the handle it is called on: open it at ``end`` (docs/FORMAT.md §13)
         delta = lance.dataset(uri, version=end).delta(begin_version=begin, end_version=end)
         feed = ours.change_feed(begin, end)
         inserted = _delta_part(delta.get_inserted_rows())

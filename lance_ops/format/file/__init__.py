@@ -1,4 +1,4 @@
-"""The Lance v2 data file (format 2.0): writer, reader and page encodings (FORMAT_NOTES.md §3-§4)."""
+"""The Lance v2 data file (format 2.0): writer, reader and page encodings (docs/FORMAT.md §3-§4)."""
 
 from .reader import DataFileReader
 from .writer import DataFileWriter, data_file_field_info, write_data_file

@@ -1,4 +1,4 @@
-"""Format 2.0 page encodings (``lance.encodings.ArrayEncoding``), FORMAT_NOTES.md §4.
+"""Format 2.0 page encodings (``lance.encodings.ArrayEncoding``), docs/FORMAT.md §4.
 
 Decoding goes through :data:`DECODERS`, a registry from the ``array_encoding`` oneof name to a
 decoder function, so more encodings (and the 2.1/2.2 structural layouts) can be added without

@@ -296,7 +296,7 @@ class LeafEncoder(FieldEncoder):
 
 class Leaf21Encoder:
     """One leaf column of a 2.1/2.2 file: the top-level field's arrays, reduced to this leaf's
-    rep/def levels and visible values when a page is encoded (FORMAT_NOTES §5)."""
+    rep/def levels and visible values when a page is encoded (docs/FORMAT.md §5)."""
 
     def __init__(
         self, w: Any, top: LanceField, dtype: pa.DataType, path: list[int], leaf: LanceField,

@@ -9,7 +9,7 @@ replaced column stay in the copied region as dead bytes.
 
 This is how index files get new row addresses cheaply: an IVF_PQ ``auxiliary.idx`` keeps its
 PQ codes, an inverted index's ``part_<p>_docs.lance`` its token counts, without decoding or
-re-encoding them (FORMAT_NOTES.md §3-§5 for the layout).
+re-encoding them (docs/FORMAT.md §3-§5 for the layout).
 """
 
 import io

@@ -1,4 +1,4 @@
-"""Lance v2 data file reader, format 2.0 (FORMAT_NOTES.md §3, §4.4).
+"""Lance v2 data file reader, format 2.0 (docs/FORMAT.md §3, §4.4).
 
 Opening reads the footer and all file metadata with at most two range reads (the last 64 KiB,
 then whatever of the metadata lies before it).  Reading decodes only the requested columns and
@@ -31,7 +31,7 @@ from .._proto import encodings_v2_1_pb2 as e21
 from .._proto import file2_pb2, file_pb2
 from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from ..schema import LanceField, LanceSchema
-from ..store import ObjectNotFoundError, ObjectStore
+from ..store import ObjectNotFoundError, ObjectStore, open_regular
 from . import blobs, parts, v21
 from .columns import Column, LeafColumn, ListColumn, Page, StructColumn, Tree21Column, flat_fsl
 from .encodings import (
@@ -103,7 +103,7 @@ _CACHED_ATTRS = (
 
 
 def _pread_buffers(path: str, ranges: Sequence[tuple[int, int]], where: str) -> list[pa.Buffer]:
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_regular(path)
     try:
         out = []
         for pos, size in ranges:
@@ -278,7 +278,7 @@ class DataFileReader:
         if self._local_path is None:
             return self.store.read_range(self.rel_path, start, length)
         try:
-            fd = os.open(self._local_path, os.O_RDONLY)
+            fd = open_regular(self._local_path)
         except FileNotFoundError as e:
             raise ObjectNotFoundError(f"{self.path}: data file named by the manifest does not exist") from e
         try:

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from .._proto import encodings_v2_1_pb2 as pb
 from ..errors import CorruptFileError, LanceOpsError
-from ..store import ObjectStore
+from ..store import ObjectStore, open_regular
 from .columns import LeafColumn, Page
 from .reader import FOOTER, MAGIC, TAIL_BYTES, DataFileReader
 from .v21.chunks import _fixed, _le, _pad, _slices, _variable
@@ -151,7 +151,7 @@ def open_small(store: ObjectStore, rel_path: str, file_size: int | None = None) 
         return None
     try:
         path = store.full_path(rel_path)
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
         try:
             if file_size is None and os.fstat(fd).st_size > SMALL_FILE_BYTES:
                 return None  # a big file: not read here

@@ -1,4 +1,4 @@
-"""Lance v2 data file writer, format 2.0 (FORMAT_NOTES.md §3, §4).
+"""Lance v2 data file writer, format 2.0 (docs/FORMAT.md §3, §4).
 
 One column per Lance field in depth-first order (struct header columns and list offsets columns
 included).  Each column queues incoming arrays until ``max_page_bytes`` of encoded data is

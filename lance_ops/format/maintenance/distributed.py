@@ -9,7 +9,7 @@ Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark execu
 - :func:`fragment_rows`: a fragment's row ids, versions and deletion mask from metadata alone
   (manifest sequences and deletion files; no data file is opened).
 - Change feed as plan / execute (same semantics and output as
-  :func:`lance_ops.format.maintenance.change_feed.change_feed_batches`, FORMAT_NOTES.md §13):
+  :func:`lance_ops.format.maintenance.change_feed.change_feed_batches`, docs/FORMAT.md §13):
   :func:`plan_change_feed` works on metadata only (driver side: the rows are chosen by
   :mod:`.feed_rows`, so only fragments and spans holding changes get tasks, and planning memory
   grows with the changes, not the dataset) and yields picklable :class:`ChangeFeedTask`\\ s;

@@ -1,4 +1,4 @@
-"""Readers for Lance file format 2.1 / 2.2 structural page layouts (FORMAT_NOTES.md §5)."""
+"""Readers for Lance file format 2.1 / 2.2 structural page layouts (docs/FORMAT.md §5)."""
 
 from .layouts import decode_page, parse_layout
 from .nested_fsl import is_nested_fsl

@@ -1,4 +1,4 @@
-"""Encoding of Lance 2.1 / 2.2 pages (the writer's half of :mod:`.layouts`), FORMAT_NOTES §5.1.
+"""Encoding of Lance 2.1 / 2.2 pages (the writer's half of :mod:`.layouts`), docs/FORMAT.md §5.
 
 Encodings pylance 14 reads: mini-block pages with inline bit-packed integer-like values,
 ``flat`` floats, ``fixed_size_list`` vectors, ``variable`` strings/binary (32-bit offsets, 64-bit
