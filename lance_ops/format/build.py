@@ -85,7 +85,7 @@ def _created_versions_for(prev: Manifest, row_ids: np.ndarray) -> bytes:
     return rowids.encode_versions(out.astype(np.uint64))
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Build:
     """What applying one operation needs: the previous manifest, the transaction, id counters."""
 
