@@ -140,16 +140,24 @@ class Demo:
 
     # ------------------------------------------------------------------- steps
     def pipeline(self) -> int:
-        from dagster import AssetKey
-
-        import lance_ops.format as lf
-        from lance_ops.assets.configs import AppendConfig, DeleteConfig, UpsertConfig
-        from lance_ops.assets.stats import manifest_stats
-
+        """Every step of the demo; 0 if all runs succeeded and every expectation held."""
         d = self.d
         self.log(f"dataset {d.name} at {d.uri}; change feed sink {d.change_feed.sink_uri}")
         self.log(f"Spark {self.settings.spark.master}; Dagster instance {self.root / 'dagster_home'}")
+        self.create_and_materialize_deletions()
+        frags_before, frags_after, latest = self.compaction_step()
+        counts, cf = self.change_feed_step(latest)
+        self.checks_step(cf)
+        self.oracle_step(counts)
+        self.summary(counts, frags_before, frags_after)
+        return self.verdict()
 
+    def create_and_materialize_deletions(self) -> None:
+        """Steps 1-2: create the dataset, delete a quarter, the sensor's deletion materialisation."""
+        import lance_ops.format as lf
+        from lance_ops.assets.configs import AppendConfig, DeleteConfig
+
+        d = self.d
         self.run("append", AppendConfig(rows=20_000, max_rows_per_file=10_000))
         ds = lf.dataset(d.uri)
         self.expect(ds.has_stable_row_ids and ds.count_rows() == 20_000, "created with stable row ids, 20000 rows")
@@ -165,6 +173,12 @@ class Demo:
         self.expect(all(f.deletion_file is None for f in ds.get_fragments()) and ds.count_rows() == 15_000,
                     "deletions materialised: no deletion file left, 15000 rows")
 
+    def compaction_step(self) -> tuple[int, int, int]:
+        """Step 3: appends and an upsert, the sensor's compaction; (fragments before, after, version)."""
+        import lance_ops.format as lf
+        from lance_ops.assets.configs import AppendConfig, UpsertConfig
+
+        d = self.d
         for _ in range(3):
             self.run("append", AppendConfig(rows=2_000))
         self.run("upsert", UpsertConfig(start_id=25_000, rows=2_000))
@@ -182,13 +196,18 @@ class Demo:
         ids_after = after.to_table(columns=["_rowid"])["_rowid"].to_numpy()
         self.expect(sorted(ids_before.tolist()) == sorted(ids_after.tolist()), "compaction kept every _rowid")
         self.expect(not self.maintenance_tick(), "next tick: nothing to do")
+        return frags_before, frags_after, after.version
 
+    def change_feed_step(self, latest: int) -> tuple[dict[str, dict[str, int]], Any]:
+        """Step 4: a partition per version, one backfill run, then the automation condition's run.
+
+        Returns the change counts per partition and the backfill run's result.
+        """
         result = self.tick("new_versions_sensor")
         keys: list[str] = []
         for req in getattr(result, "dynamic_partitions_requests", None) or []:
             keys += list(req.partition_keys)
             self.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-        latest = after.version
         self.expect(keys == [str(v) for v in range(1, latest + 1)],
                     f"new-versions sensor: one partition per version (1..{latest})")
         cf: Any = self.run("change_feed",
@@ -203,9 +222,10 @@ class Demo:
             for m in mats
         }
         counts.update(self.automation_step(latest))
-        latest = lf.dataset(d.uri).version
-        after = lf.dataset(d.uri)
+        return counts, cf
 
+    def checks_step(self, cf: Any) -> None:
+        """Step 5: every asset check passes (those of the change feed ran with its backfill too)."""
         checks = self.run("checks")
         evaluations = checks.get_asset_check_evaluations() + cf.get_asset_check_evaluations()
         for c in evaluations:
@@ -213,9 +233,13 @@ class Demo:
             self.expect(c.passed, f"check {c.asset_key.to_user_string()}:{c.check_name} {md}")
         self.expect(len(evaluations) == 7, "7 asset check evaluations (5 checks incl. index_coverage, 2 of the change feed twice)")
 
-        # The oracle: the in-process change feed of each version, from lance_ops.format.
+    def oracle_step(self, counts: dict[str, dict[str, int]]) -> None:
+        """The oracle: the in-process change feed of each version, from lance_ops.format."""
+        import lance_ops.format as lf
+
+        after = lf.dataset(self.d.uri)
         mismatches = []
-        for v in range(1, latest + 1):
+        for v in range(1, after.version + 1):
             table = after.change_feed(v - 1, v)
             want = {k: int(n) for k, n in zip(*_value_counts(table["_change_type"]), strict=True)}
             if counts.get(str(v), {}) != want:
@@ -223,24 +247,16 @@ class Demo:
         self.expect(not mismatches, "change feed per version equals the in-process oracle"
                     + (f" ({'; '.join(mismatches)})" if mismatches else ""))
 
-        # Summary
-        from lance_ops.assets.stats import transaction_of
-        from lance_ops.format.store import ObjectStore
+    def summary(self, counts: dict[str, dict[str, int]], frags_before: int, frags_after: int) -> None:
+        """Print the versions with their changes, and what Dagster recorded."""
+        from dagster import AssetKey
 
-        store = ObjectStore(d.uri)
-        rows = []
-        for v in range(1, latest + 1):
-            m = after.checkout_version(v).manifest
-            st = manifest_stats(m, small_fragment_rows=d.policy.target_rows_per_fragment)
-            txn = transaction_of(store, v)
-            c = counts.get(str(v), {})
-            rows.append({
-                "version": v, "operation": txn.operation.name if txn else "?", "rows": st["rows"],
-                "fragments": st["fragments"], "deleted": st["deleted_rows"],
-                "insert": c.get("insert", 0), "update": c.get("update_postimage", 0), "delete": c.get("delete", 0),
-            })
+        import lance_ops.format as lf
         from lance_ops.cli import console_for, render_table
 
+        d = self.d
+        after = lf.dataset(d.uri)
+        rows = self.version_rows(after, counts)
         print(file=self.out)
         console_for(self.out).print(render_table(rows, title="versions and their changes"))
         totals = {k: sum(r[k] for r in rows) for k in ("insert", "update", "delete")}
@@ -251,6 +267,28 @@ class Demo:
               f"(data versions {sorted(int(r.asset_materialization.tags['dagster/data_version']) for r in materialized)}) "
               f"in {len(self.runs)} runs", file=self.out)
         print("runs: " + ", ".join(f"{n.removeprefix(d.name + ':')} {s:.1f}s" for n, s, _ in self.runs), file=self.out)
+
+    def version_rows(self, after: Any, counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+        """One summary row per version of ``after``: its operation, rows, fragments and changes."""
+        from lance_ops.assets.stats import manifest_stats, transaction_of
+        from lance_ops.format.store import ObjectStore
+
+        store = ObjectStore(self.d.uri)
+        rows = []
+        for v in range(1, after.version + 1):
+            m = after.checkout_version(v).manifest
+            st = manifest_stats(m, small_fragment_rows=self.d.policy.target_rows_per_fragment)
+            txn = transaction_of(store, v)
+            c = counts.get(str(v), {})
+            rows.append({
+                "version": v, "operation": txn.operation.name if txn else "?", "rows": st["rows"],
+                "fragments": st["fragments"], "deleted": st["deleted_rows"],
+                "insert": c.get("insert", 0), "update": c.get("update_postimage", 0), "delete": c.get("delete", 0),
+            })
+        return rows
+
+    def verdict(self) -> int:
+        """0 if nothing failed, else 1 with the failures printed."""
         if self.failures:
             print(f"\nDEMO FAILED ({len(self.failures)}):", file=self.out)
             for f in self.failures:

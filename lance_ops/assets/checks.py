@@ -94,6 +94,16 @@ def last_append(res: LanceDatasetResource) -> tuple[int, int] | None:
 
 def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetChecksDefinition]:
     """The checks of dataset ``d`` (and of its change feed when it has one)."""
+    checks = [_row_ids_unique(d), _compaction_preserves_rows(d), _deletions_materialized(d)]
+    if d.policy.max_hours_between_appends is not None:
+        checks.append(_appended_recently(d, d.policy.max_hours_between_appends))
+    if change_feed:
+        checks += [_maintenance_versions_empty(d), _change_feed_lag(d)]
+    return checks
+
+
+def _row_ids_unique(d: DatasetSettings) -> AssetChecksDefinition:
+    """``row_ids_unique`` of dataset ``d``."""
     rk = resource_key(d.name)
     key = AssetKey([d.name])
 
@@ -110,6 +120,14 @@ def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetC
             metadata={"version": ds.version, "rows": int(len(ids)), "duplicate_row_ids": int(len(dup)),
                       "examples": [int(x) for x in dup[:10]]},
         )
+
+    return row_ids_unique
+
+
+def _compaction_preserves_rows(d: DatasetSettings) -> AssetChecksDefinition:
+    """``compaction_preserves_rows`` of dataset ``d``."""
+    rk = resource_key(d.name)
+    key = AssetKey([d.name])
 
     @asset_check(asset=key, name="compaction_preserves_rows", required_resource_keys={rk},
                  description="The latest compaction kept the multiset of (row content, _rowid, row versions).")
@@ -138,6 +156,14 @@ def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetC
                       "rows_moved": fp.rows_after, "rows_before": rows_before, "rows_after": rows_now},
         )
 
+    return compaction_preserves_rows
+
+
+def _deletions_materialized(d: DatasetSettings) -> AssetChecksDefinition:
+    """``deletions_materialized`` of dataset ``d``."""
+    rk = resource_key(d.name)
+    key = AssetKey([d.name])
+
     @asset_check(asset=key, name="deletions_materialized", required_resource_keys={rk},
                  description="Fragments rewritten by deletion materialisation carry no deletion file.")
     def deletions_materialized(context: AssetCheckExecutionContext) -> AssetCheckResult:
@@ -150,33 +176,40 @@ def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetC
             metadata={"versions_checked": checked, "problems": problems[:20], "latest_version": ds.version},
         )
 
-    checks = [row_ids_unique, compaction_preserves_rows, deletions_materialized]
+    return deletions_materialized
+
+
+def _appended_recently(d: DatasetSettings, max_hours: float) -> AssetChecksDefinition:
+    """``appended_recently`` of dataset ``d`` (freshness, WARN)."""
+    rk = resource_key(d.name)
+    key = AssetKey([d.name])
     p = d.policy
-    if p.max_hours_between_appends is not None:
-        max_hours = p.max_hours_between_appends
 
-        @asset_check(asset=key, name="appended_recently", required_resource_keys={rk},
-                     automation_condition=freshness_condition(d),
-                     description=f"Rows were appended within the last {max_hours:g} hours (any writer; read from "
-                                 f"the manifests). Evaluated on `{p.freshness_cron}`.")
-        def appended_recently(context: AssetCheckExecutionContext) -> AssetCheckResult:
-            res: LanceDatasetResource = getattr(context.resources, rk)
-            found = last_append(res) if res.exists() else None
-            if found is None:
-                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN,
-                                        metadata={"max_hours": max_hours, "reason": f"no append in {res.uri}"})
-            version, ts_ns = found
-            hours = (time.time() - ts_ns / 1e9) / 3600
-            return AssetCheckResult(
-                passed=hours <= max_hours, severity=AssetCheckSeverity.WARN,
-                description=f"last append {hours:.1f} h ago (version {version}); allowed {max_hours:g} h",
-                metadata={"last_append_version": version, "last_append_at": timestamp(ts_ns),
-                          "hours_since_append": MetadataValue.float(round(hours, 3)), "max_hours": max_hours},
-            )
+    @asset_check(asset=key, name="appended_recently", required_resource_keys={rk},
+                 automation_condition=freshness_condition(d),
+                 description=f"Rows were appended within the last {max_hours:g} hours (any writer; read from "
+                             f"the manifests). Evaluated on `{p.freshness_cron}`.")
+    def appended_recently(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        res: LanceDatasetResource = getattr(context.resources, rk)
+        found = last_append(res) if res.exists() else None
+        if found is None:
+            return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN,
+                                    metadata={"max_hours": max_hours, "reason": f"no append in {res.uri}"})
+        version, ts_ns = found
+        hours = (time.time() - ts_ns / 1e9) / 3600
+        return AssetCheckResult(
+            passed=hours <= max_hours, severity=AssetCheckSeverity.WARN,
+            description=f"last append {hours:.1f} h ago (version {version}); allowed {max_hours:g} h",
+            metadata={"last_append_version": version, "last_append_at": timestamp(ts_ns),
+                      "hours_since_append": MetadataValue.float(round(hours, 3)), "max_hours": max_hours},
+        )
 
-        checks.append(appended_recently)
-    if not change_feed:
-        return checks
+    return appended_recently
+
+
+def _maintenance_versions_empty(d: DatasetSettings) -> AssetChecksDefinition:
+    """``maintenance_versions_empty`` of the change feed of ``d``."""
+    rk = resource_key(d.name)
     cf_key = AssetKey([change_feed_asset_name(d.name)])
 
     @asset_check(asset=cf_key, name="maintenance_versions_empty",
@@ -202,6 +235,14 @@ def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetC
                       "non_empty": nonempty},
         )
 
+    return maintenance_versions_empty
+
+
+def _change_feed_lag(d: DatasetSettings) -> AssetChecksDefinition:
+    """``change_feed_lag`` of the change feed of ``d`` (freshness, WARN)."""
+    rk = resource_key(d.name)
+    cf_key = AssetKey([change_feed_asset_name(d.name)])
+    p = d.policy
     max_lag = p.change_feed_max_lag_versions
 
     @asset_check(asset=cf_key, name="change_feed_lag", required_resource_keys={rk},
@@ -221,4 +262,4 @@ def build_checks(d: DatasetSettings, *, change_feed: bool = True) -> list[AssetC
                       "max_lag_versions": max_lag},
         )
 
-    return [*checks, maintenance_versions_empty, change_feed_lag]
+    return change_feed_lag

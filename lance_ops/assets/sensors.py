@@ -95,12 +95,29 @@ def default_status(settings: Settings) -> DefaultSensorStatus:
 def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
                   versions: dict[str, DynamicPartitionsDefinition]) -> list[SensorDefinition]:
     """The sensors of the code location (their number does not depend on the number of datasets)."""
-    keys = {resource_key(d.name) for d in settings.datasets}
     status = default_status(settings)
     interval = min(d.policy.sensor_interval_seconds for d in settings.datasets)
+    return [
+        _compaction_sensor(settings, jobs, status, interval),
+        _new_versions_sensor(settings, versions, status, interval),
+        _checks_after_maintenance(settings, jobs, checks_job, set(versions), status),
+        _pool_limits(settings),
+        _automation_sensor(status, interval),
+    ]
 
-    def res_of(context: Any, d: DatasetSettings) -> LanceDatasetResource:
-        return getattr(context.resources, resource_key(d.name))  # type: ignore[no-any-return]
+
+def _res_of(context: Any, d: DatasetSettings) -> LanceDatasetResource:
+    return getattr(context.resources, resource_key(d.name))  # type: ignore[no-any-return]
+
+
+def _resource_keys(settings: Settings) -> set[str]:
+    return {resource_key(d.name) for d in settings.datasets}
+
+
+def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: DefaultSensorStatus,
+                       interval: int) -> SensorDefinition:
+    """``lance_compaction_sensor``: a maintenance run per dataset whose new version crosses its policy."""
+    keys = _resource_keys(settings)
 
     @sensor(
         name="lance_compaction_sensor",
@@ -115,7 +132,7 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
         cursor = load_cursor(context.cursor)
         requests, notes = [], []
         for d in watched(settings):
-            res = res_of(context, d)
+            res = _res_of(context, d)
             try:
                 latest = res.latest_version() if res.exists() else None
                 if latest is None or latest <= cursor.get(d.name, 0):
@@ -140,6 +157,14 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
                                 cursor=dump_cursor(cursor))
         return SensorResult(run_requests=requests, cursor=dump_cursor(cursor))
 
+    return compaction_sensor
+
+
+def _new_versions_sensor(settings: Settings, versions: dict[str, DynamicPartitionsDefinition],
+                         status: DefaultSensorStatus, interval: int) -> SensorDefinition:
+    """``lance_new_versions_sensor``: change-feed partitions and observations of outside writes."""
+    keys = _resource_keys(settings)
+
     @sensor(
         name="lance_new_versions_sensor",
         required_resource_keys=keys,
@@ -152,7 +177,7 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
         cursor = load_cursor(context.cursor)
         adds, events = [], []
         for d in watched(settings):
-            res = res_of(context, d)
+            res = _res_of(context, d)
             try:
                 present = res.versions() if res.exists() else []
                 new = [v for v in present if v > cursor.get(d.name, 0)]
@@ -184,9 +209,14 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
             return SensorResult(skip_reason=SkipReason("no new version"), cursor=dump_cursor(cursor))
         return SensorResult(dynamic_partitions_requests=adds, asset_events=events, cursor=dump_cursor(cursor))
 
+    return new_versions_sensor
+
+
+def _checks_after_maintenance(settings: Settings, jobs: dict[str, Any], checks_job: Any, with_feed: set[str],
+                              status: DefaultSensorStatus) -> SensorDefinition:
+    """``lance_checks_after_maintenance``: the checks of the datasets a successful rewrite touched."""
     monitored = [jobs[job_name(o)] for o in (Operation.compact, Operation.materialize_deletions, Operation.delete,
                                              Operation.upsert, Operation.maintain)]
-    with_feed = set(versions)
 
     @run_status_sensor(
         name="lance_checks_after_maintenance",
@@ -203,6 +233,12 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
                           asset_check_keys=check_keys(names, with_feed),
                           tags={"lance_ops/after_run": context.dagster_run.run_id})
 
+    return checks_after_maintenance
+
+
+def _pool_limits(settings: Settings) -> SensorDefinition:
+    """``lance_pool_limits``: each dataset's pool limit set to its policy's ``max_concurrent_writes``."""
+
     @sensor(
         name="lance_pool_limits",
         required_resource_keys=set(),
@@ -216,7 +252,12 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
                    if ensure_pool_limit(context.instance, pool_name(d.name), d.policy.max_concurrent_writes)]
         return SkipReason(f"set pool limits: {', '.join(changed)}" if changed else "pool limits as declared")
 
-    automation = AutomationConditionSensorDefinition(
+    return pool_limits
+
+
+def _automation_sensor(status: DefaultSensorStatus, interval: int) -> SensorDefinition:
+    """``lance_automation_sensor``: the automation conditions of the lance assets."""
+    return AutomationConditionSensorDefinition(
         "lance_automation_sensor",
         target=AssetSelection.groups(GROUP),
         default_status=status,
@@ -224,7 +265,6 @@ def build_sensors(settings: Settings, jobs: dict[str, Any], checks_job: Any,
         description="Materialises new change-feed partitions and evaluates the freshness checks "
                     "(the automation conditions of the lance assets).",
     )
-    return [compaction_sensor, new_versions_sensor, checks_after_maintenance, pool_limits, automation]
 
 
 def check_keys(names: list[str], with_feed: set[str]) -> list[AssetCheckKey]:

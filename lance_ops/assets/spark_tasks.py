@@ -18,9 +18,6 @@ from lance_ops.format.errors import DatasetNotFoundError, SchemaError
 
 SPARK_OPERATIONS = ("append", "delete", "upsert", "compact", "materialize_deletions", "write_change_feed")
 
-#: Generated rows (``source.format: generate``): the demo's and the tests' source.
-GENERATED_COLUMNS = ("id", "kind", "amount")
-
 
 def resolve_storage_options(task: Mapping[str, Any]) -> dict[str, str]:
     """Literal options plus the ones read from environment variables (secrets never travel in the task)."""

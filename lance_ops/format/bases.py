@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ._proto import table_pb2
 from .errors import CorruptFileError
-from .fragment import DataFile, DeletionFile
+from .fragment import DataFile
 from .store import ObjectStore, split_uri
 
 DATA_DIR = "data"
@@ -126,9 +126,3 @@ def deletion_file_location(
     if not base.is_dataset_root:
         raise CorruptFileError(store.uri, f"a deletion file names base path {base_id}, which is not a dataset root")
     return base_store(store, base)
-
-
-def deletion_base_id(d: DeletionFile | table_pb2.DeletionFile) -> int | None:
-    if isinstance(d, DeletionFile):
-        return d.base_id
-    return d.base_id if d.HasField("base_id") else None

@@ -7,6 +7,8 @@ get ``next_row_id, ...`` and both version sequences start at the new version.
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import singledispatch
 
 import numpy as np
 
@@ -18,13 +20,12 @@ from .index.metadata import decode_index_section, encode_index_section
 from .manifest import FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
     Append,
-    CreateIndex,
     Delete,
+    Operation,
     Overwrite,
     ReserveFragments,
     Restore,
     Rewrite,
-    Unmodelled,
     Update,
     UpdateConfig,
 )
@@ -84,6 +85,28 @@ def _created_versions_for(prev: Manifest, row_ids: np.ndarray) -> bytes:
     return rowids.encode_versions(out.astype(np.uint64))
 
 
+@dataclass(frozen=True)
+class _Build:
+    """What applying one operation needs: the previous manifest, the transaction, id counters."""
+
+    prev: Manifest | None
+    txn: Transaction
+    version: int
+    stable: bool
+    ids: _Ids
+    data_storage_version: str | None
+    load_version: Callable[[int], Manifest] | None
+
+    @property
+    def base(self) -> Manifest:
+        """The previous manifest; only an Overwrite may create a dataset."""
+        if self.prev is None:
+            raise IncompatibleTransactionError(
+                f"a {self.txn.operation.name} cannot create a dataset; write an Overwrite first"
+            )
+        return self.prev
+
+
 def build_manifest(
     prev: Manifest | None,
     txn: Transaction,
@@ -98,9 +121,6 @@ def build_manifest(
     An Overwrite takes the file version of its data files (they must agree); without files, the
     previous version's, else ``data_storage_version`` (default: lance_ops' default).
     """
-    op = txn.operation
-    if prev is None and not isinstance(op, Overwrite):
-        raise IncompatibleTransactionError(f"a {op.name} cannot create a dataset; write an Overwrite first")
     stable = prev.uses_stable_row_ids if prev is not None else enable_stable_row_ids
     ids = _Ids(
         prev.max_fragment_id if prev is not None else None,
@@ -108,102 +128,9 @@ def build_manifest(
         stable,
         version,
     )
-    base = prev
-    if isinstance(op, Overwrite):
-        config = dict(prev.config) if prev is not None else {}
-        if op.config_upsert_values:
-            config.update(op.config_upsert_values)
-        flags = FLAG_STABLE_ROW_IDS if stable else 0
-        new = Manifest(
-            schema=op.schema,
-            fragments=(),
-            version=version,
-            reader_feature_flags=flags,
-            writer_feature_flags=flags,
-            max_fragment_id=prev.max_fragment_id if prev is not None else None,
-            next_row_id=prev.next_row_id if prev is not None else 0,
-            data_storage_version=_overwrite_file_version(op, prev, data_storage_version),
-            config=config,
-            table_metadata=dict(prev.table_metadata) if prev is not None else {},
-            # a branch stays a branch: its name and the base paths its history may still use
-            base_paths=prev.base_paths if prev is not None else (),
-            branch=prev.branch if prev is not None else None,
-        )
-        frags = [ids.new_fragment(f) for f in op.fragments]
-    elif isinstance(op, Restore):
-        if load_version is None:
-            raise ValueError("Restore needs load_version")
-        old = load_version(op.version)
-        assert base is not None
-        new = old.with_changes(
-            max_fragment_id=max(x for x in (base.max_fragment_id, old.max_fragment_id, -1) if x is not None),
-            next_row_id=max(base.next_row_id, old.next_row_id),
-        )
-        frags = list(old.fragments)
-        ids.next_fragment_id = new.max_fragment_id if new.max_fragment_id is not None else -1
-    else:
-        assert base is not None
-        new = base
-        frags = list(base.fragments)
-        if isinstance(op, Append):
-            frags += [ids.new_fragment(f) for f in op.fragments]
-        elif isinstance(op, Delete):
-            frags = _replace(frags, op.updated_fragments, removed=op.deleted_fragment_ids)
-        elif isinstance(op, Update):
-            frags = _replace(frags, op.updated_fragments, removed=op.removed_fragment_ids)
-            pure: list[int] = []  # new fragments whose every row kept its row id
-            for f in op.new_fragments:
-                all_ids_kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
-                if stable and f.row_ids is not None and f.created_at_versions is None:
-                    preserved = rowids.fragment_row_ids(f, f"transaction {txn.file_name}")
-                    f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
-                nf = ids.new_fragment(f)
-                if all_ids_kept:
-                    pure.append(nf.id)
-                frags.append(nf)
-            new = _with_indices(new, lambda idx: coverage.update_coverage(
-                idx,
-                stable=stable,
-                original_fragment_ids=[*op.removed_fragment_ids, *(f.id for f in op.updated_fragments)],
-                updated_fragment_ids=[f.id for f in op.updated_fragments],
-                pure_rewrite_fragment_ids=pure,
-                fields_for_preserving_frag_bitmap=op.fields_for_preserving_frag_bitmap,
-                fields_modified=op.fields_modified,
-            ))
-        elif isinstance(op, Rewrite):
-            old_ids = {f.id for g in op.groups for f in g.old_fragments}
-            # Old fragments already gone were deleted by a transaction this one was rebased over.
-            kept = [f for f in frags if f.id not in old_ids]
-            # New fragments keep the ids reserved for them (ReserveFragments, as pylance);
-            # a placeholder 0 or a colliding id gets a fresh one.
-            taken = {f.id for f in kept}
-            new_frags = []
-            moved: list[coverage.Group] = []
-            for g in op.groups:
-                group_ids = []
-                for f in g.new_fragments:
-                    if f.id == 0 or f.id in taken:
-                        ids.next_fragment_id += 1
-                        f = f.with_changes(id=ids.next_fragment_id)
-                    taken.add(f.id)
-                    new_frags.append(f)
-                    group_ids.append(f.id)
-                moved.append(([f.id for f in g.old_fragments], group_ids))
-            frags = kept + new_frags
-            remapped = {r.old_id: (r.new_id, tuple(r.files)) for r in op.rewritten_indices}
-            tomb = [f.id for g in op.groups for f in g.old_fragments if f.num_deleted_rows > 0]
-            new = _with_indices(new, lambda idx: coverage.rewrite_coverage(
-                idx, moved, stable=stable, remapped=remapped, tombstone_fragments=tomb
-            ))
-        elif isinstance(op, ReserveFragments):
-            ids.next_fragment_id += op.num_fragments
-        elif isinstance(op, UpdateConfig):
-            config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
-            config.update(op.upsert_values)
-            new = new.with_changes(config=config)
-        elif isinstance(op, Unmodelled | CreateIndex):
-            raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
-    _check_file_versions(frags, base, new.data_storage_version)
+    b = _Build(prev, txn, version, stable, ids, data_storage_version, load_version)
+    new, frags = _apply(txn.operation, b)
+    _check_file_versions(frags, prev, new.data_storage_version)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
     new = new.with_changes(
         fragments=tuple(sorted(frags, key=lambda f: f.id)),
@@ -217,6 +144,140 @@ def build_manifest(
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+_Applied = tuple[Manifest, list[FragmentMetadata]]
+
+
+@singledispatch
+def _apply(op: Operation, b: _Build) -> _Applied:
+    """The next manifest (before its fragments are set) and its fragments: ``op`` applied.
+
+    By default (CreateIndex, Unmodelled): refused, lance_ops does not commit these.
+    """
+    b.base  # noqa: B018 - a new dataset starts with an Overwrite (that error first)
+    raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
+
+
+@_apply.register
+def _(op: Overwrite, b: _Build) -> _Applied:
+    prev = b.prev
+    config = dict(prev.config) if prev is not None else {}
+    if op.config_upsert_values:
+        config.update(op.config_upsert_values)
+    flags = FLAG_STABLE_ROW_IDS if b.stable else 0
+    new = Manifest(
+        schema=op.schema,
+        fragments=(),
+        version=b.version,
+        reader_feature_flags=flags,
+        writer_feature_flags=flags,
+        max_fragment_id=prev.max_fragment_id if prev is not None else None,
+        next_row_id=prev.next_row_id if prev is not None else 0,
+        data_storage_version=_overwrite_file_version(op, prev, b.data_storage_version),
+        config=config,
+        table_metadata=dict(prev.table_metadata) if prev is not None else {},
+        # a branch stays a branch: its name and the base paths its history may still use
+        base_paths=prev.base_paths if prev is not None else (),
+        branch=prev.branch if prev is not None else None,
+    )
+    return new, [b.ids.new_fragment(f) for f in op.fragments]
+
+
+@_apply.register
+def _(op: Restore, b: _Build) -> _Applied:
+    base = b.base
+    if b.load_version is None:
+        raise ValueError("Restore needs load_version")
+    old = b.load_version(op.version)
+    new = old.with_changes(
+        max_fragment_id=max(x for x in (base.max_fragment_id, old.max_fragment_id, -1) if x is not None),
+        next_row_id=max(base.next_row_id, old.next_row_id),
+    )
+    b.ids.next_fragment_id = new.max_fragment_id if new.max_fragment_id is not None else -1
+    return new, list(old.fragments)
+
+
+@_apply.register
+def _(op: Append, b: _Build) -> _Applied:
+    base = b.base
+    return base, [*base.fragments, *(b.ids.new_fragment(f) for f in op.fragments)]
+
+
+@_apply.register
+def _(op: Delete, b: _Build) -> _Applied:
+    base = b.base
+    return base, _replace(list(base.fragments), op.updated_fragments, removed=op.deleted_fragment_ids)
+
+
+@_apply.register
+def _(op: Update, b: _Build) -> _Applied:
+    base = b.base
+    frags = _replace(list(base.fragments), op.updated_fragments, removed=op.removed_fragment_ids)
+    pure: list[int] = []  # new fragments whose every row kept its row id
+    for f in op.new_fragments:
+        all_ids_kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
+        if b.stable and f.row_ids is not None and f.created_at_versions is None:
+            preserved = rowids.fragment_row_ids(f, f"transaction {b.txn.file_name}")
+            f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
+        nf = b.ids.new_fragment(f)
+        if all_ids_kept:
+            pure.append(nf.id)
+        frags.append(nf)
+    new = _with_indices(base, lambda idx: coverage.update_coverage(
+        idx,
+        stable=b.stable,
+        original_fragment_ids=[*op.removed_fragment_ids, *(f.id for f in op.updated_fragments)],
+        updated_fragment_ids=[f.id for f in op.updated_fragments],
+        pure_rewrite_fragment_ids=pure,
+        fields_for_preserving_frag_bitmap=op.fields_for_preserving_frag_bitmap,
+        fields_modified=op.fields_modified,
+    ))
+    return new, frags
+
+
+@_apply.register
+def _(op: Rewrite, b: _Build) -> _Applied:
+    base = b.base
+    old_ids = {f.id for g in op.groups for f in g.old_fragments}
+    # Old fragments already gone were deleted by a transaction this one was rebased over.
+    kept = [f for f in base.fragments if f.id not in old_ids]
+    # New fragments keep the ids reserved for them (ReserveFragments, as pylance);
+    # a placeholder 0 or a colliding id gets a fresh one.
+    taken = {f.id for f in kept}
+    new_frags = []
+    moved: list[coverage.Group] = []
+    for g in op.groups:
+        group_ids = []
+        for f in g.new_fragments:
+            if f.id == 0 or f.id in taken:
+                b.ids.next_fragment_id += 1
+                f = f.with_changes(id=b.ids.next_fragment_id)
+            taken.add(f.id)
+            new_frags.append(f)
+            group_ids.append(f.id)
+        moved.append(([f.id for f in g.old_fragments], group_ids))
+    remapped = {r.old_id: (r.new_id, tuple(r.files)) for r in op.rewritten_indices}
+    tomb = [f.id for g in op.groups for f in g.old_fragments if f.num_deleted_rows > 0]
+    new = _with_indices(base, lambda idx: coverage.rewrite_coverage(
+        idx, moved, stable=b.stable, remapped=remapped, tombstone_fragments=tomb
+    ))
+    return new, kept + new_frags
+
+
+@_apply.register
+def _(op: ReserveFragments, b: _Build) -> _Applied:
+    base = b.base
+    b.ids.next_fragment_id += op.num_fragments
+    return base, list(base.fragments)
+
+
+@_apply.register
+def _(op: UpdateConfig, b: _Build) -> _Applied:
+    base = b.base
+    config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
+    config.update(op.upsert_values)
+    return base.with_changes(config=config), list(base.fragments)
 
 
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:

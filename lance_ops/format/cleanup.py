@@ -17,13 +17,14 @@ A retention guard like Delta's VACUUM check refuses ``older_than`` below
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from .deletion import deletion_file_path
 from .errors import DatasetNotFoundError, InvalidArgumentError
 from .index.cleanup import prune_empty_index_dirs, unreferenced_index_files
-from .lineage import external_pins
+from .lineage import Pins, external_pins
 from .manifest import (
     VERSIONS_DIR,
     Manifest,
@@ -145,6 +146,62 @@ def cleanup_old_versions(
     assert scheme is not None
     now_ns = time.time_ns()
     cut_ns = now_ns - int(older_than.total_seconds() * 1e9)
+    plan = _plan_versions(store, scheme, versions, retain_versions, cut_ns)
+    if plan is None:
+        return CleanupStats()  # every version vanished meanwhile: another cleanup's business
+    # As pylance: a file of a removed version goes unless it is younger than the retention
+    # cut-off (a commit in flight may reference it); a file no manifest names goes once older
+    # than the grace period, whatever ``older_than`` says (it may be a commit in flight's).
+    grace_cut = now_ns / 1e9 - (0 if delete_unverified else orphan_grace.total_seconds())
+    candidates = _unreferenced_files(store, plan, cut_ns / 1e9, grace_cut)
+    index_files = unreferenced_index_files(store, plan.retained, plan.dropped, grace_cut)
+    candidates.update(index_files)
+    temps = _stale_temps(store, grace_cut)
+    removed = [manifest_path(scheme, v) for v in plan.drop]
+    sizes = {p: _size_or_zero(store, p) for p in removed}
+    failed = 0 if dry_run else _remove(store, removed + sorted(candidates) + sorted(temps), index_files)
+    counts = _count_kinds(c for c in candidates if c not in index_files)
+    protected = plan.protected
+    return CleanupStats(
+        bytes_removed=sum(candidates.values()) + sum(sizes.values()) + sum(temps.values()),
+        old_versions=len(plan.drop),
+        data_files_removed=counts["data"],
+        transaction_files_removed=counts["txn"],
+        deletion_files_removed=counts["dele"],
+        index_files_removed=len(index_files),
+        failed_deletes=failed,
+        temporary_files_removed=len(temps),
+        removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
+        protected_by_tags=tuple(sorted(p[len("tag "):] for p in protected if p.startswith("tag "))),
+        protected_by_branches=tuple(sorted(p[len("branch "):] for p in protected if p.startswith("branch "))),
+    )
+
+
+@dataclass
+class _VersionPlan:
+    """Which versions go and which stay, and what pins files beyond them."""
+
+    drop: list[int]
+    dropped: list[Manifest]
+    retained: list[Manifest]
+    pins: Pins
+    #: tags (``"tag <name>"``) and branches (``"branch <name>"``) that kept something
+    protected: set[str]
+
+    def kept_files(self) -> set[str]:
+        return {rel for m in self.retained for rel in _files_of(m)}
+
+    def dropped_files(self) -> set[str]:
+        return {rel for m in self.dropped for rel in _files_of(m)}
+
+
+def _plan_versions(
+    store: ObjectStore, scheme: NamingScheme, versions: list[int], retain_versions: int, cut_ns: int
+) -> _VersionPlan | None:
+    """Versions to remove: older than the cut, beyond the newest ``retain_versions``, unpinned.
+
+    None when every listed version vanished meanwhile (another cleanup).
+    """
     manifests = _read_present(store, versions, scheme)
     # Versions committed while we read (or whose manifests another cleanup removed, which only
     # happens once newer ones exist): a second listing, and everything new is kept.
@@ -152,7 +209,7 @@ def cleanup_old_versions(
     newer = _read_present(store, [v for v in again if v > versions[-1]], scheme)
     present = sorted(manifests)
     if not present and not newer:
-        return CleanupStats()  # every version vanished meanwhile: another cleanup's business
+        return None
     latest = newer[max(newer)] if newer else manifests[present[-1]]
     # tags, branches created from this one, other branches' and detached versions' files
     pins = external_pins(store, latest.branch)
@@ -163,17 +220,13 @@ def cleanup_old_versions(
     drop = [v for v in present if v not in keep]
     protected = {who for whos in pinned_versions.values() for who in whos}
     retained = {**{v: manifests[v] for v in keep}, **newer}
-    kept_files: set[str] = set()
-    for m in retained.values():
-        kept_files |= _files_of(m)
-    dropped_files: set[str] = set()
-    for v in drop:
-        dropped_files |= _files_of(manifests[v])
-    # As pylance: a file of a removed version goes unless it is younger than the retention
-    # cut-off (a commit in flight may reference it); a file no manifest names goes once older
-    # than the grace period, whatever ``older_than`` says (it may be a commit in flight's).
-    file_cut = cut_ns / 1e9
-    grace_cut = now_ns / 1e9 - (0 if delete_unverified else orphan_grace.total_seconds())
+    return _VersionPlan(drop, [manifests[v] for v in drop], list(retained.values()), pins, protected)
+
+
+def _unreferenced_files(store: ObjectStore, plan: _VersionPlan, file_cut: float, grace_cut: float) -> dict[str, int]:
+    """Data, deletion and ``.txn`` files to remove (path -> size); adds to ``plan.protected``
+    the tags and branches that kept one."""
+    kept_files, dropped_files = plan.kept_files(), plan.dropped_files()
     candidates: dict[str, int] = {}
     for prefix in ("data", "_deletions", "_transactions"):
         for rel, size, mtime in store.list_files(prefix):
@@ -187,14 +240,16 @@ def cleanup_old_versions(
                     continue  # younger than the retention cut-off: a commit in flight may name it
             elif mtime is None or mtime >= grace_cut:
                 continue
-            needed_by = pins.file_pinned_by(store, owner)
+            needed_by = plan.pins.file_pinned_by(store, owner)
             if needed_by:
-                protected |= needed_by
+                plan.protected |= needed_by
                 continue
             candidates[rel] = size
-    index_files = unreferenced_index_files(store, list(retained.values()), [manifests[v] for v in drop], grace_cut)
-    candidates.update(index_files)
-    # Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps).
+    return candidates
+
+
+def _stale_temps(store: ObjectStore, grace_cut: float) -> dict[str, int]:
+    """Temp files a killed committer left in _versions/ (``<manifest>#<hex>.tmp``, hint temps)."""
     temps: dict[str, int] = {}
     for rel, size, mtime in store.list_files(VERSIONS_DIR):
         name = rel.rsplit("/", 1)[-1]
@@ -208,35 +263,28 @@ def cleanup_old_versions(
             continue
         if mtime is not None and mtime < grace_cut:
             temps[rel] = size
-    removed = [manifest_path(scheme, v) for v in drop]
-    sizes = {p: _size_or_zero(store, p) for p in removed}
-    stats = dict(data=0, txn=0, dele=0)
+    return temps
+
+
+def _remove(store: ObjectStore, paths: list[str], index_files: dict[str, int]) -> int:
+    """Delete ``paths`` in order (manifests first); the number of deletes that failed."""
     failed = 0
-    for rel in sorted(candidates):
-        if rel in index_files:
-            continue
-        stats["data" if rel.startswith("data/") else "txn" if rel.startswith("_transactions/") else "dele"] += 1
-    if not dry_run:
-        # Manifests first: a version disappears before its files do, so no reader sees a hole.
-        for rel in removed + sorted(candidates) + sorted(temps):
-            try:
-                store.delete(rel)  # a file already gone (another cleanup) is not an error
-            except (OSError, ObjectStoreError):
-                failed += 1
-        prune_empty_index_dirs(store, index_files)
-    return CleanupStats(
-        bytes_removed=sum(candidates.values()) + sum(sizes.values()) + sum(temps.values()),
-        old_versions=len(drop),
-        data_files_removed=stats["data"],
-        transaction_files_removed=stats["txn"],
-        deletion_files_removed=stats["dele"],
-        index_files_removed=len(index_files),
-        failed_deletes=failed,
-        temporary_files_removed=len(temps),
-        removed_paths=tuple(removed + sorted(candidates) + sorted(temps)),
-        protected_by_tags=tuple(sorted(p[len("tag "):] for p in protected if p.startswith("tag "))),
-        protected_by_branches=tuple(sorted(p[len("branch "):] for p in protected if p.startswith("branch "))),
-    )
+    # Manifests first: a version disappears before its files do, so no reader sees a hole.
+    for rel in paths:
+        try:
+            store.delete(rel)  # a file already gone (another cleanup) is not an error
+        except (OSError, ObjectStoreError):
+            failed += 1
+    prune_empty_index_dirs(store, index_files)
+    return failed
+
+
+def _count_kinds(paths: Iterable[str]) -> dict[str, int]:
+    """Data, ``.txn`` and deletion files among ``paths``."""
+    counts = dict(data=0, txn=0, dele=0)
+    for rel in paths:
+        counts["data" if rel.startswith("data/") else "txn" if rel.startswith("_transactions/") else "dele"] += 1
+    return counts
 
 
 def _read_present(store: ObjectStore, versions: list[int], scheme: NamingScheme) -> dict[int, Manifest]:

@@ -4,19 +4,23 @@ One check per operation kind (docs/FORMAT.md §10; lance ``conflict_resolver.rs`
 returns None when the two are compatible (the commit is rebased onto the newer version) and
 raises :class:`RetryableCommitConflictError` (redo the work on the new version) or
 :class:`IncompatibleTransactionError` otherwise.
+
+Dispatch is by operation type, one ``singledispatch`` table per question: which fragments an
+operation touches, which config keys it sets, how my operation checks (``_check_mine``), what a
+committed operation means for a plan made on my read version's fragments (``_committed``), and
+what else a compaction must check (``_rewrite_against``).
 """
 
-from collections.abc import Callable
+from dataclasses import dataclass
+from functools import singledispatch
 
 from .errors import IncompatibleTransactionError, RetryableCommitConflictError
 from .index.metadata import FRAG_REUSE_INDEX_NAME
 from .operations import (
-    Append,
     CreateIndex,
     Delete,
     Operation,
     Overwrite,
-    ReserveFragments,
     Restore,
     Rewrite,
     Unmodelled,
@@ -26,34 +30,59 @@ from .operations import (
 from .transaction import Transaction
 
 
+@singledispatch
 def touched_fragments(op: Operation) -> set[int]:
     """Ids of existing fragments an operation modifies or removes."""
-    if isinstance(op, Delete):
-        return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
-    if isinstance(op, Update):
-        return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
-    if isinstance(op, Rewrite):
-        return {f.id for g in op.groups for f in g.old_fragments}
     return set()
 
 
-def _fail(kind: type, mine: Transaction, theirs: Transaction, version: int, why: str) -> None:
-    raise kind(
-        f"{mine.operation.name} planned on version {mine.read_version} conflicts with the "
-        f"{theirs.operation.name} committed as version {version}: {why}",
-        read_version=mine.read_version,
-        conflicting_version=version,
-        operation=mine.operation,
-        other_operation=theirs.operation,
-    )
+@touched_fragments.register
+def _(op: Delete) -> set[int]:
+    return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
 
 
+@touched_fragments.register
+def _(op: Update) -> set[int]:
+    return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
+
+
+@touched_fragments.register
+def _(op: Rewrite) -> set[int]:
+    return {f.id for g in op.groups for f in g.old_fragments}
+
+
+@singledispatch
 def _config_keys(op: Operation) -> set[str]:
-    if isinstance(op, UpdateConfig):
-        return set(op.upsert_values) | set(op.delete_keys)
-    if isinstance(op, Overwrite) and op.config_upsert_values:
-        return set(op.config_upsert_values)
     return set()
+
+
+@_config_keys.register
+def _(op: UpdateConfig) -> set[str]:
+    return set(op.upsert_values) | set(op.delete_keys)
+
+
+@_config_keys.register
+def _(op: Overwrite) -> set[str]:
+    return set(op.config_upsert_values or ())
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """My transaction, the one committed meanwhile, and the version it became."""
+
+    mine: Transaction
+    theirs: Transaction
+    version: int
+
+    def fail(self, kind: type, why: str) -> None:
+        raise kind(
+            f"{self.mine.operation.name} planned on version {self.mine.read_version} conflicts with the "
+            f"{self.theirs.operation.name} committed as version {self.version}: {why}",
+            read_version=self.mine.read_version,
+            conflicting_version=self.version,
+            operation=self.mine.operation,
+            other_operation=self.theirs.operation,
+        )
 
 
 def check(mine: Transaction, theirs: Transaction, version: int) -> set[int]:
@@ -62,68 +91,101 @@ def check(mine: Transaction, theirs: Transaction, version: int) -> set[int]:
     Returns the fragment ids both modified where a rebase can still reconcile them (their
     deletion vectors merge, or my rewrite translates their deletions); empty when independent.
     """
-    a, b = mine.operation, theirs.operation
-    retry, incompatible = RetryableCommitConflictError, IncompatibleTransactionError
+    return _check_mine(mine.operation, _Pair(mine, theirs, version))
 
-    if isinstance(a, Restore):
-        return set()
-    if isinstance(a, Overwrite):
-        if isinstance(b, Overwrite | UpdateConfig) and _config_keys(a) & _config_keys(b):
-            _fail(incompatible, mine, theirs, version, "both set the same config keys")
-        return set()
-    if isinstance(a, UpdateConfig):
-        if isinstance(b, Overwrite | UpdateConfig) and _config_keys(a) & _config_keys(b):
-            _fail(incompatible, mine, theirs, version, f"both change config keys {_config_keys(a) & _config_keys(b)}")
-        return set()
-    # Everything below plans on the fragments of its read version.
-    if isinstance(b, Overwrite | Restore):
-        _fail(incompatible, mine, theirs, version, "the dataset was replaced")
-    if isinstance(b, Unmodelled):
-        _fail(retry, mine, theirs, version, f"unknown committed operation {b.name!r}")
-    if isinstance(a, Append | ReserveFragments):
-        return set()
-    if isinstance(b, Append | ReserveFragments | UpdateConfig):
-        return set()
-    if isinstance(b, CreateIndex):
-        if isinstance(a, Rewrite):
-            _check_rewrite_vs_create_index(mine, theirs, version)
-        return set()  # Delete / Update: row ids stay valid (pylance allows it optimistically)
-    if isinstance(a, Rewrite) and isinstance(b, Rewrite):
-        both = {r.old_id for r in a.rewritten_indices} & {r.old_id for r in b.rewritten_indices}
-        if both:
-            # stricter than pylance, which lets the later remap of the same index be skipped
-            # (losing that index's coverage of the later group)
-            _fail(retry, mine, theirs, version, f"both remapped index(es) {sorted(both)}")
+
+@singledispatch
+def _check_mine(a: Operation, pair: _Pair) -> set[int]:
+    """A plan on the fragments of its read version (Append, Delete, Update, ReserveFragments)."""
+    return _committed(pair.theirs.operation, a, pair)
+
+
+@_check_mine.register
+def _(a: Restore, pair: _Pair) -> set[int]:
+    return set()
+
+
+@_check_mine.register
+def _(a: Overwrite, pair: _Pair) -> set[int]:
+    if _config_keys(a) & _config_keys(pair.theirs.operation):
+        pair.fail(IncompatibleTransactionError, "both set the same config keys")
+    return set()
+
+
+@_check_mine.register
+def _(a: UpdateConfig, pair: _Pair) -> set[int]:
+    both = _config_keys(a) & _config_keys(pair.theirs.operation)
+    if both:
+        pair.fail(IncompatibleTransactionError, f"both change config keys {both}")
+    return set()
+
+
+@_check_mine.register
+def _(a: Rewrite, pair: _Pair) -> set[int]:
+    _rewrite_against(pair.theirs.operation, a, pair)
+    return _committed(pair.theirs.operation, a, pair)
+
+
+@singledispatch
+def _committed(b: Operation, a: Operation, pair: _Pair) -> set[int]:
+    """What ``b``, committed meanwhile, means for ``a`` planned on its read version's fragments.
+
+    By default (Append, ReserveFragments, UpdateConfig, CreateIndex, Delete, Update): the
+    fragments both touched, mergeable by row and decided in rebase.  A CreateIndex touches no
+    fragment: a Delete or Update keeps the index's row ids valid (pylance allows it optimistically).
+    """
+    return touched_fragments(a) & touched_fragments(b)
+
+
+@_committed.register
+def _(b: Overwrite | Restore, a: Operation, pair: _Pair) -> set[int]:
+    pair.fail(IncompatibleTransactionError, "the dataset was replaced")
+    return set()
+
+
+@_committed.register
+def _(b: Unmodelled, a: Operation, pair: _Pair) -> set[int]:
+    pair.fail(RetryableCommitConflictError, f"unknown committed operation {b.name!r}")
+    return set()
+
+
+@_committed.register
+def _(b: Rewrite, a: Operation, pair: _Pair) -> set[int]:
     common = touched_fragments(a) & touched_fragments(b)
-    if not common:
-        return set()
-    if isinstance(b, Rewrite):
-        _fail(retry, mine, theirs, version, f"fragments {sorted(common)} were rewritten (compacted)")
-    # b is a Delete or an Update touching my fragments: mergeable by row, decided in rebase.
-    return common
+    if common:
+        pair.fail(RetryableCommitConflictError, f"fragments {sorted(common)} were rewritten (compacted)")
+    return set()
 
 
-def _check_rewrite_vs_create_index(mine: Transaction, theirs: Transaction, version: int) -> None:
+@singledispatch
+def _rewrite_against(b: Operation, a: Rewrite, pair: _Pair) -> None:
+    """Checks my compaction needs beyond the fragments both touched (none by default)."""
+
+
+@_rewrite_against.register
+def _(b: Rewrite, a: Rewrite, pair: _Pair) -> None:
+    both = {r.old_id for r in a.rewritten_indices} & {r.old_id for r in b.rewritten_indices}
+    if both:
+        # stricter than pylance, which lets the later remap of the same index be skipped
+        # (losing that index's coverage of the later group)
+        pair.fail(RetryableCommitConflictError, f"both remapped index(es) {sorted(both)}")
+
+
+@_rewrite_against.register
+def _(b: CreateIndex, a: Rewrite, pair: _Pair) -> None:
     """My compaction (which remaps, never defers) vs an index committed meanwhile, as pylance's
     ``check_rewrite_txn``: retryable if the new index covers a fragment I rewrite (its rows
     would keep their old addresses) or stores no bitmap; an index committed together with the
     fragment reuse index must replace exactly one index, else the two are incompatible."""
-    assert isinstance(mine.operation, Rewrite) and isinstance(theirs.operation, CreateIndex)
-    new = theirs.operation.new_indices
+    new = b.new_indices
     if any(i.name == FRAG_REUSE_INDEX_NAME for i in new):
-        if len(new) != 1 or len(theirs.operation.removed_indices) != 1:
-            _fail(IncompatibleTransactionError, mine, theirs, version,
-                  "a fragment reuse index was committed together with other indices")
+        if len(new) != 1 or len(b.removed_indices) != 1:
+            pair.fail(IncompatibleTransactionError, "a fragment reuse index was committed together with other indices")
         return
-    old = {f.id for g in mine.operation.groups for f in g.old_fragments}
+    old = {f.id for g in a.groups for f in g.old_fragments}
     for idx in new:
         if idx.fragment_ids is None:
-            _fail(RetryableCommitConflictError, mine, theirs, version,
-                  f"index {idx.name!r} was created without a fragment bitmap")
+            pair.fail(RetryableCommitConflictError, f"index {idx.name!r} was created without a fragment bitmap")
         hit = sorted(old & (idx.fragment_ids or frozenset()))
         if hit:
-            _fail(RetryableCommitConflictError, mine, theirs, version,
-                  f"index {idx.name!r} was created over fragments {hit} being rewritten")
-
-
-CheckFn = Callable[[Transaction, Transaction, int], None]
+            pair.fail(RetryableCommitConflictError, f"index {idx.name!r} was created over fragments {hit} being rewritten")

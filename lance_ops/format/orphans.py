@@ -139,7 +139,8 @@ def remove_unreferenced(
     for t in keep_transactions:
         kept |= operation_files(t.operation)
     gone = mine - kept
-    schemas = [m.schema for m in manifests] + [t.operation.schema for t in written if isinstance(t.operation, Overwrite)]
+    # an operation that brings its own schema (an Overwrite) may bring blob columns too
+    schemas = [m.schema for m in manifests] + [s for t in written if (s := getattr(t.operation, "schema", None))]
     sidecars = store.is_local or _has_blobs(schemas)  # a listing per data file costs a request remotely
     paths = sorted(gone.data | gone.deletions)
     for rel in sorted(gone.data):

@@ -8,6 +8,10 @@
   their deletion vectors, so the compaction still lands and the deletion is not lost.
 """
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import singledispatch
+
 import numpy as np
 
 from . import rowids
@@ -54,6 +58,34 @@ def _mine_removed(
     return np.setdiff1d(deleted_offsets(store, mine, bases=bases), before)
 
 
+@dataclass(frozen=True)
+class _Rebase:
+    """One rebase of ``txn`` over ``theirs`` (committed as ``theirs.version``)."""
+
+    store: ObjectStore
+    txn: Transaction
+    common: set[int]
+    theirs: Manifest
+    state: RebaseState
+    stable_row_ids: bool
+    other: Operation | None
+
+    @property
+    def bases(self) -> "dict[int, BasePath]":
+        return self.theirs.bases  # a branch keeps its base paths: one map for every version
+
+    def retry(self, why: str) -> RetryableCommitConflictError:
+        return _retry_error(self.txn, self.theirs.version, why, self.other)
+
+    def absorb(self, fid: int, theirs: FragmentMetadata) -> None:
+        """Remember ``theirs`` as the last seen state of fragment ``fid``."""
+        self.state.seen[fid] = theirs
+        self.state.source[fid] = self.theirs.source
+
+    def with_operation(self, op: Operation) -> Transaction:
+        return replace(self.txn, operation=op)
+
+
 def rebase(
     store: ObjectStore,
     txn: Transaction,
@@ -72,90 +104,113 @@ def rebase(
     Raises:
         RetryableCommitConflictError: the two cannot be reconciled row by row.
     """
-    op = txn.operation
-    v = theirs_manifest.version
-    bases = theirs_manifest.bases  # a branch keeps its base paths: one map for every version
+    r = _Rebase(store, txn, common, theirs_manifest, state, stable_row_ids, other)
+    return _rebase_op(txn.operation, r)
 
-    def _retry(txn: Transaction, version: int, why: str) -> RetryableCommitConflictError:
-        return _retry_error(txn, version, why, other)
 
-    if isinstance(op, Delete | Update):
-        updated = {f.id: f for f in op.updated_fragments}
-        removed = set(op.deleted_fragment_ids if isinstance(op, Delete) else op.removed_fragment_ids)
-        for fid in sorted(common):
-            base = state.seen[fid]
-            theirs = theirs_manifest.fragment(fid)
-            if theirs is None:
-                raise _retry(txn, v, f"fragment {fid} was deleted entirely")
-            if theirs.files != base.files:
-                raise _retry(txn, v, f"fragment {fid} data files changed")
-            mine_new = _mine_removed(store, updated.get(fid), base, bases)
-            theirs_new = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), deleted_offsets(store, base, bases=bases))
-            both = np.intersect1d(mine_new, theirs_new)
-            if both.size:
-                raise _retry(txn, v, f"{both.size} row(s) of fragment {fid} were changed by both")
-            merged = with_deletions(store, theirs, mine_new, v, bases=bases)
-            if merged is not None:
-                state.written.append(merged)
-            state.seen[fid] = theirs
-            state.source[fid] = theirs_manifest.source
-            if merged is None:
-                updated.pop(fid, None)
-                removed.add(fid)
-            else:
-                updated[fid] = merged
-                removed.discard(fid)
-        frags = list(updated.values())
-        new_op: Delete | Update
-        if isinstance(op, Delete):
-            new_op = Delete(frags, sorted(removed), op.predicate)
+@singledispatch
+def _rebase_op(op: Operation, r: _Rebase) -> Transaction:
+    raise r.retry(f"fragments {sorted(r.common)} were modified")
+
+
+@_rebase_op.register
+def _(op: Delete, r: _Rebase) -> Transaction:
+    frags, removed = _merge_deletions(r, op.updated_fragments, op.deleted_fragment_ids)
+    return r.with_operation(replace(op, updated_fragments=frags, deleted_fragment_ids=removed))
+
+
+@_rebase_op.register
+def _(op: Update, r: _Rebase) -> Transaction:
+    frags, removed = _merge_deletions(r, op.updated_fragments, op.removed_fragment_ids)
+    return r.with_operation(replace(op, updated_fragments=frags, removed_fragment_ids=removed))
+
+
+def _merge_deletions(
+    r: _Rebase, updated_fragments: Sequence[FragmentMetadata], removed_ids: Sequence[int]
+) -> tuple[list[FragmentMetadata], list[int]]:
+    """My updated fragments and removed ids with their deletions merged into each common fragment."""
+    store, v, bases = r.store, r.theirs.version, r.bases
+    updated = {f.id: f for f in updated_fragments}
+    removed = set(removed_ids)
+    for fid in sorted(r.common):
+        base = r.state.seen[fid]
+        theirs = r.theirs.fragment(fid)
+        if theirs is None:
+            raise r.retry(f"fragment {fid} was deleted entirely")
+        if theirs.files != base.files:
+            raise r.retry(f"fragment {fid} data files changed")
+        mine_new = _mine_removed(store, updated.get(fid), base, bases)
+        theirs_new = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), deleted_offsets(store, base, bases=bases))
+        both = np.intersect1d(mine_new, theirs_new)
+        if both.size:
+            raise r.retry(f"{both.size} row(s) of fragment {fid} were changed by both")
+        merged = with_deletions(store, theirs, mine_new, v, bases=bases)
+        if merged is not None:
+            r.state.written.append(merged)
+        r.absorb(fid, theirs)
+        if merged is None:
+            updated.pop(fid, None)
+            removed.add(fid)
         else:
-            new_op = Update(sorted(removed), frags, op.new_fragments, op.fields_modified,
-                            op.fields_for_preserving_frag_bitmap)
-        return Transaction(txn.read_version, new_op, txn.uuid, txn.tag, txn.properties)
-    if isinstance(op, Rewrite):
-        if not stable_row_ids:
-            raise _retry(txn, v, f"fragments {sorted(common)} being compacted were modified (no stable row ids)")
-        gone_ids = []
-        for fid in sorted(common):
-            base = state.seen[fid]
-            theirs = theirs_manifest.fragment(fid)
-            if theirs is not None and theirs.files != base.files:
-                raise _retry(txn, v, f"fragment {fid} data files changed")
-            before = deleted_offsets(store, base, bases=bases)
-            if theirs is None:
-                offsets = np.setdiff1d(np.arange(base.physical_rows, dtype=np.uint32), before)
-            else:
-                offsets = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), before)
-                state.seen[fid] = theirs
-                state.source[fid] = theirs_manifest.source
-            if offsets.size:
-                if base.row_ids is None:
-                    raise _retry(txn, v, f"fragment {fid} has no row ids")
-                ids = rowids.fragment_row_ids(base, state.source.get(fid, theirs_manifest.source))
-                gone_ids.append(ids[offsets.astype(np.intp)])
-        if not gone_ids:
-            return txn
-        gone = np.concatenate(gone_ids)
-        groups = []
-        for g in op.groups:
-            new_frags = []
-            for nf in g.new_fragments:
-                if nf.row_ids is None or nf.id == 0:
-                    raise _retry(txn, v, "compacted fragment has no row ids or no reserved fragment id")
-                ids = rowids.fragment_row_ids(nf, f"transaction {txn.file_name}")
-                hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
-                if hit.size:
-                    merged = with_deletions(store, nf, hit, v, bases=bases)
-                    if merged is not None:
-                        state.written.append(merged)
-                    if merged is None and op.rewritten_indices:
-                        # remapped index files name its rows: the fragment cannot just vanish
-                        raise _retry(txn, v, f"every row of compacted fragment {nf.id} was deleted meanwhile")
-                    if merged is None:
-                        continue  # every row of the new fragment is gone: drop it
-                    nf = merged
-                new_frags.append(nf)
-            groups.append(RewriteGroup(g.old_fragments, new_frags))
-        return Transaction(txn.read_version, Rewrite(groups, op.rewritten_indices), txn.uuid, txn.tag, txn.properties)
-    raise _retry(txn, v, f"fragments {sorted(common)} were modified")
+            updated[fid] = merged
+            removed.discard(fid)
+    return list(updated.values()), sorted(removed)
+
+
+@_rebase_op.register
+def _(op: Rewrite, r: _Rebase) -> Transaction:
+    if not r.stable_row_ids:
+        raise r.retry(f"fragments {sorted(r.common)} being compacted were modified (no stable row ids)")
+    gone_ids = _row_ids_gone(r)
+    if not gone_ids:
+        return r.txn
+    gone = np.concatenate(gone_ids)
+    groups = [RewriteGroup(g.old_fragments, _without_rows(r, op, g.new_fragments, gone)) for g in op.groups]
+    return r.with_operation(Rewrite(groups, op.rewritten_indices))
+
+
+def _row_ids_gone(r: _Rebase) -> list[np.ndarray]:
+    """Row ids the committed transaction removed from the fragments my compaction rewrites."""
+    store, bases = r.store, r.bases
+    gone_ids = []
+    for fid in sorted(r.common):
+        base = r.state.seen[fid]
+        theirs = r.theirs.fragment(fid)
+        if theirs is not None and theirs.files != base.files:
+            raise r.retry(f"fragment {fid} data files changed")
+        before = deleted_offsets(store, base, bases=bases)
+        if theirs is None:
+            offsets = np.setdiff1d(np.arange(base.physical_rows, dtype=np.uint32), before)
+        else:
+            offsets = np.setdiff1d(deleted_offsets(store, theirs, bases=bases), before)
+            r.absorb(fid, theirs)
+        if offsets.size:
+            if base.row_ids is None:
+                raise r.retry(f"fragment {fid} has no row ids")
+            ids = rowids.fragment_row_ids(base, r.state.source.get(fid, r.theirs.source))
+            gone_ids.append(ids[offsets.astype(np.intp)])
+    return gone_ids
+
+
+def _without_rows(
+    r: _Rebase, op: Rewrite, new_fragments: Sequence[FragmentMetadata], gone: np.ndarray
+) -> list[FragmentMetadata]:
+    """``new_fragments`` of one group with the rows whose ids are in ``gone`` deleted."""
+    out = []
+    for nf in new_fragments:
+        if nf.row_ids is None or nf.id == 0:
+            raise r.retry("compacted fragment has no row ids or no reserved fragment id")
+        ids = rowids.fragment_row_ids(nf, f"transaction {r.txn.file_name}")
+        hit = np.flatnonzero(np.isin(ids, gone)).astype(np.uint32)
+        if hit.size:
+            merged = with_deletions(r.store, nf, hit, r.theirs.version, bases=r.bases)
+            if merged is not None:
+                r.state.written.append(merged)
+            if merged is None and op.rewritten_indices:
+                # remapped index files name its rows: the fragment cannot just vanish
+                raise r.retry(f"every row of compacted fragment {nf.id} was deleted meanwhile")
+            if merged is None:
+                continue  # every row of the new fragment is gone: drop it
+            nf = merged
+        out.append(nf)
+    return out

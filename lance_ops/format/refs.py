@@ -24,7 +24,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -422,13 +422,6 @@ class Tags:
         if not self._root.exists(rel):
             raise TagError(f"{self._root.uri}: tag {name!r} does not exist")
         self._root.delete(rel)
-
-
-@dataclass(frozen=True)
-class BranchInfo:
-    name: str
-    parent_branch: str | None
-    parent_version: int
 
 
 class Branches:

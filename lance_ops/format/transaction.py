@@ -3,6 +3,7 @@
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import singledispatch
 
 from google.protobuf.message import DecodeError
 
@@ -83,17 +84,30 @@ def validate_operation(op: Operation) -> None:
         raise InvalidArgumentError(e.problem) from None
 
 
+@singledispatch
 def operation_fragments(op: Operation) -> list[FragmentMetadata]:
     """Every fragment an operation carries (new, updated and old ones)."""
-    if isinstance(op, Append | Overwrite):
-        return list(op.fragments)
-    if isinstance(op, Delete):
-        return list(op.updated_fragments)
-    if isinstance(op, Update):
-        return [*op.updated_fragments, *op.new_fragments]
-    if isinstance(op, Rewrite):
-        return [f for g in op.groups for f in (*g.old_fragments, *g.new_fragments)]
     return []
+
+
+@operation_fragments.register
+def _(op: Append | Overwrite) -> list[FragmentMetadata]:
+    return list(op.fragments)
+
+
+@operation_fragments.register
+def _(op: Delete) -> list[FragmentMetadata]:
+    return list(op.updated_fragments)
+
+
+@operation_fragments.register
+def _(op: Update) -> list[FragmentMetadata]:
+    return [*op.updated_fragments, *op.new_fragments]
+
+
+@operation_fragments.register
+def _(op: Rewrite) -> list[FragmentMetadata]:
+    return [f for g in op.groups for f in (*g.old_fragments, *g.new_fragments)]
 
 
 def write_transaction_file(store: ObjectStore, txn: Transaction) -> bytes:

@@ -16,7 +16,6 @@ holding a null (a ``SchemaError`` naming the column), before it writes that batc
 is committed.
 """
 
-from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -117,9 +116,3 @@ def check_store_assignment(incoming: StructType, dataset: pa.Schema, where: str)
                 f"dataset's column of type {dst.simpleString()} (Lance {field.type}): {problem}; "
                 "cast it explicitly if that is what you want"
             )
-
-
-def nullable_into_required(incoming: StructType, dataset: pa.Schema) -> Sequence[str]:
-    """Top-level columns the data may have nulls in but the dataset does not allow (checked per batch)."""
-    required = {f.name for f in dataset if not f.nullable}
-    return [f.name for f in incoming.fields if f.nullable and f.name in required]

@@ -53,9 +53,7 @@ from .results import ChangeFeedWriteResult
 from .source import sweep_staging
 from .streaming import change_feed_spark_schema
 
-CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 #: ``_rowid`` is reserved in Lance (it is the sink's own row id), so a Lance sink stores the
 #: source row id under this name.
 SINK_ROW_ID = "_source_rowid"

@@ -47,8 +47,6 @@ from lance_ops.format.store import ObjectStore, resolve_uri
 from ._options import InvalidOptionError, check_options, get_int, storage_options
 from ._types import arrow_target, cast_batch, spark_schema
 
-CHANGE_COLUMNS = ("_rowid", "_change_type", "_commit_version", "_commit_timestamp")
-
 
 def change_feed_spark_schema(user: pa.Schema) -> StructType:
     """Spark schema of the change feed for a dataset whose user columns are ``user``.

@@ -169,6 +169,28 @@ class DataFileReader:
             _METADATA_CACHE.put(key, {k: self.__dict__[k] for k in _CACHED_ATTRS})
 
     def _open(self, store: ObjectStore, rel_path: str, file_size: int | None) -> None:
+        a, b, c, ngb, ncols, tail_start, tail, meta_end = self._read_footer(store, rel_path, file_size)
+        self.num_columns = ncols
+        self._base = tail_start
+        self._buf = tail
+        # a file no bigger than the tail read is now whole in memory: its pages are served from
+        # it (one read per small file, no reopening per page); not part of the footer cache.
+        # Plain stores only: a wrapping store (fault injection) keeps seeing every page read.
+        self._whole = tail if tail_start == 0 and type(store) is ObjectStore else None
+        self._load_offset_tables(a, b, c, ngb, ncols, meta_end)
+        self._load_descriptor()
+        self._pages_cache: dict[int, list[Page]] = {}
+        # keep only the metadata (the tail read may have pulled in the end of the data)
+        first = min(a, b, c, int(self._gbo[:, 0].min()), int(self._cmo[:, 0].min()) if ncols else a)
+        if first > self._base:
+            self._buf = self._buf[first - self._base :]
+            self._base = first
+
+    def _read_footer(
+        self, store: ObjectStore, rel_path: str, file_size: int | None
+    ) -> tuple[int, int, int, int, int, int, bytes, int]:
+        """Read the file's tail and check its footer: (column meta start, column metadata offsets
+        start, global buffer offsets start, global buffers, columns, tail start, tail, metadata end)."""
         try:
             size = store.size(rel_path) if file_size is None else int(file_size)
         except FileNotFoundError as e:
@@ -205,13 +227,12 @@ class DataFileReader:
                 f"footer points beyond the file (column meta {a}, CMO {b} x{ncols}, GBO {c} x{ngb}, "
                 f"metadata ends at {meta_end})",
             )
-        self.num_columns = ncols
-        self._base = tail_start
-        self._buf = tail
-        # a file no bigger than the tail read is now whole in memory: its pages are served from
-        # it (one read per small file, no reopening per page); not part of the footer cache.
-        # Plain stores only: a wrapping store (fault injection) keeps seeing every page read.
-        self._whole = tail if tail_start == 0 and type(store) is ObjectStore else None
+        return a, b, c, ngb, ncols, tail_start, tail, meta_end
+
+    def _load_offset_tables(self, a: int, b: int, c: int, ngb: int, ncols: int, meta_end: int) -> None:
+        """The global buffer and column metadata offset tables (reading metadata before the tail
+        when they point there), checked to lie within the file metadata."""
+        tail_start, tail = self._base, self._buf
 
         def table(pos: int, count: int) -> np.ndarray:
             raw = self._meta_bytes(pos, 16 * count)
@@ -239,6 +260,9 @@ class DataFileReader:
                     self.path,
                     f"{what} {k} at {int(tab[k, 0])} (+{int(tab[k, 1])}) lies beyond the file metadata",
                 )
+
+    def _load_descriptor(self) -> None:
+        """The FileDescriptor (global buffer 0) and the schema it holds, both cached per process."""
         fd_bytes = self.global_buffer(0)
         # files of one dataset repeat the same FileDescriptor (schema + row count) byte for byte
         fd_hit = _DESCRIPTORS.get(fd_bytes)
@@ -267,12 +291,6 @@ class DataFileReader:
             _SCHEMA_CACHE.put(self._schema_key, cached)
         self.schema, self._column_of = cached
         self.num_rows = int(self.file_descriptor.length)
-        self._pages_cache: dict[int, list[Page]] = {}
-        # keep only the metadata (the tail read may have pulled in the end of the data)
-        first = min(a, b, c, int(self._gbo[:, 0].min()), int(self._cmo[:, 0].min()) if ncols else a)
-        if first > self._base:
-            self._buf = self._buf[first - self._base :]
-            self._base = first
 
     def _read_meta_range(self, start: int, length: int) -> bytes:
         if self._local_path is None:

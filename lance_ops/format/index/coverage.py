@@ -143,12 +143,3 @@ def update_coverage(
             idx = idx.with_changes(fragment_ids=frozenset(bitmap))
         out.append(idx)
     return tuple(out)
-
-
-def covered_fragment_sets(indices: Sequence[IndexMetadata]) -> dict[int, frozenset[str]]:
-    """fragment id -> uuids of the indices covering it (the planner never mixes these)."""
-    out: dict[int, set[str]] = {}
-    for idx in indices:
-        for f in idx.fragment_ids or ():
-            out.setdefault(f, set()).add(idx.uuid)
-    return {f: frozenset(s) for f, s in out.items()}

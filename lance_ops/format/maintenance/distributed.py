@@ -18,6 +18,7 @@ Nothing here imports an engine; :mod:`lance_ops.jobs` calls these on Spark execu
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import singledispatch
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from ..file.blobs import scan_schema
 from ..file.reader import DataFileReader, PagePrefetcher
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
-from ..operations import Append, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
+from ..operations import Append, Operation, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
 from ..scan import (
     CREATED_AT,
     META_COLUMNS,
@@ -294,27 +295,62 @@ def _update_keeps_ids(store: ObjectStore, scheme: NamingScheme, version: int, op
     return deleted == preserved
 
 
+#: operations lance_ops does not model that never change a row's values or versions
+_ROWS_UNCHANGED = ("project", "create_index", "clone", "update_bases")
+#: ... and those that never remove a row (``merge`` = add_columns / merge / cast: rows updated)
+_IDS_KEPT = (*_ROWS_UNCHANGED, "merge")
+
+
+@singledispatch
+def _may_change_rows(op: Operation) -> bool:
+    """Whether a committed operation may update or delete rows (by default: assume it may)."""
+    return True
+
+
+@_may_change_rows.register
+def _(op: Append | ReserveFragments | UpdateConfig | Rewrite) -> bool:
+    return False
+
+
+@_may_change_rows.register
+def _(op: Unmodelled) -> bool:
+    return op.name not in _ROWS_UNCHANGED
+
+
+@singledispatch
+def _may_remove_ids(op: Operation, store: ObjectStore, scheme: NamingScheme, version: int) -> bool:
+    """Whether the operation committed as ``version`` may make a live row id disappear."""
+    return True
+
+
+@_may_remove_ids.register
+def _(op: Append | ReserveFragments | UpdateConfig | Rewrite, store: ObjectStore, scheme: NamingScheme,
+      version: int) -> bool:
+    return False
+
+
+@_may_remove_ids.register
+def _(op: Update, store: ObjectStore, scheme: NamingScheme, version: int) -> bool:
+    return not _update_keeps_ids(store, scheme, version, op)
+
+
+@_may_remove_ids.register
+def _(op: Unmodelled, store: ObjectStore, scheme: NamingScheme, version: int) -> bool:
+    return op.name not in _IDS_KEPT
+
+
 def row_changing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
     """Versions in ``(begin, end]`` that may update or delete rows: all but appends, fragment
     reservations, config changes and rewrites (compactions)."""
     out = []
     for v in range(begin + 1, end + 1):
         try:
-            op = load_transaction(store, v, scheme).operation
-            if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
-                continue
-            if isinstance(op, Unmodelled) and op.name in _ROWS_UNCHANGED:
+            if not _may_change_rows(load_transaction(store, v, scheme).operation):
                 continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass
         out.append(v)
     return out
-
-
-#: operations lance_ops does not model that never change a row's values or versions
-_ROWS_UNCHANGED = ("project", "create_index", "clone", "update_bases")
-#: ... and those that never remove a row (``merge`` = add_columns / merge / cast: rows updated)
-_IDS_KEPT = (*_ROWS_UNCHANGED, "merge")
 
 
 def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, end: int) -> list[int]:
@@ -331,12 +367,7 @@ def id_removing_versions(store: ObjectStore, scheme: NamingScheme, begin: int, e
     out = []
     for v in range(begin + 1, end + 1):
         try:
-            op = load_transaction(store, v, scheme).operation
-            if isinstance(op, Append | ReserveFragments | UpdateConfig | Rewrite):
-                continue
-            if isinstance(op, Update) and _update_keeps_ids(store, scheme, v, op):
-                continue
-            if isinstance(op, Unmodelled) and op.name in _IDS_KEPT:
+            if not _may_remove_ids(load_transaction(store, v, scheme).operation, store, scheme, v):
                 continue
         except Exception:  # no or unreadable transaction: assume the worst
             pass

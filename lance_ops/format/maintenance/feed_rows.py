@@ -46,7 +46,6 @@ __all__ = [
     "fragment_leavers",
     "leavers",
     "live_among",
-    "live_mask",
     "version_runs",
 ]
 
@@ -67,16 +66,6 @@ def _deleted(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> 
         store, frag.id, frag.deletion_file.to_proto(), physical_rows=frag.physical_rows, bases=manifest.bases
     )
     return out.astype(np.int64)
-
-
-def live_mask(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata) -> np.ndarray | None:
-    """False for the deleted physical rows of ``frag``; None when nothing is deleted."""
-    deleted = _deleted(store, manifest, frag)
-    if not deleted.size:
-        return None
-    live = np.ones(frag.physical_rows, dtype=bool)
-    live[deleted] = False
-    return live
 
 
 def _not_in(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -348,22 +348,10 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         levels = Levels(levels.layers, levels.rep, levels.defs, levels.leaf.cast(levels.leaf.type.value_type),
                         levels.num_rows)
         kind, bits = leaf_kind(levels.leaf.type, where)
-    layout = pb.PageLayout()
     rep, defs = levels.rep, levels.defs
     n_items = len(levels.leaf)
     if n_items == 0:
-        c = layout.constant_layout
-        c.layers.extend(levels.layers)
-        if version != "2.1":
-            if rep is not None:
-                c.rep_compression.CopyFrom(_flat(16))
-                c.num_rep_values = len(rep)
-            if defs is not None:
-                c.def_compression.CopyFrom(_flat(16))
-                c.num_def_values = len(defs)
-        rb = rep.astype("<u2").tobytes() if rep is not None else b""
-        db = defs.astype("<u2").tobytes() if defs is not None else b""
-        return [rb, db], layout
+        return _constant_page(levels, version)
     dictionary = arrow_dictionary or (_dictionary_encode(levels.leaf) if kind == "var" else None)
     fsst_table = None
     if dictionary is not None:  # low-cardinality strings: bit-packed indices into a page dictionary
@@ -373,14 +361,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         if kind == "var":
             fsst_table = _fsst_encode(vals)
     num_levels = levels.num_levels
-    mv = max_visible_level(levels.layers)
-    if rep is None or defs is None or mv is None:
-        vis_pos = np.arange(num_levels if rep is not None else n_items, dtype=np.int64)
-    else:
-        vis_pos = np.flatnonzero(defs <= mv)
-    if len(vis_pos) != n_items:
-        raise AssertionError(f"{where}: {len(vis_pos)} visible slots for {n_items} values")
-    nlev = (rep is not None) + (defs is not None)
+    vis_pos = _visible_positions(levels, where)
     # 2.2 readers require the "large chunk" grammar: u32 chunk words and u32 value-buffer sizes
     large = version != "2.1"
     level_bufs = [_LevelBuffer(x, bitpack=rep is None) for x in (rep, defs) if x is not None]
@@ -398,33 +379,8 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         if dictionary is not None or fsst_table is not None:
             vals = _Values(levels.leaf, kind, bits)
         return _full_zip(levels, vals, kind, bits, where)
-    meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
-    parts: list[bytearray] = []
-    pos = 0
-    chunk_reps = []
-    for i, (v0, k, l0, l1) in enumerate(chunks):
-        last = i == len(chunks) - 1
-        head = [l1 - l0 if nlev else 0]
-        body = []
-        if rep is not None:
-            chunk_reps.append(rep[l0:l1])
-        for b in level_bufs:
-            lb = b.chunk(l0, l1)
-            head.append(len(lb))
-            body.append(lb)
-        vbs = vals.chunk(v0, k)
-        body.extend(vbs)
-        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(b) for b in vbs], dtype="<u4" if large else "<u2").tobytes()
-        blob = bytearray(hb)
-        blob += b"\0" * (_pad(len(blob)) - len(blob))
-        for b in body:
-            blob += b
-            blob += b"\0" * (_pad(len(blob)) - len(blob))
-        size = len(blob)
-        log = 0 if last else k.bit_length() - 1
-        meta[i] = ((size // _ALIGN - 1) << 4) | log
-        parts.append(blob)
-        pos += size
+    meta, parts = _write_chunks(chunks, vals, level_bufs, large)
+    layout = pb.PageLayout()
     mb = layout.mini_block_layout
     if rep is not None:
         mb.rep_compression.CopyFrom(level_bufs[0].compression())
@@ -450,8 +406,69 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
         buffers.append(dict_buffer)
     if rep is not None:
         max_rep = sum(1 for x in levels.layers if is_list_layer(x))
+        chunk_reps = [rep[l0:l1] for _, _, l0, l1 in chunks]
         buffers.append(_rep_index(chunk_reps, max_rep).tobytes())
     return buffers, layout
+
+
+def _constant_page(levels: Levels, version: str) -> tuple[list[Any], pb.PageLayout]:
+    """A page without values: its levels only (2.2 describes their compression)."""
+    rep, defs = levels.rep, levels.defs
+    layout = pb.PageLayout()
+    c = layout.constant_layout
+    c.layers.extend(levels.layers)
+    if version != "2.1":
+        if rep is not None:
+            c.rep_compression.CopyFrom(_flat(16))
+            c.num_rep_values = len(rep)
+        if defs is not None:
+            c.def_compression.CopyFrom(_flat(16))
+            c.num_def_values = len(defs)
+    rb = rep.astype("<u2").tobytes() if rep is not None else b""
+    db = defs.astype("<u2").tobytes() if defs is not None else b""
+    return [rb, db], layout
+
+
+def _visible_positions(levels: Levels, where: str) -> np.ndarray:
+    """Level positions that hold a value (one per leaf item)."""
+    rep, defs, n_items = levels.rep, levels.defs, len(levels.leaf)
+    mv = max_visible_level(levels.layers)
+    if rep is None or defs is None or mv is None:
+        vis_pos = np.arange(levels.num_levels if rep is not None else n_items, dtype=np.int64)
+    else:
+        vis_pos = np.flatnonzero(defs <= mv)
+    if len(vis_pos) != n_items:
+        raise AssertionError(f"{where}: {len(vis_pos)} visible slots for {n_items} values")
+    return vis_pos
+
+
+def _write_chunks(
+    chunks: list[tuple[int, int, int, int]], vals: "_Values", level_bufs: list["_LevelBuffer"], large: bool
+) -> tuple[np.ndarray, list[bytearray]]:
+    """Mini-block chunk metadata words and chunk bytes: per chunk a header (level count, level and
+    value buffer sizes), then the buffers, each padded to the chunk alignment."""
+    meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
+    parts: list[bytearray] = []
+    for i, (v0, k, l0, l1) in enumerate(chunks):
+        last = i == len(chunks) - 1
+        head = [l1 - l0 if level_bufs else 0]
+        body = []
+        for b in level_bufs:
+            lb = b.chunk(l0, l1)
+            head.append(len(lb))
+            body.append(lb)
+        vbs = vals.chunk(v0, k)
+        body.extend(vbs)
+        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(b) for b in vbs], dtype="<u4" if large else "<u2").tobytes()
+        blob = bytearray(hb)
+        blob += b"\0" * (_pad(len(blob)) - len(blob))
+        for part in body:
+            blob += part
+            blob += b"\0" * (_pad(len(blob)) - len(blob))
+        log = 0 if last else k.bit_length() - 1
+        meta[i] = ((len(blob) // _ALIGN - 1) << 4) | log
+        parts.append(blob)
+    return meta, parts
 
 
 def _fsst_encode(vals: _Values) -> bytes | None:

@@ -19,7 +19,7 @@ innermost first (``layers[0]`` = the leaf item).
 Arrow array (pylance's ``RepDefUnraveler``).  Both work on whole NumPy arrays.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -103,7 +103,7 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
     Layer kinds are chosen so that pylance 14 reads the pages (it misreads some valid stacks):
     struct nulls are pushed down (a layer under a null struct is nullable), a nullable struct
     above a list is always ``NULLABLE_ITEM``, and no ``ALL_VALID_LIST`` lies below a layer with
-    definition levels (details at the end of the function).
+    definition levels (see :func:`_layer_kinds`).
     """
     n = len(arr)
     t0 = arr.type
@@ -113,18 +113,30 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
             return Levels(layers=[pb.REPDEF_ALL_VALID_ITEM], rep=None, defs=None, leaf=arr, num_rows=n)
         return Levels(layers=[pb.REPDEF_NULLABLE_ITEM], rep=None, defs=(~valid).astype(np.uint16), leaf=arr,
                       num_rows=n)
+    w = _Walk.start(n, _count_lists(arr.type, path))
     node = arr
     path = list(path)
-    # per slot: index into the current node (-1 = terminated special), rep level, and the
-    # (layer number from the top, kind) of the outermost null/empty ancestor (-1 = none)
-    idx = np.arange(n, dtype=np.int64)
-    kinds: list[tuple[str, bool, bool]] = []  # per layer from the top: (item|list, nullable, emptyable)
-    # per layer from the top: the Arrow field, or a struct it is (a chain of) children of, may hold
-    # nulls (the top-level field's nullability is unknown here: assumed)
-    declared: list[bool] = []
-    may_null = True
-    # find the number of lists first (rep levels count down from the top)
-    t = arr.type
+    while True:
+        if _is_list_type(node.type):
+            w.through_list(node)
+            node = node.values
+        else:
+            w.at_item(node)
+            if not (pa.types.is_struct(node.type) and path):
+                break
+            w.may_null = w.may_null or node.type.field(path[0]).nullable  # pushed-down nulls
+            node = node.field(path.pop(0))
+        w.layer += 1
+    top_down = _layer_kinds(w.kinds, w.declared)
+    layers = top_down[::-1]
+    defs = _def_levels(top_down, layers, w)
+    visible = w.idx >= 0
+    leaf = node.take(pa.array(w.idx[visible])) if not visible.all() or len(w.idx) != len(node) else node
+    return Levels(layers=layers, rep=w.rep, defs=defs, leaf=leaf, num_rows=n)
+
+
+def _count_lists(t: pa.DataType, path: list[int]) -> int:
+    """Lists on the way to the leaf (rep levels count down from the top)."""
     p = list(path)
     num_lists = 0
     while True:
@@ -134,96 +146,124 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
         elif pa.types.is_struct(t) and p:
             t = t.field(p.pop(0)).type
         else:
-            break
-    rep = np.full(n, num_lists, dtype=np.uint16) if num_lists else None
-    null_layer = np.full(n, -1, dtype=np.int16)
-    null_kind = np.zeros(n, dtype=np.int8)  # 0 null, 1 empty list
-    rep_level = num_lists
-    layer = 0
-    while True:
+            return num_lists
+
+
+@dataclass
+class _Walk:
+    """Per slot, while walking down from the top: index into the current node (-1 = terminated
+    special), rep level, and the (layer number from the top, kind) of the outermost null/empty
+    ancestor (-1 = none); per layer from the top, what it holds."""
+
+    idx: np.ndarray
+    rep: np.ndarray | None
+    null_layer: np.ndarray
+    null_kind: np.ndarray  # 0 null, 1 empty list
+    rep_level: int
+    layer: int = 0
+    #: per layer from the top: (item|list, nullable, emptyable)
+    kinds: list[tuple[str, bool, bool]] = field(default_factory=list)
+    #: per layer from the top: the Arrow field, or a struct it is (a chain of) children of, may
+    #: hold nulls (the top-level field's nullability is unknown here: assumed)
+    declared: list[bool] = field(default_factory=list)
+    may_null: bool = True
+
+    @classmethod
+    def start(cls, n: int, num_lists: int) -> "_Walk":
+        return cls(
+            idx=np.arange(n, dtype=np.int64),
+            rep=np.full(n, num_lists, dtype=np.uint16) if num_lists else None,
+            null_layer=np.full(n, -1, dtype=np.int16),
+            null_kind=np.zeros(n, dtype=np.int8),
+            rep_level=num_lists,
+        )
+
+    def through_list(self, node: pa.Array) -> None:
+        """Record a list layer and expand every live slot into its items."""
+        idx = self.idx
         live = idx >= 0
         li = idx[live]
-        t = node.type
         valid = _validity(node)
-        if _is_list_type(t):
-            offs = node.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-            lens = offs[li + 1] - offs[li]
-            v = valid[li] if valid is not None else np.ones(len(li), dtype=bool)
-            # slots under an already-null ancestor (a null struct) are terminated here too
-            free = null_layer[live] < 0
-            # as in pylance (which pushes struct nulls down into the children), a list under a
-            # null struct counts as null: pylance 14 maps a null struct above ALL_VALID_LIST layers
-            # only to repetition level 0 and so reads its slot as a visible item
-            nullable = not (v.all() and free.all())
-            empty = v & (lens == 0) & free
-            emptyable = bool(empty.any())
-            kinds.append(("list", nullable, emptyable))
-            declared.append(may_null)
-            may_null = t.value_field.nullable
-            expand = np.zeros(len(idx), dtype=bool)
-            expand[np.flatnonzero(live)[free & v & (lens > 0)]] = True
-            lv = np.flatnonzero(live)
-            newly_null = lv[free & ~v]
-            newly_empty = lv[free & empty]
-            null_layer[newly_null] = layer
-            null_kind[newly_null] = 0
-            null_layer[newly_empty] = layer
-            null_kind[newly_empty] = 1
-            counts = np.ones(len(idx), dtype=np.int64)
-            full_lens = np.zeros(len(idx), dtype=np.int64)
-            full_lens[lv] = lens
-            counts[expand] = full_lens[expand]
-            total = int(counts.sum())
-            starts = np.zeros(len(idx), dtype=np.int64)
-            np.cumsum(counts[:-1], out=starts[1:]) if len(idx) else None
-            owner = np.repeat(np.arange(len(idx)), counts)
-            pos_in = np.arange(total, dtype=np.int64) - starts[owner]
-            first = pos_in == 0
-            new_idx = np.full(total, -1, dtype=np.int64)
-            exp_slot = expand[owner]
-            base = np.where(idx >= 0, idx, 0)
-            new_idx[exp_slot] = offs[base[owner[exp_slot]]] + pos_in[exp_slot]
-            # rep: first slot of each group keeps the parent's level (or this list's level)
-            assert rep is not None
-            parent_rep = rep[owner]
-            new_rep = np.zeros(total, dtype=np.uint16)
-            new_rep[first] = np.where(parent_rep[first] != 0, parent_rep[first], rep_level)
-            # specials created earlier keep their rep as is (they are single slots)
-            idx = new_idx
-            rep = new_rep
-            null_layer = null_layer[owner]
-            null_kind = null_kind[owner]
-            node = node.values
-            rep_level -= 1
-        else:
-            lv = np.flatnonzero(live)
-            free = null_layer[lv] < 0
-            hit = lv[~valid[li] & free] if valid is not None else lv[:0]
-            # a layer under a null struct counts as nullable, as pylance pushes struct nulls down
-            # (pylance 14 reads an ALL_VALID_ITEM struct as valid there, and then rejects its
-            # masked-null children if their field is not nullable)
-            nullable = len(hit) > 0 or not free.all()
-            kinds.append(("item", nullable, False))
-            declared.append(may_null)
-            null_layer[hit] = layer
-            null_kind[hit] = 0
-            if pa.types.is_struct(t) and path:
-                may_null = may_null or t.field(path[0]).nullable  # pushed-down nulls
-                node = node.field(path.pop(0))
-            else:
-                break
-        layer += 1
-    # layers innermost first, with their def levels.  A nullable struct layer above a list is
-    # NULLABLE_ITEM even on pages without null structs: pylance 14 cannot read a column whose pages
-    # disagree there (its RepDefUnraveler appends ``num_items`` -- the leaf item count -- valid
-    # structs for an ALL_VALID_ITEM layer above a list, so a batch mixing such pages gets a
-    # struct validity of the wrong length: "Incorrect number of nulls for StructArray").
-    #
-    # No ALL_VALID_LIST lies below a layer with definition levels: pylance 14 maps each null / empty
-    # level to the repetition level at which it is visible by counting only the lists *with*
-    # definition levels below it (``RepDefUnraveler::levels_to_rep``), so an all-valid list
-    # under it makes a null struct or an empty outer list show up as an extra struct / item.
-    top_down = []
+        offs = node.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        lens = offs[li + 1] - offs[li]
+        v = valid[li] if valid is not None else np.ones(len(li), dtype=bool)
+        # slots under an already-null ancestor (a null struct) are terminated here too
+        free = self.null_layer[live] < 0
+        # as in pylance (which pushes struct nulls down into the children), a list under a
+        # null struct counts as null: pylance 14 maps a null struct above ALL_VALID_LIST layers
+        # only to repetition level 0 and so reads its slot as a visible item
+        nullable = not (v.all() and free.all())
+        empty = v & (lens == 0) & free
+        self.kinds.append(("list", nullable, bool(empty.any())))
+        self.declared.append(self.may_null)
+        self.may_null = node.type.value_field.nullable
+        lv = np.flatnonzero(live)
+        expand = np.zeros(len(idx), dtype=bool)
+        expand[lv[free & v & (lens > 0)]] = True
+        self._mark(lv[free & ~v], 0)
+        self._mark(lv[free & empty], 1)
+        counts = np.ones(len(idx), dtype=np.int64)
+        full_lens = np.zeros(len(idx), dtype=np.int64)
+        full_lens[lv] = lens
+        counts[expand] = full_lens[expand]
+        total = int(counts.sum())
+        starts = np.zeros(len(idx), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:]) if len(idx) else None
+        owner = np.repeat(np.arange(len(idx)), counts)
+        pos_in = np.arange(total, dtype=np.int64) - starts[owner]
+        first = pos_in == 0
+        new_idx = np.full(total, -1, dtype=np.int64)
+        exp_slot = expand[owner]
+        base = np.where(idx >= 0, idx, 0)
+        new_idx[exp_slot] = offs[base[owner[exp_slot]]] + pos_in[exp_slot]
+        # rep: first slot of each group keeps the parent's level (or this list's level)
+        assert self.rep is not None
+        parent_rep = self.rep[owner]
+        new_rep = np.zeros(total, dtype=np.uint16)
+        new_rep[first] = np.where(parent_rep[first] != 0, parent_rep[first], self.rep_level)
+        # specials created earlier keep their rep as is (they are single slots)
+        self.idx = new_idx
+        self.rep = new_rep
+        self.null_layer = self.null_layer[owner]
+        self.null_kind = self.null_kind[owner]
+        self.rep_level -= 1
+
+    def at_item(self, node: pa.Array) -> None:
+        """Record an item layer (a struct on the path, or the leaf) and its null slots."""
+        live = self.idx >= 0
+        li = self.idx[live]
+        valid = _validity(node)
+        lv = np.flatnonzero(live)
+        free = self.null_layer[lv] < 0
+        hit = lv[~valid[li] & free] if valid is not None else lv[:0]
+        # a layer under a null struct counts as nullable, as pylance pushes struct nulls down
+        # (pylance 14 reads an ALL_VALID_ITEM struct as valid there, and then rejects its
+        # masked-null children if their field is not nullable)
+        nullable = len(hit) > 0 or not free.all()
+        self.kinds.append(("item", nullable, False))
+        self.declared.append(self.may_null)
+        self._mark(hit, 0)
+
+    def _mark(self, slots: np.ndarray, kind: int) -> None:
+        self.null_layer[slots] = self.layer
+        self.null_kind[slots] = kind
+
+
+def _layer_kinds(kinds: list[tuple[str, bool, bool]], declared: list[bool]) -> list[int]:
+    """The layer kinds, top down.
+
+    A nullable struct layer above a list is NULLABLE_ITEM even on pages without null structs:
+    pylance 14 cannot read a column whose pages disagree there (its RepDefUnraveler appends
+    ``num_items`` -- the leaf item count -- valid structs for an ALL_VALID_ITEM layer above a
+    list, so a batch mixing such pages gets a struct validity of the wrong length: "Incorrect
+    number of nulls for StructArray").
+
+    No ALL_VALID_LIST lies below a layer with definition levels: pylance 14 maps each null / empty
+    level to the repetition level at which it is visible by counting only the lists *with*
+    definition levels below it (``RepDefUnraveler::levels_to_rep``), so an all-valid list
+    under it makes a null struct or an empty outer list show up as an extra struct / item.
+    """
+    top_down: list[int] = []
     above_def = False  # some layer above this one has definition levels
     for i, (kind, nullable, emptyable) in enumerate(kinds):
         if kind == "item" and declared[i] and any(k[0] == "list" for k in kinds[i + 1 :]):
@@ -241,9 +281,13 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
             top_down.append(pb.REPDEF_EMPTYABLE_LIST)
         else:
             top_down.append(pb.REPDEF_ALL_VALID_LIST)
-    layers = top_down[::-1]
-    counts_bottom = def_counts(layers)
-    lo = np.cumsum([0, *counts_bottom])  # lo[i] = levels used by layers below i (bottom index)
+    return top_down
+
+
+def _def_levels(top_down: list[int], layers: list[int], w: "_Walk") -> np.ndarray | None:
+    """Definition level per slot (None when no layer has any): each null or empty slot gets the
+    level of the outermost layer where it became null or empty."""
+    lo = np.cumsum([0, *def_counts(layers)])  # lo[i] = levels used by layers below i (bottom index)
     nl = len(layers)
     null_level = np.zeros(nl, dtype=np.int64)  # by top-down layer number
     empty_level = np.zeros(nl, dtype=np.int64)
@@ -256,15 +300,13 @@ def build_levels(arr: pa.Array, path: list[int]) -> Levels:
         elif x == pb.REPDEF_NULL_AND_EMPTY_LIST:
             null_level[top_i] = lo[b] + 1
             empty_level[top_i] = lo[b] + 2
-    defs = None
-    if int(lo[-1]) > 0:
-        defs = np.zeros(len(idx), dtype=np.uint16)
-        has = null_layer >= 0
-        nlay = null_layer[has].astype(np.int64)
-        defs[has] = np.where(null_kind[has] == 1, empty_level[nlay], null_level[nlay])
-    visible = idx >= 0
-    leaf = node.take(pa.array(idx[visible])) if not visible.all() or len(idx) != len(node) else node
-    return Levels(layers=layers, rep=rep, defs=defs, leaf=leaf, num_rows=n)
+    if int(lo[-1]) == 0:
+        return None
+    defs = np.zeros(len(w.idx), dtype=np.uint16)
+    has = w.null_layer >= 0
+    nlay = w.null_layer[has].astype(np.int64)
+    defs[has] = np.where(w.null_kind[has] == 1, empty_level[nlay], null_level[nlay])
+    return defs
 
 
 def unravel(
