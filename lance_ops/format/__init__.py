@@ -9,6 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from ._version import __version__ as __version__
+from .commit_options import COMMIT_DEFAULTS, CommitOptions
 from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
 from .errors import (
     ArgumentTypeError,
@@ -23,11 +24,13 @@ from .errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    ManifestStoreRequiredError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
     UnsupportedFeatureError,
 )
+from .maintenance.compaction import CompactionOptions
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .operations import (
@@ -46,7 +49,11 @@ from .schema import LanceSchema
 from .write import write_fragments
 
 __all__ = [
+    "COMMIT_DEFAULTS",
     "Append",
+    "CommitOptions",
+    "CompactionOptions",
+    "ManifestStoreRequiredError",
     "ArgumentTypeError",
     "BranchError",
     "CommitConflictError",

@@ -25,6 +25,7 @@ from .errors import (
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    ManifestStoreRequiredError,
     RetryableCommitConflictError,
 )
 from .idempotency import DEFAULT_LOOKBACK_VERSIONS, find_committed, idempotency_key
@@ -108,6 +109,7 @@ def commit_transaction(
     if isinstance(txn.read_version, bool) or not isinstance(txn.read_version, int) or txn.read_version < 0:
         raise InvalidArgumentError(f"read_version must be a non-negative integer, got {txn.read_version!r}")
     validate_operation(txn.operation)  # before anything is written
+    handler.check_writable()  # a dataset committing through a manifest store refuses other writers
     key = idempotency_key(txn.properties)
     written: Transaction | None = None
     rebase_state: RebaseState | None = None
@@ -201,7 +203,7 @@ def commit_transaction(
                 )
             # Back off with jitter so racing writers spread out.
             time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
-    except (CommitConflictError, CommitFailedError):
+    except (CommitConflictError, CommitFailedError, ManifestStoreRequiredError):
         # this transaction will never be committed: no manifest references its .txn
         _discard(store, txn_files)
         raise
