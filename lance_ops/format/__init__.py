@@ -30,8 +30,8 @@ from .errors import (
     SchemaError,
     UnsupportedFeatureError,
 )
-from .maintenance.compaction import CompactionOptions
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .maintenance.compaction import CompactionOptions
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .operations import (
     Append,

@@ -18,8 +18,6 @@ from .manifest_store import ManifestStore
 from .store import ObjectStore
 
 
-
-
 @dataclass(frozen=True)
 class CommitOptions:
     """How a writer commits (delta-rs ``CommitProperties`` plus the commit handler).

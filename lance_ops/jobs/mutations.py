@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from lance_ops.format.blobs import has_blob_columns
 from lance_ops.format.commit import commit_transaction
+from lance_ops.format.commit_options import CommitOptions
 from lance_ops.format.deletion import deletion_file_path, with_deletions
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
 from lance_ops.format.file.blobs import is_blob_field
@@ -35,7 +36,7 @@ from lance_ops.format.transaction import Transaction
 from lance_ops.format.versions import require_writable
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
-from ._common import as_dataframe, lance_errors, latest, read_version, referenced_columns
+from ._common import as_dataframe, commit_options, lance_errors, latest, read_version, referenced_columns
 from ._compat import check_store_assignment
 from ._types import META_COLUMNS, cast_batch, spark_schema
 from .results import DeleteResult, UpsertResult
@@ -173,23 +174,28 @@ def delete(
     *,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> DeleteResult:
     """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
 
     The predicate is evaluated on executors, fragment by fragment, and may use the metadata
     columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
-    when no row matches (``result.version`` is None).
+    when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
+    the job commits (:class:`lance_ops.format.CommitOptions`; the keyword wins).
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
-    store, m = latest(uri, so)
+    opts = commit_options(transaction_properties, manifest_store, commit)
+    store, handler, m = latest(uri, so, opts)
     with lance_errors():
         updated, removed, total = plan_deletions(spark, uri, m, where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     try:
-        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
+        out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(opts.properties())),
+                                 handler=handler, max_retries=opts.max_retries)
     except BaseException:
         delete_deletion_files(store, updated)
         raise
@@ -273,6 +279,8 @@ def upsert(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> UpsertResult:
     """Merge ``source`` into the dataset by the key columns ``on``, in one Update commit.
 
@@ -280,7 +288,7 @@ def upsert(
     ``_row_created_at_version`` (their ``_row_last_updated_at_version`` becomes the new
     version); other rows are inserted with new row ids.  Keys are compared with SQL ``=`` (a
     null key never matches).  The source must have exactly the dataset's columns; a target row
-    matched by several source rows is an error.
+    matched by several source rows is an error.  ``manifest_store`` / ``commit`` as for :func:`delete`.
     """
     t0 = time.perf_counter()
     on = [on] if isinstance(on, str) else list(on)
@@ -288,7 +296,8 @@ def upsert(
         raise ValueError("upsert needs at least one key column in `on`")
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
-    store, m = latest(uri, so)
+    opts = commit_options(transaction_properties, manifest_store, commit)
+    store, handler, m = latest(uri, so, opts)
     if has_blob_columns(m):
         raise UnsupportedFeatureError(
             f"{uri}: upsert of a dataset with blob columns ({[f.name for f in m.schema.top_level() if is_blob_field(f)]}) "
@@ -349,7 +358,8 @@ def upsert(
     modified = m.schema.field_ids()
     op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=modified)
     try:
-        out = commit_transaction(store, Transaction(m.version, op, properties=_props(transaction_properties)))
+        out = commit_transaction(store, Transaction(m.version, op, properties=_props(opts.properties())),
+                                 handler=handler, max_retries=opts.max_retries)
     except BaseException:
         delete_fragment_files(store, new)
         delete_deletion_files(store, updated)

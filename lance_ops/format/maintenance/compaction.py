@@ -27,7 +27,7 @@ from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
-from ..write import check_writable, write_fragment_files
+from ..write import DEFAULT_MAX_ROWS_PER_FILE, check_writable, write_fragment_files
 from .index_remap import index_constraints, remap_indices, summarize
 from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
 
@@ -38,7 +38,7 @@ CONFIG_PREFIX = "lance.compaction."
 class CompactionOptions:
     """Options named and defaulted as pylance's ``compact_files``."""
 
-    target_rows_per_fragment: int = 1_048_576
+    target_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FILE  # pylance: 1024 * 1024, as a file
     max_rows_per_group: int = 1024
     materialize_deletions: bool = True
     materialize_deletions_threshold: float = 0.1
@@ -78,6 +78,10 @@ class CompactionOptions:
         return opts
 
 
+#: the defaults, for layers above that declare the same fields (Spark, Dagster config, argparse)
+COMPACTION_DEFAULTS = CompactionOptions()
+
+
 @dataclass(frozen=True)
 class CompactionTask:
     """One group of adjacent fragments rewritten together (picklable)."""
@@ -86,7 +90,7 @@ class CompactionTask:
     read_version: int
     fragments: tuple[FragmentMetadata, ...]
     storage_options: Mapping[str, Any] = field(default_factory=dict)
-    target_rows_per_fragment: int = 1_048_576
+    target_rows_per_fragment: int = COMPACTION_DEFAULTS.target_rows_per_fragment
 
 
 @dataclass(frozen=True)
