@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import lance_ops.format as lf
+from lance_ops.format.commit_handler import commit_handler_for
 from lance_ops.format.errors import SchemaError
 from lance_ops.format.mutate import plan_delete, with_deletions
 from lance_ops.format.rowids import encode_row_ids, encode_versions
@@ -45,30 +46,38 @@ def _new_fragments(store: ObjectStore, ds: lf.LanceDataset, table: pa.Table, max
                                 max_rows_per_file=max_rows_per_file)
 
 
+def _open_for_write(uri: str, storage_options: Mapping[str, Any] | None, manifest_store: Any) -> lf.LanceDataset:
+    """The latest version through the dataset's commit handler; refuses (ManifestStoreRequiredError)
+    before anything is written when the dataset commits through a manifest store not given."""
+    commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
+    return lf.dataset(uri, storage_options=storage_options, manifest_store=manifest_store)
+
+
 def replace_where(uri: str, table: pa.Table, where: pc.Expression, *, storage_options: Mapping[str, Any] | None,
-                  max_rows_per_file: int, properties: Mapping[str, str]) -> tuple[lf.LanceDataset, int]:
+                  max_rows_per_file: int, properties: Mapping[str, str],
+                  manifest_store: Any = None) -> tuple[lf.LanceDataset, int]:
     """Replace the rows matching ``where`` by ``table`` in one commit; returns (dataset, rows deleted)."""
-    ds = lf.dataset(uri, storage_options=storage_options)
+    ds = _open_for_write(uri, storage_options, manifest_store)
     store = ObjectStore(uri, storage_options)
     updated, removed, deleted = plan_delete(store, ds.manifest, where)
     new = _new_fragments(store, ds, table, max_rows_per_file)
     if not new and not updated and not removed:
         return ds, 0
     out = lf.commit(uri, lf.Update(removed, updated, new), read_version=ds.version, storage_options=storage_options,
-                    transaction_properties=properties)
+                    transaction_properties=properties, manifest_store=manifest_store)
     return out, deleted
 
 
 def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression | None,
           storage_options: Mapping[str, Any] | None, max_rows_per_file: int,
-          properties: Mapping[str, str]) -> tuple[lf.LanceDataset, int, int]:
+          properties: Mapping[str, str], manifest_store: Any = None) -> tuple[lf.LanceDataset, int, int]:
     """Upsert ``table`` on the key columns ``on``; returns (dataset, rows updated, rows inserted).
 
     Keys compare with ``=`` (a null key never matches); a key present twice in ``table`` is an
     error (it would update one row twice).
     """
     on = list(on)
-    ds = lf.dataset(uri, storage_options=storage_options)
+    ds = _open_for_write(uri, storage_options, manifest_store)
     missing = [k for k in on if k not in ds.schema.names or k not in table.column_names]
     if not on or missing:
         raise SchemaError(f"{uri}: merge key column(s) {missing or on} must be columns of the dataset and the data "
@@ -113,5 +122,5 @@ def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression 
     modified = [m.schema.field(c).id for c in ds.schema.names if c not in on]
     op = lf.Update(removed, updated, new_upd + new_ins, fields_for_preserving_frag_bitmap=modified)
     out_ds = lf.commit(uri, op, read_version=m.version, storage_options=storage_options,
-                       transaction_properties=properties)
+                       transaction_properties=properties, manifest_store=manifest_store)
     return out_ds, upd.num_rows, ins.num_rows
