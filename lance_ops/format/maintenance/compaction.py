@@ -559,6 +559,8 @@ def compact_files(
     """In-process compaction of the dataset at ``uri`` checked out at ``manifest`` (plan, execute
     every task, commit); ``manifest_store`` as for :func:`~lance_ops.format.commit_handler.commit_handler_for`."""
     require_writable(manifest.data_storage_version, uri)
+    if not dry_run:  # a dataset committing through a manifest store refuses before any file is written
+        commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
     opts = CompactionOptions.resolve(
         manifest.config,
         target_rows_per_fragment=target_rows_per_fragment,
