@@ -151,7 +151,7 @@ class Demo:
         self.log(f"Spark {self.settings.spark.master}; Dagster instance {self.root / 'dagster_home'}")
 
         self.run("append", AppendConfig(rows=20_000, max_rows_per_file=10_000))
-        ds = lf.dataset(d.uri)
+        ds = lf.dataset(d.uri, manifest_store=d.manifest_store)
         self.expect(ds.has_stable_row_ids and ds.count_rows() == 20_000, "created with stable row ids, 20000 rows")
         self.expect(not self.maintenance_tick(), "below the policy: the compaction sensor requests nothing")
 
@@ -161,14 +161,14 @@ class Demo:
                     "25% deleted: the sensor requests one deletion materialisation")
         for r in requests:
             self.run(r.job_name.removeprefix("lance_"), run_config=r.run_config, tags=r.tags)
-        ds = lf.dataset(d.uri)
+        ds = lf.dataset(d.uri, manifest_store=d.manifest_store)
         self.expect(all(f.deletion_file is None for f in ds.get_fragments()) and ds.count_rows() == 15_000,
                     "deletions materialised: no deletion file left, 15000 rows")
 
         for _ in range(3):
             self.run("append", AppendConfig(rows=2_000))
         self.run("upsert", UpsertConfig(start_id=25_000, rows=2_000))
-        before = lf.dataset(d.uri)
+        before = lf.dataset(d.uri, manifest_store=d.manifest_store)
         frags_before = len(before.get_fragments())
         ids_before = before.to_table(columns=["_rowid"])["_rowid"].to_numpy()
         requests = self.maintenance_tick()
@@ -176,7 +176,7 @@ class Demo:
                     f"{frags_before} small fragments: the sensor requests one compaction")
         for r in requests:
             self.run("compact", run_config=r.run_config, tags=r.tags)
-        after = lf.dataset(d.uri)
+        after = lf.dataset(d.uri, manifest_store=d.manifest_store)
         frags_after = len(after.get_fragments())
         self.expect(frags_after < frags_before, f"compaction: {frags_before} -> {frags_after} fragments")
         ids_after = after.to_table(columns=["_rowid"])["_rowid"].to_numpy()
@@ -203,8 +203,8 @@ class Demo:
             for m in mats
         }
         counts.update(self.automation_step(latest))
-        latest = lf.dataset(d.uri).version
-        after = lf.dataset(d.uri)
+        latest = lf.dataset(d.uri, manifest_store=d.manifest_store).version
+        after = lf.dataset(d.uri, manifest_store=d.manifest_store)
 
         checks = self.run("checks")
         evaluations = checks.get_asset_check_evaluations() + cf.get_asset_check_evaluations()

@@ -104,7 +104,7 @@ from ._options import (
 from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
 from ._versions import requested_version
 
-DEFAULT_ROWS_PER_PARTITION = 1_048_576
+DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
 WRITE_ID_PROPERTY = "lance_ops.write_id"
 #: keys Spark adds to the options when it creates a catalog table (not the user's options)
 _CATALOG_KEYS = {"location", "provider", "owner"}
