@@ -117,6 +117,9 @@ def progress(label: str, total: int | None = None, *, stream: Any = None) -> Ite
         state["done"] = total
     console.print(line() + " done")
 
+MANIFEST_STORE_HELP = ("external manifest store the dataset commits through (SQLite path or sqlite:/// URL), "
+                       "for object stores without conditional put")
+
 
 def track(items: Sequence[Any], label: str) -> Iterator[Any]:
     """Iterate ``items`` with a progress bar on stderr."""
@@ -182,14 +185,16 @@ def _human_bytes(n: int) -> str:
 
 # ----------------------------------------------------------------------------- inspect
 def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int | None,  # a branch: its own uri
-                    small_fragment_rows: int, out: Any) -> int:
+                    small_fragment_rows: int, out: Any, manifest_store: str | None = None) -> int:
     import lance_ops.format as lf
     from lance_ops.assets.stats import manifest_stats, transaction_of
-    from lance_ops.format.manifest import list_versions, read_manifest
+    from lance_ops.format.commit_handler import commit_handler_for
+    from lance_ops.format.manifest import read_manifest
     from lance_ops.format.store import ObjectStore
 
     store = ObjectStore(uri, storage_options)
-    scheme, versions = list_versions(store)
+    # through the external manifest store when there is one: its latest may not be finalized yet
+    scheme, versions = commit_handler_for(store, manifest_store).list_versions()
     if not versions:
         console_for(sys.stderr).print(f"no Lance dataset at {uri}")
         return 2
@@ -210,7 +215,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
             "bytes": _human_bytes(st["bytes"]),
             "run_id": (txn.properties.get("dagster/run_id", "") if txn else "")[:8],
         })
-    ds = lf.dataset(uri, version=version, storage_options=storage_options)
+    ds = lf.dataset(uri, version=version, storage_options=storage_options, manifest_store=manifest_store)
     m = ds.manifest
     st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
     console = console_for(out)
@@ -294,7 +299,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list
 
 
 def run_job(job: str, dataset: str | None, config_path: str | None, options: dict[str, Any], out: Any,
-            log_level: str = "WARNING") -> int:
+            log_level: str = "WARNING", *, manifest_store: str | None = None) -> int:
     import warnings
 
     from dagster import DagsterInstance
@@ -307,6 +312,9 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     warnings.filterwarnings("ignore", module="dagster")
     settings = load_settings(config_path)
     d = settings.dataset(dataset) if dataset else settings.datasets[0]
+    if manifest_store:  # --manifest-store overrides the dataset's manifest_store in the config
+        d = d.model_copy(update={"manifest_store": manifest_store})
+        settings = settings.model_copy(update={"datasets": [d if x.name == d.name else x for x in settings.datasets]})
     defs = build_definitions(settings)
     job_name = f"lance_{job}"
     cfg = None
@@ -384,6 +392,9 @@ def _missing_module(e: ImportError) -> str | None:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
     """The ``lance-ops`` parser, and the Config fields of each job.  Without the ``dagster`` extra
     ``run`` still parses, and :func:`main` names the extra to install."""
+    from lance_ops.format.commit_options import COMMIT_DEFAULTS
+    from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+
     parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).")
     sub = parser.add_subparsers(dest="command", required=True)
     p_inspect = sub.add_parser("inspect", help="versions, fragments and stats of a dataset")
@@ -391,8 +402,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
     p_inspect.add_argument("--version", default=None, help="fragments of this version or tag (default latest)")
     p_inspect.add_argument("--branch", default=None, help="a branch of the dataset (<uri>/tree/<branch>)")
     p_inspect.add_argument("--storage-option", action="append", type=_kv, default=[], metavar="KEY=VALUE")
-    p_inspect.add_argument("--small-fragment-rows", type=int, default=1_048_576,
-                           help="a fragment with fewer live rows is 'small' (default: 1048576)")
+    p_inspect.add_argument("--small-fragment-rows", type=int, default=COMPACTION_DEFAULTS.target_rows_per_fragment,
+                           help="a fragment with fewer live rows is 'small' (default: the compaction target, "
+                           f"{COMPACTION_DEFAULTS.target_rows_per_fragment})")
+    p_inspect.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
+                           help=MANIFEST_STORE_HELP)
     p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)")
     fields: dict[str, list[str]] = {}
     try:
@@ -411,6 +425,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
                              aliases=[a for a, t in ALIASES.items() if t == job])
         jp.add_argument("--dataset", default=None, help="dataset name in the config (default: the first)")
         jp.add_argument("--config", default=None, help="lance_ops.yaml (default: $LANCE_OPS_CONFIG, else the demo)")
+        jp.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
+                        help=MANIFEST_STORE_HELP + " (default: the dataset's manifest_store in the config)")
         jp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="Dagster console log level (default: WARNING)")
         fields[job] = add_config_options(jp, cls) if cls else []
@@ -432,13 +448,15 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None,
             uri, version = lf.resolve_version(uri, version, branch=args.branch,
                                               storage_options=dict(args.storage_option))
         return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
-                               small_fragment_rows=args.small_fragment_rows, out=out)
+                               small_fragment_rows=args.small_fragment_rows, out=out,
+                               manifest_store=args.manifest_store)
     if getattr(args, "missing", None) is not None:
         print(f"lance-ops: {args.missing}", file=sys.stderr)
         return 2
     job = ALIASES.get(args.job, args.job)
     options = {name: getattr(args, name) for name in fields[job]}
-    return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level)
+    extra = {"manifest_store": args.manifest_store} if args.manifest_store else {}
+    return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level, **extra)
 
 
 if __name__ == "__main__":

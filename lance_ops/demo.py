@@ -159,7 +159,7 @@ class Demo:
 
         d = self.d
         self.run("append", AppendConfig(rows=20_000, max_rows_per_file=10_000))
-        ds = lf.dataset(d.uri)
+        ds = lf.dataset(d.uri, manifest_store=d.manifest_store)
         self.expect(ds.has_stable_row_ids and ds.count_rows() == 20_000, "created with stable row ids, 20000 rows")
         self.expect(not self.maintenance_tick(), "below the policy: the compaction sensor requests nothing")
 
@@ -169,7 +169,7 @@ class Demo:
                     "25% deleted: the sensor requests one deletion materialisation")
         for r in requests:
             self.run(r.job_name.removeprefix("lance_"), run_config=r.run_config, tags=r.tags)
-        ds = lf.dataset(d.uri)
+        ds = lf.dataset(d.uri, manifest_store=d.manifest_store)
         self.expect(all(f.deletion_file is None for f in ds.get_fragments()) and ds.count_rows() == 15_000,
                     "deletions materialised: no deletion file left, 15000 rows")
 
@@ -182,7 +182,7 @@ class Demo:
         for _ in range(3):
             self.run("append", AppendConfig(rows=2_000))
         self.run("upsert", UpsertConfig(start_id=25_000, rows=2_000))
-        before = lf.dataset(d.uri)
+        before = lf.dataset(d.uri, manifest_store=d.manifest_store)
         frags_before = len(before.get_fragments())
         ids_before = before.to_table(columns=["_rowid"])["_rowid"].to_numpy()
         requests = self.maintenance_tick()
@@ -190,7 +190,7 @@ class Demo:
                     f"{frags_before} small fragments: the sensor requests one compaction")
         for r in requests:
             self.run("compact", run_config=r.run_config, tags=r.tags)
-        after = lf.dataset(d.uri)
+        after = lf.dataset(d.uri, manifest_store=d.manifest_store)
         frags_after = len(after.get_fragments())
         self.expect(frags_after < frags_before, f"compaction: {frags_before} -> {frags_after} fragments")
         ids_after = after.to_table(columns=["_rowid"])["_rowid"].to_numpy()
@@ -237,7 +237,7 @@ class Demo:
         """The oracle: the in-process change feed of each version, from lance_ops.format."""
         import lance_ops.format as lf
 
-        after = lf.dataset(self.d.uri)
+        after = lf.dataset(self.d.uri, manifest_store=self.d.manifest_store)
         mismatches = []
         for v in range(1, after.version + 1):
             table = after.change_feed(v - 1, v)
@@ -255,7 +255,7 @@ class Demo:
         from lance_ops.cli import console_for, render_table
 
         d = self.d
-        after = lf.dataset(d.uri)
+        after = lf.dataset(d.uri, manifest_store=d.manifest_store)
         rows = self.version_rows(after, counts)
         print(file=self.out)
         console_for(self.out).print(render_table(rows, title="versions and their changes"))

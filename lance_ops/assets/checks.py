@@ -81,14 +81,13 @@ def freshness_condition(d: DatasetSettings) -> AutomationCondition:
 
 def last_append(res: LanceDatasetResource) -> tuple[int, int] | None:
     """(version, commit timestamp ns) of the newest version that added rows; None if none is left."""
-    import lance_ops.format as lf
 
     store = res.store()
     versions = res.versions()
     for v in reversed(versions[-APPEND_SCAN_LIMIT:]):
         txn = transaction_of(store, v)
         if txn is not None and txn.operation.name in APPENDING_OPERATIONS:
-            return v, lf.dataset(res.uri, version=v, storage_options=res.resolved_storage_options()).manifest.timestamp_ns
+            return v, res.open(v).manifest.timestamp_ns
     return None
 
 

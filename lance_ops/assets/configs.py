@@ -15,6 +15,9 @@ from typing import Any
 from dagster import Config
 from pydantic import Field, create_model
 
+from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+
 from .settings import DatasetSettings
 
 
@@ -46,7 +49,7 @@ class SourceOverride(Config):
     start_id: int | None = Field(
         default=None, description="generated sources: first id (default: the dataset's next row id, so ids stay unique)"
     )
-    max_rows_per_file: int = Field(default=1_048_576, gt=0, description="rows per data file (new fragment)")
+    max_rows_per_file: int = Field(default=DEFAULT_MAX_ROWS_PER_FILE, gt=0, description="rows per data file (new fragment)")
 
 
 class AppendConfig(SourceOverride):
@@ -69,18 +72,18 @@ class UpsertConfig(SourceOverride):
 class MaterializeDeletionsConfig(Config):
     """Rewrite fragments whose deleted fraction is at least ``threshold`` without their deleted rows."""
 
-    threshold: float = Field(default=0.1, ge=0, le=1)
+    threshold: float = Field(default=COMPACTION_DEFAULTS.materialize_deletions_threshold, ge=0, le=1)
     dry_run: bool = Field(default=False, description="plan only: report what would be rewritten, commit nothing")
 
 
 class CompactConfig(Config):
     """Merge small fragments (and materialise deletions), keeping row ids and row versions."""
 
-    target_rows_per_fragment: int = Field(default=1_048_576, gt=0)
-    max_rows_per_group: int = Field(default=1024, gt=0)
-    materialize_deletions: bool = True
-    materialize_deletions_threshold: float = Field(default=0.1, ge=0, le=1)
-    max_source_fragments: int | None = None
+    target_rows_per_fragment: int = Field(default=COMPACTION_DEFAULTS.target_rows_per_fragment, gt=0)
+    max_rows_per_group: int = Field(default=COMPACTION_DEFAULTS.max_rows_per_group, gt=0)
+    materialize_deletions: bool = COMPACTION_DEFAULTS.materialize_deletions
+    materialize_deletions_threshold: float = Field(default=COMPACTION_DEFAULTS.materialize_deletions_threshold, ge=0, le=1)
+    max_source_fragments: int | None = COMPACTION_DEFAULTS.max_source_fragments
     dry_run: bool = Field(default=False, description="plan only: report what would be rewritten, commit nothing")
 
 

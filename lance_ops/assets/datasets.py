@@ -43,7 +43,7 @@ def change_feed_plan(d: DatasetSettings, storage_options: dict[str, str] | None)
     if storage_options is None:
         return ChangeFeedPlan(True)
     try:
-        ds = lf.dataset(d.uri, storage_options=storage_options)
+        ds = lf.dataset(d.uri, storage_options=storage_options, manifest_store=d.manifest_store)
     except (DatasetNotFoundError, FileNotFoundError):
         return ChangeFeedPlan(True)
     except (LanceOpsError, OSError, ValueError):

@@ -45,7 +45,7 @@ from .settings import DatasetSettings, Settings, load_settings
 
 def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:
     return LanceDatasetResource(uri=d.uri, storage_options=d.storage_options,
-                                storage_options_env=d.storage_options_env)
+                                storage_options_env=d.storage_options_env, manifest_store=d.manifest_store)
 
 
 def spark_resource(settings: Settings) -> Any:

@@ -45,6 +45,7 @@ from dagster import (
 from pydantic import Field
 
 import lance_ops.format as lf
+from lance_ops.format.commit_options import COMMIT_DEFAULTS
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
 from lance_ops.format.idempotency import with_idempotency
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
@@ -87,6 +88,11 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
     merge_on: list[str] = Field(default_factory=list, description="key columns of mode=merge")
     enable_stable_row_ids: bool = True
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    manifest_store: str | None = Field(
+        default=COMMIT_DEFAULTS.manifest_store,
+        description="external manifest store every dataset under root_uri commits through "
+        "(SQLite path or sqlite:/// URL; for object stores without conditional put)",
+    )
 
     # ------------------------------------------------------------------ naming
     def uri_for(self, path: list[str]) -> str:
@@ -106,6 +112,7 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
         on = list(md.get("merge_on") or self.merge_on)
         table = _to_arrow(obj)
         so = self._options()
+        ms = self.manifest_store
         props = with_idempotency(
             {RUN_ID_PROPERTY: context.run_id, JOB_PROPERTY: context.job_name, "lance_ops/io_manager": mode.value},
             _write_key(context, path), 0,
@@ -116,26 +123,28 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
             if outside:
                 raise SchemaError(f"{uri}: {outside} of {table.num_rows} rows are outside partition(s) "
                                   f"{context.asset_partition_keys} (column {md.get('partition_expr')!r})")
-        exists = _exists(uri, so)
+        exists = _exists(uri, so, ms)
         extra: dict[str, Any] = {"rows_written": table.num_rows, "write_mode": mode.value}
         if not exists:
             ds = lf.write_dataset(table, uri, mode="create", enable_stable_row_ids=self.enable_stable_row_ids,
                                   max_rows_per_file=self.max_rows_per_file, storage_options=so,
-                                  transaction_properties=props)
+                                  transaction_properties=props, manifest_store=ms)
         elif mode is WriteMode.append:
             ds = lf.write_dataset(table, uri, mode="append", max_rows_per_file=self.max_rows_per_file,
-                                  storage_options=so, transaction_properties=props)
+                                  storage_options=so, transaction_properties=props, manifest_store=ms)
         elif mode is WriteMode.merge:
             ds, n_upd, n_ins = merge(uri, table, on, where=where, storage_options=so,
-                                     max_rows_per_file=self.max_rows_per_file, properties=props)
+                                     max_rows_per_file=self.max_rows_per_file, properties=props,
+                                     manifest_store=ms)
             extra.update(rows_updated=n_upd, rows_inserted=n_ins)
         elif where is not None:
             ds, deleted = replace_where(uri, table, where, storage_options=so,
-                                        max_rows_per_file=self.max_rows_per_file, properties=props)
+                                        max_rows_per_file=self.max_rows_per_file, properties=props,
+                                        manifest_store=ms)
             extra["rows_replaced"] = deleted
         else:
             ds = lf.write_dataset(table, uri, mode="overwrite", max_rows_per_file=self.max_rows_per_file,
-                                  storage_options=so, transaction_properties=props)
+                                  storage_options=so, transaction_properties=props, manifest_store=ms)
         context.add_output_metadata({**table_metadata(uri, ".".join(path), ds),
                                      **{k: MetadataValue.int(v) if isinstance(v, int) else v for k, v in extra.items()}})
         _set_data_version(context, ds.version)
@@ -148,7 +157,8 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
         md = context.definition_metadata or {}
         so = self._options()
         # a number, a tag name or (branch, version), as pylance's ``version=``; ``branch``: a branch's latest
-        ds = lf.dataset(uri, version=md.get("version"), branch=md.get("branch"), storage_options=so)
+        ds = lf.dataset(uri, version=md.get("version"), branch=md.get("branch"), storage_options=so,
+                        manifest_store=self.manifest_store)
         where = None
         if context.has_asset_partitions:
             upstream = context.upstream_output
@@ -169,9 +179,9 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------------ helpers
-def _exists(uri: str, so: dict[str, str]) -> bool:
+def _exists(uri: str, so: dict[str, str], manifest_store: str | None = None) -> bool:
     try:
-        lf.dataset(uri, storage_options=so)
+        lf.dataset(uri, storage_options=so, manifest_store=manifest_store)
         return True
     except (DatasetNotFoundError, FileNotFoundError):
         return False

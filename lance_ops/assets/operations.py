@@ -122,6 +122,7 @@ def _task(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetR
         "uri": uri or res.uri,
         "storage_options": dict(res.storage_options),
         "storage_options_env": dict(res.storage_options_env),
+        "manifest_store": res.manifest_store,
         "params": params,
         "transaction_properties": _commit_properties(context, d, operation),
     }

@@ -14,8 +14,9 @@ from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
 import lance_ops.format as lf
+from lance_ops.format.commit_handler import commit_handler_for
+from lance_ops.format.commit_options import COMMIT_DEFAULTS
 from lance_ops.format.errors import DatasetNotFoundError
-from lance_ops.format.manifest import list_versions
 from lance_ops.format.store import ObjectStore
 
 
@@ -32,6 +33,7 @@ class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
     uri: str
     storage_options: dict[str, str] = {}
     storage_options_env: dict[str, str] = {}
+    manifest_store: str | None = COMMIT_DEFAULTS.manifest_store
 
     def resolved_storage_options(self) -> dict[str, str]:
         opts = dict(self.storage_options)
@@ -44,14 +46,15 @@ class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
 
     def open(self, version: int | None = None) -> lf.LanceDataset:
         """The dataset at ``version`` (default: latest); raises DatasetNotFoundError if absent."""
-        return lf.dataset(self.uri, version=version, storage_options=self.resolved_storage_options())
+        return lf.dataset(self.uri, version=version, storage_options=self.resolved_storage_options(),
+                          manifest_store=self.manifest_store)
 
     def store(self) -> ObjectStore:
         return ObjectStore(self.uri, self.resolved_storage_options())
 
     def versions(self) -> list[int]:
         """Every version present (one listing of ``_versions/``; no manifest is read)."""
-        return list_versions(self.store())[1]
+        return commit_handler_for(self.store(), self.manifest_store).list_versions()[1]
 
     def latest_version(self) -> int | None:
         versions = self.versions()

@@ -16,6 +16,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lance_ops.format.commit_options import COMMIT_DEFAULTS
+from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+
 CONFIG_ENV = "LANCE_OPS_CONFIG"
 
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -118,10 +121,10 @@ class PolicySettings(_Strict):
     deleted-row ratio reaches ``deleted_ratio_threshold``.
     """
 
-    target_rows_per_fragment: int = Field(default=1_048_576, gt=0)
-    max_rows_per_group: int = Field(default=1024, gt=0)
+    target_rows_per_fragment: int = Field(default=COMPACTION_DEFAULTS.target_rows_per_fragment, gt=0)
+    max_rows_per_group: int = Field(default=COMPACTION_DEFAULTS.max_rows_per_group, gt=0)
     min_small_fragments: int = Field(default=8, ge=2)
-    deleted_ratio_threshold: float = Field(default=0.1, ge=0, le=1)
+    deleted_ratio_threshold: float = Field(default=COMPACTION_DEFAULTS.materialize_deletions_threshold, ge=0, le=1)
     max_versions_since_compaction: int = Field(default=50, ge=1)
     sensor_interval_seconds: int = Field(default=300, ge=5)
     sensors_enabled: bool = False
@@ -152,6 +155,9 @@ class DatasetSettings(_Strict):
     description: str = ""
     storage_options: dict[str, str] = Field(default_factory=dict)
     storage_options_env: dict[str, str] = Field(default_factory=dict)  # option -> env var name
+    # the external manifest store every write of the dataset commits through (SQLite path or
+    # sqlite:/// URL), for object stores without conditional put; relative paths are to the file
+    manifest_store: str | None = COMMIT_DEFAULTS.manifest_store
     source: SourceSettings = Field(default_factory=SourceSettings)
     change_feed: ChangeFeedSettings
     policy: PolicySettings = Field(default_factory=PolicySettings)
@@ -214,6 +220,8 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
         body["uri"] = _absolute(str(body.get("uri", "")), base) if body.get("uri") else ""
         if not body["uri"]:
             raise ValueError(f"{source_path}: dataset {name!r} has no uri")
+        if body.get("manifest_store") and "://" not in str(body["manifest_store"]):
+            body["manifest_store"] = _absolute(str(body["manifest_store"]), base)
         cf = dict(body.get("change_feed") or {"sink_uri": f"{body['uri'].rstrip('/')}_changes"})
         cf["sink_uri"] = _absolute(str(cf["sink_uri"]), base)
         body["change_feed"] = cf

@@ -30,9 +30,9 @@ def resolve_storage_options(task: Mapping[str, Any]) -> dict[str, str]:
     return opts
 
 
-def _latest_manifest(uri: str, so: Mapping[str, str]) -> Any:
+def _latest_manifest(uri: str, so: Mapping[str, str], manifest_store: str | None = None) -> Any:
     try:
-        return lf.dataset(uri, storage_options=so).manifest
+        return lf.dataset(uri, storage_options=so, manifest_store=manifest_store).manifest
     except (DatasetNotFoundError, FileNotFoundError):
         return None
 
@@ -50,7 +50,7 @@ def source_frame(spark: Any, task: Mapping[str, Any], so: Mapping[str, str]) -> 
         rows = int(p.get("rows") or 0)
         start = p.get("start_id")
         if start is None:
-            m = _latest_manifest(task["uri"], so)
+            m = _latest_manifest(task["uri"], so, task.get("manifest_store"))
             start = m.next_row_id if m is not None else 0
         tag = p.get("tag")
         kind = f"'{tag}'" if tag else "element_at(array('click', 'view', 'buy'), cast(id % 3 AS int) + 1)"
@@ -71,7 +71,7 @@ def check_source_schema(spark: Any, task: Mapping[str, Any], source: Any, fmt: s
     Reads only the source's schema (Spark infers it from file footers), before any data file
     is written, so a wrong source never reaches a commit.
     """
-    m = _latest_manifest(task["uri"], so)
+    m = _latest_manifest(task["uri"], so, task.get("manifest_store"))
     if m is None:
         return
     from pyspark.sql import DataFrame
@@ -106,41 +106,44 @@ def run_task(spark: Any, task: Mapping[str, Any]) -> dict[str, Any]:
     p = dict(task.get("params") or {})
     so = resolve_storage_options(task)
     props = dict(task.get("transaction_properties") or {})
+    ms = task.get("manifest_store")  # every job opens and commits through the dataset's store
     if op == "append":
         source, fmt, options = source_frame(spark, task, so)
         check_source_schema(spark, task, source, fmt, options, so)
         result: Any = lance_jobs.append(
             spark, uri, source, format=fmt, options=options, max_rows_per_file=int(p["max_rows_per_file"]),
-            enable_stable_row_ids=True, storage_options=so, transaction_properties=props,
+            enable_stable_row_ids=True, storage_options=so, transaction_properties=props, manifest_store=ms,
         )
     elif op == "upsert":
         source, fmt, options = source_frame(spark, task, so)
         check_source_schema(spark, task, source, fmt, options, so)
         result = lance_jobs.upsert(
             spark, uri, source, list(p["on"]), format=fmt, options=options,
-            max_rows_per_file=int(p["max_rows_per_file"]), storage_options=so, transaction_properties=props,
+            max_rows_per_file=int(p["max_rows_per_file"]), storage_options=so, transaction_properties=props, manifest_store=ms,
         )
     elif op == "delete":
-        result = lance_jobs.delete(spark, uri, str(p["where"]), storage_options=so, transaction_properties=props)
+        result = lance_jobs.delete(spark, uri, str(p["where"]), storage_options=so, transaction_properties=props,
+                                  manifest_store=ms)
     elif op == "compact":
         result = lance_jobs.compact(
             spark, uri, target_rows_per_fragment=int(p["target_rows_per_fragment"]),
             max_rows_per_group=int(p["max_rows_per_group"]), materialize_deletions=bool(p["materialize_deletions"]),
             materialize_deletions_threshold=float(p["materialize_deletions_threshold"]),
             max_source_fragments=p.get("max_source_fragments"), dry_run=bool(p.get("dry_run")),
-            storage_options=so, transaction_properties=props,
+            storage_options=so, transaction_properties=props, manifest_store=ms,
         )
     elif op == "materialize_deletions":
         result = lance_jobs.materialize_deletions(
             spark, uri, float(p["threshold"]), dry_run=bool(p.get("dry_run")), storage_options=so,
-            transaction_properties=props,
+            transaction_properties=props, manifest_store=ms,
         )
     elif op == "write_change_feed":
         # ``ranges``: several (begin, end] ranges in one application (a change feed backfill run)
         ranges = p.get("ranges") or [[p["begin_version"], p["end_version"]]]
         parts = [
             lance_jobs.write_change_feed(spark, uri, int(b), int(e), str(p["sink_uri"]), format=p["format"],
-                                         storage_options=so, sink_storage_options=so).to_dict()
+                                         storage_options=so, sink_storage_options=so,
+                                         manifest_store=ms).to_dict()
             for b, e in ranges
         ]
         return {"operation": op, "ranges": parts, "rows_written": sum(int(r["rows_written"]) for r in parts),

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import lance_ops.format as lf
+from lance_ops.format.commit_handler import commit_handler_for
 from lance_ops.format.errors import SchemaError
 from lance_ops.format.mutate import plan_delete
 from lance_ops.format.store import ObjectStore
@@ -44,23 +45,31 @@ def _new_fragments(store: ObjectStore, ds: lf.LanceDataset, table: pa.Table, max
                                 max_rows_per_file=max_rows_per_file)
 
 
+def _open_for_write(uri: str, storage_options: Mapping[str, Any] | None, manifest_store: Any) -> lf.LanceDataset:
+    """The latest version through the dataset's commit handler; refuses (ManifestStoreRequiredError)
+    before anything is written when the dataset commits through a manifest store not given."""
+    commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
+    return lf.dataset(uri, storage_options=storage_options, manifest_store=manifest_store)
+
+
 def replace_where(uri: str, table: pa.Table, where: pc.Expression, *, storage_options: Mapping[str, Any] | None,
-                  max_rows_per_file: int, properties: Mapping[str, str]) -> tuple[lf.LanceDataset, int]:
+                  max_rows_per_file: int, properties: Mapping[str, str],
+                  manifest_store: Any = None) -> tuple[lf.LanceDataset, int]:
     """Replace the rows matching ``where`` by ``table`` in one commit; returns (dataset, rows deleted)."""
-    ds = lf.dataset(uri, storage_options=storage_options)
+    ds = _open_for_write(uri, storage_options, manifest_store)
     store = ObjectStore(uri, storage_options)
     updated, removed, deleted = plan_delete(store, ds.manifest, where)
     new = _new_fragments(store, ds, table, max_rows_per_file)
     if not new and not updated and not removed:
         return ds, 0
     out = lf.commit(uri, lf.Update(removed, updated, new), read_version=ds.version, storage_options=storage_options,
-                    transaction_properties=properties)
+                    transaction_properties=properties, manifest_store=manifest_store)
     return out, deleted
 
 
 def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression | None,
           storage_options: Mapping[str, Any] | None, max_rows_per_file: int,
-          properties: Mapping[str, str]) -> tuple[lf.LanceDataset, int, int]:
+          properties: Mapping[str, str], manifest_store: Any = None) -> tuple[lf.LanceDataset, int, int]:
     """Upsert ``table`` on the key columns ``on`` with ``format``'s merge_insert; returns
     (dataset, rows updated, rows inserted).
 
@@ -68,10 +77,11 @@ def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression 
     compare with ``=`` (a null key never matches); a target row matched by several rows of
     ``table`` is an ``AmbiguousMergeInsertError``.  Nothing is committed when ``table`` is empty.
     """
-    ds = lf.dataset(uri, storage_options=storage_options)
+    ds = _open_for_write(uri, storage_options, manifest_store)
     if not table.num_rows:
         return ds, 0, 0
     stats = (ds.merge_insert(list(on), target_filter=where, max_rows_per_file=max_rows_per_file)
              .when_matched_update_all().when_not_matched_insert_all()
              .execute(table, transaction_properties=properties))
-    return lf.dataset(uri, storage_options=storage_options), stats["num_updated_rows"], stats["num_inserted_rows"]
+    out = lf.dataset(uri, storage_options=storage_options, manifest_store=manifest_store)
+    return out, stats["num_updated_rows"], stats["num_inserted_rows"]

@@ -40,7 +40,8 @@ def pick(dataset: str, prefix: str, number: int | None, tag: str | None) -> int 
 def _open(dataset: str, res: LanceDatasetResource, field: str, ref: int | str | None,
           branch: str | None) -> lf.LanceDataset:
     try:
-        return lf.dataset(res.uri, version=ref, branch=branch, storage_options=res.resolved_storage_options())
+        return lf.dataset(res.uri, version=ref, branch=branch, storage_options=res.resolved_storage_options(),
+                          manifest_store=res.manifest_store)
     except (LanceOpsError, ValueError, FileNotFoundError) as e:
         what = f"{field}={ref!r}" if ref is not None else f"branch={branch!r}"
         if isinstance(e, DatasetNotFoundError) and ref is None and branch is None:
@@ -53,7 +54,7 @@ def _open(dataset: str, res: LanceDatasetResource, field: str, ref: int | str | 
 
 def _known_tags(res: LanceDatasetResource) -> str:
     try:
-        tags = sorted(lf.dataset(res.uri, storage_options=res.resolved_storage_options()).tags.list())
+        tags = sorted(res.open().tags.list())
     except Exception:  # the error being reported is what matters
         return ""
     return f" (tags: {tags})" if tags else " (the dataset has no tags)"

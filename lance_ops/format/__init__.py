@@ -9,6 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from ._version import __version__ as __version__
+from .commit_options import COMMIT_DEFAULTS, CommitOptions
 from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
 from .errors import (
     AmbiguousMergeInsertError,
@@ -24,12 +25,14 @@ from .errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    ManifestStoreRequiredError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .maintenance.compaction import CompactionOptions
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .merge_insert import MergeInsertBuilder
 from .operations import (
@@ -49,7 +52,11 @@ from .write import write_fragments
 
 __all__ = [
     "AmbiguousMergeInsertError",
+    "COMMIT_DEFAULTS",
     "Append",
+    "CommitOptions",
+    "CompactionOptions",
+    "ManifestStoreRequiredError",
     "ArgumentTypeError",
     "BranchError",
     "CommitConflictError",

@@ -118,7 +118,9 @@ def commit_transaction(
     if isinstance(txn.read_version, bool) or not isinstance(txn.read_version, int) or txn.read_version < 0:
         raise InvalidArgumentError(f"read_version must be a non-negative integer, got {txn.read_version!r}")
     validate_operation(txn.operation)  # before anything is written
-    loop = _CommitLoop(store, handler or ConditionalPutCommitHandler(store), txn, known, idempotency_lookback)
+    handler = handler or ConditionalPutCommitHandler(store)
+    handler.check_writable()  # a dataset committing through a manifest store refuses other writers
+    loop = _CommitLoop(store, handler, txn, known, idempotency_lookback)
     try:
         return loop.run(create, enable_stable_row_ids, data_storage_version, max_retries)
     except CommitStateUnknownError:

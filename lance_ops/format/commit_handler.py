@@ -18,16 +18,18 @@ from typing import Protocol
 
 from . import manifest as _m
 from ._proto import transaction_pb2
-from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError
+from .errors import ArgumentTypeError, CorruptFileError, DatasetNotFoundError, ManifestStoreRequiredError
 from .manifest import Manifest, ManifestFile, NamingScheme
 from .manifest_store import (
     ManifestStore,
     commit_external,
     open_manifest_store,
+    read_marker,
     resolve_latest,
     resolve_latest_location,
     resolve_version,
     scheme_of_path,
+    write_marker,
 )
 from .store import ObjectStore
 from .versions import require_readable
@@ -76,6 +78,10 @@ class CommitHandler(Protocol):
         """The naming scheme seen by this handler's last listing or commit (None: not yet)."""
         ...
 
+    def check_writable(self) -> None:
+        """Raise :class:`ManifestStoreRequiredError` if this handler must not write the dataset."""
+        ...
+
 
 class ConditionalPutCommitHandler:
     """Commits by the object store's put-if-absent on the final ``_versions/`` path (§12.1-12.2)."""
@@ -107,6 +113,7 @@ class ConditionalPutCommitHandler:
     def put_manifest_if_absent(
         self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
     ) -> bool:
+        self.check_writable()  # defence in depth: the writer checked when it opened the dataset
         if not _m.write_manifest_if_absent(self.store, manifest, transaction, scheme):
             return False
         self._scheme = scheme
@@ -114,6 +121,24 @@ class ConditionalPutCommitHandler:
 
     def cached_scheme(self) -> NamingScheme | None:
         return self._scheme
+
+    def check_writable(self) -> None:
+        """Refuse a dataset whose marker says it commits through an external manifest store.
+
+        Raises:
+            ManifestStoreRequiredError: the marker is there; names the dataset and the store.
+        """
+        recorded = read_marker(self.store)
+        if recorded is None:
+            return
+        where = f"{recorded.get('kind', '?')} store at {recorded.get('location', '?')}"
+        raise ManifestStoreRequiredError(
+            f"{self.store.uri}: this dataset commits through an external manifest store ({where}); "
+            "pass manifest_store= (or the manifest_store option / --manifest-store) to write it. "
+            "A commit straight to _versions/ would be invisible to its readers and break their next open",
+            dataset=self.store.uri,
+            recorded=recorded,
+        )
 
 
 class ExternalManifestCommitHandler:
@@ -130,6 +155,7 @@ class ExternalManifestCommitHandler:
         self.manifest_store: ManifestStore | None = manifest_store
         self._mstore = manifest_store
         self._scheme: NamingScheme | None = None
+        self._marked = False
 
     def __repr__(self) -> str:
         return f"ExternalManifestCommitHandler({self.store.uri!r}, {self._mstore!r})"
@@ -171,6 +197,9 @@ class ExternalManifestCommitHandler:
     def put_manifest_if_absent(
         self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
     ) -> bool:
+        if not self._marked:
+            write_marker(self.store, self._mstore)  # before the first commit: writers unaware refuse
+            self._marked = True
         data = _m.encode_manifest_file(manifest, transaction)
         if not commit_external(self.store, self._mstore, manifest.version, data, scheme):
             return False
@@ -179,6 +208,9 @@ class ExternalManifestCommitHandler:
 
     def cached_scheme(self) -> NamingScheme | None:
         return self._scheme
+
+    def check_writable(self) -> None:
+        """Always writable: this handler commits through the store."""
 
 
 def commit_handler_for(
@@ -195,9 +227,20 @@ def commit_handler_for(
     return ExternalManifestCommitHandler(store, open_manifest_store(manifest_store))
 
 
-def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) -> Manifest | None:
-    """The latest manifest, or None when there is no dataset at the store's root."""
+def try_open_latest(
+    store: ObjectStore, handler: CommitHandler | None = None, *, check_writable: bool = True
+) -> Manifest | None:
+    """The latest manifest for writing, or None when there is no dataset at the store's root.
+
+    ``check_writable=False`` only for a caller that commits nothing (uncommitted fragments).
+
+    Raises:
+        ManifestStoreRequiredError: the dataset commits through an external manifest store and
+            ``handler`` does not (checked before the writer writes anything).
+    """
     handler = handler or ConditionalPutCommitHandler(store)
+    if check_writable:
+        handler.check_writable()
     for _ in range(LATEST_ATTEMPTS - 1):
         latest = handler.latest_version()
         if not latest:
@@ -208,6 +251,20 @@ def try_open_latest(store: ObjectStore, handler: CommitHandler | None = None) ->
             continue  # removed by a cleanup that saw newer versions: list again
     latest = handler.latest_version()
     return handler.read_manifest(latest).manifest if latest else None
+
+
+def open_for_write(store: ObjectStore, handler: CommitHandler | None = None) -> tuple[Manifest, NamingScheme]:
+    """:func:`checkout_manifest` of the latest version, for a writer: refuses first when ``handler``
+    may not write the dataset.
+
+    Raises:
+        ManifestStoreRequiredError: the dataset commits through an external manifest store and
+            ``handler`` does not.
+        DatasetNotFoundError: no dataset.
+    """
+    handler = handler or ConditionalPutCommitHandler(store)
+    handler.check_writable()
+    return checkout_manifest(store, None, handler)
 
 
 def checkout_manifest(

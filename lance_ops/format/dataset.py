@@ -28,7 +28,7 @@ from .fragment import FragmentMetadata
 from .idempotency import idempotency_key
 from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
-from .maintenance.compaction import CompactionMetrics, compact_files
+from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
@@ -328,6 +328,7 @@ class LanceDataset:
     def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
         """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        self._handler.check_writable()
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
         if total == 0:
             return self
@@ -347,6 +348,7 @@ class LanceDataset:
         ``_row_last_updated_at_version`` becomes the new version.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        self._handler.check_writable()
         removed, updated, new, total = plan_update(
             self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
         )
@@ -417,10 +419,14 @@ class LanceDataset:
 
     def compact_files(self, **options: Any) -> CompactionMetrics:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+        if not options.get("dry_run"):
+            self._handler.check_writable()  # before any task writes a file
         return compact_files(self._manifest, self.uri, storage_options=self._storage_options,
                              manifest_store=self._handler.manifest_store, **options)
 
-    def materialize_deletions(self, threshold: float = 0.1, **options: Any) -> CompactionMetrics:
+    def materialize_deletions(
+        self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
+    ) -> CompactionMetrics:
         """Rewrite fragments whose deleted fraction is at least ``threshold``, dropping deleted rows."""
         return self.compact_files(only_deletions=True, materialize_deletions_threshold=threshold, **options)
 

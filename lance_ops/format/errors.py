@@ -146,3 +146,22 @@ class CommitStateUnknownError(CommitError):
     """
 
     retry_safe = False
+
+
+class ManifestStoreRequiredError(CommitError, InvalidArgumentError):
+    """A writer not told about the external manifest store tried to write a dataset that
+    commits through one (its ``_manifest_store.json`` marker names the store).
+
+    Raised before anything is written; pass ``manifest_store=`` (the store the marker names) to
+    the writer.
+
+    Attributes:
+        dataset: the dataset URI.
+        recorded: the marker's content (``kind`` and ``location`` of the store).
+    """
+
+    def __init__(self, message: str, *, dataset: str = "", recorded: "dict[str, Any] | None" = None,
+                 path: str = "", version: int | None = None) -> None:
+        super().__init__(message, path=path, version=version)
+        self.dataset = dataset
+        self.recorded = dict(recorded or {})

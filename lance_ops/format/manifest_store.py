@@ -32,6 +32,7 @@ database (the same three statements: ``INSERT`` with the primary key as the cond
 version DESC LIMIT 1``) or DynamoDB with the conditions of §12.3 -- that is the production path.
 """
 
+import json
 import logging
 import os
 import posixpath
@@ -43,7 +44,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import (
     ArgumentTypeError,
@@ -369,6 +370,48 @@ def open_manifest_store(spec: "ManifestStore | str | os.PathLike[str]") -> Manif
     raise ArgumentTypeError(
         f"manifest_store must be a ManifestStore, a path or a sqlite:/// URL, got {type(spec).__name__}"
     )
+
+
+# ------------------------------------------------------------------ marker
+#: A small JSON object at the dataset root naming the manifest store the dataset commits through
+#: (``{"kind": "sqlite", "location": "/abs/path.db"}``).  Written once, put-if-absent, by the first
+#: commit through the store; writers not given a store refuse a dataset that has it.  pylance's
+#: readers and ``cleanup_old_versions`` only look under ``_versions/``, ``data/``,
+#: ``_deletions/``, ``_transactions/`` and ``_indices/``, so they ignore it (docs/ARCHITECTURE.md).
+MARKER_FILE = "_manifest_store.json"
+
+
+def describe_store(mstore: ManifestStore) -> dict[str, str]:
+    """``{"kind", "location"}`` of a manifest store, as the marker records it."""
+    if isinstance(mstore, SQLiteManifestStore):
+        return {"kind": "sqlite", "location": mstore.path}
+    location = getattr(mstore, "uri", None) or getattr(mstore, "path", None) or repr(mstore)
+    return {"kind": type(mstore).__name__, "location": str(location)}
+
+
+def write_marker(store: ObjectStore, mstore: ManifestStore) -> None:
+    """Record ``mstore`` at the dataset root unless a marker is there already (put-if-absent)."""
+    data = json.dumps({**describe_store(mstore), "format": 1}, sort_keys=True).encode()
+    store.put_if_absent(MARKER_FILE, data)
+
+
+def read_marker(store: ObjectStore) -> dict[str, Any] | None:
+    """The marker at the dataset root, or None when the dataset was never committed through a store.
+
+    Raises:
+        CorruptFileError: the marker is not a JSON object.
+    """
+    try:
+        raw = store.read(MARKER_FILE)
+    except FileNotFoundError:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as e:
+        raise CorruptFileError(store.full_path(MARKER_FILE), f"manifest store marker is not JSON: {e}") from None
+    if not isinstance(parsed, dict):
+        raise CorruptFileError(store.full_path(MARKER_FILE), "manifest store marker is not a JSON object")
+    return parsed
 
 
 # ------------------------------------------------------- commit and repair

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from .commit_handler import try_open_latest
+from .commit_handler import commit_handler_for, try_open_latest
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
@@ -250,18 +250,21 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
+    manifest_store: Any = None,
 ) -> list[FragmentMetadata]:
     """Write data files for ``uri`` without committing; returns picklable fragment metadata.
 
     The field ids come from ``schema`` when it is a LanceSchema, else from the dataset at
     ``uri`` if one exists, else they are assigned from 0.  The files have the dataset's file
     version, or ``data_storage_version`` for a dataset that does not exist yet.  Commit the result with
-    ``commit(uri, Append(fragments), read_version=...)``.
+    ``commit(uri, Append(fragments), read_version=...)``.  ``manifest_store``: the external
+    manifest store the dataset commits through, to read its latest version through it.
     """
     store = ObjectStore(uri, storage_options)
     arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
     data_schema, batches = iter_batches(data, arrow_schema)
-    existing = try_open_latest(store)
+    # commits nothing, so not refused here: the commit of these fragments checks the handler
+    existing = try_open_latest(store, commit_handler_for(store, manifest_store), check_writable=False)
     if existing is not None:
         # new files must have the dataset's file version (pylance refuses a mix)
         version = require_writable(existing.data_storage_version, uri)

@@ -63,12 +63,20 @@ def _json_dict(raw: str | None) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lance_ops.format.commit_options import COMMIT_DEFAULTS
+    from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+    from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+
     p = argparse.ArgumentParser(prog="python -m lance_ops.jobs", description="lance_ops Spark jobs")
     p.add_argument("--master", default=None,
                    help="Spark master (default: spark-submit's --master, else local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     p.add_argument("--storage-options", type=_json_dict, default={}, help="JSON object for the dataset's storage")
     p.add_argument("--branch", default=None, help="run on this branch of the dataset (<uri>/tree/<branch>)")
+    p.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
+                   help="external manifest store the dataset commits through (SQLite path or sqlite:/// URL)")
+    p.add_argument("--max-retries", type=int, default=COMMIT_DEFAULTS.max_retries,
+                   help="lost commit races retried before giving up")
     p.add_argument("--transaction-properties", type=_json_dict, default={},
                    help="JSON object stored in the commit's transaction properties")
     sub = p.add_subparsers(dest="job", required=True)
@@ -78,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--source", required=True)
     a.add_argument("--format", required=True, help="parquet, json, csv, lance, ...")
     a.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="source reader option")
-    a.add_argument("--max-rows-per-file", type=int, default=1_048_576)
+    a.add_argument("--max-rows-per-file", type=int, default=DEFAULT_MAX_ROWS_PER_FILE)
     a.add_argument("--enable-stable-row-ids", action="store_true")
     a.add_argument("--data-storage-version", default=None,
                    help="file format of a dataset this append creates: 2.0, 2.1, 2.2 or stable (default)")
@@ -93,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--format", required=True)
     u.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
     u.add_argument("--on", action="append", required=True, help="key column (repeat for several)")
-    u.add_argument("--max-rows-per-file", type=int, default=1_048_576)
+    u.add_argument("--max-rows-per-file", type=int, default=DEFAULT_MAX_ROWS_PER_FILE)
 
     c = sub.add_parser("compact", help="compact small fragments")
     c.add_argument("uri")
@@ -107,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("materialize-deletions", help="rewrite fragments with many deleted rows")
     m.add_argument("uri")
-    m.add_argument("--threshold", type=float, default=0.1)
+    m.add_argument("--threshold", type=float, default=COMPACTION_DEFAULTS.materialize_deletions_threshold)
     m.add_argument("--read-version", type=int, help="plan against this version (default: the latest)")
     m.add_argument("--dry-run", action="store_true")
 
@@ -118,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--sink", required=True)
     f.add_argument("--sink-format", choices=["lance", "parquet"], default="lance")
     f.add_argument("--sink-storage-options", type=_json_dict, default={}, help="JSON object for the sink's storage")
-    f.add_argument("--max-rows-per-file", type=int, default=1_048_576)
+    f.add_argument("--max-rows-per-file", type=int, default=DEFAULT_MAX_ROWS_PER_FILE)
 
     k = sub.add_parser("package", help="write lance_ops.zip and lance_ops_submit.py for spark-submit --py-files")
     k.add_argument("dir", help="directory to write them to (created)")
@@ -184,10 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, spark: Any) -> Any:
     """Run the job ``args`` name on ``spark``; its result."""
+    from lance_ops.format.commit_options import CommitOptions
     from lance_ops.jobs import append, compact, delete, materialize_deletions, upsert, write_change_feed
 
     so = args.storage_options
     tp = args.transaction_properties or None
+    ms = args.manifest_store
+    commit = CommitOptions(max_retries=args.max_retries, manifest_store=ms)
     if args.branch is not None:
         from lance_ops.format import resolve_version
 
@@ -197,13 +208,14 @@ def _run(args: argparse.Namespace, spark: Any) -> Any:
             spark, args.uri, args.source, format=args.format, options=_pairs(args.option, "--option"),
             max_rows_per_file=args.max_rows_per_file, enable_stable_row_ids=args.enable_stable_row_ids,
             data_storage_version=args.data_storage_version, storage_options=so, transaction_properties=tp,
+            commit=commit,
         )
     if args.job == "delete":
-        return delete(spark, args.uri, args.where, storage_options=so, transaction_properties=tp)
+        return delete(spark, args.uri, args.where, storage_options=so, transaction_properties=tp, commit=commit)
     if args.job == "upsert":
         return upsert(spark, args.uri, args.source, args.on, format=args.format,
                       options=_pairs(args.option, "--option"), max_rows_per_file=args.max_rows_per_file,
-                      storage_options=so, transaction_properties=tp)
+                      storage_options=so, transaction_properties=tp, commit=commit)
     if args.job == "compact":
         return compact(
             spark, args.uri, target_rows_per_fragment=args.target_rows_per_fragment,
@@ -211,16 +223,16 @@ def _run(args: argparse.Namespace, spark: Any) -> Any:
             materialize_deletions=False if args.no_materialize_deletions else None,
             materialize_deletions_threshold=args.materialize_deletions_threshold,
             max_source_fragments=args.max_source_fragments, dry_run=args.dry_run, storage_options=so,
-            read_version=args.read_version, transaction_properties=tp,
+            read_version=args.read_version, transaction_properties=tp, commit=commit,
         )
     if args.job == "materialize-deletions":
         return materialize_deletions(spark, args.uri, args.threshold, dry_run=args.dry_run, storage_options=so,
-                                     read_version=args.read_version, transaction_properties=tp)
+                                     read_version=args.read_version, transaction_properties=tp, commit=commit)
     if tp:
         raise SystemExit("change-feed takes no --transaction-properties (its commit records the range)")
     return write_change_feed(spark, args.uri, args.begin, args.end, args.sink, format=args.sink_format,
                              storage_options=so, sink_storage_options=args.sink_storage_options,
-                             max_rows_per_file=args.max_rows_per_file)
+                             max_rows_per_file=args.max_rows_per_file, manifest_store=ms, sink_manifest_store=ms)
 
 
 if __name__ == "__main__":

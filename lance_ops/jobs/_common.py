@@ -10,10 +10,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from lance_ops.format.commit import load_transaction
+from lance_ops.format.commit_handler import CommitHandler, open_for_write
+from lance_ops.format.commit_options import COMMIT_DEFAULTS, CommitOptions
 from lance_ops.format.dataset import resolve_version
 from lance_ops.format.errors import InvalidArgumentError, LanceOpsError, SchemaError
 from lance_ops.format.file.blobs import scan_schema
-from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.manifest import Manifest, list_versions
 from lance_ops.format.store import ObjectStore
 from lance_ops.format.transaction import Transaction
@@ -58,10 +59,26 @@ def as_dataframe(
     return reader.load(source)
 
 
-def latest(uri: str, storage_options: Mapping[str, Any] | None) -> tuple[ObjectStore, Manifest]:
+def latest(
+    uri: str, storage_options: Mapping[str, Any] | None, commit: CommitOptions = COMMIT_DEFAULTS
+) -> tuple[ObjectStore, CommitHandler, Manifest]:
+    """Open the latest version for writing through ``commit``'s handler (external manifest store
+    or conditional put); refuses (ManifestStoreRequiredError) before the job writes anything."""
     store = ObjectStore(uri, storage_options)
-    manifest, _ = open_manifest(store)
-    return store, manifest
+    handler = commit.handler(store)
+    manifest, _ = open_for_write(store, handler)
+    return store, handler, manifest
+
+
+def commit_options(
+    transaction_properties: Mapping[str, str] | None, manifest_store: Any, commit: CommitOptions | None = None
+) -> CommitOptions:
+    """A job's commit options: ``commit`` (or the defaults) with the job's keywords over it."""
+    return (commit or COMMIT_DEFAULTS).replace(
+        transaction_properties={**dict((commit.transaction_properties if commit else None) or {}),
+                                **dict(transaction_properties or {})} or None,
+        manifest_store=manifest_store,
+    )
 
 
 def find_commit(store: ObjectStore, after: int, key: str, value: str) -> tuple[int, Transaction] | None:

@@ -5,10 +5,12 @@ Read and write options are named as Delta Lake and lance-spark name them.  Anyth
 """
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.manifest_store import SQLiteManifestStore
 
 STORAGE_PREFIX = "storage."
 
@@ -36,6 +38,8 @@ READ_OPTIONS: dict[str, str] = {
     "pushdown": "alias of pushDownFilters",
     "storage_options": "JSON object for the storage (gcsfs token, endpoint_url, ...)",
     "storage.<key>": "one storage option",
+    "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL): "
+    "the latest version is the store's",
     "changed_between": "internal (change feed): rows inserted or updated in versions (b, e]",
 }
 
@@ -54,7 +58,29 @@ WRITE_OPTIONS: dict[str, str] = {
     "transaction_properties": "JSON object stored in the transaction properties",
     "txnAppId": "Delta's idempotent writes: application id; with txnVersion, a write commits at most once",
     "txnVersion": "Delta's idempotent writes: version of the write within txnAppId",
+    "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL); "
+    "the driver commits through it. A dataset that has one refuses writes without it",
 }
+
+
+def manifest_store_option(manifest_store: Any) -> str | None:
+    """The ``manifest_store`` option value for a job's ``manifest_store=`` (a path, a ``sqlite:///``
+    URL or a SQLiteManifestStore); None stays None.
+
+    Raises:
+        InvalidOptionError: another ManifestStore implementation (a data source option is a string;
+            use the ``lance_ops.format`` API for those).
+    """
+    if manifest_store is None or isinstance(manifest_store, str):
+        return manifest_store or None
+    if isinstance(manifest_store, os.PathLike):
+        return os.fspath(manifest_store)
+    if isinstance(manifest_store, SQLiteManifestStore):
+        return manifest_store.path
+    raise InvalidOptionError(
+        f"manifest_store {type(manifest_store).__name__} cannot be passed to Spark as an option; "
+        "pass a SQLite path or sqlite:/// URL (other stores: use lance_ops.format's API)"
+    )
 
 
 def check_options(options: Mapping[str, Any], known: Mapping[str, str], what: str, uri: str = "") -> None:

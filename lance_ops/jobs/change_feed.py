@@ -35,10 +35,11 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
-from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.commit_handler import commit_handler_for, open_for_write
+from lance_ops.format.errors import CommitStateUnknownError, UnsupportedFeatureError
 from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.maintenance.distributed import open_manifest, range_column_map
-from lance_ops.format.manifest import Manifest, list_versions, read_manifest
+from lance_ops.format.manifest import Manifest, read_manifest
 from lance_ops.format.operations import Update
 from lance_ops.format.scan import ROW_ID
 from lance_ops.format.store import ObjectStore, resolve_uri
@@ -67,10 +68,12 @@ def change_feed(
     *,
     storage_options: Mapping[str, Any] | None = None,
     on_schema_change: str = "evolve",
+    manifest_store: Any = None,
 ) -> DataFrame:
     """The changes of ``(begin_version, end_version]`` (end: latest by default) as a DataFrame.
 
     Versions are numbers or tag names (of the branch at ``uri``; a branch is ``<root>/tree/<name>``).
+    ``manifest_store``: the dataset's external manifest store (the latest version is its latest).
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
@@ -80,7 +83,8 @@ def change_feed(
     so = dict(storage_options or {})
     uri = resolve_uri(uri)  # once, on the driver
     store = ObjectStore(uri, so)
-    end_m, scheme = open_manifest(store, version_number(uri, end_version, so))
+    end_m, scheme = open_manifest(store, version_number(uri, end_version, so),
+                                  commit_handler_for(store, manifest_store))
     b, e = int(version_number(uri, begin_version, so)), end_m.version  # type: ignore[arg-type]
     if b < 0 or e < b:
         raise ValueError(f"need 0 <= begin_version <= end_version, got ({b}, {e}]")
@@ -134,6 +138,8 @@ def write_change_feed(
     sink_storage_options: Mapping[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     on_schema_change: str = "evolve",
+    manifest_store: Any = None,
+    sink_manifest_store: Any = None,
 ) -> ChangeFeedWriteResult:
     """Write the change feed of ``(begin, end]`` to ``sink_uri``; re-running a range never duplicates.
 
@@ -146,12 +152,15 @@ def write_change_feed(
       whatever ranges were run, and a reader never sees a half-replaced range.  The source
       ``_rowid`` is stored as ``_source_rowid`` (``_rowid`` is Lance's own).  The first run
       creates the sink.
+
+    ``manifest_store`` / ``sink_manifest_store``: the external manifest stores the source and
+    the lance sink commit through (a sink that has one refuses this job without it).
     """
     t0 = time.perf_counter()
     begin_version = int(version_number(uri, begin_version, storage_options))  # type: ignore[arg-type]
     end_version = int(version_number(uri, end_version, storage_options))  # type: ignore[arg-type]
     df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options,
-                     on_schema_change=on_schema_change)
+                     on_schema_change=on_schema_change, manifest_store=manifest_store)
     sink_given, sink_uri = sink_uri, resolve_uri(sink_uri)  # resolved once, on the driver
     if format == "parquet":
         location = range_location(sink_given, begin_version, end_version)
@@ -166,14 +175,15 @@ def write_change_feed(
     sink_so = dict(sink_storage_options or {})
     df = df.withColumnRenamed(ROW_ID, SINK_ROW_ID)
     sink = ObjectStore(sink_uri, sink_so)
-    _, versions = list_versions(sink)
-    if not versions:
+    handler = commit_handler_for(sink, sink_manifest_store)
+    if not handler.latest_version():
         from .writes import append
 
-        res = append(spark, sink_uri, df, max_rows_per_file=max_rows_per_file, storage_options=sink_so)
+        res = append(spark, sink_uri, df, max_rows_per_file=max_rows_per_file, storage_options=sink_so,
+                     manifest_store=sink_manifest_store)
         return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, res.rows_written,
                                      sink_given, res.version, time.perf_counter() - t0)
-    sink_m, _ = open_manifest(sink)
+    sink_m, _ = open_for_write(sink, handler)  # refuses before anything is written
     where = f"{COMMIT_VERSION} > {int(begin_version)} AND {COMMIT_VERSION} <= {int(end_version)}"
     updated, removed, _ = plan_deletions(spark, sink_uri, sink_m, where, sink_so)
     write_id = uuid.uuid4().hex
@@ -187,7 +197,9 @@ def write_change_feed(
     op = Update(removed, updated, new)
     props = {"lance_ops.writer": "spark", "lance_ops.change_range": f"{begin_version}-{end_version}"}
     try:
-        out = commit_transaction(sink, Transaction(sink_m.version, op, properties=props))
+        out = commit_transaction(sink, Transaction(sink_m.version, op, properties=props), handler=handler)
+    except CommitStateUnknownError:
+        raise  # the version may exist and reference these files: remove nothing
     except BaseException:
         sweep_staging(sink, write_id, set())
         raise

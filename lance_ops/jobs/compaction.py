@@ -14,7 +14,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from lance_ops.format.commit_options import COMMIT_DEFAULTS, CommitOptions
 from lance_ops.format.maintenance.compaction import (
+    COMPACTION_DEFAULTS,
     CompactionOptions,
     CompactionTask,
     RewriteResult,
@@ -25,6 +27,7 @@ from lance_ops.format.maintenance.compaction import (
 from lance_ops.format.maintenance.distributed import open_manifest
 from lance_ops.format.store import ObjectStore, resolve_uri
 
+from ._common import commit_options
 from .results import CompactResult
 
 TaskOutcome = tuple[int, RewriteResult | None, str | None]
@@ -60,14 +63,18 @@ def _compact(
     read_version: int | None,
     inject_task_failures: Collection[int],
     transaction_properties: Mapping[str, str] | None = None,
+    commit: CommitOptions = COMMIT_DEFAULTS,
 ) -> CompactResult:
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # once, on the driver: tasks run in other directories
     store = ObjectStore(uri, so)
-    manifest, _ = open_manifest(store, read_version)
+    handler = commit.handler(store)
+    if not dry_run:
+        handler.check_writable()  # before any task writes a file
+    manifest, _ = open_manifest(store, read_version, handler)
     opts = CompactionOptions.resolve(manifest.config, **overrides)
-    plan = plan_compaction(manifest, uri, opts, storage_options=so)
+    plan = plan_compaction(manifest, uri, opts, storage_options=so, manifest_store=commit.manifest_store)
     n = len(plan.tasks)
 
     def result(**kw: Any) -> CompactResult:
@@ -90,7 +97,7 @@ def _compact(
     failed = tuple(err for _, _, err in outcomes if err is not None)
     if not done:
         return result(failed_tasks=failed, fragments_skipped=plan.skipped)
-    metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**dict(transaction_properties or {}), "lance_ops.writer": "spark"})
+    metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**commit.properties(transaction_properties), "lance_ops.writer": "spark"})
     return result(
         version=metrics.version, tasks_succeeded=len(done), fragments_removed=metrics.fragments_removed,
         fragments_added=metrics.fragments_added, files_removed=metrics.files_removed,
@@ -115,6 +122,8 @@ def compact(
     read_version: int | None = None,
     inject_task_failures: Collection[int] = (),
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> CompactResult:
     """Compact small fragments (and materialise deletions) of the dataset at ``uri``.
 
@@ -123,15 +132,16 @@ def compact(
     carry stay out unless ``ignore_remap=True`` (``fragments_skipped`` / ``index_coverage_dropped``).
 
     Options left at None take the table config ``lance.compaction.<name>`` if set, else the
-    defaults: ``target_rows_per_fragment=1_048_576``, ``max_rows_per_group=1024``,
-    ``materialize_deletions=True``, ``materialize_deletions_threshold=0.1``,
-    ``max_source_fragments=None`` (no limit).
+    defaults of :class:`lance_ops.format.CompactionOptions` (pylance's: 1M rows per fragment,
+    1024 rows per group, deletions materialised at 10 %, no limit on source fragments).
 
     Args:
         dry_run: plan only; ``fragments_removed`` says how many fragments would be rewritten.
         read_version: plan against this version instead of the latest (the commit still lands
             on top of whatever was committed since, as a concurrent compaction would).
         inject_task_failures: indices of tasks that raise on their executor (fault tests).
+        manifest_store: the external manifest store the dataset commits through.
+        commit: commit options (:class:`lance_ops.format.CommitOptions`); the keywords win.
     """
     overrides = dict(
         target_rows_per_fragment=target_rows_per_fragment,
@@ -143,13 +153,14 @@ def compact(
     )
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,
-                    transaction_properties=transaction_properties)
+                    transaction_properties=transaction_properties,
+                    commit=commit_options(None, manifest_store, commit))
 
 
 def materialize_deletions(
     spark: SparkSession,
     uri: str,
-    threshold: float = 0.1,
+    threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold,
     *,
     ignore_remap: bool | None = None,
     dry_run: bool = False,
@@ -157,13 +168,17 @@ def materialize_deletions(
     read_version: int | None = None,
     inject_task_failures: Collection[int] = (),
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> CompactResult:
     """Rewrite (each on its own) the fragments whose deleted fraction is at least ``threshold``.
 
     Deleted rows are dropped; live rows keep ``_rowid`` and both version columns.
+    ``manifest_store`` / ``commit`` as for :func:`compact`.
     """
     overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold,
                      ignore_remap=ignore_remap)
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,
-                    transaction_properties=transaction_properties)
+                    transaction_properties=transaction_properties,
+                    commit=commit_options(None, manifest_store, commit))

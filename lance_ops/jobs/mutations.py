@@ -20,8 +20,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_ops.format.commit import commit_transaction
+from lance_ops.format.commit_options import CommitOptions
 from lance_ops.format.deletion import with_deletions
-from lance_ops.format.errors import SchemaError
+from lance_ops.format.errors import CommitStateUnknownError, SchemaError
 from lance_ops.format.fragment import FragmentMetadata
 from lance_ops.format.manifest import Manifest
 from lance_ops.format.merge_insert import (
@@ -39,7 +40,7 @@ from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.transaction import Transaction
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 
-from ._common import as_dataframe, lance_errors, latest, read_version, referenced_columns
+from ._common import as_dataframe, commit_options, lance_errors, latest, read_version, referenced_columns
 from ._compat import check_store_assignment
 from ._types import META_COLUMNS, cast_batch, spark_schema
 from .results import DeleteResult, UpsertResult
@@ -168,22 +169,27 @@ def delete(
     *,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> DeleteResult:
     """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
 
     The predicate is evaluated on executors, fragment by fragment, and may use the metadata
     columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
-    when no row matches (``result.version`` is None).
+    when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
+    the job commits (:class:`lance_ops.format.CommitOptions`; the keyword wins).
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
-    store, m = latest(uri, so)
+    opts = commit_options(transaction_properties, manifest_store, commit)
+    store, handler, m = latest(uri, so, opts)
     with lance_errors():
         updated, removed, total = plan_deletions(spark, uri, m, where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
-    out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))
+    out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(opts.properties())),
+                             handler=handler, max_retries=opts.max_retries)
     return DeleteResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
 
 
@@ -231,6 +237,8 @@ def upsert(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> UpsertResult:
     """Merge ``source`` into the dataset by the key columns ``on``, in one Update commit.
 
@@ -238,12 +246,13 @@ def upsert(
     ``_row_created_at_version`` (their ``_row_last_updated_at_version`` becomes the new
     version); other rows are inserted with new row ids.  Keys are compared with SQL ``=`` (a
     null key never matches).  The source must have exactly the dataset's columns; a target row
-    matched by several source rows is an error.
+    matched by several source rows is an error.  ``manifest_store`` / ``commit`` as for :func:`delete`.
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
-    store, m = latest(uri, so)
+    opts = commit_options(transaction_properties, manifest_store, commit)
+    store, handler, m = latest(uri, so, opts)
     ctx = MergeInsertContext.for_manifest(uri, m, [on] if isinstance(on, str) else list(on),
                                           max_rows_per_file=max_rows_per_file)
     on = list(ctx.on)
@@ -280,7 +289,9 @@ def upsert(
         sweep_staging(store, write_id, set())
         return UpsertResult(given, m.version, None, 0, 0, 0, 0, 0, time.perf_counter() - t0)
     try:
-        out = commit_merge_insert(store, m, results, properties=_props(transaction_properties))
+        out = commit_merge_insert(store, m, results, handler=handler, properties=_props(opts.properties()))
+    except CommitStateUnknownError:
+        raise  # the version may exist and reference these files: remove nothing
     except BaseException:
         sweep_staging(store, write_id, set())
         raise

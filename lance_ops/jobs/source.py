@@ -64,7 +64,7 @@ from pyspark.sql.types import StructField, StructType
 
 from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
 from lance_ops.format.commit import commit_transaction
-from lance_ops.format.commit_handler import try_open_latest
+from lance_ops.format.commit_handler import CommitHandler, commit_handler_for, try_open_latest
 from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
 from lance_ops.format.file.blobs import scan_schema
 from lance_ops.format.idempotency import committed_by, with_idempotency
@@ -104,7 +104,7 @@ from ._options import (
 from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
 from ._versions import requested_version
 
-DEFAULT_ROWS_PER_PARTITION = 1_048_576
+DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
 WRITE_ID_PROPERTY = "lance_ops.write_id"
 #: keys Spark adds to the options when it creates a catalog table (not the user's options)
 _CATALOG_KEYS = {"location", "provider", "owner"}
@@ -156,8 +156,13 @@ def _open_read(options: Any) -> tuple[str, ObjectStore, Manifest]:
     uri = _path(options)
     check_options(options, READ_OPTIONS, "read", uri)
     store = ObjectStore(uri, storage_options(options))
-    manifest, _ = open_manifest(store, requested_version(store, options))
+    manifest, _ = open_manifest(store, requested_version(store, options), _handler(options, store))
     return uri, store, manifest
+
+
+def _handler(options: Any, store: ObjectStore) -> CommitHandler:
+    """The dataset's commit handler: the ``manifest_store`` option's store, else conditional put."""
+    return commit_handler_for(store, options.get("manifest_store") or None)
 
 
 def read_schema(options: Any, manifest: Manifest, uri: str) -> StructType:
@@ -408,7 +413,10 @@ class LanceWriter(DataSourceArrowWriter):
         if reserved:
             raise SchemaError(f"{self.uri}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
         incoming = arrow_target(schema)
-        existing = try_open_latest(ObjectStore(self.uri, self.storage_options))
+        # a string, not the handler: the writer is pickled to the executors, which never commit
+        self.manifest_store: str | None = options.get("manifest_store") or None
+        store = ObjectStore(self.uri, self.storage_options)
+        existing = try_open_latest(store, commit_handler_for(store, self.manifest_store))  # refuses first
         # new files have the dataset's file version (pylance refuses a mix); an overwrite or a
         # new dataset takes the asked one (an overwrite without one keeps the dataset's)
         if existing is not None and (not overwrite or asked is None):
@@ -475,28 +483,29 @@ class LanceWriter(DataSourceArrowWriter):
     def _commit(self, store: ObjectStore, frags: list[FragmentMetadata]) -> bool:
         """Commit; False when an earlier attempt of this write (same txnAppId) already did."""
         props = self._properties()
+        handler = commit_handler_for(store, self.manifest_store)
         if self.mode == "append":
             if frags:
                 txn = Transaction(self.read_version, Append(frags), properties=props)
-                return committed_by(commit_transaction(store, txn), txn)
+                return committed_by(commit_transaction(store, txn, handler=handler), txn)
             return True
         txn = Transaction(self.read_version, Overwrite(frags, self.lance_schema), properties=props)
         if self.mode == "overwrite":
-            return committed_by(commit_transaction(store, txn), txn)
+            return committed_by(commit_transaction(store, txn, handler=handler), txn)
         try:
             return committed_by(commit_transaction(
                 store, txn, create=True, enable_stable_row_ids=self.enable_stable_row_ids,
-                data_storage_version=self.data_storage_version,
+                data_storage_version=self.data_storage_version, handler=handler,
             ), txn)
         except DatasetAlreadyExistsError:
             # Someone created the dataset while we wrote: append to it instead (same columns only).
-            existing = try_open_latest(store)
+            existing = try_open_latest(store, handler)
             assert existing is not None
             same = [(f.name, f.id) for f in existing.schema.fields] == [(f.name, f.id) for f in self.lance_schema.fields]
             if not same or existing.schema.to_arrow() != self.lance_schema.to_arrow():
                 raise
             retry = Transaction(existing.version, Append(frags), properties=props)
-            return committed_by(commit_transaction(store, retry), retry)
+            return committed_by(commit_transaction(store, retry, handler=handler), retry)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         store = ObjectStore(self.uri, self.storage_options)

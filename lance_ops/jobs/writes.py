@@ -9,15 +9,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_ops.format.commit import find_earlier_commit
+from lance_ops.format.commit_options import CommitOptions
 from lance_ops.format.dataset import try_open_latest
 from lance_ops.format.errors import SchemaError
 from lance_ops.format.operations import Append, Overwrite
 from lance_ops.format.store import ObjectStore, resolve_uri
 from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
-from ._common import as_dataframe, find_commit, lance_errors
+from ._common import as_dataframe, commit_options, find_commit, lance_errors
 from ._compat import check_store_assignment
-from ._options import source_options
+from ._options import manifest_store_option, source_options
 from ._types import META_COLUMNS
 from .results import AppendResult
 from .source import WRITE_ID_PROPERTY
@@ -35,6 +36,8 @@ def append(
     data_storage_version: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: Any = None,
+    commit: CommitOptions | None = None,
 ) -> AppendResult:
     """Append ``source`` to the dataset at ``uri`` in one commit (creating it if absent).
 
@@ -48,6 +51,9 @@ def append(
         storage_options: for the dataset (gcsfs ``token``, ``endpoint_url``, ...).
         transaction_properties: stored in the commit's transaction (e.g. the Dagster run id);
             with ``txnAppId``/``txnVersion`` the append is idempotent (a retry commits once).
+        manifest_store: the external manifest store the dataset commits through (SQLite path,
+            ``sqlite:///`` URL or SQLiteManifestStore); the driver commits through it.
+        commit: commit options (:class:`lance_ops.format.CommitOptions`); the keywords win.
 
     Returns:
         The version committed, rows and fragments written, and the wall time.
@@ -58,12 +64,16 @@ def append(
             raised before anything is written, except the nulls, which the writing task finds
             (nothing is committed then either).
         InvalidURIError: ``uri`` has a scheme lance_ops does not read.
+        ManifestStoreRequiredError: the dataset commits through a manifest store and none was
+            given; raised before anything is written.
     """
     where = uri
     uri = resolve_uri(uri)  # once, here on the driver: executors may run in other directories
     df = as_dataframe(spark, source, format, options)
+    copts = commit_options(transaction_properties, manifest_store, commit)
     store = ObjectStore(uri, storage_options)
-    existing = try_open_latest(store)
+    handler = copts.handler(store)
+    existing = try_open_latest(store, handler)  # refuses before anything is written
     reserved = [n for n in df.columns if n in META_COLUMNS]
     if reserved:
         raise SchemaError(f"{where}: column(s) {reserved} are reserved Lance metadata columns; rename or drop them")
@@ -77,7 +87,8 @@ def append(
         enable_stable_row_ids=enable_stable_row_ids,
         data_storage_version=data_storage_version,
         write_id=write_id,
-        transaction_properties=json.dumps(dict(transaction_properties)) if transaction_properties else None,
+        transaction_properties=json.dumps(copts.properties()) if copts.properties() else None,
+        manifest_store=manifest_store_option(copts.manifest_store),
     )
     t0 = time.perf_counter()
     with lance_errors():
@@ -86,7 +97,7 @@ def append(
     found = find_commit(store, before, WRITE_ID_PROPERTY, write_id)
     if found is None:
         # a retry of a write already committed (txnAppId/txnVersion): its version, no new rows
-        earlier = find_earlier_commit(store, dict(transaction_properties or {}))
+        earlier = find_earlier_commit(store, copts.properties(), handler=handler)
         return AppendResult(where, earlier.version if earlier is not None else None, 0, 0, seconds)
     version, txn = found
     op = txn.operation

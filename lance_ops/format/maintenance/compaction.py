@@ -28,7 +28,7 @@ from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import require_writable
-from ..write import check_writable, write_fragment_files
+from ..write import DEFAULT_MAX_ROWS_PER_FILE, check_writable, write_fragment_files
 from .index_remap import IndexRemap, index_constraints, remap_indices, summarize
 from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
 
@@ -39,7 +39,7 @@ CONFIG_PREFIX = "lance.compaction."
 class CompactionOptions:
     """Options named and defaulted as pylance's ``compact_files``."""
 
-    target_rows_per_fragment: int = 1_048_576
+    target_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FILE  # pylance: 1024 * 1024, as a file
     max_rows_per_group: int = 1024
     materialize_deletions: bool = True
     materialize_deletions_threshold: float = 0.1
@@ -79,6 +79,10 @@ class CompactionOptions:
         return opts
 
 
+#: the defaults, for layers above that declare the same fields (Spark, Dagster config, argparse)
+COMPACTION_DEFAULTS = CompactionOptions()
+
+
 @dataclass(frozen=True)
 class CompactionTask:
     """One group of adjacent fragments rewritten together (picklable)."""
@@ -87,7 +91,7 @@ class CompactionTask:
     read_version: int
     fragments: tuple[FragmentMetadata, ...]
     storage_options: Mapping[str, Any] = field(default_factory=dict)
-    target_rows_per_fragment: int = 1_048_576
+    target_rows_per_fragment: int = COMPACTION_DEFAULTS.target_rows_per_fragment
 
 
 @dataclass(frozen=True)
@@ -568,6 +572,8 @@ def compact_files(
     """In-process compaction of the dataset at ``uri`` checked out at ``manifest`` (plan, execute
     every task, commit); ``manifest_store`` as for :func:`~lance_ops.format.commit_handler.commit_handler_for`."""
     require_writable(manifest.data_storage_version, uri)
+    if not dry_run:  # a dataset committing through a manifest store refuses before any file is written
+        commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
     opts = CompactionOptions.resolve(
         manifest.config,
         target_rows_per_fragment=target_rows_per_fragment,

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from .. import rowids
 from ..bases import data_file_location
 from ..commit import load_transaction
-from ..commit_handler import checkout_manifest
+from ..commit_handler import CommitHandler, checkout_manifest
 from ..deletion import read_deletion_file
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..file.blobs import scan_schema
@@ -48,6 +48,7 @@ from ..scan import (
     scan_fragment_rows,
 )
 from ..store import ObjectStore
+from ..write import DEFAULT_MAX_ROWS_PER_FILE
 from .change_feed import CHANGE_TYPES, change_feed_schema
 from .evolution import ColumnMap, column_map, conform, refuse_schema_changes
 from .feed_rows import RowIds, begin_changes, end_changes, first_gone
@@ -75,9 +76,12 @@ __all__ = [
 # --------------------------------------------------------------------------- manifests
 
 
-def open_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manifest, NamingScheme]:
-    """The manifest of ``version`` (latest if None) and the naming scheme, with one listing."""
-    return checkout_manifest(store, version)
+def open_manifest(
+    store: ObjectStore, version: int | None = None, handler: CommitHandler | None = None
+) -> tuple[Manifest, NamingScheme]:
+    """The manifest of ``version`` (latest if None) and the naming scheme, with one listing
+    (through ``handler``: an external manifest store's latest; default conditional put)."""
+    return checkout_manifest(store, version, handler)
 
 
 def light_manifest(manifest: Manifest) -> Manifest:
@@ -435,7 +439,7 @@ def plan_change_feed(
     end_version: int,
     *,
     storage_options: Mapping[str, Any] | None = None,
-    rows_per_task: int = 1_048_576,
+    rows_per_task: int = DEFAULT_MAX_ROWS_PER_FILE,
     on_schema_change: str = "evolve",
 ) -> ChangeFeedPlan:
     """Plan the change feed of ``(begin_version, end_version]`` from metadata alone.
