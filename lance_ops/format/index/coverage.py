@@ -4,14 +4,13 @@ Rules, as pylance 14.0.2 applies them (verified on datasets it built; upstream
 ``rust/lance/src/dataset/transaction.rs`` ``build_manifest``, ``recalculate_fragment_bitmap``,
 ``handle_rewrite_indices``, ``register_pure_rewrite_rows_update_frags_in_indices``):
 
-- Rewrite (compaction), stable row ids: indices store row ids, which survive the rewrite, so a
-  group's coverage moves to its new fragments (all of a group's old fragments must be covered,
-  or none -- the planner never mixes them).  Exceptions: BTREE pages hold row addresses in
-  pylance 14.0.2, so BTREE indices are remapped (listed in ``rewritten_indices``) like without
-  stable row ids; ZONEMAP and BLOOMFILTER answer with row addresses and cannot be remapped:
-  pylance drops the group's old fragments from their bitmap.  lance_ops moves only the kinds it
-  knows to hold row ids and drops the coverage of any other kind (only rewritten with
-  ``ignore_remap``).
+- Rewrite (compaction), stable row ids: what an index holds decides (the table of
+  (kind, ``index_version``, row-id mode) in :mod:`.handling`).  ``FOLLOW`` indices store row
+  ids, which survive the rewrite, so a group's coverage moves to its new fragments (all of a
+  group's old fragments must be covered, or none -- the planner never mixes them).  ``REMAP``
+  indices (pylance 14's BTREE, version 1) are remapped and listed in ``rewritten_indices`` like
+  without stable row ids; ``DROP`` (ZONEMAP, BLOOMFILTER) and ``UNKNOWN`` indices lose the
+  group's old fragments (``UNKNOWN`` only rewritten with ``ignore_remap``).
 - Rewrite, no stable row ids: only the indices the Rewrite lists in ``rewritten_indices`` change
   (new uuid, new files, bitmap moved to the new fragments); others keep their bitmap as it was
   (pylance leaves ZONEMAP/BLOOMFILTER naming the removed fragments: they then cover nothing).
@@ -19,8 +18,9 @@ Rules, as pylance 14.0.2 applies them (verified on datasets it built; upstream
   as tombstones (see :mod:`.remap`).
 - Update, stable row ids: a new fragment whose every row kept its row id (a pure rewrite) joins
   the bitmap of every index that covers all fragments the rows came from, unless the index is
-  on a field listed in ``fields_for_preserving_frag_bitmap`` (the SET columns) or is a BTREE,
-  ZONEMAP or BLOOMFILTER index (pylance 14.0.2 does not extend those).  Without stable row ids
+  on a field listed in ``fields_for_preserving_frag_bitmap`` (the SET columns) or does not
+  hold row ids (``FOLLOW`` in :mod:`.handling`: pylance 14's BTREE, ZONEMAP and BLOOMFILTER
+  hold addresses, which point at the rows' old places).  Without stable row ids
   nothing joins.  ``fields_modified`` (in-place column rewrites) removes the updated fragments
   from indices on those fields.
 - Delete, Append, ReserveFragments, UpdateConfig: unchanged (bitmaps keep ids of fragments
@@ -30,12 +30,9 @@ Rules, as pylance 14.0.2 applies them (verified on datasets it built; upstream
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import IncompatibleTransactionError
+from .handling import TOMBSTONE_KINDS, IndexAction, handling
 from .metadata import IndexFile, IndexMetadata
-from .remap import REMAPPABLE_KINDS, ROW_ID_KINDS
 from .reuse import effective_bitmap, inline_reuse_versions
-
-#: kinds pylance 14.0.2 does not extend to the new fragments of a stable-row-id update
-UPDATE_NOT_EXTENDED_KINDS = frozenset({"BTREE", "ZONEMAP", "BLOOMFILTER"})
 
 Group = tuple[Sequence[int], Sequence[int]]  # (old fragment ids, new fragment ids)
 
@@ -96,13 +93,13 @@ def rewrite_coverage(
                 raise IncompatibleTransactionError(f"index {idx.name!r} stores no fragment bitmap; it cannot be remapped")
             new_uuid, files = hit
             moved = moved_bitmap(effective_bitmap(bitmap, reuse or ()), groups, index=idx.name)
-            if REMAPPABLE_KINDS.get(idx.kind, False):
+            if idx.kind in TOMBSTONE_KINDS:
                 moved = moved | (tomb & bitmap)
             idx = idx.with_changes(uuid=new_uuid, files=files, fragment_ids=moved)
         elif stable and bitmap is not None:
-            if idx.kind in ROW_ID_KINDS or idx.is_system:
+            if idx.is_system or handling(idx, stable=True).action is IndexAction.FOLLOW:
                 idx = idx.with_changes(fragment_ids=moved_bitmap(bitmap, groups, index=idx.name))
-            else:  # zone maps, bloom filters (as pylance); kinds lance_ops cannot carry (ignore_remap)
+            else:  # addresses not remapped here: zone maps, bloom filters (as pylance), UNKNOWN (ignore_remap)
                 idx = idx.with_changes(fragment_ids=dropped_bitmap(bitmap, groups))
         out.append(idx)
     return tuple(out)
@@ -134,7 +131,7 @@ def update_coverage(
             and bitmap is not None
             and pure
             and not idx.is_system
-            and idx.kind not in UPDATE_NOT_EXTENDED_KINDS
+            and handling(idx, stable=True).action is IndexAction.FOLLOW
             and not preserving & set(idx.fields)
             and original <= bitmap
         ):

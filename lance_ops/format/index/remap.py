@@ -28,9 +28,10 @@ IVF_* (incl. HNSW)        ``auxiliary.idx`` column ``_rowid``          kept (tom
 ZONEMAP, BLOOMFILTER      not remapped: pylance 14 drops their coverage of rewritten fragments
 ========================  ==========================================  =========================
 
-With stable row ids only BTREE is remapped: pylance 14.0.2's BTREE pages hold row addresses
-even then (its compaction lists the BTREE in ``rewritten_indices``); the other kinds hold row
-ids, which a compaction keeps.
+Which indices are remapped is decided by (kind, ``index_version``, row-id mode) in
+:mod:`.handling`: with stable row ids only pylance 14's BTREE (``index_version`` 1) holds row
+addresses; lancedb's BTREE (version 0) and the other kinds hold row ids, which a compaction
+keeps.
 
 BTREE pages are re-cut: page ``i`` of ``page_data.lance`` is rows ``[i*batch_size,
 (i+1)*batch_size)`` (``batch_size`` from the lookup file's metadata), so after dropping rows
@@ -63,6 +64,7 @@ from ..file.patch import replace_columns
 from ..file.reader import DataFileReader
 from ..file.writer import DataFileWriter
 from ..store import ObjectStore
+from .handling import TOMBSTONE_KINDS, IndexAction, handling
 from .metadata import INDICES_DIR, IndexFile, IndexMetadata
 from .rowaddr import (
     AddressMap,
@@ -73,32 +75,6 @@ from .rowaddr import (
 )
 
 _FILE_VERSIONS = {(2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
-#: kinds whose coverage of rewritten fragments pylance 14 drops instead of remapping
-ADDRESS_DOMAIN_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
-#: kinds that hold row addresses even with stable row ids (pylance 14.0.2 BTREE pages store
-#: ``_rowaddr``; its compaction remaps them)
-STABLE_REMAP_KINDS = frozenset({"BTREE"})
-#: kinds known to hold stable row ids when the dataset has them (verified on pylance 14.0.2
-#: files and through its update path): their coverage simply follows a rewrite.  Any other kind
-#: (MINHASHLSH, RTREE, kinds newer than this list) is not carried, stable row ids or not.
-ROW_ID_KINDS = frozenset(
-    {"BITMAP", "LABEL_LIST", "NGRAM", "INVERTED", "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ",
-     "IVF_HNSW_FLAT"}
-)
-#: kinds lance_ops remaps (and whether deleted rows stay in the index as tombstones)
-REMAPPABLE_KINDS = {
-    "BTREE": False,
-    "BITMAP": False,
-    "LABEL_LIST": False,
-    "NGRAM": False,
-    "INVERTED": True,
-    "IVF_PQ": True,
-    "IVF_FLAT": True,
-    "IVF_SQ": True,
-    "IVF_HNSW_PQ": True,
-    "IVF_HNSW_SQ": True,
-    "IVF_HNSW_FLAT": True,
-}
 _BATCH = 65536
 
 
@@ -110,22 +86,6 @@ class RemappedIndex:
     new_uuid: str
     files: tuple[IndexFile, ...]
     keeps_tombstones: bool
-
-
-def can_remap(index: IndexMetadata) -> bool:
-    """lance_ops can rewrite this index's files (a known kind, stored in this dataset's root:
-    an index under another base path, ``base_id``, belongs to the dataset it was cloned from)."""
-    return index.kind in REMAPPABLE_KINDS and index.base_id is None
-
-
-def can_carry(index: IndexMetadata, *, stable: bool) -> bool:
-    """Whether a rewrite can keep (or, for zone maps and bloom filters, drop as pylance does)
-    this index's coverage."""
-    if index.kind in ADDRESS_DOMAIN_KINDS:
-        return True
-    if stable:
-        return index.kind in ROW_ID_KINDS or (index.kind in STABLE_REMAP_KINDS and can_remap(index))
-    return can_remap(index)
 
 
 def index_file_names(store: ObjectStore, index: IndexMetadata) -> list[str]:
@@ -346,16 +306,21 @@ _REMAPPERS = {
 }
 
 
-def remap_index(store: ObjectStore, index: IndexMetadata, amap: AddressMap) -> RemappedIndex:
+def remap_index(store: ObjectStore, index: IndexMetadata, amap: AddressMap, *, stable: bool) -> RemappedIndex:
     """Write a remapped copy of ``index`` under a new uuid; nothing is committed.
 
     Raises:
-        UnsupportedFeatureError: a kind lance_ops cannot remap (see :data:`REMAPPABLE_KINDS`).
+        UnsupportedFeatureError: the index does not hold row addresses lance_ops can remap
+            (its (kind, index_version, row-id mode) is not ``REMAP`` in :mod:`.handling`).
         CorruptFileError: an index file does not decode.
     """
     kind = index.kind
-    if kind not in REMAPPABLE_KINDS:
-        raise UnsupportedFeatureError(f"index {index.name!r} ({kind}) cannot be remapped by lance_ops")
+    how = handling(index, stable=stable)
+    if how.action is not IndexAction.REMAP:
+        raise UnsupportedFeatureError(
+            f"index {index.name!r} ({kind}, index_version {index.index_version}) is not remapped by lance_ops: "
+            f"{how.reason or how.action.value}"
+        )
     new_uuid = str(uuidlib.uuid4())
     rw = _Rewriter(store, index, new_uuid)
     names = index_file_names(store, index)
@@ -365,4 +330,4 @@ def remap_index(store: ObjectStore, index: IndexMetadata, amap: AddressMap) -> R
     except BaseException:
         rw.discard()
         raise
-    return RemappedIndex(index, new_uuid, tuple(rw.files), REMAPPABLE_KINDS[kind])
+    return RemappedIndex(index, new_uuid, tuple(rw.files), kind in TOMBSTONE_KINDS)

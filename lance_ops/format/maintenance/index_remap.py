@@ -6,14 +6,18 @@ inside an index's coverage or outside it and the coverage can move with it.
 
 Carrying coverage (:mod:`lance_ops.format.index.coverage` for the bitmap rules):
 
-- stable row ids: the Rewrite moves the bitmaps; only BTREE indices (row addresses even then,
-  in pylance 14.0.2) are remapped;
+What happens to an index is read from one table, (kind, ``index_version``, row-id mode) ->
+action (:mod:`lance_ops.format.index.handling`):
+
+- stable row ids: the Rewrite moves the bitmaps of indices holding row ids (lancedb's BTREE,
+  version 0, among them); only indices holding row addresses (pylance 14's BTREE, version 1)
+  are remapped;
 - no stable row ids: every index covering a rewritten fragment is remapped before the commit
   (:func:`lance_ops.format.index.remap.remap_index`) and listed in ``rewritten_indices``; when
   pylance deferred earlier remaps to its fragment reuse index, addresses go through those
   first, so the remapped files hold current addresses.
 
-An index lance_ops cannot carry (a kind it cannot remap, or no fragment bitmap) is never
+An index lance_ops cannot carry (a kind or version it does not know, or no fragment bitmap) is never
 dropped silently: by
 default the fragments it covers stay out of the plan and the metrics say why; with
 ``ignore_remap=True`` (pylance's ``IgnoreRemap``) they are compacted and the metrics list the
@@ -26,15 +30,9 @@ from dataclasses import dataclass, field
 
 from ..fragment import FragmentMetadata
 from ..index.cleanup import prune_empty_index_dirs
+from ..index.handling import IndexAction, handling
 from ..index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata, decode_index_section
-from ..index.remap import (
-    ADDRESS_DOMAIN_KINDS,
-    STABLE_REMAP_KINDS,
-    RemappedIndex,
-    can_carry,
-    can_remap,
-    remap_index,
-)
+from ..index.remap import RemappedIndex, remap_index
 from ..index.reuse import effective_bitmap, read_reuse_versions, reuse_maps, reused_fragments
 from ..index.rowaddr import address_map
 from ..manifest import Manifest
@@ -53,11 +51,11 @@ class IndexConstraints:
 
 
 def _why_not(index: IndexMetadata, *, stable: bool) -> str | None:
-    if index.fragment_ids is None:
-        return "stores no fragment bitmap"
-    if can_carry(index, stable=stable):
+    how = handling(index, stable=stable)
+    if how.action is not IndexAction.UNKNOWN:
         return None
-    return f"is of a kind lance_ops cannot carry through a rewrite ({index.type_url or 'no index details'})"
+    details = f" ({index.type_url})" if index.kind == "IVF" or index.kind == "UNKNOWN" else ""
+    return how.reason + details
 
 
 def index_constraints(store: ObjectStore, manifest: Manifest, *, ignore_remap: bool = False) -> IndexConstraints:
@@ -85,7 +83,7 @@ def index_constraints(store: ObjectStore, manifest: Manifest, *, ignore_remap: b
                 out.blocked.setdefault(fid, []).append(f"{label} {why}")
             elif why is not None:
                 out.drops.setdefault(fid, []).append(f"{label} {why}: its coverage was dropped (ignore_remap=True)")
-            elif idx.kind in ADDRESS_DOMAIN_KINDS:
+            elif handling(idx, stable=stable).action is IndexAction.DROP:
                 out.drops.setdefault(fid, []).append(
                     f"{label}: coverage dropped as pylance drops it (zone maps and bloom filters hold row "
                     "addresses and are not remapped); pylance optimize_indices restores it"
@@ -127,7 +125,7 @@ def remap_indices(
     groups: Sequence[tuple[Sequence[FragmentMetadata], Sequence[FragmentMetadata]]],
 ) -> IndexRemap:
     """Remap every index of ``manifest`` that holds row addresses and covers a rewritten fragment
-    (all remappable kinds without stable row ids; BTREE with them).
+    (``REMAP`` in :mod:`lance_ops.format.index.handling`).
 
     ``groups`` are ``(old fragments, new fragments with their final ids)``.  Indices lance_ops
     cannot remap are skipped here (the planner kept their fragments out, or the caller chose
@@ -141,7 +139,7 @@ def remap_indices(
     todo = [
         i for i in indices
         if not i.is_system and i.fragment_ids is not None and effective_bitmap(i.fragment_ids, versions) & old_ids
-        and can_remap(i) and (not stable or i.kind in STABLE_REMAP_KINDS)
+        and handling(i, stable=stable).action is IndexAction.REMAP
     ]
     if not todo:
         return IndexRemap()
@@ -150,7 +148,7 @@ def remap_indices(
     done: list[RemappedIndex] = []
     try:
         for idx in todo:
-            done.append(remap_index(store, idx, amap))
+            done.append(remap_index(store, idx, amap, stable=stable))
     except BaseException:
         IndexRemap(remapped=tuple(done)).discard(store)
         raise
