@@ -201,7 +201,9 @@ def build_manifest(
             config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
             config.update(op.upsert_values)
             new = new.with_changes(config=config)
-        elif isinstance(op, Unmodelled | CreateIndex):
+        elif isinstance(op, CreateIndex):
+            new = _with_created_indices(new, op)
+        elif isinstance(op, Unmodelled):
             raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
     _check_file_versions(frags, base, new.data_storage_version)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
@@ -217,6 +219,15 @@ def build_manifest(
     )
     reader, writer = new.computed_flags()
     return new.with_changes(reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _with_created_indices(m: Manifest, op: CreateIndex) -> Manifest:
+    """``m`` with ``op.removed_indices`` (by uuid) taken out and ``op.new_indices`` appended,
+    as pylance's ``CreateIndex`` applies."""
+    before = decode_index_section(m.index_section, f"index section of version {m.version}") if m.index_section else ()
+    gone = {i.uuid for i in op.removed_indices}
+    after = tuple(i for i in before if i.uuid not in gone) + tuple(op.new_indices)
+    return m.with_changes(index_section=encode_index_section(after) if after else None)
 
 
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:

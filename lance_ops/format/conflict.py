@@ -82,6 +82,9 @@ def check(mine: Transaction, theirs: Transaction, version: int) -> set[int]:
         _fail(retry, mine, theirs, version, f"unknown committed operation {b.name!r}")
     if isinstance(a, Append | ReserveFragments):
         return set()
+    if isinstance(a, CreateIndex):
+        _check_create_index(mine, theirs, version)
+        return set()
     if isinstance(b, Append | ReserveFragments | UpdateConfig):
         return set()
     if isinstance(b, CreateIndex):
@@ -124,6 +127,36 @@ def _check_rewrite_vs_create_index(mine: Transaction, theirs: Transaction, versi
         if hit:
             _fail(RetryableCommitConflictError, mine, theirs, version,
                   f"index {idx.name!r} was created over fragments {hit} being rewritten")
+
+
+def _check_create_index(mine: Transaction, theirs: Transaction, version: int) -> None:
+    """My new index segments vs what landed meanwhile (pylance's ``check_create_index_txn``,
+    stricter where row ids could change under the segments): retryable when a compaction or an
+    update rewrote fragments my segments cover or remapped a segment I replace, or another
+    ``CreateIndex`` replaced the same segments or wrote an index of the same name."""
+    a, b = mine.operation, theirs.operation
+    assert isinstance(a, CreateIndex)
+    mine_frags = set().union(*(i.fragment_ids or () for i in a.new_indices))
+    removed = {i.uuid for i in a.removed_indices}
+    names = {i.name for i in a.new_indices}
+    why = ""
+    if isinstance(b, Rewrite):
+        hit = mine_frags & touched_fragments(b)
+        remapped = removed & {r.old_id for r in b.rewritten_indices}
+        if hit:
+            why = f"fragments {sorted(hit)} my index segments cover were rewritten"
+        elif remapped:
+            why = f"index segment(s) {sorted(remapped)} I replace were remapped"
+    elif isinstance(b, Update):
+        hit = mine_frags & touched_fragments(b)
+        if hit:
+            why = f"rows of fragments {sorted(hit)} my index segments cover were updated"
+    elif isinstance(b, CreateIndex):
+        both = names & {i.name for i in b.new_indices} or removed & {i.uuid for i in b.removed_indices}
+        if both:
+            why = f"index {sorted(both)} was changed too"
+    if why:
+        _fail(RetryableCommitConflictError, mine, theirs, version, why)
 
 
 CheckFn = Callable[[Transaction, Transaction, int], None]

@@ -1,0 +1,51 @@
+"""Building scalar index segments (BTREE, BITMAP, LABEL_LIST, ZONEMAP) as pylance 14 writes them.
+
+:func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
+``_indices/<uuid>/``; nothing is committed.  The planner that picks the fragments and commits
+the ``CreateIndex`` is :mod:`lance_ops.format.maintenance.index_build`.
+"""
+
+from ...errors import UnsupportedFeatureError
+from ...store import ObjectStore
+from .bitmap import write_bitmap
+from .btree import write_btree
+from .common import BuiltSegment, SegmentInput, SegmentWriter
+from .label_list import write_label_list
+from .zonemap import write_zonemap
+
+#: the scalar kinds lance_ops builds
+BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
+
+
+def write_segment(
+    store: ObjectStore,
+    uuid: str,
+    kind: str,
+    data: SegmentInput,
+    *,
+    column: str,
+    file_version: str,
+    stable_row_ids: bool,
+) -> BuiltSegment:
+    """Write one segment of a ``kind`` index over ``data`` into ``_indices/<uuid>/``.
+
+    Raises:
+        UnsupportedFeatureError: a kind lance_ops does not build, or a column type it cannot hold.
+    """
+    if kind not in BUILDABLE_KINDS:
+        raise UnsupportedFeatureError(f"lance_ops builds {', '.join(BUILDABLE_KINDS)} indices, not {kind!r}")
+    w = SegmentWriter(store, uuid, file_version)
+    try:
+        if kind == "BTREE":
+            return write_btree(w, data, stable_row_ids=stable_row_ids)
+        if kind == "BITMAP":
+            return write_bitmap(w, data)
+        if kind == "LABEL_LIST":
+            return write_label_list(w, data, column=column)
+        return write_zonemap(w, data)
+    except BaseException:
+        w.discard()
+        raise
+
+
+__all__ = ["BUILDABLE_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]

@@ -1,0 +1,230 @@
+"""Plan / execute / commit for scalar index segments: ``create_scalar_index`` and
+``optimize_indices`` as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP).
+
+What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
+
+- ``create_scalar_index(column, index_type, name=None, replace=True)``: one segment named
+  ``<column>_idx`` by default over every fragment, committed as a ``CreateIndex`` whose
+  ``removed_indices`` are the segments of an index of that name being replaced
+  (``replace=False`` refuses an existing name).  ``dataset_version`` is the version read.
+- ``optimize_indices(num_indices_to_merge=1, index_names=None)``: per index, the fragments no
+  segment covers are indexed; ``num_indices_to_merge=0`` adds them as a new segment (same name,
+  new uuid), ``N > 0`` rebuilds the newest ``N`` segments and the new fragments as one segment
+  (removing those ``N``; its bitmap keeps only fragments that still exist).  Nothing new to
+  index: nothing is committed, whatever ``N``.  A BTREE whose segments hold stable row ids
+  (``index_version`` 0 on a dataset with stable row ids: lancedb's) is rewritten whole in
+  pylance's own format, as pylance 14 does.
+
+A merged segment is rebuilt from the data of its fragments rather than from the old segments'
+files, so it is right whatever wrote them (pylance, lancedb, lance_ops).
+
+Every step is picklable: :func:`plan_create_scalar_index` / :func:`plan_optimize_indices` on the
+driver, :func:`execute_index_task` anywhere (writes ``_indices/<uuid>/``, commits nothing),
+:func:`commit_index_build` on the driver (one ``CreateIndex`` through the commit loop; a failed
+commit removes the written directories itself, :mod:`lance_ops.format.orphans`).
+"""
+
+import time
+import uuid as uuidlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from ..commit import commit_transaction
+from ..commit_handler import CommitHandler
+from ..errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from ..index.build import BUILDABLE_KINDS, SegmentInput, write_segment
+from ..index.metadata import IndexMetadata, decode_index_section, user_indices
+from ..manifest import Manifest
+from ..operations import CreateIndex
+from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan
+from ..store import ObjectStore
+from ..transaction import Transaction
+
+
+@dataclass(frozen=True)
+class IndexTask:
+    """One segment to build: ``name``'s ``kind`` index of ``column`` over ``fragment_ids``."""
+
+    name: str
+    kind: str
+    column: str
+    field_id: int
+    fragment_ids: tuple[int, ...]
+    uuid: str
+    read_version: int
+    file_version: str
+    stable_row_ids: bool
+
+
+@dataclass(frozen=True)
+class IndexBuildPlan:
+    """The segments to build and the segments they replace, planned on ``read_version``."""
+
+    read_version: int
+    tasks: tuple[IndexTask, ...] = ()
+    removed: tuple[IndexMetadata, ...] = field(default=())
+
+
+def _indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
+    return decode_index_section(manifest.index_section, f"index section of version {manifest.version}")
+
+
+def _task(manifest: Manifest, name: str, kind: str, column: str, fragment_ids: Sequence[int]) -> IndexTask:
+    return IndexTask(
+        name=name,
+        kind=kind,
+        column=column,
+        field_id=manifest.schema.field(column).id,
+        fragment_ids=tuple(sorted(int(f) for f in fragment_ids)),
+        uuid=str(uuidlib.uuid4()),
+        read_version=manifest.version,
+        file_version=manifest.data_storage_version,
+        stable_row_ids=manifest.uses_stable_row_ids,
+    )
+
+
+def plan_create_scalar_index(
+    manifest: Manifest, column: str, index_type: str, *, name: str | None = None, replace: bool = True
+) -> IndexBuildPlan:
+    """One task over every fragment (pylance's ``create_scalar_index``).
+
+    Raises:
+        UnsupportedFeatureError: an index type lance_ops does not build.
+        SchemaError: no such column.
+        InvalidArgumentError: ``replace=False`` and an index of that name exists.
+    """
+    kind = str(index_type).upper()
+    if kind not in BUILDABLE_KINDS:
+        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(BUILDABLE_KINDS)}, not {index_type!r}")
+    names = [f.name for f in manifest.schema.top_level()]
+    if column not in names:
+        raise SchemaError(f"create_scalar_index: column {column!r} is not in the dataset schema {names}")
+    name = name or f"{column}_idx"
+    existing = tuple(i for i in _indices(manifest) if i.name == name)
+    if existing and not replace:
+        raise InvalidArgumentError(f"create_scalar_index: an index named {name!r} already exists (pass replace=True)")
+    frags = [f.id for f in manifest.fragments]
+    return IndexBuildPlan(manifest.version, (_task(manifest, name, kind, column, frags),), existing)
+
+
+def plan_optimize_indices(
+    manifest: Manifest, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+) -> IndexBuildPlan:
+    """A task per index with fragments no segment covers (pylance's ``optimize_indices``).
+
+    Indices of kinds lance_ops does not build (vector, full text, ...) are left as they are
+    when ``index_names`` is None.
+
+    Raises:
+        InvalidArgumentError: a negative ``num_indices_to_merge``.
+        KeyError: a name in ``index_names`` that is no index of this version.
+        UnsupportedFeatureError: an index named in ``index_names`` of a kind lance_ops does not build.
+    """
+    if isinstance(num_indices_to_merge, bool) or not isinstance(num_indices_to_merge, int) or num_indices_to_merge < 0:
+        raise InvalidArgumentError(f"num_indices_to_merge must be a non-negative integer, got {num_indices_to_merge!r}")
+    by_name: dict[str, list[IndexMetadata]] = {}
+    for idx in user_indices(_indices(manifest)):
+        by_name.setdefault(idx.name, []).append(idx)
+    for n in index_names or ():
+        if n not in by_name:
+            raise KeyError(f"version {manifest.version} has no index named {n!r} (has {sorted(by_name)})")
+        if by_name[n][0].kind not in BUILDABLE_KINDS:
+            raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
+                                          f"adds segments to {', '.join(BUILDABLE_KINDS)} indices only")
+    live = {f.id for f in manifest.fragments}
+    tasks: list[IndexTask] = []
+    removed: list[IndexMetadata] = []
+    for n in index_names if index_names is not None else list(by_name):
+        segments = by_name[n]
+        kind = segments[0].kind
+        if kind not in BUILDABLE_KINDS:
+            continue
+        covered = set().union(*(s.fragment_ids or () for s in segments))
+        new = live - covered
+        if not new:
+            continue
+        merge = min(num_indices_to_merge, len(segments))
+        if kind == "BTREE" and manifest.uses_stable_row_ids and any(s.index_version == 0 for s in segments):
+            merge = len(segments)  # lancedb's row-id BTREE: pylance rewrites it whole in its own format
+        merged = segments[len(segments) - merge :] if merge else []
+        frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
+        column = manifest.schema.field_by_id(segments[0].fields[0]).name
+        tasks.append(_task(manifest, n, kind, column, frags))
+        removed.extend(merged)
+    return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
+
+
+def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> SegmentInput:
+    plan = plan_scan(manifest.schema, [task.column], None, task.stable_row_ids, True)
+    wanted = set(task.fragment_ids)
+    frags = [f for f in manifest.fragments if f.id in wanted]
+    table = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=frags)), schema=plan.out_schema)
+    addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
+    ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
+    return SegmentInput(table[task.column].combine_chunks(), ids, addrs)
+
+
+def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:
+    """Write the segment's files (read from ``manifest``, the version the plan read); return the
+    segment's metadata, uncommitted.  Nothing is left behind if it fails."""
+    built = write_segment(
+        store,
+        task.uuid,
+        task.kind,
+        _segment_input(store, manifest, task),
+        column=task.column,
+        file_version=task.file_version,
+        stable_row_ids=task.stable_row_ids,
+    )
+    return IndexMetadata(
+        uuid=task.uuid,
+        name=task.name,
+        fields=(task.field_id,),
+        dataset_version=task.read_version,
+        fragment_ids=frozenset(task.fragment_ids),
+        type_url=built.type_url,
+        details=built.details,
+        index_version=built.index_version,
+        created_at_ms=int(time.time() * 1000),
+        files=built.files,
+    )
+
+
+def commit_index_build(
+    store: ObjectStore,
+    plan: IndexBuildPlan,
+    segments: Sequence[IndexMetadata],
+    *,
+    handler: CommitHandler | None = None,
+    known: Manifest | None = None,
+    properties: dict[str, str] | None = None,
+) -> Manifest:
+    """Commit the built segments as one ``CreateIndex`` replacing ``plan.removed``."""
+    txn = Transaction(plan.read_version, CreateIndex(tuple(segments), plan.removed), properties=dict(properties or {}))
+    return commit_transaction(store, txn, handler=handler, known=known)
+
+
+def build_indices(
+    store: ObjectStore,
+    manifest: Manifest,
+    plan: IndexBuildPlan,
+    *,
+    handler: CommitHandler | None = None,
+) -> Manifest | None:
+    """Run every task of ``plan`` in this process and commit; None when there was nothing to do.
+    Segments written before a failure are removed."""
+    if not plan.tasks:
+        return None
+    done: list[IndexMetadata] = []
+    try:
+        for task in plan.tasks:
+            done.append(execute_index_task(store, manifest, task))
+    except BaseException:
+        for seg in done:
+            for f in seg.files or ():
+                store.delete(f"{seg.directory}/{f.path}")
+        raise
+    return commit_index_build(store, plan, done, handler=handler, known=manifest)
