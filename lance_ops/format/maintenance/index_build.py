@@ -10,8 +10,9 @@ What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
 - ``optimize_indices(num_indices_to_merge=1, index_names=None)``: per index, the fragments no
   segment covers are indexed; ``num_indices_to_merge=0`` adds them as a new segment (same name,
   new uuid), ``N > 0`` rebuilds the newest ``N`` segments and the new fragments as one segment
-  (removing those ``N``; its bitmap keeps only fragments that still exist).  Nothing new to
-  index: nothing is committed, whatever ``N``.  A BTREE whose segments hold stable row ids
+  (removing those ``N``; its bitmap keeps only fragments that still exist).  With stable row
+  ids and ``N > 0``, older segments covering a fragment with deletions are merged too.  Nothing
+  new to index and at most one segment selected: nothing is committed.  A BTREE whose segments hold stable row ids
   (``index_version`` 0 on a dataset with stable row ids: lancedb's) is rewritten whole in
   pylance's own format, as pylance 14 does.
 
@@ -142,19 +143,31 @@ def plan_optimize_indices(
         kind = segments[0].kind
         if kind not in BUILDABLE_KINDS:
             continue
-        covered = set().union(*(s.fragment_ids or () for s in segments))
-        new = live - covered
-        if not new:
-            continue
-        merge = min(num_indices_to_merge, len(segments))
-        if kind == "BTREE" and manifest.uses_stable_row_ids and any(s.index_version == 0 for s in segments):
-            merge = len(segments)  # lancedb's row-id BTREE: pylance rewrites it whole in its own format
-        merged = segments[len(segments) - merge :] if merge else []
+        new = live - set().union(*(s.fragment_ids or () for s in segments))
+        merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
+        if not new and len(merged) <= 1:
+            continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
         tasks.append(_task(manifest, n, kind, column, frags))
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
+
+
+def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
+    """The newest ``num`` segments; with stable row ids (and ``num > 0``) also every older one
+    covering a fragment that has a deletion file -- an update tombstones a row and rewrites it
+    under the same row id, so such a segment's stale entries must be rebuilt away (pylance's
+    ``select_segments_to_merge``).  A BTREE holding stable row ids (lancedb's ``index_version``
+    0) is merged whole, as pylance 14 rewrites it in its own format."""
+    stable = manifest.uses_stable_row_ids
+    if stable and segments[0].kind == "BTREE" and any(s.index_version == 0 for s in segments):
+        return list(segments)
+    tail = len(segments) - min(num, len(segments))
+    if num == 0 or not stable:
+        return segments[tail:]
+    deleted = {f.id for f in manifest.fragments if f.deletion_file is not None}
+    return [s for i, s in enumerate(segments) if i >= tail or (s.fragment_ids or frozenset()) & deleted]
 
 
 def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> SegmentInput:
