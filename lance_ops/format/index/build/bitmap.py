@@ -18,7 +18,7 @@ FILE = "bitmap_page_lookup.lance"
 def bitmap_table(values: pa.Array, ids: np.ndarray) -> pa.Table:
     """``keys`` / ``bitmaps``: one row set per distinct value (one encode per key, not per row)."""
     keys, codes = dictionary_codes(values)
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(codes)  # order within a key is irrelevant: each set is encoded sorted
     sorted_ids = ids[order]
     bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
     bitmaps = [encode_row_set(sorted_ids[bounds[k] : bounds[k + 1]]) for k in range(len(keys))]

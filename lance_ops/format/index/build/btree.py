@@ -4,7 +4,7 @@ Two Lance files:
 
 - ``page_data.lance``: columns ``values`` (the column's type) and ``ids`` (``uint64`` not
   null, row *addresses*, also with stable row ids), every row sorted by value (nulls first,
-  NaN last, ties in address order).  Page ``i`` is rows ``[i*batch_size, (i+1)*batch_size)``.
+  NaN last, equal values in no particular order, as pylance's).  Page ``i`` is rows ``[i*batch_size, (i+1)*batch_size)``.
 - ``page_lookup.lance``: one row per page, ``min`` / ``max`` (the page's first and last value,
   so a page starting with nulls has a null ``min``), ``null_count`` and ``page_idx``
   (``uint32`` not null); metadata ``batch_size`` ("4096") and ``range_partitioned`` ("false").

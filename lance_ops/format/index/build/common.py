@@ -98,17 +98,18 @@ def _numeric(t: pa.DataType) -> bool:
 
 
 def sort_order(values: pa.Array) -> np.ndarray:
-    """Stable ascending order of ``values`` as pylance keys them: nulls first, NaN last.
+    """Ascending order of ``values`` as pylance keys them: nulls first, NaN last.
 
-    Stable, so rows of equal value keep their input (address) order.
+    Rows of equal value come in no particular order (pylance 14's do not either); numbers are
+    sorted with NumPy's introsort (SIMD where the CPU has it: 2-3x a stable sort).
     """
     if _numeric(values.type) and not pa.types.is_float16(values.type):
         nulls = values.is_null().to_numpy(zero_copy_only=False)
         if not nulls.any():
-            return np.argsort(values.to_numpy(zero_copy_only=False), kind="stable")
+            return np.argsort(values.to_numpy(zero_copy_only=False))
         valid = np.flatnonzero(~nulls)
         v = values.filter(pa.array(~nulls)).to_numpy(zero_copy_only=False)
-        return np.concatenate([np.flatnonzero(nulls), valid[np.argsort(v, kind="stable")]])
+        return np.concatenate([np.flatnonzero(nulls), valid[np.argsort(v)]])
     return pc.array_sort_indices(values, order="ascending", null_placement="at_start").to_numpy()
 
 
