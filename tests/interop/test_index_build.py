@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import lance
 import lancedb
+import numpy as np
 import pyarrow as pa
 import pytest
 from index_support import QUERIES, SCALAR, copy, follow_ups, index_name, indices_used, table, wrong_answers
@@ -290,3 +291,23 @@ def test_errors_and_failed_commit_leave_nothing(tmp_path, file_version):
     assert not os.path.exists(os.path.join(uri, seg.directory))
     assert lance.dataset(uri).version == last
     assert "val_idx" not in {i.name for i in lance.dataset(uri).describe_indices()}
+
+
+@pytest.mark.interop
+def test_large_category_like_btree(tmp_path, file_version):
+    """150k rows of few distinct values (the dictionary-code sort path), NaN and nulls included."""
+    uri = str(tmp_path / "ds")
+    i = np.arange(150_000)
+    t = pa.table({
+        "id": i,
+        "f": pa.array(np.where(i % 1000 == 5, np.nan, (i * 7 % 100) * 0.5), mask=i % 777 == 0),
+        "s": pa.array([f"k{v % 40:02d}" for v in i]),
+    })
+    lance.write_dataset(t, uri, max_rows_per_file=40_000, data_storage_version=file_version)
+    lf.dataset(uri).create_scalar_index("f", "BTREE").create_scalar_index("s", "BTREE")
+    pl = lance.dataset(uri)
+    for q, name in (("f = 12.5", "f_idx"), ("f < 3", "f_idx"), ("f IS NULL", "f_idx"), ("s = 'k07'", "s_idx"),
+                    ("s >= 'k35'", "s_idx")):
+        assert f"@{name}(" in pl.scanner(columns=["id"], filter=q).explain_plan()
+        got = sorted(pl.to_table(columns=["id"], filter=q)["id"].to_pylist())
+        assert got and got == sorted(pl.to_table(columns=["id"], filter=q, use_scalar_index=False)["id"].to_pylist())
