@@ -30,10 +30,19 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .maintenance.index_build import (
+    IndexBuildPlan,
+    IndexTask,
+    commit_index_build,
+    execute_index_task,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Overwrite,
     ReserveFragments,
@@ -57,6 +66,7 @@ __all__ = [
     "CommitFailedError",
     "CommitStateUnknownError",
     "CorruptFileError",
+    "CreateIndex",
     "DataFile",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
@@ -65,6 +75,8 @@ __all__ = [
     "FragmentMetadata",
     "IncompatibleTransactionError",
     "InvalidArgumentError",
+    "IndexBuildPlan",
+    "IndexTask",
     "InvalidURIError",
     "LanceDataset",
     "LanceFragment",
@@ -89,7 +101,11 @@ __all__ = [
     "Update",
     "UpdateConfig",
     "commit",
+    "commit_index_build",
     "dataset",
+    "execute_index_task",
+    "plan_create_scalar_index",
+    "plan_optimize_indices",
     "resolve_version",
     "write_dataset",
     "write_fragments",
