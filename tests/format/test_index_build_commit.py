@@ -1,0 +1,83 @@
+"""lance_ops' own ``CreateIndex`` commits (create_scalar_index / optimize_indices) against what
+lands meanwhile, and the files a failed build or commit leaves (none).
+
+- Append, Delete (and a compaction of fragments the new segment does not cover) landing first:
+  the segment is rebased on top; appended fragments stay unindexed.
+- A compaction of covered fragments, an update of covered rows, or another CreateIndex of the
+  same name landing first: retryable, and the segment's directory is removed.
+"""
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_ops.format as lf
+from lance_ops.format.errors import RetryableCommitConflictError, UnsupportedFeatureError
+from lance_ops.format.store import ObjectStore
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table({"id": ids, "cat": ids % 5, "tags": pa.array([["a"] if i % 2 else [] for i in ids], pa.list_(pa.string()))})
+
+
+@pytest.fixture
+def uri(tmp_path):
+    u = str(tmp_path / "ds")
+    lf.write_dataset(_rows(0, 2000), u, max_rows_per_file=500)
+    return u
+
+
+def _index_dirs(uri: str) -> set[str]:
+    return {rel.split("/")[1] for rel, _, _ in ObjectStore(uri).list_files("_indices")}
+
+
+def _built(uri: str, column: str = "id", kind: str = "BTREE", name: str | None = None):
+    ds = lf.dataset(uri)
+    plan = lf.plan_create_scalar_index(ds.manifest, column, kind, name=name)
+    return ds, plan, [lf.execute_index_task(ds._store, ds.manifest, t) for t in plan.tasks]
+
+
+def test_rebased_over_append_and_delete(uri):
+    ds, plan, segs = _built(uri)
+    lf.write_dataset(_rows(5000, 300), uri, mode="append")
+    lf.dataset(uri).delete(pc.field("id") < 10)
+    lf.commit_index_build(ds._store, plan, segs)
+    pl = lance.dataset(uri)
+    stats = pl.stats.index_stats("id_idx")
+    assert (stats["num_indexed_fragments"], stats["num_unindexed_rows"]) == (4, 300)
+    for q in ("id = 5", "id = 777", "id >= 5100 AND id < 5110"):
+        assert pl.to_table(filter=q).num_rows == pl.to_table(filter=q, use_scalar_index=False).num_rows
+    new = lf.dataset(uri).optimize_indices(num_indices_to_merge=0)
+    assert new.index_statistics("id_idx")["num_unindexed_rows"] == 0
+
+
+@pytest.mark.parametrize("theirs", ["compact", "update", "same_name"])
+def test_retryable_and_no_files_left(uri, theirs):
+    before = _index_dirs(uri)
+    ds, plan, segs = _built(uri)
+    assert _index_dirs(uri) == before | {segs[0].uuid}
+    if theirs == "compact":
+        lf.dataset(uri).compact_files(target_rows_per_fragment=5000)
+    elif theirs == "update":
+        lf.dataset(uri).update({"cat": 7}, where=pc.field("id") == 3)
+    else:
+        lf.dataset(uri).create_scalar_index("cat", "BITMAP", name="id_idx")
+    landed = lf.dataset(uri).version
+    with pytest.raises(RetryableCommitConflictError):
+        lf.commit_index_build(ds._store, plan, segs)
+    assert segs[0].uuid not in _index_dirs(uri)
+    assert lf.dataset(uri).version == landed
+
+
+def test_failed_build_leaves_nothing(uri):
+    before = _index_dirs(uri)
+    with pytest.raises(UnsupportedFeatureError, match="'cat'"):
+        lf.dataset(uri).create_scalar_index("cat", "LABEL_LIST")
+    assert _index_dirs(uri) == before
+    assert not lf.dataset(uri).describe_indices()
+    ds = lf.dataset(uri).create_scalar_index("tags", "LABEL_LIST")
+    assert lance.dataset(uri).to_table(filter="array_has_any(tags, ['a'])").num_rows == 1000
+    assert [d.name for d in ds.describe_indices()] == ["tags_idx"]
