@@ -35,8 +35,8 @@ import pyarrow as pa
 
 from ..commit import commit_transaction
 from ..commit_handler import CommitHandler
-from ..errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from ..index.build import BUILDABLE_KINDS, SegmentInput, write_segment
+from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, SegmentInput, write_segment
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
 from ..operations import CreateIndex
@@ -58,6 +58,8 @@ class IndexTask:
     read_version: int
     file_version: str
     stable_row_ids: bool
+    #: uuid of the segment whose model (IVF centroids, PQ codebook) a vector segment reuses
+    reference_uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,9 @@ def _indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
     return decode_index_section(manifest.index_section, f"index section of version {manifest.version}")
 
 
-def _task(manifest: Manifest, name: str, kind: str, column: str, fragment_ids: Sequence[int]) -> IndexTask:
+def _task(
+    manifest: Manifest, name: str, kind: str, column: str, fragment_ids: Sequence[int], reference: str | None = None
+) -> IndexTask:
     return IndexTask(
         name=name,
         kind=kind,
@@ -84,6 +88,7 @@ def _task(manifest: Manifest, name: str, kind: str, column: str, fragment_ids: S
         read_version=manifest.version,
         file_version=manifest.data_storage_version,
         stable_row_ids=manifest.uses_stable_row_ids,
+        reference_uuid=reference,
     )
 
 
@@ -116,8 +121,9 @@ def plan_optimize_indices(
 ) -> IndexBuildPlan:
     """A task per index with fragments no segment covers (pylance's ``optimize_indices``).
 
-    Indices of kinds lance_ops does not build (vector, full text, ...) are left as they are
-    when ``index_names`` is None.
+    IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
+    no retraining).  Indices of kinds lance_ops does not extend (HNSW, SQ, full text, ...) are
+    left as they are when ``index_names`` is None.
 
     Raises:
         InvalidArgumentError: a negative ``num_indices_to_merge``.
@@ -132,16 +138,16 @@ def plan_optimize_indices(
     for n in index_names or ():
         if n not in by_name:
             raise KeyError(f"version {manifest.version} has no index named {n!r} (has {sorted(by_name)})")
-        if by_name[n][0].kind not in BUILDABLE_KINDS:
+        if by_name[n][0].kind not in SEGMENT_KINDS:
             raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
-                                          f"adds segments to {', '.join(BUILDABLE_KINDS)} indices only")
+                                          f"adds segments to {', '.join(SEGMENT_KINDS)} indices only")
     live = {f.id for f in manifest.fragments}
     tasks: list[IndexTask] = []
     removed: list[IndexMetadata] = []
     for n in index_names if index_names is not None else list(by_name):
         segments = by_name[n]
         kind = segments[0].kind
-        if kind not in BUILDABLE_KINDS:
+        if kind not in SEGMENT_KINDS:
             continue
         new = live - set().union(*(s.fragment_ids or () for s in segments))
         merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
@@ -149,7 +155,8 @@ def plan_optimize_indices(
             continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
-        tasks.append(_task(manifest, n, kind, column, frags))
+        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
+        tasks.append(_task(manifest, n, kind, column, frags, ref))
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
@@ -183,6 +190,11 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
 def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:
     """Write the segment's files (read from ``manifest``, the version the plan read); return the
     segment's metadata, uncommitted.  Nothing is left behind if it fails."""
+    reference = None
+    if task.reference_uuid is not None:
+        reference = next((i for i in _indices(manifest) if i.uuid == task.reference_uuid), None)
+        if reference is None:
+            raise CorruptFileError(f"version {manifest.version}", f"index segment {task.reference_uuid} is gone")
     built = write_segment(
         store,
         task.uuid,
@@ -191,6 +203,7 @@ def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) 
         column=task.column,
         file_version=task.file_version,
         stable_row_ids=task.stable_row_ids,
+        reference=reference,
     )
     return IndexMetadata(
         uuid=task.uuid,

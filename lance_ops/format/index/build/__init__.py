@@ -1,4 +1,5 @@
-"""Building scalar index segments (BTREE, BITMAP, LABEL_LIST, ZONEMAP) as pylance 14 writes them.
+"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP from
+scratch, and IVF_FLAT / IVF_PQ segments over an existing index's model (``optimize_indices``).
 
 :func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
 ``_indices/<uuid>/``; nothing is committed.  The planner that picks the fragments and commits
@@ -7,14 +8,18 @@ the ``CreateIndex`` is :mod:`lance_ops.format.maintenance.index_build`.
 
 from ...errors import UnsupportedFeatureError
 from ...store import ObjectStore
+from ..metadata import IndexMetadata
 from .bitmap import write_bitmap
 from .btree import write_btree
 from .common import BuiltSegment, SegmentInput, SegmentWriter
+from .ivf import IvfModel, write_ivf
 from .label_list import write_label_list
 from .zonemap import write_zonemap
 
-#: the scalar kinds lance_ops builds
+#: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
 BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
+#: the vector kinds lance_ops adds segments to (``optimize_indices``: the model is reused)
+SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ")
 
 
 def write_segment(
@@ -26,16 +31,21 @@ def write_segment(
     column: str,
     file_version: str,
     stable_row_ids: bool,
+    reference: IndexMetadata | None = None,
 ) -> BuiltSegment:
-    """Write one segment of a ``kind`` index over ``data`` into ``_indices/<uuid>/``.
+    """Write one segment of a ``kind`` index over ``data`` into ``_indices/<uuid>/``
+    (vector kinds: over ``reference``'s model, with its details).
 
     Raises:
         UnsupportedFeatureError: a kind lance_ops does not build, or a column type it cannot hold.
     """
-    if kind not in BUILDABLE_KINDS:
+    if kind not in SEGMENT_KINDS or (kind not in BUILDABLE_KINDS and reference is None):
         raise UnsupportedFeatureError(f"lance_ops builds {', '.join(BUILDABLE_KINDS)} indices, not {kind!r}")
     w = SegmentWriter(store, uuid, file_version)
     try:
+        if reference is not None and kind not in BUILDABLE_KINDS:
+            built = write_ivf(w, data, IvfModel(store, reference))
+            return BuiltSegment(built.files, reference.type_url, reference.details, built.index_version)
         if kind == "BTREE":
             return write_btree(w, data, stable_row_ids=stable_row_ids)
         if kind == "BITMAP":
@@ -48,4 +58,4 @@ def write_segment(
         raise
 
 
-__all__ = ["BUILDABLE_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]
+__all__ = ["BUILDABLE_KINDS", "SEGMENT_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]

@@ -77,6 +77,10 @@ class SegmentWriter:
         """One Lance file ``name`` holding ``table`` (schema metadata and global buffers 1..n)."""
         schema = LanceSchema.from_arrow(table.schema)
         schema = replace(schema, metadata={k: v.encode() for k, v in (metadata or {}).items()})
+        self.write_as(name, table, schema, global_buffers)
+
+    def write_as(self, name: str, table: pa.Table, schema: LanceSchema, global_buffers: tuple[bytes, ...] = ()) -> None:
+        """Like :meth:`write`, with a given Lance schema (another file's: ids, metadata kept)."""
         with self.store.open_output(f"{self.directory}/{name}") as f:
             w = DataFileWriter(f, schema, version=self.file_version)
             for buf in global_buffers:
