@@ -60,6 +60,8 @@ class IndexTask:
     stable_row_ids: bool
     #: uuid of the segment whose model (IVF centroids, PQ codebook) a vector segment reuses
     reference_uuid: str | None = None
+    #: the fragments no segment covered (the rest are re-read from merged segments' coverage)
+    new_fragment_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,13 @@ def _indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
 
 
 def _task(
-    manifest: Manifest, name: str, kind: str, column: str, fragment_ids: Sequence[int], reference: str | None = None
+    manifest: Manifest,
+    name: str,
+    kind: str,
+    column: str,
+    fragment_ids: Sequence[int],
+    reference: str | None = None,
+    new: Sequence[int] | None = None,
 ) -> IndexTask:
     return IndexTask(
         name=name,
@@ -89,6 +97,7 @@ def _task(
         file_version=manifest.data_storage_version,
         stable_row_ids=manifest.uses_stable_row_ids,
         reference_uuid=reference,
+        new_fragment_ids=None if new is None else tuple(sorted(int(f) for f in new)),
     )
 
 
@@ -156,14 +165,14 @@ def plan_optimize_indices(
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
         ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
-        tasks.append(_task(manifest, n, kind, column, frags, ref))
+        tasks.append(_task(manifest, n, kind, column, frags, ref, new))
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
 
 def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
-    """The newest ``num`` segments; with stable row ids (and ``num > 0``) also every older one
-    covering a fragment that has a deletion file -- an update tombstones a row and rewrites it
+    """The newest ``num`` segments; for scalar kinds with stable row ids (and ``num > 0``) also
+    every older one covering a fragment that has a deletion file -- an update tombstones a row and rewrites it
     under the same row id, so such a segment's stale entries must be rebuilt away (pylance's
     ``select_segments_to_merge``).  A BTREE holding stable row ids (lancedb's ``index_version``
     0) is merged whole, as pylance 14 rewrites it in its own format."""
@@ -171,7 +180,7 @@ def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: i
     if stable and segments[0].kind == "BTREE" and any(s.index_version == 0 for s in segments):
         return list(segments)
     tail = len(segments) - min(num, len(segments))
-    if num == 0 or not stable:
+    if num == 0 or not stable or segments[0].kind not in BUILDABLE_KINDS:  # (vector merges: the plain tail)
         return segments[tail:]
     deleted = {f.id for f in manifest.fragments if f.deletion_file is not None}
     return [s for i, s in enumerate(segments) if i >= tail or (s.fragment_ids or frozenset()) & deleted]
@@ -184,7 +193,8 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
     table = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=frags)), schema=plan.out_schema)
     addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
     ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
-    return SegmentInput(table[task.column].combine_chunks(), ids, addrs)
+    new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
+    return SegmentInput(table[task.column].combine_chunks(), ids, addrs, new)
 
 
 def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:

@@ -41,6 +41,8 @@ class SegmentInput:
     values: pa.Array
     row_ids: np.ndarray
     row_addrs: np.ndarray
+    #: fragments no segment indexed before (a merge also re-reads the merged segments' fragments)
+    new_fragments: frozenset[int] | None = None
 
     @property
     def num_rows(self) -> int:

@@ -120,8 +120,13 @@ def write_ivf(w: SegmentWriter, data: SegmentInput, model: IvfModel) -> BuiltSeg
         vecs = vecs / np.where(norms == 0, np.float32(1), norms)
     part = _nearest(vecs, model.centroids)
     diff = vecs - model.centroids[part]
-    # loss: float32 squared distances (summed in order per row, as pylance), added up in float64
-    loss = float(np.add.accumulate(diff * diff, axis=1)[:, -1].astype(np.float64).sum()) if len(vecs) else 0.0
+    # loss: float32 squared distances (summed in order per row, as pylance), added up in float64,
+    # of the newly assigned rows only (a merge copies the merged segments' rows as they are)
+    dist = np.add.accumulate(diff * diff, axis=1)[:, -1] if len(vecs) else np.zeros(0, np.float32)
+    if data.new_fragments is not None:
+        frags = (data.row_addrs[valid] >> np.uint64(32)).astype(np.int64)
+        dist = dist[np.isin(frags, np.fromiter(data.new_fragments, np.int64))]
+    loss = float(dist.astype(np.float64).sum())
     order = np.lexsort((ids, part))
     part, ids, vecs = part[order], ids[order], vecs[order]
     k = model.centroids.shape[0]
