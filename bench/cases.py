@@ -446,7 +446,8 @@ def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, C
     def after(case: Case) -> None:
         for v, path in out.items():
             case.extra[f"segments_{v}"] = {d.name: len(d.segments) for d in lf.dataset(path).describe_indices()}
-            case.extra[f"unindexed_rows_{v}"] = lf.dataset(path).index_statistics("x_idx")["num_unindexed_rows"]
+            name = lf.dataset(path).describe_indices()[0].name
+            case.extra[f"unindexed_rows_{v}"] = lf.dataset(path).index_statistics(name)["num_unindexed_rows"]
 
     return Case(
         name,
@@ -484,6 +485,20 @@ def case_optimize_indices_btree(fx: Fixtures, p: Any) -> Case:
         {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
          "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
         new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "column": "x float64"},
+    )
+
+
+def case_optimize_indices_ivf_pq(fx: Fixtures, p: Any) -> Case:
+    """``optimize_indices(num_indices_to_merge=0)`` after 10% new rows were appended to an
+    ``indexed_rows``-row dataset with pylance's IVF_PQ (16-dim, 16 partitions, 4 sub-vectors):
+    new vectors assigned to the existing centroids and encoded with the existing codebook."""
+    lance = _pylance()
+    new_rows = p.indexed_rows // 10
+    return _index_case(
+        fx, p, "optimize_indices_ivf_pq", fx.ivf_pq_dataset(),
+        {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
+         "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
+        new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "index": "IVF_PQ(vec 16-dim, 16 partitions, 4 sub-vectors)"},
     )
 
 
@@ -721,6 +736,7 @@ CASES: dict[str, Callable[..., Case]] = {
     "compact_indexed": case_compact_indexed,
     "create_btree": case_create_btree,
     "optimize_indices_btree": case_optimize_indices_btree,
+    "optimize_indices_ivf_pq": case_optimize_indices_ivf_pq,
     "compact_local2": case_compact_local2,
     "compact_scaling": case_compact_scaling,
     "compact_memory": case_compact_memory,
