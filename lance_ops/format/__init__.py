@@ -35,6 +35,7 @@ from .maintenance.index_build import (
     IndexTask,
     commit_index_build,
     execute_index_task,
+    plan_create_index,
     plan_create_scalar_index,
     plan_optimize_indices,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "commit_index_build",
     "dataset",
     "execute_index_task",
+    "plan_create_index",
     "plan_create_scalar_index",
     "plan_optimize_indices",
     "resolve_version",

@@ -29,7 +29,12 @@ from .idempotency import idempotency_key
 from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import CompactionMetrics, compact_files
-from .maintenance.index_build import build_indices, plan_create_scalar_index, plan_optimize_indices
+from .maintenance.index_build import (
+    build_indices,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
@@ -230,6 +235,31 @@ class LanceDataset:
             InvalidArgumentError: ``replace=False`` and an index of that name exists.
         """
         plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        assert manifest is not None
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> "LanceDataset":
+        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
+        on a sample, as pylance 14 samples) over every fragment and commit it; returns the new
+        version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+
+        Raises:
+            UnsupportedFeatureError: another index type or metric, or not a vector column.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
+        """
+        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
         manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
         assert manifest is not None
         return LanceDataset._from_manifest(self._store, manifest, self._handler)

@@ -81,3 +81,25 @@ def test_failed_build_leaves_nothing(uri):
     ds = lf.dataset(uri).create_scalar_index("tags", "LABEL_LIST")
     assert lance.dataset(uri).to_table(filter="array_has_any(tags, ['a'])").num_rows == 1000
     assert [d.name for d in ds.describe_indices()] == ["tags_idx"]
+
+
+def test_create_index_refusals_leave_nothing(uri):
+    v = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(2000 * 4, dtype=np.float32)), 4)
+    ds = lf.dataset(uri)
+    before = _index_dirs(uri)
+    with pytest.raises(UnsupportedFeatureError, match="IVF_HNSW_SQ"):
+        ds.create_index("id", "IVF_HNSW_SQ")
+    with pytest.raises(UnsupportedFeatureError, match="dot"):
+        ds.create_index("id", "IVF_PQ", metric="dot")
+    with pytest.raises(UnsupportedFeatureError, match="not a vector column"):
+        ds.create_index("id", "IVF_FLAT", num_partitions=2)
+    assert _index_dirs(uri) == before
+    u2 = uri + "_vec"
+    lf.write_dataset(pa.table({"id": np.arange(2000), "v": v}), u2)
+    with pytest.raises(lf.InvalidArgumentError, match="num_sub_vectors=3"):
+        lf.dataset(u2).create_index("v", "IVF_PQ", num_partitions=2, num_sub_vectors=3)
+    assert not _index_dirs(u2)
+    ds2 = lf.dataset(u2).create_index("v", "IVF_FLAT", num_partitions=2)
+    with pytest.raises(lf.InvalidArgumentError, match="v_idx"):
+        ds2.create_index("v", "IVF_FLAT", num_partitions=2)
+    assert [d.name for d in ds2.create_index("v", "IVF_PQ", num_partitions=2, replace=True).describe_indices()] == ["v_idx"]

@@ -162,3 +162,49 @@ def test_lancedb_uses_vector_segments(tmp_path, stable, file_version):
         assert got == want, k
     assert wrong_answers(brute, KINDS) == []
     assert np.isfinite(brute.stats.index_stats(index_name("IVF_PQ"))["num_indexed_rows"])
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable_row_ids"])
+def test_create_index_trained_by_lance_ops(tmp_path, stable, metric, file_version):
+    """lance_ops trains IVF_PQ / IVF_FLAT (NumPy k-means on a sample); pylance and lancedb use the
+    index, answer exactly with every partition probed, and keep it right through their own
+    append, delete, compaction, cleanup and optimize_indices."""
+    path = str(tmp_path / "db")
+    uri = os.path.join(path, "t.lance")
+    lance.write_dataset(table(2400), uri, max_rows_per_file=600, enable_stable_row_ids=stable,
+                        data_storage_version=file_version)
+    ds = lf.dataset(uri)
+    ds = ds.create_index(vector_column("IVF_PQ"), "IVF_PQ", name=index_name("IVF_PQ"), num_partitions=2,
+                         num_sub_vectors=2, metric=metric)
+    ds = ds.create_index(vector_column("IVF_FLAT"), "IVF_FLAT", name=index_name("IVF_FLAT"), num_partitions=2,
+                         metric=metric)
+    twin = str(tmp_path / "twin")
+    lance.write_dataset(table(2400), twin, max_rows_per_file=600, enable_stable_row_ids=stable,
+                        data_storage_version=file_version)
+    pl_twin = lance.dataset(twin)
+    pl_twin.create_index(vector_column("IVF_PQ"), "IVF_PQ", name=index_name("IVF_PQ"), num_partitions=2,
+                         num_sub_vectors=2, metric=metric)
+    pl_twin.create_index(vector_column("IVF_FLAT"), "IVF_FLAT", name=index_name("IVF_FLAT"), num_partitions=2,
+                         metric=metric)
+    ours, theirs = _segments(uri)[1], _segments(twin)[1]
+    for k in KINDS:
+        (o,), (t,) = ours[index_name(k)], theirs[index_name(k)]
+        assert (o.kind, o.type_url, o.index_version, o.fields, o.fragment_ids) == (
+            t.kind, t.type_url, t.index_version, t.fields, t.fragment_ids)
+        assert sorted(o.details) == sorted(t.details)  # same fields and parameters (map order aside)
+        co, ct = _contents(ds, o), _contents(lf.dataset(twin), t)
+        for f in co:
+            assert (co[f][0], co[f][1], co[f][2]) == (ct[f][0], ct[f][1], ct[f][2]), (k, f)  # version, schema, metadata
+            assert co[f][3].num_rows == ct[f][3].num_rows
+    assert _ann_plan_ok(uri, metric) == dict.fromkeys(KINDS, True)
+    assert _exact(uri, metric) == []
+    t = lancedb.connect(path).open_table("t")
+    assert {index_name(k) for k in KINDS} <= {i.name for i in t.list_indices()}
+    search = t.search(QUERY_VECTOR, vector_column_name=vector_column("IVF_PQ")).metric(metric)
+    search = search.nprobes(2).refine_factor(400).limit(10).select(["id"])
+    assert "ANNIvfPartition" in search.explain_plan(True)
+    if metric == "l2":
+        assert follow_ups(uri, KINDS) == [(s, []) for s in
+                                          ("append", "delete", "compact_files", "cleanup_old_versions", "optimize_indices")]

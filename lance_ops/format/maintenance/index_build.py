@@ -27,8 +27,10 @@ commit removes the written directories itself, :mod:`lance_ops.format.orphans`).
 
 import time
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_task
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +38,7 @@ import pyarrow as pa
 from ..commit import commit_transaction
 from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, SegmentInput, write_segment
+from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
 from ..operations import CreateIndex
@@ -62,6 +64,8 @@ class IndexTask:
     reference_uuid: str | None = None
     #: the fragments no segment covered (the rest are re-read from merged segments' coverage)
     new_fragment_ids: tuple[int, ...] | None = None
+    #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}``
+    train: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,43 @@ def plan_create_scalar_index(
         raise InvalidArgumentError(f"create_scalar_index: an index named {name!r} already exists (pass replace=True)")
     frags = [f.id for f in manifest.fragments]
     return IndexBuildPlan(manifest.version, (_task(manifest, name, kind, column, frags),), existing)
+
+
+def plan_create_index(
+    manifest: Manifest,
+    column: str,
+    index_type: str,
+    *,
+    name: str | None = None,
+    metric: str = "L2",
+    replace: bool = False,
+    num_partitions: int | None = None,
+    num_sub_vectors: int | None = None,
+) -> IndexBuildPlan:
+    """One task training an IVF_FLAT / IVF_PQ index over every fragment (pylance's
+    ``create_index``; ``num_partitions`` defaults to one per 8,192 rows, ``num_sub_vectors`` to
+    ``dim / 16`` where that divides).
+
+    Raises:
+        UnsupportedFeatureError: another index type (HNSW, SQ, ...) or metric.
+        SchemaError: no such column.
+        InvalidArgumentError: ``replace=False`` and an index of that name exists.
+    """
+    kind = str(index_type).upper()
+    if kind not in VECTOR_KINDS:
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
+    if str(metric).lower() not in ("l2", "cosine"):
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2 or cosine, not {metric!r}")
+    names = [f.name for f in manifest.schema.top_level()]
+    if column not in names:
+        raise SchemaError(f"create_index: column {column!r} is not in the dataset schema {names}")
+    name = name or f"{column}_idx"
+    existing = tuple(i for i in _indices(manifest) if i.name == name)
+    if existing and not replace:
+        raise InvalidArgumentError(f"create_index: an index named {name!r} already exists (pass replace=True)")
+    task = _task(manifest, name, kind, column, [f.id for f in manifest.fragments])
+    train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors}
+    return IndexBuildPlan(manifest.version, (replace_task(task, train=train),), existing)
 
 
 def plan_optimize_indices(
@@ -214,6 +255,7 @@ def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) 
         file_version=task.file_version,
         stable_row_ids=task.stable_row_ids,
         reference=reference,
+        train=task.train,
     )
     return IndexMetadata(
         uuid=task.uuid,

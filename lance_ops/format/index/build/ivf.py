@@ -25,6 +25,7 @@ import pyarrow as pa
 from ..._proto import index_pb2
 from ...errors import CorruptFileError, UnsupportedFeatureError
 from ...file.reader import DataFileReader
+from ...schema import LanceSchema
 from ...store import ObjectStore
 from ..metadata import IndexMetadata
 from .common import BuiltSegment, SegmentInput, SegmentWriter
@@ -36,43 +37,67 @@ _BLOCK_FLOATS = 1 << 18  # distances computed per block of rows: ~1 MiB, cache-s
 
 
 class IvfModel:
-    """What a new segment reuses from the reference segment's files."""
+    """What a segment is built over: the IVF centroids, the PQ codebook, and the schemas and
+    extra global buffers of its two files (taken from an existing segment, or made fresh by
+    :mod:`.ivf_train`)."""
 
-    def __init__(self, store: ObjectStore, ref: IndexMetadata) -> None:
+    def __init__(
+        self,
+        kind: str,
+        distance: str,
+        centroids: np.ndarray,
+        codebook: np.ndarray | None,
+        aux_schema: LanceSchema,
+        index_schema: LanceSchema,
+        aux_buffers: tuple[bytes, ...] = (),
+    ) -> None:
+        self.kind, self.distance = kind, distance
+        self.centroids, self.codebook = centroids, codebook
+        self.aux_schema, self.index_schema, self.aux_buffers = aux_schema, index_schema, aux_buffers
+
+    @classmethod
+    def from_segment(cls, store: ObjectStore, ref: IndexMetadata) -> "IvfModel":
+        """The model of an existing segment (its files as pylance 14 writes them).
+
+        Raises:
+            UnsupportedFeatureError: another vector kind or distance than lance_ops extends.
+            CorruptFileError: the files are not IVF index files.
+        """
         sizes = {f.path: f.size_bytes for f in ref.files or ()}
-        self.index = DataFileReader(store, f"{ref.directory}/{INDEX_FILE}", file_size=sizes.get(INDEX_FILE))
-        self.aux = DataFileReader(store, f"{ref.directory}/{AUX_FILE}", file_size=sizes.get(AUX_FILE))
+        index = DataFileReader(store, f"{ref.directory}/{INDEX_FILE}", file_size=sizes.get(INDEX_FILE))
+        aux = DataFileReader(store, f"{ref.directory}/{AUX_FILE}", file_size=sizes.get(AUX_FILE))
         where = f"{ref.directory}/{INDEX_FILE}"
-        meta = {k: bytes(v).decode() for k, v in self.index.schema.metadata.items()}
+        meta = {k: bytes(v).decode() for k, v in index.schema.metadata.items()}
         try:
             desc = json.loads(meta["lance:index"])
-            ivf = index_pb2.IVF.FromString(self.index.global_buffer(int(meta["lance:ivf"])))
+            ivf = index_pb2.IVF.FromString(index.global_buffer(int(meta["lance:ivf"])))
         except (KeyError, ValueError) as e:
             raise CorruptFileError(where, f"not an IVF index file: {e}") from e
-        self.kind, self.distance = str(desc.get("type")), str(desc.get("distance_type", "l2"))
-        if self.kind not in ("IVF_FLAT", "IVF_PQ") or self.distance not in ("l2", "cosine"):
+        kind, distance = str(desc.get("type")), str(desc.get("distance_type", "l2"))
+        if kind not in ("IVF_FLAT", "IVF_PQ") or distance not in ("l2", "cosine"):
             raise UnsupportedFeatureError(
                 f"index {ref.name!r}: lance_ops adds segments to IVF_FLAT / IVF_PQ indices with l2 or cosine "
-                f"distance, not {self.kind} / {self.distance}")
+                f"distance, not {kind} / {distance}")
         t = ivf.centroids_tensor
         if t.data_type != _F32 or len(t.shape) != 2:
             raise UnsupportedFeatureError(f"{where}: centroids of type {t.data_type} and shape {list(t.shape)}")
-        self.centroids = np.frombuffer(t.data, np.float32).reshape(tuple(t.shape))
-        self.codebook: np.ndarray | None = None
-        if self.kind == "IVF_PQ":
-            self.codebook = self._codebook(f"{ref.directory}/{AUX_FILE}")
+        centroids = np.frombuffer(t.data, np.float32).reshape(tuple(t.shape))
+        codebook = _codebook(aux, f"{ref.directory}/{AUX_FILE}") if kind == "IVF_PQ" else None
+        extra = tuple(aux.global_buffer(i) for i in range(2, aux._gbo.shape[0]))
+        return cls(kind, distance, centroids, codebook, aux.schema, index.schema, extra)
 
-    def _codebook(self, where: str) -> np.ndarray:
-        meta = {k: bytes(v).decode() for k, v in self.aux.schema.metadata.items()}
-        try:
-            pq = json.loads(json.loads(meta["storage_metadata"])[0])
-            cb = index_pb2.Tensor.FromString(self.aux.global_buffer(int(pq["codebook_position"])))
-        except (KeyError, ValueError, IndexError) as e:
-            raise CorruptFileError(where, f"no PQ codebook: {e}") from e
-        m, nbits, dim = int(pq["num_sub_vectors"]), int(pq["nbits"]), int(pq["dimension"])
-        if nbits != 8 or not pq.get("transposed", False) or cb.data_type != _F32 or dim % m:
-            raise UnsupportedFeatureError(f"{where}: PQ with nbits={nbits}, transposed={pq.get('transposed')}")
-        return np.frombuffer(cb.data, np.float32).reshape(m, 1 << nbits, dim // m)
+
+def _codebook(aux: DataFileReader, where: str) -> np.ndarray:
+    meta = {k: bytes(v).decode() for k, v in aux.schema.metadata.items()}
+    try:
+        pq = json.loads(json.loads(meta["storage_metadata"])[0])
+        cb = index_pb2.Tensor.FromString(aux.global_buffer(int(pq["codebook_position"])))
+    except (KeyError, ValueError, IndexError) as e:
+        raise CorruptFileError(where, f"no PQ codebook: {e}") from e
+    m, nbits, dim = int(pq["num_sub_vectors"]), int(pq["nbits"]), int(pq["dimension"])
+    if nbits != 8 or not pq.get("transposed", False) or cb.data_type != _F32 or dim % m:
+        raise UnsupportedFeatureError(f"{where}: PQ with nbits={nbits}, transposed={pq.get('transposed')}")
+    return np.frombuffer(cb.data, np.float32).reshape(m, 1 << nbits, dim // m)
 
 
 def _nearest(x: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -94,7 +119,15 @@ def _nearest(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     return idx
 
 
-def _vectors(values: pa.Array, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def normalise(vecs: np.ndarray) -> np.ndarray:
+    """Unit vectors (cosine), float32 with a sequential sum of squares: bit-identical to
+    pylance's at small dimensions; zero vectors stay zero."""
+    norms = np.sqrt(np.add.accumulate(vecs * vecs, axis=1)[:, -1])[:, None] if vecs.size else np.ones((len(vecs), 1))
+    return vecs / np.where(norms == 0, np.float32(1), norms).astype(np.float32)
+
+
+def vectors(values: pa.Array, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The non-null vectors of ``values`` as a float32 matrix, and which rows they are."""
     if not pa.types.is_fixed_size_list(values.type) or values.type.list_size != dim:
         raise UnsupportedFeatureError(f"{where}: column of type {values.type}, the index holds {dim}-dim vectors")
     valid = values.is_valid().to_numpy(zero_copy_only=False)
@@ -122,12 +155,10 @@ def _transpose_blocks(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def write_ivf(w: SegmentWriter, data: SegmentInput, model: IvfModel) -> BuiltSegment:
     """A new segment of the model's index over ``data`` (null vectors are not indexed)."""
     dim = model.centroids.shape[1]
-    vecs, valid = _vectors(data.values, dim, w.directory)
+    vecs, valid = vectors(data.values, dim, w.directory)
     ids = data.row_ids[valid]
-    if model.distance == "cosine":  # assigned, quantised and stored normalised (float32, as pylance)
-        # a sequential float32 sum of squares: bit-identical to pylance's at small dimensions
-        norms = np.sqrt(np.add.accumulate(vecs * vecs, axis=1)[:, -1])[:, None]
-        vecs = vecs / np.where(norms == 0, np.float32(1), norms)
+    if model.distance == "cosine":  # assigned, quantised and stored normalised (as pylance)
+        vecs = normalise(vecs)
     part = _nearest(vecs, model.centroids)
     diff = vecs - model.centroids[part]
     # loss: float32 squared distances (summed in order per row, as pylance), added up in float64,
@@ -142,7 +173,7 @@ def write_ivf(w: SegmentWriter, data: SegmentInput, model: IvfModel) -> BuiltSeg
     k = model.centroids.shape[0]
     lengths = np.bincount(part, minlength=k)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    aux_arrow = model.aux.schema.to_arrow()
+    aux_arrow = model.aux_schema.to_arrow()
     if model.kind == "IVF_PQ":
         codes = _transpose_blocks(_pq_codes(model, vecs - model.centroids[part]), lengths)
         name = "__pq_code"
@@ -152,14 +183,13 @@ def write_ivf(w: SegmentWriter, data: SegmentInput, model: IvfModel) -> BuiltSeg
         col = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), dim)
     table = pa.table({"_rowid": pa.array(ids, pa.uint64()), name: col.cast(aux_arrow.field(name).type)})
     aux_ivf = index_pb2.IVF(offsets=offsets.tolist(), lengths=lengths.tolist())
-    buffers = [aux_ivf.SerializeToString()]
-    buffers += [model.aux.global_buffer(i) for i in range(2, model.aux._gbo.shape[0])]
-    w.write_as(AUX_FILE, table.select(aux_arrow.names), model.aux.schema, tuple(buffers))
+    buffers = (aux_ivf.SerializeToString(), *model.aux_buffers)
+    w.write_as(AUX_FILE, table.select(aux_arrow.names), model.aux_schema, buffers)
     index_ivf = index_pb2.IVF(
         offsets=[0] * k, lengths=[0] * k, loss=loss,
         centroids_tensor=index_pb2.Tensor(data_type=_F32, shape=list(model.centroids.shape),
                                           data=model.centroids.tobytes()),
     )
-    marker = pa.table({"__flat_marker": pa.array([], pa.uint64())}, schema=model.index.schema.to_arrow())
-    w.write_as(INDEX_FILE, marker, model.index.schema, (index_ivf.SerializeToString(),))
+    marker = pa.table({"__flat_marker": pa.array([], pa.uint64())}, schema=model.index_schema.to_arrow())
+    w.write_as(INDEX_FILE, marker, model.index_schema, (index_ivf.SerializeToString(),))
     return BuiltSegment(tuple(sorted(w.files, key=lambda f: f.path)), "", b"", 1)
