@@ -103,3 +103,28 @@ def test_create_index_refusals_leave_nothing(uri):
     with pytest.raises(lf.InvalidArgumentError, match="v_idx"):
         ds2.create_index("v", "IVF_FLAT", num_partitions=2)
     assert [d.name for d in ds2.create_index("v", "IVF_PQ", num_partitions=2, replace=True).describe_indices()] == ["v_idx"]
+
+
+@pytest.mark.parametrize("kind, column, query", [("BTREE", "id", "id >= 700 AND id < 1300"),
+                                                 ("BITMAP", "cat", "cat = 3"),
+                                                 ("LABEL_LIST", "tags", "array_has_any(tags, ['a'])")])
+def test_tasks_per_fragment_group_commit_as_one_index(uri, kind, column, query):
+    """As a Spark job would: one task per ~1,000 rows, executed separately, committed once."""
+    ds = lf.dataset(uri)
+    plan = lf.plan_create_scalar_index(ds.manifest, column, kind, rows_per_task=1000)
+    assert [t.fragment_ids for t in plan.tasks] == [(0, 1), (2, 3)]
+    segs = [lf.execute_index_task(ds._store, ds.manifest, t) for t in plan.tasks]
+    lf.commit_index_build(ds._store, plan, segs)
+    lf.write_dataset(_rows(3000, 1500), uri, mode="append", max_rows_per_file=500)
+    plan = lf.plan_optimize_indices(lf.dataset(uri).manifest, num_indices_to_merge=0, rows_per_task=1000)
+    assert [t.fragment_ids for t in plan.tasks] == [(4, 5), (6,)]
+    m = lf.dataset(uri).manifest
+    lf.commit_index_build(ds._store, plan, [lf.execute_index_task(ds._store, m, t) for t in plan.tasks])
+    pl = lance.dataset(uri)
+    name = f"{column}_idx"
+    stats = pl.stats.index_stats(name)
+    assert (stats["num_segments"], stats["num_unindexed_rows"]) == (4, 0)
+    assert f"@{name}(" in pl.scanner(filter=query).explain_plan()
+    assert pl.to_table(filter=query).num_rows == pl.to_table(filter=query, use_scalar_index=False).num_rows > 0
+    with pytest.raises(lf.InvalidArgumentError, match="rows_per_task"):
+        lf.plan_create_scalar_index(ds.manifest, column, kind, rows_per_task=0)

@@ -105,10 +105,40 @@ def _task(
     )
 
 
+def fragment_groups(manifest: Manifest, fragment_ids: Sequence[int], rows_per_task: int | None) -> list[list[int]]:
+    """``fragment_ids`` in id order, cut into groups of about ``rows_per_task`` physical rows
+    (one group when None): one task, and one segment, per group."""
+    ids = sorted(int(f) for f in fragment_ids)
+    if rows_per_task is None:
+        return [ids]
+    if isinstance(rows_per_task, bool) or not isinstance(rows_per_task, int) or rows_per_task <= 0:
+        raise InvalidArgumentError(f"rows_per_task must be a positive integer, got {rows_per_task!r}")
+    rows = {f.id: f.physical_rows for f in manifest.fragments}
+    groups: list[list[int]] = [[]]
+    held = 0
+    for fid in ids:
+        if groups[-1] and held + rows.get(fid, 0) > rows_per_task:
+            groups.append([])
+            held = 0
+        groups[-1].append(fid)
+        held += rows.get(fid, 0)
+    return groups
+
+
 def plan_create_scalar_index(
-    manifest: Manifest, column: str, index_type: str, *, name: str | None = None, replace: bool = True
+    manifest: Manifest,
+    column: str,
+    index_type: str,
+    *,
+    name: str | None = None,
+    replace: bool = True,
+    rows_per_task: int | None = None,
 ) -> IndexBuildPlan:
-    """One task over every fragment (pylance's ``create_scalar_index``).
+    """One task over every fragment (pylance's ``create_scalar_index``), or, with
+    ``rows_per_task``, one per group of fragments of about that many rows: each task writes a
+    segment of the index (same name, disjoint fragments) and all are committed as one
+    ``CreateIndex``, as lance-spark builds indices on executors; pylance reads such an index as
+    it reads the segments its own ``optimize_indices`` adds.
 
     Raises:
         UnsupportedFeatureError: an index type lance_ops does not build.
@@ -125,8 +155,8 @@ def plan_create_scalar_index(
     existing = tuple(i for i in _indices(manifest) if i.name == name)
     if existing and not replace:
         raise InvalidArgumentError(f"create_scalar_index: an index named {name!r} already exists (pass replace=True)")
-    frags = [f.id for f in manifest.fragments]
-    return IndexBuildPlan(manifest.version, (_task(manifest, name, kind, column, frags),), existing)
+    groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
+    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
 
 
 def plan_create_index(
@@ -167,9 +197,15 @@ def plan_create_index(
 
 
 def plan_optimize_indices(
-    manifest: Manifest, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+    manifest: Manifest,
+    *,
+    num_indices_to_merge: int = 1,
+    index_names: Sequence[str] | None = None,
+    rows_per_task: int | None = None,
 ) -> IndexBuildPlan:
-    """A task per index with fragments no segment covers (pylance's ``optimize_indices``).
+    """A task per index with fragments no segment covers (pylance's ``optimize_indices``); with
+    ``num_indices_to_merge=0`` and ``rows_per_task``, one task (one new segment) per group of
+    new fragments of about that many rows.
 
     IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
     no retraining).  Indices of kinds lance_ops does not extend (HNSW, SQ, full text, ...) are
@@ -206,7 +242,8 @@ def plan_optimize_indices(
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
         ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
-        tasks.append(_task(manifest, n, kind, column, frags, ref, new))
+        groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
+        tasks.extend(_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups)
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
