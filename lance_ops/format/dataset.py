@@ -267,10 +267,11 @@ class LanceDataset:
     def optimize_indices(
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
     ) -> "LanceDataset":
-        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``,
-        scalar kinds): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
-        segments with the new fragments as one.  Returns the new version (self if nothing was
-        unindexed)."""
+        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
+        segments with the new fragments as one.  Other kinds are left as they are.  Returns the
+        new version (self if there was nothing to do)."""
         plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
         manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
         return self if manifest is None else LanceDataset._from_manifest(self._store, manifest, self._handler)
