@@ -435,6 +435,73 @@ def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
     )
 
 
+def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, Callable[[str], Any]],
+                work: int, extra: dict[str, Any]) -> Case:
+    """Both libraries change private copies of ``template``; the index each wrote is recorded."""
+    out = _fresh_dirs(fx, name.replace("_", ""), ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    def after(case: Case) -> None:
+        for v, path in out.items():
+            case.extra[f"segments_{v}"] = {d.name: len(d.segments) for d in lf.dataset(path).describe_indices()}
+            name = lf.dataset(path).describe_indices()[0].name
+            case.extra[f"unindexed_rows_{v}"] = lf.dataset(path).index_statistics(name)["num_unindexed_rows"]
+
+    return Case(
+        name,
+        {v: (lambda v=v: run[v](out[v])) for v in out},
+        work=work,
+        unit="rows/s",
+        reps=p.reps,  # tens of milliseconds per run: the full repetitions
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra=extra,
+        after=after,
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_create_btree(fx: Fixtures, p: Any) -> Case:
+    """``create_scalar_index("x", "BTREE")`` on ``indexed_rows`` rows (float64, 1,000 distinct
+    values in no order), file format 2.2, both libraries from the same files."""
+    lance = _pylance()
+    return _index_case(
+        fx, p, "create_btree", fx.btree_dataset(indexed=False),
+        {"lance_ops": lambda d: lf.dataset(d).create_scalar_index("x", "BTREE"),
+         "pylance": lambda d: lance.dataset(d).create_scalar_index("x", "BTREE")},
+        p.indexed_rows, {"rows": p.indexed_rows, "fragments": fx.indexed_fragments(), "column": "x float64"},
+    )
+
+
+def case_optimize_indices_btree(fx: Fixtures, p: Any) -> Case:
+    """``optimize_indices(num_indices_to_merge=0)`` after 10% new rows were appended to an
+    ``indexed_rows``-row dataset with pylance's BTREE on ``x``: one new segment each."""
+    lance = _pylance()
+    new_rows = p.indexed_rows // 10
+    return _index_case(
+        fx, p, "optimize_indices_btree", fx.btree_dataset(indexed=True),
+        {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
+         "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
+        new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "column": "x float64"},
+    )
+
+
+def case_optimize_indices_ivf_pq(fx: Fixtures, p: Any) -> Case:
+    """``optimize_indices(num_indices_to_merge=0)`` after 10% new rows were appended to an
+    ``indexed_rows``-row dataset with pylance's IVF_PQ (16-dim, 16 partitions, 4 sub-vectors):
+    new vectors assigned to the existing centroids and encoded with the existing codebook."""
+    lance = _pylance()
+    new_rows = p.indexed_rows // 10
+    return _index_case(
+        fx, p, "optimize_indices_ivf_pq", fx.ivf_pq_dataset(),
+        {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
+         "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
+        new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "index": "IVF_PQ(vec 16-dim, 16 partitions, 4 sub-vectors)"},
+    )
+
+
 def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
     lance = _pylance()
     jobs = spark.jobs("compact")
@@ -667,6 +734,9 @@ CASES: dict[str, Callable[..., Case]] = {
     "delete_10pct": case_delete,
     "compact_inprocess": case_compact_inprocess,
     "compact_indexed": case_compact_indexed,
+    "create_btree": case_create_btree,
+    "optimize_indices_btree": case_optimize_indices_btree,
+    "optimize_indices_ivf_pq": case_optimize_indices_ivf_pq,
     "compact_local2": case_compact_local2,
     "compact_scaling": case_compact_scaling,
     "compact_memory": case_compact_memory,

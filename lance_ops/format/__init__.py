@@ -33,10 +33,20 @@ from .errors import (
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .maintenance.compaction import CompactionOptions
+from .maintenance.index_build import (
+    IndexBuildPlan,
+    IndexTask,
+    commit_index_build,
+    execute_index_task,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Overwrite,
     ReserveFragments,
@@ -64,6 +74,7 @@ __all__ = [
     "CommitFailedError",
     "CommitStateUnknownError",
     "CorruptFileError",
+    "CreateIndex",
     "DataFile",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
@@ -72,6 +83,8 @@ __all__ = [
     "FragmentMetadata",
     "IncompatibleTransactionError",
     "InvalidArgumentError",
+    "IndexBuildPlan",
+    "IndexTask",
     "InvalidURIError",
     "LanceDataset",
     "LanceFragment",
@@ -96,7 +109,12 @@ __all__ = [
     "Update",
     "UpdateConfig",
     "commit",
+    "commit_index_build",
     "dataset",
+    "execute_index_task",
+    "plan_create_index",
+    "plan_create_scalar_index",
+    "plan_optimize_indices",
     "resolve_version",
     "write_dataset",
     "write_fragments",

@@ -29,6 +29,12 @@ from .idempotency import idempotency_key
 from .index import describe as _describe
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
+from .maintenance.index_build import (
+    build_indices,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
@@ -213,6 +219,62 @@ class LanceDataset:
             if d.name == index_name:
                 return _describe.index_statistics(d)
         raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
+
+    def create_scalar_index(
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+    ) -> "LanceDataset":
+        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it.
+
+        pylance updates its handle in place and returns None; lance_ops handles are versions, so
+        the new version is returned.
+
+        Raises:
+            UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and an index of that name exists.
+        """
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        assert manifest is not None
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> "LanceDataset":
+        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
+        on a sample, as pylance 14 samples) over every fragment and commit it; returns the new
+        version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+
+        Raises:
+            UnsupportedFeatureError: another index type or metric, or not a vector column.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
+        """
+        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        assert manifest is not None
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+
+    def optimize_indices(
+        self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+    ) -> "LanceDataset":
+        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
+        segments with the new fragments as one.  Other kinds are left as they are.  Returns the
+        new version (self if there was nothing to do)."""
+        plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        return self if manifest is None else LanceDataset._from_manifest(self._store, manifest, self._handler)
 
     @property
     def has_index(self) -> bool:
@@ -742,6 +804,11 @@ class _Optimize:
     def compact_files(self, **options: Any) -> Any:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
         return self._ds.compact_files(**options)
+
+    def optimize_indices(self, **kwargs: Any) -> "LanceDataset":
+        """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
+        returns the new version."""
+        return self._ds.optimize_indices(**kwargs)
 
 
 def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
