@@ -39,7 +39,7 @@ and removes the files it wrote.
 
 All the work happens in Python worker processes that Spark starts; everything they need
 travels in the options (docs/RECIPES.md §1 (c)).  The URI is resolved once, when the driver plans
-(:func:`lance_ops.format.store.resolve_uri`), so executors never resolve a relative path in
+(:func:`lance_ops.format.distributed.resolve_uri`), so executors never resolve a relative path in
 their own working directory.
 """
 
