@@ -15,8 +15,7 @@ from typing import Any
 from dagster import Config
 from pydantic import Field, create_model
 
-from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
 
 from .settings import DatasetSettings
 

@@ -24,8 +24,8 @@ from dagster import (
     MaterializeResult,
 )
 
+from lance_ops.format.distributed import with_idempotency
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
-from lance_ops.format.idempotency import with_idempotency
 
 from .configs import Operation
 from .errors import DatasetConfigError

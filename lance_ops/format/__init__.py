@@ -32,7 +32,8 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
-from .maintenance.compaction import CompactionOptions
+from .index.describe import format_fragment_ids
+from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
 from .maintenance.index_build import (
     IndexBuildPlan,
     IndexTask,
@@ -56,13 +57,26 @@ from .operations import (
     Update,
     UpdateConfig,
 )
-from .refs import BranchError, RefError, TagError
+from .refs import BranchError, RefError, TagError, Tags
+from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
 from .schema import LanceSchema
-from .write import write_fragments
+from .transaction import Transaction
+from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
 __all__ = [
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
+    "COMPACTION_DEFAULTS",
+    "CREATED_AT",
+    "CompactionMetrics",
+    "DEFAULT_MAX_ROWS_PER_FILE",
+    "META_COLUMNS",
+    "ROW_ADDR",
+    "ROW_ID",
+    "Tags",
+    "Transaction",
+    "UPDATED_AT",
+    "format_fragment_ids",
     "Append",
     "CommitOptions",
     "CompactionOptions",
