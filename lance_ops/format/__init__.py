@@ -5,7 +5,7 @@ The API mirrors pylance where they overlap::
     import lance_ops.format as lf
     ds = lf.write_dataset(table, "/data/events", enable_stable_row_ids=True)
     ds = lf.dataset("/data/events")
-    ds.to_table(columns=["id", "_rowid"])
+    ds.to_table(columns=["id", "_rowid"], filter="id > 10 AND name LIKE 'a%'")
 """
 
 from ._version import __version__ as __version__
@@ -27,6 +27,9 @@ from .errors import (
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
+    SQLParseError,
+    SQLTypeError,
+    SQLUnknownColumnError,
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
@@ -44,7 +47,9 @@ from .operations import (
     UpdateConfig,
 )
 from .refs import BranchError, RefError, TagError
+from .scan import resolve_filter
 from .schema import LanceSchema
+from .sql import sql_expression, sql_filter, transpile_sql
 from .write import write_fragments
 
 __all__ = [
@@ -84,13 +89,20 @@ __all__ = [
     "Scanner",
     "SchemaChangeError",
     "SchemaError",
+    "SQLParseError",
+    "SQLTypeError",
+    "SQLUnknownColumnError",
     "TagError",
     "UnsupportedFeatureError",
     "Update",
     "UpdateConfig",
     "commit",
     "dataset",
+    "resolve_filter",
     "resolve_version",
+    "sql_expression",
+    "sql_filter",
+    "transpile_sql",
     "write_dataset",
     "write_fragments",
 ]

@@ -416,23 +416,12 @@ def _between(t: _Translator, node: exp.Between) -> _Typed:
     return _Typed(both, node)
 
 
-def _like(t: _Translator, node: exp.Expression, *, ignore_case: bool, escape: str | None = None) -> _Typed:
+def _like(t: _Translator, node: exp.Expression, *, ignore_case: bool) -> _Typed:
+    """LIKE / ILIKE with a literal pattern; ``\\`` escapes (Arrow's and DataFusion's default)."""
     pattern = node.expression
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise t.parse_error("LIKE needs a string literal pattern", pattern)
     text = pattern.this
-    if escape is not None and escape != "\\":
-        # Arrow's match_like escapes with a backslash: rewrite the user's escape character
-        out, i = [], 0
-        while i < len(text):
-            c = text[i]
-            if c == escape and i + 1 < len(text):
-                out.append("\\" + text[i + 1])
-                i += 2
-                continue
-            out.append("\\\\" if c == "\\" else c)
-            i += 1
-        text = "".join(out)
     x = t.visit(node.this)
     _require_string(t, x, "LIKE")
     m = pc.Expression._call("match_like", [x.expr], pc.MatchSubstringOptions(text, ignore_case=ignore_case))
@@ -445,7 +434,9 @@ def _escape(t: _Translator, node: exp.Escape) -> _Typed:
     inner, esc = node.this, node.expression
     if not isinstance(inner, exp.Like | exp.ILike) or not (isinstance(esc, exp.Literal) and len(esc.this) == 1):
         raise t.parse_error("ESCAPE takes one character after LIKE/ILIKE", node)
-    return _like(t, inner, ignore_case=isinstance(inner, exp.ILike), escape=esc.this)
+    if esc.this != "\\":  # as pylance 14
+        raise t.parse_error("LIKE does not support an escape character other than the backslash (\\)", node)
+    return _like(t, inner, ignore_case=isinstance(inner, exp.ILike))
 
 
 def _require_string(t: _Translator, x: _Typed, what: str) -> None:
@@ -659,3 +650,14 @@ def sql_filter(text: str, schema: pa.Schema, *, what: str = "filter") -> pc.Expr
         raise SQLTypeError(f"{what}: the filter {text!r} does not return a boolean (it returns {typ})", text, 0)
     return expr
 
+
+
+def transpile_sql(text: str, dialect: str) -> str:
+    """``text`` (pylance's dialect) written in another engine's SQL dialect (sqlglot's name,
+    e.g. ``"spark"``): the same tree with that engine's quoting and escapes, so a predicate
+    validated here means the same there (``'it''s'`` -> ``'it\\'s'``, ``"x"`` -> ``'x'``).
+
+    Raises:
+        SQLParseError: as :func:`parse_sql`.
+    """
+    return parse_sql(text).sql(dialect=dialect)

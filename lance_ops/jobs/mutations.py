@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import lance_ops.format as lf
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.deletion import with_deletions
 from lance_ops.format.errors import SchemaError
@@ -169,18 +170,27 @@ def delete(
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> DeleteResult:
-    """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
+    """Delete the rows matching the SQL predicate ``where``, in one Delete commit.
 
-    The predicate is evaluated on executors, fragment by fragment, and may use the metadata
-    columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
-    when no row matches (``result.version`` is None).
+    The predicate is the format API's (pylance's dialect): it is validated on the driver by
+    ``lance_ops.format.resolve_filter`` (the same strings are accepted and the same typed
+    errors raised as by ``LanceDataset.delete``), then rewritten in Spark SQL
+    (``lf.transpile_sql``) and evaluated on executors, fragment by fragment.  It may use the
+    metadata columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is
+    committed when no row matches (``result.version`` is None).
+
+    Raises:
+        SQLParseError: the predicate does not parse (a ``ValueError``; names the position).
+        SQLUnknownColumnError, SQLTypeError: unknown column, or operands that do not fit.
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     store, m = latest(uri, so)
+    lf.resolve_filter(m.schema, where, f"{uri}: delete predicate")
+    spark_where = lf.transpile_sql(where, "spark")
     with lance_errors():
-        updated, removed, total = plan_deletions(spark, uri, m, where, so)
+        updated, removed, total = plan_deletions(spark, uri, m, spark_where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(transaction_properties)))

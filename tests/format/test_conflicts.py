@@ -214,7 +214,7 @@ def test_delete_racing_update_of_the_same_row_exactly_one_wins(templates, tmp_pa
     assert lf.dataset(uri).version == 3
     # the loser redoes its work on the new version and lands
     if second == "update":
-        ds = lf.dataset(uri).update({"val": "again"}, where=where)
+        ds = lf.dataset(uri).update({"val": "'again'"}, where=where)
         assert ds.version == 3  # nothing matched: no commit
     else:
         assert lf.dataset(uri).delete(where).version == 4
