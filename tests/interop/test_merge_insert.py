@@ -16,7 +16,7 @@ import pytest
 from datagen import META
 
 import lance_ops.format as lf
-from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError, UnsupportedFeatureError
+from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError
 
 pytestmark = pytest.mark.interop
 
