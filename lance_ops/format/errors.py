@@ -155,11 +155,13 @@ class SQLParseError(InvalidArgumentError):
     Attributes:
         expression: the SQL text.
         position: 0-based character offset of the offending token.
+        reason: what is wrong, without the position.
     """
 
     def __init__(self, message: str, expression: str, position: int, *, column: str | None = None) -> None:
         caret = f"\n    {expression}\n    {' ' * position}^"
         super().__init__(f"{message} (at position {position} of {expression!r}){caret}")
+        self.reason = message
         self.expression = expression
         self.position = position
         self.column = column

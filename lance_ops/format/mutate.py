@@ -23,7 +23,17 @@ from .deletion import with_deletions
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
-from .scan import CREATED_AT, ROW_ADDR, ROW_ID, filter_schema, plan_scan, resolve_filter, scan, scan_fragment
+from .scan import (
+    CREATED_AT,
+    META_COLUMNS,
+    ROW_ADDR,
+    ROW_ID,
+    filter_schema,
+    plan_scan,
+    resolve_filter,
+    scan,
+    scan_fragment,
+)
 from .sql import sql_expression
 from .store import ObjectStore
 from .versions import require_writable
@@ -208,7 +218,8 @@ def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> 
 def sql_values(manifest: Manifest, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` with SQL strings translated to Expressions over the dataset's columns."""
     names = filter_schema(manifest.schema)
-    return {k: sql_expression(v, names, what=f"update value of {k!r}") if isinstance(v, str) else v
+    return {k: sql_expression(v, names, what=f"update value of {k!r}", metadata_columns=META_COLUMNS)
+            if isinstance(v, str) else v
             for k, v in values.items()}
 
 

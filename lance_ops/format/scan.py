@@ -129,7 +129,7 @@ def resolve_filter(schema: LanceSchema, expr: object, what: str = "filter") -> p
     if expr is None:
         return None
     if isinstance(expr, str):
-        expr = sql_filter(expr, filter_schema(schema), what=what)
+        expr = sql_filter(expr, filter_schema(schema), what=what, metadata_columns=META_COLUMNS)
     check_filter(schema, expr, what)
     return expr  # type: ignore[return-value]
 

@@ -30,7 +30,7 @@ sqlglot's tree is the simpler one to walk; the parse is done once per call, not 
 import datetime as _dt
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -69,9 +69,14 @@ def parse_sql(text: str) -> exp.Expression:
     except ParseError as e:
         err = (e.errors or [{}])[0]
         pos = _offset(text, err.get("line"), err.get("col"))
-        raise SQLParseError(err.get("description") or str(e), text, pos) from None
+        reason = err.get("description") or str(e)
+        if reason.startswith("Required keyword"):
+            reason = f"incomplete expression: {err.get('highlight') or 'an operator'!s} lacks an operand"
+        raise SQLParseError(reason, text, pos) from None
     except TokenError as e:
-        raise SQLParseError(f"cannot tokenize: {e}", text, _token_error_position(text)) from None
+        pos = _token_error_position(text)
+        reason = f"unterminated {text[pos]}-quoted text" if pos < len(text) else f"cannot tokenize: {e}"
+        raise SQLParseError(reason, text, pos) from None
     if len(trees) != 1 or trees[0] is None:
         cut = text.find(";")
         raise SQLParseError("expected one expression, found several statements", text, cut if cut >= 0 else 0)
@@ -132,8 +137,8 @@ class _Typed:
 class _Translator:
     """One translation: the SQL text, the schema it binds to, and the empty table for types."""
 
-    def __init__(self, text: str, schema: pa.Schema, what: str) -> None:
-        self.text, self.schema, self.what = text, schema, what
+    def __init__(self, text: str, schema: pa.Schema, what: str, hidden: Sequence[str] = ()) -> None:
+        self.text, self.schema, self.what, self.hidden = text, schema, what, tuple(hidden)
 
     # ------------------------------------------------------------------ errors
     def parse_error(self, msg: str, node: exp.Expression | None) -> SQLParseError:
@@ -158,8 +163,10 @@ class _Translator:
             field = _find_field(fields, name, quoted)
             if field is None:
                 if i == 0:
+                    user = [n for n in self.schema.names if n not in self.hidden]
+                    also = f" (and metadata columns {list(self.hidden)})" if self.hidden else ""
                     raise SQLUnknownColumnError(
-                        f"{self.what}: no column named {name!r}; the columns are {self.schema.names}",
+                        f"{self.what}: no column named {name!r}; the columns are {user}{also}",
                         self.text, _node_position(node, self.text), column=name)
                 raise SQLUnknownColumnError(
                     f"{self.what}: {'.'.join(path)!r} has no field {name!r}; its fields are {[f.name for f in fields]}",
@@ -613,13 +620,15 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Expression], _Typed]] = {
 
 # --------------------------------------------------------------------------- public
 
-def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression") -> pc.Expression:
+def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
+                   metadata_columns: Sequence[str] = ()) -> pc.Expression:
     """Translate one SQL value expression (``"b + 1"``, ``"lower(s)"``) over ``schema``.
 
     Args:
         text: the SQL text, in pylance's dialect.
         schema: the columns names may refer to (nested fields as ``a.b``).
         what: what the text is, for error messages (``"filter"``, ``"update value of 'b'"``).
+        metadata_columns: names in ``schema`` that messages list apart (``_rowid``, ...).
 
     Raises:
         SQLParseError: bad syntax or an unsupported construct (names the text and position).
@@ -628,22 +637,26 @@ def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression") ->
     """
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a SQL string, got {type(text).__name__}")
-    tree = parse_sql(text)
-    t = _Translator(text, schema, what)
+    try:
+        tree = parse_sql(text)
+    except SQLParseError as e:
+        raise SQLParseError(f"{what}: {e.reason}", text, e.position) from None
+    t = _Translator(text, schema, what, metadata_columns)
     out = t.visit(tree)
     if out.kind is not None:
         return pc.scalar(out.literal)
     return out.expr
 
 
-def sql_filter(text: str, schema: pa.Schema, *, what: str = "filter") -> pc.Expression:
+def sql_filter(text: str, schema: pa.Schema, *, what: str = "filter",
+               metadata_columns: Sequence[str] = ()) -> pc.Expression:
     """Translate one SQL predicate over ``schema``; it must evaluate to a boolean.
 
     Raises:
         SQLParseError, SQLUnknownColumnError, SQLTypeError: as :func:`sql_expression`; also
         SQLTypeError when the expression is not boolean (``"NULL"``, ``"a + 1"``).
     """
-    expr = sql_expression(text, schema, what=what)
+    expr = sql_expression(text, schema, what=what, metadata_columns=metadata_columns)
     tree = parse_sql(text)
     typ = _bound_type(schema, expr, text, tree, what)
     if not pa.types.is_boolean(typ):
