@@ -326,9 +326,15 @@ def _bound_type(schema: pa.Schema, expr: pc.Expression, text: str, node: exp.Exp
 
 # --------------------------------------------------------------------------- node handlers
 
+def _boolean(t: _Translator, node: exp.Expression) -> pc.Expression:
+    """An operand of AND / OR / NOT (a bare NULL is a boolean NULL there)."""
+    x = t.visit(node)
+    return pc.scalar(pa.scalar(None, pa.bool_())) if x.kind == "null" else x.expr
+
+
 def _binary(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
     def go(t: _Translator, node: exp.Expression) -> _Typed:
-        return _Typed(pc.Expression._call(fn, [t.value(node.this), t.value(node.expression)]), node)
+        return _Typed(pc.Expression._call(fn, [_boolean(t, node.this), _boolean(t, node.expression)]), node)
     return go
 
 
@@ -340,17 +346,12 @@ def _arith(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
 
 
 def _mod(t: _Translator, node: exp.Expression) -> _Typed:
-    """``a % b`` with the sign of ``a`` (SQL's truncated modulo): ``a - trunc(a / b) * b``."""
-    a, b = t.value(node.this), t.value(node.expression)
-    q = pc.Expression._call("divide", [a, b])
-    typ = t.type_of(_Typed(q, node))
-    if pa.types.is_floating(typ):
-        q = pc.Expression._call("trunc", [q])
-    return _Typed(pc.Expression._call("subtract", [a, pc.Expression._call("multiply", [q, b])]), node)
+    """``a % b`` with the sign of ``a`` (SQL's truncated remainder; by zero is an error)."""
+    return _Typed(pc.Expression._call("remainder", [t.value(node.this), t.value(node.expression)]), node)
 
 
 def _not(t: _Translator, node: exp.Expression) -> _Typed:
-    return _Typed(pc.Expression._call("invert", [t.value(node.this)]), node)
+    return _Typed(pc.Expression._call("invert", [_boolean(t, node.this)]), node)
 
 
 def _neg(t: _Translator, node: exp.Expression) -> _Typed:
@@ -407,12 +408,32 @@ def _in(t: _Translator, node: exp.In) -> _Typed:
     has_null = any(not s.is_valid for s in scalars)
     value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
     value_set = pa.array([s.as_py() for s in scalars if s.is_valid], type=value_type)
-    hit = pc.Expression._call("is_in", [x.expr], pc.SetLookupOptions(value_set, skip_nulls=True))
     null = pc.scalar(pa.scalar(None, pa.bool_()))
-    if has_null:
+    hit = pc.Expression._call("is_in", [x.expr], pc.SetLookupOptions(value_set, skip_nulls=True))
+    if has_null:  # no match against a list holding NULL is unknown, not false
         hit = pc.Expression._call("if_else", [hit, pc.scalar(True), null])
-    out = pc.Expression._call("if_else", [pc.Expression._call("is_valid", [x.expr]), hit, null])
-    return _Typed(out, node)
+    # a null x gives null, not false (so NOT IN stays null)
+    return _Typed(pc.Expression._call("if_else", [_valid(t, node.this, x.expr), hit, null]), node)
+
+
+#: nodes whose result is null exactly when one of their inputs is (so validity is the inputs')
+_NULL_PROPAGATING = (exp.Column, exp.Dot, exp.Identifier, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul,
+                     exp.Div, exp.Mod, exp.Neg, exp.Cast, exp.TryCast, exp.DataType, exp.Lower, exp.Upper,
+                     exp.Length, exp.Abs)
+
+
+def _valid(t: _Translator, node: exp.Expression, expr: pc.Expression) -> pc.Expression:
+    """Where ``expr`` (the translation of ``node``) is not null, computed from the columns it
+    reads when it only propagates nulls (``id % 7`` is valid where ``id`` is: one cheap kernel
+    instead of evaluating the arithmetic twice)."""
+    if all(isinstance(n, _NULL_PROPAGATING) for n in node.walk()):
+        cols = [t.column(c).expr for c in node.find_all(exp.Column)]
+        if cols:
+            out = pc.Expression._call("is_valid", [cols[0]])
+            for c in cols[1:]:
+                out = pc.Expression._call("and", [out, pc.Expression._call("is_valid", [c])])
+            return out
+    return pc.Expression._call("is_valid", [expr])
 
 
 def _between(t: _Translator, node: exp.Between) -> _Typed:
@@ -674,3 +695,20 @@ def transpile_sql(text: str, dialect: str) -> str:
         SQLParseError: as :func:`parse_sql`.
     """
     return parse_sql(text).sql(dialect=dialect)
+
+
+def sql_conjuncts(text: str, schema: pa.Schema, *, what: str = "filter") -> list[pc.Expression]:
+    """The top-level AND terms of a SQL predicate, each translated (``a AND (b OR c) AND d`` ->
+    ``[a, b OR c, d]``): a scan applies them one after the other, each on fewer rows.
+
+    Call it on text :func:`sql_filter` accepted (errors are raised as there).
+    """
+    tree = parse_sql(text)
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    terms = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    t = _Translator(text, schema, what)
+    out = [t.visit(term) for term in terms]
+    if any(o.kind is not None for o in out):  # a bare literal term (``NULL AND a > 1``): keep it whole
+        return [sql_filter(text, schema, what=what)]
+    return [o.expr for o in out]

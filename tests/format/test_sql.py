@@ -117,6 +117,11 @@ MATCHES = [
     ("a == 1", [1]),
     ("s > 'b'", [3, 5]),
     ("a >= 2 AND a <= 3 OR s = 'apple'", [1, 2, 3]),
+    ("a > 1 AND NULL", []),
+    ("a > 1 OR NULL", [2, 3, 5]),
+    ("NOT NULL", []),
+    ("(a > 1 AND b) AND s IS NOT NULL", []),  # AND terms applied one after the other
+    ("a > 0 AND (b OR NOT b) AND st.x > 1", [2, 5]),
     ("_rowaddr < 2", [1, 2]),
     ("_rowid >= 4294967296", [4, 5]),  # second fragment
 ]
