@@ -65,7 +65,7 @@ def plan(kind: str, uri: str, version: int, **kw) -> Commit:
         return lambda: lf.commit(uri, lf.Delete(updated, removed, "test"), read_version=version)
     if kind == "update":
         where = kw.get("where", pc.field("id") == 12)
-        removed, updated, new, n = plan_update(store, ds.manifest, {"val": kw.get("value", "U")}, where)
+        removed, updated, new, n = plan_update(store, ds.manifest, {"val": pa.scalar(kw.get("value", "U"))}, where)
         assert n > 0
         op = lf.Update(removed, updated, new, fields_for_preserving_frag_bitmap=[1])
         return lambda: lf.commit(uri, op, read_version=version)
