@@ -558,7 +558,10 @@ class Scanner:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
 
     def count_rows(self) -> int:
-        return sum(b.num_rows for b in self.to_batches())
+        """Rows the scan yields (its filter, limit and offset applied); no column is decoded
+        beyond what the filter reads."""
+        kw = {k: v for k, v in self._kw.items() if k not in ("with_row_id", "with_row_address")}
+        return sum(b.num_rows for b in self._ds.to_batches([], self._filter, **kw))
 
 
 def _summary(m: Manifest) -> dict[str, str]:

@@ -56,7 +56,7 @@ class LanceSQL(Dialect):
 
 
 @functools.lru_cache(maxsize=256)
-def parse_sql(text: str) -> exp.Expression:
+def parse_sql(text: str) -> exp.Expr:
     """The sqlglot tree of one SQL expression (cached: the same filter is parsed once).
 
     Raises:
@@ -104,7 +104,7 @@ def _token_error_position(text: str) -> int:
     return len(text)
 
 
-def _node_position(node: exp.Expression | None, text: str) -> int:
+def _node_position(node: exp.Expr | None, text: str) -> int:
     """Where a node starts in ``text``: a name or literal by its token's offset, anything else
     by its SQL text (case-insensitively), else by its first token; 0 if unknown."""
     if node is None:
@@ -130,7 +130,7 @@ class _Typed:
 
     __slots__ = ("expr", "literal", "kind", "node")
 
-    def __init__(self, expr: pc.Expression, node: exp.Expression, literal: Any = None, kind: str | None = None):
+    def __init__(self, expr: pc.Expression, node: exp.Expr, literal: Any = None, kind: str | None = None):
         self.expr, self.node, self.literal, self.kind = expr, node, literal, kind
 
 
@@ -141,10 +141,10 @@ class _Translator:
         self.text, self.schema, self.what, self.hidden = text, schema, what, tuple(hidden)
 
     # ------------------------------------------------------------------ errors
-    def parse_error(self, msg: str, node: exp.Expression | None) -> SQLParseError:
+    def parse_error(self, msg: str, node: exp.Expr | None) -> SQLParseError:
         return SQLParseError(f"{self.what}: {msg}", self.text, _node_position(node, self.text))
 
-    def type_error(self, msg: str, node: exp.Expression | None) -> SQLTypeError:
+    def type_error(self, msg: str, node: exp.Expr | None) -> SQLTypeError:
         return SQLTypeError(f"{self.what}: {msg}", self.text, _node_position(node, self.text))
 
     # ------------------------------------------------------------------ types
@@ -154,7 +154,7 @@ class _Translator:
         return _bound_type(self.schema, t.expr, self.text, t.node, self.what)
 
     # ------------------------------------------------------------------ columns
-    def column(self, node: exp.Expression) -> _Typed:
+    def column(self, node: exp.Expr) -> _Typed:
         parts = _column_parts(node)
         fields = list(self.schema)
         path: list[str] = []
@@ -177,7 +177,7 @@ class _Translator:
         return _Typed(pc.field(*path), node)
 
     # ------------------------------------------------------------------ literals
-    def literal(self, node: exp.Expression) -> _Typed:
+    def literal(self, node: exp.Expr) -> _Typed:
         if isinstance(node, exp.Null):
             return _Typed(pc.scalar(None), node, pa.scalar(None), "null")
         if isinstance(node, exp.Boolean):
@@ -210,7 +210,7 @@ class _Translator:
                 return _Typed(pc.scalar(v), node, v, "timestamp")
         except ValueError as e:
             raise self.type_error(f"bad {node.to.sql()} literal {text!r}: {e}", node) from None
-        return self.cast(node)
+        return _cast(self, node)
 
     def fit(self, lit: _Typed, target: pa.DataType) -> pa.Scalar:
         """A literal as a scalar of ``target``, as pylance converts one (no loss, else refused)."""
@@ -224,7 +224,7 @@ class _Translator:
             or pa.types.is_string_view(target) or (pa.types.is_dictionary(target) and pa.types.is_string(target.value_type)),
             "date": pa.types.is_date(target) or pa.types.is_timestamp(target),
             "timestamp": pa.types.is_timestamp(target) or pa.types.is_date(target),
-        }[kind]
+        }[kind or ""]
         if kind == "null":
             return pa.scalar(None, target)
         if ok:
@@ -239,7 +239,7 @@ class _Translator:
                               lit.node)
 
     # ------------------------------------------------------------------ dispatch
-    def visit(self, node: exp.Expression) -> _Typed:
+    def visit(self, node: exp.Expr) -> _Typed:
         if isinstance(node, exp.Paren):
             return self.visit(node.this)
         if isinstance(node, exp.Column | exp.Dot):
@@ -259,11 +259,11 @@ class _Translator:
             raise self.parse_error(f"{node.sql(dialect=LanceSQL)!r} is not supported SQL in lance", node)
         return handler(self, node)
 
-    def value(self, node: exp.Expression) -> pc.Expression:
+    def value(self, node: exp.Expr) -> pc.Expression:
         return self.visit(node).expr
 
     # ------------------------------------------------------------------ operators
-    def pair(self, left: exp.Expression, right: exp.Expression) -> tuple[pc.Expression, pc.Expression]:
+    def pair(self, left: exp.Expr, right: exp.Expr) -> tuple[pc.Expression, pc.Expression]:
         """Two operands of a comparison: a literal is converted to the other side's type."""
         a, b = self.visit(left), self.visit(right)
         if a.kind is not None and b.kind is not None:
@@ -283,7 +283,7 @@ class _Translator:
         return col.expr, pc.scalar(scalar)
 
 
-def _column_parts(node: exp.Expression) -> list[tuple[str, bool]]:
+def _column_parts(node: exp.Expr) -> list[tuple[str, bool]]:
     """The dotted path of a column reference: ``st.x.y`` -> [st, x, y] (with quoting)."""
     if isinstance(node, exp.Dot):
         return [*_column_parts(node.this), *_column_parts(node.expression)]
@@ -311,7 +311,7 @@ def _empty_table(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def _bound_type(schema: pa.Schema, expr: pc.Expression, text: str, node: exp.Expression, what: str) -> pa.DataType:
+def _bound_type(schema: pa.Schema, expr: pc.Expression, text: str, node: exp.Expr, what: str) -> pa.DataType:
     """The type ``expr`` evaluates to on ``schema`` (projected on an empty table)."""
     try:
         out = acero.Declaration.from_sequence([
@@ -326,35 +326,35 @@ def _bound_type(schema: pa.Schema, expr: pc.Expression, text: str, node: exp.Exp
 
 # --------------------------------------------------------------------------- node handlers
 
-def _boolean(t: _Translator, node: exp.Expression) -> pc.Expression:
+def _boolean(t: _Translator, node: exp.Expr) -> pc.Expression:
     """An operand of AND / OR / NOT (a bare NULL is a boolean NULL there)."""
     x = t.visit(node)
     return pc.scalar(pa.scalar(None, pa.bool_())) if x.kind == "null" else x.expr
 
 
-def _binary(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
-    def go(t: _Translator, node: exp.Expression) -> _Typed:
+def _binary(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
         return _Typed(pc.Expression._call(fn, [_boolean(t, node.this), _boolean(t, node.expression)]), node)
     return go
 
 
-def _arith(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
-    def go(t: _Translator, node: exp.Expression) -> _Typed:
+def _arith(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
         a, b = t.visit(node.this), t.visit(node.expression)
         return _Typed(pc.Expression._call(fn, [a.expr, b.expr]), node)
     return go
 
 
-def _mod(t: _Translator, node: exp.Expression) -> _Typed:
+def _mod(t: _Translator, node: exp.Expr) -> _Typed:
     """``a % b`` with the sign of ``a`` (SQL's truncated remainder; by zero is an error)."""
     return _Typed(pc.Expression._call("remainder", [t.value(node.this), t.value(node.expression)]), node)
 
 
-def _not(t: _Translator, node: exp.Expression) -> _Typed:
+def _not(t: _Translator, node: exp.Expr) -> _Typed:
     return _Typed(pc.Expression._call("invert", [_boolean(t, node.this)]), node)
 
 
-def _neg(t: _Translator, node: exp.Expression) -> _Typed:
+def _neg(t: _Translator, node: exp.Expr) -> _Typed:
     inner = t.visit(node.this)
     if inner.kind in ("int", "float"):
         v = pa.scalar(-inner.literal.as_py(), inner.literal.type)
@@ -375,8 +375,8 @@ def _is(t: _Translator, node: exp.Is) -> _Typed:
     raise t.parse_error(f"IS {other.sql(dialect=LanceSQL)} is not supported", node)
 
 
-def _null_safe_eq(negate: bool) -> Callable[[_Translator, exp.Expression], _Typed]:
-    def go(t: _Translator, node: exp.Expression) -> _Typed:
+def _null_safe_eq(negate: bool) -> Callable[[_Translator, exp.Expr], _Typed]:
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
         a, b = t.pair(node.this, node.expression)
         eq = pc.Expression._call("equal", [a, b])
         both_null = pc.Expression._call("and", [pc.Expression._call("is_null", [a]), pc.Expression._call("is_null", [b])])
@@ -422,7 +422,7 @@ _NULL_PROPAGATING = (exp.Column, exp.Dot, exp.Identifier, exp.Literal, exp.Paren
                      exp.Length, exp.Abs)
 
 
-def _valid(t: _Translator, node: exp.Expression, expr: pc.Expression) -> pc.Expression:
+def _valid(t: _Translator, node: exp.Expr, expr: pc.Expression) -> pc.Expression:
     """Where ``expr`` (the translation of ``node``) is not null, computed from the columns it
     reads when it only propagates nulls (``id % 7`` is valid where ``id`` is: one cheap kernel
     instead of evaluating the arithmetic twice)."""
@@ -444,7 +444,7 @@ def _between(t: _Translator, node: exp.Between) -> _Typed:
     return _Typed(both, node)
 
 
-def _like(t: _Translator, node: exp.Expression, *, ignore_case: bool) -> _Typed:
+def _like(t: _Translator, node: exp.Expr, *, ignore_case: bool) -> _Typed:
     """LIKE / ILIKE with a literal pattern; ``\\`` escapes (Arrow's and DataFusion's default)."""
     pattern = node.expression
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
@@ -503,10 +503,15 @@ def _cast(t: _Translator, node: exp.Cast) -> _Typed:
     src = t.type_of(x)
     # float -> int truncates as DataFusion's cast does; everything else is a checked cast
     safe = not (pa.types.is_floating(src) and pa.types.is_integer(to))
+    if pa.types.is_integer(src) and pa.types.is_decimal(to):
+        # Arrow wants room for any integer first (precision >= digits + scale); values are
+        # range-checked by the second cast
+        wide = pa.decimal128(min(38, max(to.precision, 20 + to.scale)), to.scale)
+        return _Typed(x.expr.cast(wide).cast(to), node)
     return _Typed(x.expr.cast(to, safe=safe), node)
 
 
-def _concat(t: _Translator, node: exp.Expression) -> _Typed:
+def _concat(t: _Translator, node: exp.Expr) -> _Typed:
     """``concat(a, b, ...)`` treats NULL as '' (DataFusion); ``a || b`` is NULL if either is."""
     if isinstance(node, exp.DPipe):
         args = [t.value(node.this), t.value(node.expression)]
@@ -515,26 +520,26 @@ def _concat(t: _Translator, node: exp.Expression) -> _Typed:
     return _Typed(pc.Expression._call("binary_join_element_wise", [*args, pc.scalar("")]), node)
 
 
-def _string_fn(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
-    def go(t: _Translator, node: exp.Expression) -> _Typed:
+def _string_fn(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
         x = t.visit(node.this)
         _require_string(t, x, node.sql_name() if isinstance(node, exp.Func) else fn)
         return _Typed(pc.Expression._call(fn, [x.expr]), node)
     return go
 
 
-def _args(node: exp.Expression) -> list[exp.Expression]:
+def _args(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Anonymous):
         return list(node.expressions)
     out = [node.this] if node.this is not None else []
-    if isinstance(node.args.get("expression"), exp.Expression):
+    if isinstance(node.args.get("expression"), exp.Expr):
         out.append(node.args["expression"])
     return out + list(node.expressions)
 
 
-def _match_fn(fn: str, what: str) -> Callable[[_Translator, exp.Expression], _Typed]:
+def _match_fn(fn: str, what: str) -> Callable[[_Translator, exp.Expr], _Typed]:
     """starts_with / ends_with / contains / regexp_match: (string, literal pattern)."""
-    def go(t: _Translator, node: exp.Expression) -> _Typed:
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
         args = _args(node)
         if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
             raise t.parse_error(f"{what}(text, pattern) needs a string literal pattern", node)
@@ -544,11 +549,11 @@ def _match_fn(fn: str, what: str) -> Callable[[_Translator, exp.Expression], _Ty
     return go
 
 
-def _abs(t: _Translator, node: exp.Expression) -> _Typed:
+def _abs(t: _Translator, node: exp.Expr) -> _Typed:
     return _Typed(pc.Expression._call("abs", [t.value(node.this)]), node)
 
 
-def _coalesce(t: _Translator, node: exp.Expression) -> _Typed:
+def _coalesce(t: _Translator, node: exp.Expr) -> _Typed:
     items = [t.visit(a) for a in _args(node)]
     typed = next((i for i in items if i.kind is None), None)
     typ = t.type_of(typed) if typed is not None else None
@@ -565,7 +570,7 @@ _DATE_PARTS: dict[str, tuple[str, Any]] = {
 }
 
 
-def _date_part(t: _Translator, node: exp.Expression) -> _Typed:
+def _date_part(t: _Translator, node: exp.Expr) -> _Typed:
     args = _args(node)
     if len(args) != 2 or not (isinstance(args[0], exp.Literal) and args[0].is_string):
         raise t.parse_error("date_part(part, value) needs a string literal part", node)
@@ -576,12 +581,12 @@ def _date_part(t: _Translator, node: exp.Expression) -> _Typed:
     return _Typed(pc.Expression._call(fn, [t.value(args[1])], opts), node)
 
 
-def _extract(t: _Translator, node: exp.Expression) -> _Typed:
+def _extract(t: _Translator, node: exp.Expr) -> _Typed:
     raise t.parse_error(f"{node.sql(dialect=LanceSQL)!r} is not supported SQL in lance "
                         "(as in pylance); use date_part('year', column)", node)
 
 
-def _lower_upper(fn: str) -> Callable[[_Translator, exp.Expression], _Typed]:
+def _lower_upper(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
     return _string_fn(fn)
 
 
@@ -626,7 +631,7 @@ for _cls, _fn in _COMPARISONS.items():
     _HANDLERS[_cls] = (lambda fn: lambda t, n: _Typed(pc.Expression._call(fn, list(t.pair(n.this, n.expression))), n))(_fn)
 
 #: functions sqlglot leaves anonymous (or names differently), by lower-case SQL name
-_FUNCTIONS: dict[str, Callable[[_Translator, exp.Expression], _Typed]] = {
+_FUNCTIONS: dict[str, Callable[[_Translator, exp.Expr], _Typed]] = {
     "date_part": _date_part,
     "datepart": _date_part,
     "regexp_match": _match_fn("match_substring_regex", "regexp_match"),
