@@ -296,3 +296,20 @@ def test_jobs_and_configs_validate_with_the_same_parser(tmp_path):
     with pytest.raises(lf.SQLUnknownColumnError):
         lf.resolve_filter(schema, "nope = 1", "delete predicate")
     assert lf.transpile_sql("s = 'it''s' AND t = \"x\"", "spark") == "s = 'it\\'s' AND t = 'x'"
+
+
+def test_sql_filters_keep_pruning(uri):
+    """A SQL filter plans like the Expression it becomes: only the columns it reads are decoded,
+    and one over metadata columns only runs before any data file is opened."""
+    from lance_ops.format.scan import plan_scan
+
+    schema = lf.dataset(uri).lance_schema
+    plan = plan_scan(schema, [], "a > 1 AND `Upper Col` < 40", False, False)
+    assert plan.data_columns == ("a", "Upper Col") and plan.output == ()
+    assert len(plan.filter_chain) == 2  # the AND terms, applied one after the other
+    meta = plan_scan(schema, ["id"], "_row_created_at_version >= 1 AND _rowaddr < 2", False, False)
+    assert meta.filter_is_metadata_only and set(meta.filter_columns) == {"_row_created_at_version", "_rowaddr"}
+    assert meta.data_columns == ("id",)
+    ds = lf.dataset(uri)
+    assert ds.count_rows("_row_created_at_version > 1") == 0
+    assert ds.count_rows("_rowaddr >= 4294967296 AND _rowaddr < 4294967297") == 1
