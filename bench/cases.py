@@ -267,6 +267,36 @@ def case_scan_projection_22_pylance_written(fx: Fixtures, p: Any) -> Case:
     return case
 
 
+
+#: one predicate, as SQL, to both libraries: a range, a string LIKE and an IN list
+SCAN_SQL_FILTER = "x < 0.25 AND s LIKE 'row-1%' AND id % 7 IN (1, 3, 5)"
+
+
+def case_scan_sql_filter(fx: Fixtures, p: Any) -> Case:
+    """The same SQL filter (parsed by each library) on the pylance-written 2.2 dataset; rows
+    out of the filtered scan of every column (lance_ops: sqlglot -> pyarrow.compute)."""
+    lance = _pylance()
+    path = fx.scan_dataset_22("pylance")
+    bs = p.batch_size
+
+    def ours() -> int:
+        return sum(b.num_rows for b in lf.dataset(path).to_batches(filter=SCAN_SQL_FILTER, batch_size=bs))
+
+    def theirs() -> int:
+        return sum(b.num_rows for b in lance.dataset(path).to_batches(filter=SCAN_SQL_FILTER, batch_size=bs))
+
+    table = fx.table()
+    return Case(
+        "scan_sql_filter",
+        {"lance_ops": ours, "pylance": theirs},
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"rows": table.num_rows, "filter": SCAN_SQL_FILTER, "batch_size": bs, "data_storage_version": "2.2",
+               "written_by": "pylance"},
+    )
+
 def case_append(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     out = _fresh_dirs(fx, "append", ["lance_ops", "pylance"])
@@ -729,6 +759,7 @@ CASES: dict[str, Callable[..., Case]] = {
     "scan_projection_22": case_scan_projection_22,
     "scan_22_pylance_written": case_scan_22_pylance_written,
     "scan_projection_22_pylance_written": case_scan_projection_22_pylance_written,
+    "scan_sql_filter": case_scan_sql_filter,
     "append_commit": case_append,
     "open_latest": case_open,
     "delete_10pct": case_delete,

@@ -273,7 +273,7 @@ class Fixtures:
             n = self.p.feed_rows
             lf.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.0")
             lf.write_dataset(make_table(n // 10, start=n), path, mode="append")
-            lf.dataset(path).update({"s": "updated"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
+            lf.dataset(path).update({"s": "'updated'"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
             self._paths["feed"] = path
         return self._paths["feed"], 1, 3
 

@@ -56,9 +56,9 @@ class AppendConfig(SourceOverride):
 
 
 class DeleteConfig(Config):
-    """Delete the rows matching a Spark SQL predicate."""
+    """Delete the rows matching a SQL predicate (pylance's dialect, validated before Spark runs)."""
 
-    where: str = Field(description="Spark SQL predicate, e.g. \"id < 100\"")
+    where: str = Field(description="SQL predicate as pylance takes it, e.g. \"id < 100\"")
 
 
 class UpsertConfig(SourceOverride):
@@ -165,7 +165,7 @@ def _bounds(info: Any) -> dict[str, Any]:
 
 class _OptionalDelete(DeleteConfig):
     where: str | None = Field(  # type: ignore[assignment]
-        default=None, description="Spark SQL predicate, e.g. \"id < 100\" (required by lance_delete)"
+        default=None, description="SQL predicate as pylance takes it, e.g. \"id < 100\" (required by lance_delete)"
     )
 
 

@@ -5,7 +5,7 @@ The API mirrors pylance where they overlap::
     import lance_ops.format as lf
     ds = lf.write_dataset(table, "/data/events", enable_stable_row_ids=True)
     ds = lf.dataset("/data/events")
-    ds.to_table(columns=["id", "_rowid"])
+    ds.to_table(columns=["id", "_rowid"], filter="id > 10 AND name LIKE 'a%'")
 """
 
 from ._version import __version__ as __version__
@@ -29,6 +29,9 @@ from .errors import (
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
+    SQLParseError,
+    SQLTypeError,
+    SQLUnknownColumnError,
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
@@ -58,8 +61,9 @@ from .operations import (
     UpdateConfig,
 )
 from .refs import BranchError, RefError, TagError, Tags
-from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
+from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from .schema import LanceSchema
+from .sql import sql_expression, sql_filter, transpile_sql
 from .transaction import Transaction
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
@@ -118,6 +122,9 @@ __all__ = [
     "Scanner",
     "SchemaChangeError",
     "SchemaError",
+    "SQLParseError",
+    "SQLTypeError",
+    "SQLUnknownColumnError",
     "TagError",
     "UnsupportedFeatureError",
     "Update",
@@ -129,7 +136,11 @@ __all__ = [
     "plan_create_index",
     "plan_create_scalar_index",
     "plan_optimize_indices",
+    "resolve_filter",
     "resolve_version",
+    "sql_expression",
+    "sql_filter",
+    "transpile_sql",
     "write_dataset",
     "write_fragments",
 ]

@@ -85,7 +85,7 @@ class LanceFragment:
     def deletion_file(self) -> Any:
         return self.metadata.deletion_file
 
-    def count_rows(self, filter: pc.Expression | None = None) -> int:
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
             return self.metadata.num_rows
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
@@ -318,7 +318,7 @@ class LanceDataset:
         f = self._manifest.fragment(fragment_id)
         return LanceFragment(self, f) if f is not None else None
 
-    def count_rows(self, filter: pc.Expression | None = None) -> int:
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
             return sum(f.num_rows for f in self._manifest.fragments)
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
@@ -326,7 +326,7 @@ class LanceDataset:
     def to_batches(
         self,
         columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | str | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -343,7 +343,7 @@ class LanceDataset:
     def to_table(
         self,
         columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | str | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -387,8 +387,10 @@ class LanceDataset:
         manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
         return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
-    def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
-        """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+    def delete(self, predicate: pc.Expression | str, *,
+               transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
+        """Delete the rows matching ``predicate`` (SQL or an Expression); returns the new version
+        (self if nothing matched)."""
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         self._handler.check_writable()
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
@@ -399,12 +401,13 @@ class LanceDataset:
     def update(
         self,
         values: Mapping[str, Any],
-        where: pc.Expression | None = None,
+        where: pc.Expression | str | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> "LanceDataset":
-        """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None).
+        """Set columns to SQL expressions (``{"b": "b + 1"}``, as pylance), Expressions or scalars
+        on the rows matching ``where`` (SQL or an Expression; all rows if None).
 
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
@@ -425,7 +428,7 @@ class LanceDataset:
         self,
         on: str | Sequence[str],
         *,
-        target_filter: pc.Expression | None = None,
+        target_filter: pc.Expression | str | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     ) -> MergeInsertBuilder:
         """A merge_insert builder on the key column(s) ``on``, as pylance's
@@ -593,7 +596,7 @@ class LanceDataset:
         ``ids`` (``_rowid``), ``addresses`` (``_rowaddr``) or ``indices``; None for a null blob."""
         return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
-    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
+    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **kw: Any) -> "Scanner":
         return Scanner(self, columns, filter, kw)
 
     def __repr__(self) -> str:
@@ -623,7 +626,10 @@ class Scanner:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
 
     def count_rows(self) -> int:
-        return sum(b.num_rows for b in self.to_batches())
+        """Rows the scan yields (its filter, limit and offset applied); no column is decoded
+        beyond what the filter reads."""
+        kw = {k: v for k, v in self._kw.items() if k not in ("with_row_id", "with_row_address")}
+        return sum(b.num_rows for b in self._ds.to_batches([], self._filter, **kw))
 
 
 def _summary(m: Manifest) -> dict[str, str]:

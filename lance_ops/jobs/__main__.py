@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--data-storage-version", default=None,
                    help="file format of a dataset this append creates: 2.0, 2.1, 2.2 or stable (default)")
 
-    d = sub.add_parser("delete", help="delete rows matching a Spark SQL predicate")
+    d = sub.add_parser("delete", help="delete rows matching a SQL predicate (pylance's dialect)")
     d.add_argument("uri")
     d.add_argument("--where", required=True)
 

@@ -168,20 +168,29 @@ def delete(
     manifest_store: Any = None,
     commit: CommitOptions | None = None,
 ) -> DeleteResult:
-    """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
+    """Delete the rows matching the SQL predicate ``where``, in one Delete commit.
 
-    The predicate is evaluated on executors, fragment by fragment, and may use the metadata
-    columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
-    when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
+    The predicate is the format API's (pylance's dialect): it is validated on the driver by
+    ``lance_ops.format.resolve_filter`` (the same strings are accepted and the same typed
+    errors raised as by ``LanceDataset.delete``), then rewritten in Spark SQL
+    (``lf.transpile_sql``) and evaluated on executors, fragment by fragment.  It may use the
+    metadata columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is
+    committed when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
     the job commits (:class:`lance_ops.format.CommitOptions`; the keyword wins).
+
+    Raises:
+        SQLParseError: the predicate does not parse (a ``ValueError``; names the position).
+        SQLUnknownColumnError, SQLTypeError: unknown column, or operands that do not fit.
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     opts = commit_options(transaction_properties, manifest_store, commit)
     _, _, m = latest(uri, so, opts)
+    lf.resolve_filter(m.schema, where, f"{uri}: delete predicate")
+    spark_where = lf.transpile_sql(where, "spark")
     with lance_errors():
-        updated, removed, total = plan_deletions(spark, uri, m, where, so)
+        updated, removed, total = plan_deletions(spark, uri, m, spark_where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     out = lf.commit(uri, lf.Delete(updated, removed, where), read_version=m.version, storage_options=so,

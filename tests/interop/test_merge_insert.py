@@ -16,7 +16,7 @@ import pytest
 from datagen import META
 
 import lance_ops.format as lf
-from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError, UnsupportedFeatureError
+from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError
 
 pytestmark = pytest.mark.interop
 
@@ -144,11 +144,13 @@ def test_ambiguous_source_is_refused_like_pylance(pair):
     assert unreferenced_files(ours) == set()
 
 
-def test_sql_strings_and_bad_keys_are_typed_errors(pair):
+def test_bad_sql_and_bad_keys_are_typed_errors(pair):
     _, ours = pair
     ds = lf.dataset(ours)
-    with pytest.raises(UnsupportedFeatureError, match="SQL strings are not supported yet"):
-        ds.merge_insert("id").when_matched_update_all("source.score > target.score")
+    with pytest.raises(lf.SQLUnknownColumnError, match="'nope'"):
+        ds.merge_insert("id").when_matched_update_all("source.nope > target.score")
+    with pytest.raises(lf.SQLParseError, match="position"):
+        ds.merge_insert("id").when_not_matched_by_source_delete("score >")
     with pytest.raises(lf.SchemaError, match=r"key column\(s\) \['nope'\]"):
         ds.merge_insert("nope")
     with pytest.raises(lf.SchemaError, match="missing \\['score'\\]"):
