@@ -178,7 +178,14 @@ def _sql_merge(
             )
     reads = referenced_columns(manifest.schema, exprs.values())
     out_schema = _project(arrow.empty_table(), exprs, "").schema
-    out_schema = pa.schema([pa.field(f.name, f.type, True) for f in out_schema])  # nullable, as pylance's a+1
+    # DataFusion's rule: nullable if an input column is (pylance: ``x * 2`` of a non-nullable x is
+    # not nullable); an expression naming a null literal may produce nulls whatever its inputs
+    nullable = {
+        n: any(manifest.schema.field(c).nullable for c in referenced_columns(manifest.schema, [e]))
+        or "null" in str(e).lower()
+        for n, e in exprs.items()
+    }
+    out_schema = pa.schema([pa.field(f.name, f.type, nullable[f.name]) for f in out_schema])
     added = _new_fields(manifest, out_schema)
 
     def compute(t: pa.Table) -> pa.Table:
