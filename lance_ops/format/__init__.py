@@ -31,6 +31,7 @@ from .errors import (
     SchemaError,
     UnsupportedFeatureError,
 )
+from .evolve import schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .maintenance.compaction import CompactionOptions
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
@@ -38,7 +39,9 @@ from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
     Delete,
+    Merge,
     Overwrite,
+    Project,
     ReserveFragments,
     Restore,
     Rewrite,
@@ -68,6 +71,8 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "Delete",
+    "Merge",
+    "Project",
     "DeletionFile",
     "FragmentMetadata",
     "IncompatibleTransactionError",
@@ -98,6 +103,7 @@ __all__ = [
     "commit",
     "dataset",
     "resolve_version",
+    "schema_with_new_columns",
     "write_dataset",
     "write_fragments",
 ]

@@ -300,6 +300,7 @@ def _(op: Merge, b: _Build) -> _Applied:
         if b.stable and f.files != before[f.id]:
             f = f.with_changes(last_updated_at_versions=rowids.constant_versions(f.physical_rows, b.version))
         frags.append(f)
+    frags.extend(b.ids.new_fragment(f) for f in op.new_fragments)
     return base.with_changes(schema=op.schema), frags
 
 

@@ -251,6 +251,24 @@ def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
     return out
 
 
+def schema_with_new_columns(manifest: Manifest, incoming: pa.Schema) -> LanceSchema:
+    """The dataset's schema with the columns of ``incoming`` it lacks appended as nullable
+    fields (Delta's ``mergeSchema``); the dataset's own schema object when nothing is new.
+
+    Columns present in both keep the dataset's type (the writer casts to it); a column of the
+    dataset missing from ``incoming`` is not removed.
+
+    Raises:
+        InvalidArgumentError: a new column with a reserved name.
+    """
+    existing = {f.name for f in manifest.schema.top_level()}
+    new = [f.with_nullable(True) for f in incoming if f.name not in existing]
+    if not new:
+        return manifest.schema
+    _check_new_names(manifest, [f.name for f in new])
+    return _merged(manifest, _new_fields(manifest, pa.schema(new)))
+
+
 # ------------------------------------------------------------- per-fragment files
 def _read_live(
     store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, columns: Sequence[str], batch_size: int | None

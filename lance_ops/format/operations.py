@@ -200,10 +200,13 @@ class Merge:
 
     fragments: Sequence[FragmentMetadata]
     schema: LanceSchema
+    #: lance_ops: rows appended in the same commit (Spark ``mergeSchema``, Dagster
+    #: ``schema_mode="merge"``); ids assigned at commit.  Encoded after ``fragments``.
+    new_fragments: Sequence[FragmentMetadata] = ()
     name = "merge"
 
     def to_proto(self, t: transaction_pb2.Transaction) -> None:
-        t.merge.fragments.extend(f.to_proto() for f in self.fragments)
+        t.merge.fragments.extend(f.to_proto() for f in (*self.fragments, *self.new_fragments))
         t.merge.schema.extend(self.schema.to_proto())
         t.merge.schema_metadata.update(self.schema.metadata)
 

@@ -89,7 +89,7 @@ _FILES_OF: dict[type, Callable[..., FileSet]] = {
     Append: lambda op: _fragment_files(op.fragments),
     Overwrite: lambda op: _fragment_files(op.fragments),
     # every fragment: the files already committed are kept by the manifests that reference them
-    Merge: lambda op: _fragment_files(op.fragments),
+    Merge: lambda op: _fragment_files((*op.fragments, *op.new_fragments)),
     Delete: lambda op: _deletion_files(op.updated_fragments),
     Update: _update_files,
     Rewrite: _rewrite_files,

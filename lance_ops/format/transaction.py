@@ -107,7 +107,7 @@ def _(op: Update) -> list[FragmentMetadata]:
 
 @operation_fragments.register
 def _(op: Merge) -> list[FragmentMetadata]:
-    return list(op.fragments)
+    return [*op.fragments, *op.new_fragments]
 
 
 @operation_fragments.register

@@ -62,7 +62,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
+from lance_ops.format import Append, FragmentMetadata, LanceSchema, Merge, Overwrite, schema_with_new_columns
 from lance_ops.format.commit import commit_transaction
 from lance_ops.format.commit_handler import CommitHandler, commit_handler_for, try_open_latest
 from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
@@ -426,7 +426,12 @@ class LanceWriter(DataSourceArrowWriter):
         if existing is not None and not overwrite:
             self.mode = "append"
             self.lance_schema = existing.schema
-            check_store_assignment(schema, existing.schema.to_arrow(), self.uri)
+            if get_bool(options, "mergeSchema", False):
+                # the new columns and the rows land in one Merge commit (or not at all)
+                self.lance_schema = schema_with_new_columns(existing, incoming)
+                if self.lance_schema is not existing.schema:
+                    self.mode = "append_new_columns"
+            check_store_assignment(schema, self.lance_schema.to_arrow(), self.uri)
         else:
             self.mode = "overwrite" if existing is not None else "create"
             self.lance_schema = LanceSchema.from_arrow(incoming)
@@ -484,6 +489,11 @@ class LanceWriter(DataSourceArrowWriter):
         """Commit; False when an earlier attempt of this write (same txnAppId) already did."""
         props = self._properties()
         handler = commit_handler_for(store, self.manifest_store)
+        if self.mode == "append_new_columns":
+            read = handler.read_manifest(self.read_version).manifest
+            op = Merge(list(read.fragments), self.lance_schema, new_fragments=frags)
+            txn = Transaction(self.read_version, op, properties=props)
+            return committed_by(commit_transaction(store, txn, handler=handler), txn)
         if self.mode == "append":
             if frags:
                 txn = Transaction(self.read_version, Append(frags), properties=props)
