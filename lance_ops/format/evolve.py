@@ -19,8 +19,10 @@ this call wrote.
 """
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from .errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from .fragment import DataFile, FragmentMetadata
+from .fragment import FragmentMetadata
 from .manifest import Manifest
 from .operations import Merge, Project
 from .scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
@@ -274,10 +276,14 @@ def _read_live(
     store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, columns: Sequence[str], batch_size: int | None
 ) -> tuple[pa.Table, np.ndarray | None]:
     """Live rows of ``frag`` (``columns`` only) and their physical offsets (None: no deletions)."""
-    plan = plan_scan(manifest.schema, list(columns), None, False, True)
+    # row addresses only where rows are missing (or no column is read: they carry the row count)
+    with_addr = frag.deletion_file is not None or not columns
+    plan = plan_scan(manifest.schema, list(columns), None, False, with_addr)
     size = batch_size or max(frag.physical_rows, 1)
     batches = list(scan_fragment(store, manifest, frag, plan, batch_size=size))
     t = pa.Table.from_batches(batches, schema=plan.out_schema)
+    if not with_addr:
+        return t, None
     offsets = None
     if frag.deletion_file is not None:
         addr = t.column(ROW_ADDR).to_numpy()
@@ -314,26 +320,30 @@ def add_column_files(
 ) -> list[FragmentMetadata]:
     """Every fragment of ``manifest`` with one more data file: ``compute`` of its live rows'
     ``read_columns`` (in batches of ``batch_size``, whole fragments if None), written with the
-    field ids of ``added``.  On failure the files written so far are removed."""
+    field ids of ``added``.  Two fragments at a time (decoding, kernels and encoding release
+    the GIL); on failure every file written is removed."""
     target = added.to_arrow()
     version = manifest.data_storage_version
-    done: list[FragmentMetadata] = []
-    written: list[FragmentMetadata] = []
-    try:
-        for frag in manifest.fragments:
-            live, offsets = _read_live(store, manifest, frag, read_columns, None)
-            parts = [compute(part) for part in _batches_of(live, batch_size)]
-            values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
-            full = _to_physical(values, offsets, frag.physical_rows)
-            new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
-                                       max_rows_per_file=max(frag.physical_rows, 1))
-            written.extend(new)
-            df: DataFile = new[0].files[0]
-            done.append(frag.with_changes(files=(*frag.files, df)))
-    except BaseException:
-        discard_files(store, written)
-        raise
-    return done
+
+    def one(frag: FragmentMetadata) -> FragmentMetadata:
+        live, offsets = _read_live(store, manifest, frag, read_columns, None)
+        parts = [compute(part) for part in _batches_of(live, batch_size)]
+        values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
+        full = _to_physical(values, offsets, frag.physical_rows)
+        new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
+                                   max_rows_per_file=max(frag.physical_rows, 1))
+        return frag.with_changes(files=(*frag.files, new[0].files[0]))
+
+    workers = max(1, min(2, os.cpu_count() or 1, len(manifest.fragments)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="lance_ops-add-columns") as pool:
+        futures = [pool.submit(one, f) for f in manifest.fragments]
+        wait(futures)
+    failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is not None:
+        done = [f.result() for f in futures if f.exception() is None]
+        discard_files(store, [d.with_changes(files=d.files[-1:]) for d in done])
+        raise failed
+    return [f.result() for f in futures]
 
 
 # ----------------------------------------------------------------- alter_columns
