@@ -786,12 +786,17 @@ class _Optimize:
 
 
 def _sql_translator() -> Any:
-    """The SQL expression translator of ``lance_ops.format.sql`` (None until it lands).
+    """``add_columns``' translator of SQL strings (``lance_ops.format.sql``), or None where that
+    module is absent (SQL strings are then refused with an UnsupportedFeatureError)."""
+    try:
+        from . import sql  # type: ignore[attr-defined]  # lands with issue 24 item 1
+    except ImportError:
+        return None
 
-    TODO(issue 24 item 1): when ``format/sql.py`` is on main, return ``sql.sql_expression``
-    here so ``add_columns`` takes SQL strings (``evolve._sql_merge``).
-    """
-    return None
+    def translate(text: str, schema: pa.Schema) -> pc.Expression:
+        return sql.sql_expression(text, schema, what="add_columns expression")
+
+    return translate
 
 
 def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
