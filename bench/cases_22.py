@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import lance_ops.format as lf
 
@@ -286,6 +287,43 @@ def case_open_many_fragments(fx: Fixtures, p: Any) -> Case:
     )
 
 
+def _sql_or_expression() -> Any:
+    """``x * 2`` as SQL when lance_ops takes SQL strings in add_columns, else as an Expression."""
+    try:
+        import lance_ops.format.sql  # noqa: F401
+    except ImportError:
+        return pc.field("x") * 2
+    return "x * 2"
+
+
+def case_add_columns_sql(fx: Fixtures, p: Any) -> Case:
+    """One computed column (``x * 2``) added to the pylance-written 10M-row 2.2 dataset: one new
+    data file per fragment, a Merge commit; pylance with the SQL string."""
+    lance = _pylance()
+    template = fx.scan_dataset_22("pylance")
+    rows = lance.dataset(template).count_rows()
+    out = _fresh_dirs(fx, "add_columns22", ["lance_ops", "pylance"])
+    ours = _sql_or_expression()
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    return Case(
+        "add_columns_sql",
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).add_columns({"y": ours}),
+            "pylance": lambda: lance.dataset(out["pylance"]).add_columns({"y": "x * 2"}),
+        },
+        work=rows,
+        unit="rows/s",
+        reps=p.reps,
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"rows": rows, "expression": str(ours), "data_storage_version": "2.2", "written_by": "pylance"},
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
 #: in run order, after the cases of ``cases.CASES``
 CASES_22 = {
     "delete_22": case_delete_22,
@@ -297,5 +335,6 @@ CASES_22 = {
     "change_feed_22_local2": case_change_feed_22_local2,
     "compact_small_fragments": case_compact_small_fragments,
     "open_many_fragments": case_open_many_fragments,
+    "add_columns_sql": case_add_columns_sql,
 }
 SPARK_CASES_22 = frozenset({"compact_22_local2", "change_feed_22_local2"})

@@ -15,8 +15,14 @@ META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 CHANGE = ["_rowid", "_change_type", "_commit_version", "_commit_timestamp"]
 
 
-def build_history(uri: str) -> dict[int, str]:
-    """Every evolution pylance offers, between row changes; returns version -> what it did."""
+def build_history(uri: str, evolve_with: str = "pylance") -> dict[int, str]:
+    """Every evolution pylance offers, between row changes; returns version -> what it did.
+
+    ``evolve_with="lance_ops"``: the same add/alter/drop columns steps made by lance_ops
+    (an Expression where pylance takes SQL), the rest by pylance as before.
+    """
+    evolve = (lambda: lance.dataset(uri)) if evolve_with == "pylance" else (lambda: lf.dataset(uri))
+    y_expr = "x * 2" if evolve_with == "pylance" else pc.field("x") * 2
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.int32(), nullable=False), pa.field("s", pa.string())])
     t = pa.table({"id": range(8), "x": pa.array(range(8), pa.int32()), "s": list("abcdefgh")}, schema=schema)
     lance.write_dataset(t, uri, schema=schema, enable_stable_row_ids=True, max_rows_per_file=4)
@@ -27,16 +33,16 @@ def build_history(uri: str) -> dict[int, str]:
 
     t2 = pa.table({"id": [8, 9], "x": pa.array([8, 9], pa.int32()), "s": ["i", "j"]}, schema=schema)
     lance.write_dataset(t2, uri, mode="append"), step("append")
-    lance.dataset(uri).add_columns({"y": "x * 2"}), step("add_columns sql")
+    evolve().add_columns({"y": y_expr}), step("add_columns sql")
     lance.dataset(uri).delete("id = 1"), step("delete")
-    lance.dataset(uri).add_columns(
+    evolve().add_columns(
         lambda b: pa.record_batch({"z": pc.add(b.column("x").cast(pa.int64()), 100)}), read_columns=["x"]
     ), step("add_columns udf")
-    lance.dataset(uri).alter_columns({"path": "s", "name": "s2"}), step("rename")
+    evolve().alter_columns({"path": "s", "name": "s2"}), step("rename")
     lance.dataset(uri).update({"s2": "'U'"}, where="id = 4"), step("update")
-    lance.dataset(uri).alter_columns({"path": "x", "nullable": True}), step("nullable")
-    lance.dataset(uri).alter_columns({"path": "x", "data_type": pa.int64()}), step("cast")
-    lance.dataset(uri).drop_columns(["z"]), step("drop")
+    evolve().alter_columns({"path": "x", "nullable": True}), step("nullable")
+    evolve().alter_columns({"path": "x", "data_type": pa.int64()}), step("cast")
+    evolve().drop_columns(["z"]), step("drop")
     lance.dataset(uri).merge(pa.table({"id": pa.array([2, 3, 9], pa.int64()), "m": ["m2", "m3", "m9"]}), "id"), step("merge")
     lance.dataset(uri).delete("id = 7"), step("delete")
     # lance_ops maintains the evolved dataset: update, append, delete, compaction

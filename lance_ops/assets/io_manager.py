@@ -11,6 +11,10 @@
   ``{root_uri}/sales/daily.lance``; datasets it creates have stable row ids (change feeds work).
 - Write modes (``mode``, or the asset's definition/output metadata ``"mode"``): ``overwrite``
   (default), ``append``, ``merge`` on key columns (``merge_on``, or metadata ``"merge_on"``).
+- Schema evolution (``schema_mode="merge"``, dagster-deltalake's name, or the metadata
+  ``"schema_mode"``): columns of the output the dataset lacks are added first (nullable, a
+  metadata-only ``add_columns``), then the rows are written in the asset's mode.  Without it an
+  append or merge must have the dataset's columns.
 - Partitioned assets (time windows, static, dynamic, multi): the asset's metadata
   ``"partition_expr"`` names the partition column (a dict per dimension for multi partitions).
   A run replaces the partition's rows (``overwrite``, one atomic commit; rows outside the
@@ -60,6 +64,12 @@ class WriteMode(Enum):
     merge = "merge"
 
 
+class SchemaMode(Enum):
+    """dagster-deltalake's ``schema_mode``: ``merge`` evolves the dataset on write."""
+
+    merge = "merge"
+
+
 class LanceStorage(ConfigurableResource):  # type: ignore[misc]
     """How to reach the datasets: fsspec storage options; secrets come from environment variables
     (``storage_options_env``: option -> variable), read when a dataset is opened, never logged."""
@@ -85,6 +95,8 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
     storage: ResourceDependency[LanceStorage] = Field(default_factory=LanceStorage)  # type: ignore[assignment]
     mode: WriteMode = WriteMode.overwrite
     merge_on: list[str] = Field(default_factory=list, description="key columns of mode=merge")
+    schema_mode: SchemaMode | None = Field(
+        default=None, description='"merge": add the output\'s new columns (nullable) before writing')
     enable_stable_row_ids: bool = True
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     manifest_store: str | None = Field(
@@ -124,6 +136,11 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
                                   f"{context.asset_partition_keys} (column {md.get('partition_expr')!r})")
         exists = _exists(uri, so, ms)
         extra: dict[str, Any] = {"rows_written": table.num_rows, "write_mode": mode.value}
+        schema_mode = md.get("schema_mode", self.schema_mode)
+        if exists and schema_mode is not None and SchemaMode(getattr(schema_mode, "value", schema_mode)) is SchemaMode.merge:
+            added = add_new_columns(uri, table.schema, storage_options=so, manifest_store=ms)
+            if added:
+                extra["columns_added"] = ", ".join(added)
         if not exists:
             ds = lf.write_dataset(table, uri, mode="create", enable_stable_row_ids=self.enable_stable_row_ids,
                                   max_rows_per_file=self.max_rows_per_file, storage_options=so,
@@ -178,6 +195,18 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------------ helpers
+def add_new_columns(
+    uri: str, incoming: pa.Schema, *, storage_options: dict[str, str], manifest_store: str | None
+) -> list[str]:
+    """Add the columns of ``incoming`` the dataset lacks, nullable and all null (metadata only,
+    as pylance's ``add_columns`` of fields); returns their names."""
+    ds = lf.dataset(uri, storage_options=storage_options, manifest_store=manifest_store)
+    new = [f.with_nullable(True) for f in incoming if f.name not in ds.schema.names]
+    if new:
+        ds.add_columns(pa.schema(new))
+    return [f.name for f in new]
+
+
 def _exists(uri: str, so: dict[str, str], manifest_store: str | None = None) -> bool:
     try:
         lf.dataset(uri, storage_options=so, manifest_store=manifest_store)

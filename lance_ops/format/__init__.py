@@ -34,6 +34,7 @@ from .errors import (
     SQLUnknownColumnError,
     UnsupportedFeatureError,
 )
+from .evolve import schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .index.describe import format_fragment_ids
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
@@ -52,7 +53,9 @@ from .operations import (
     Append,
     CreateIndex,
     Delete,
+    Merge,
     Overwrite,
+    Project,
     ReserveFragments,
     Restore,
     Rewrite,
@@ -97,6 +100,8 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "Delete",
+    "Merge",
+    "Project",
     "DeletionFile",
     "FragmentMetadata",
     "IncompatibleTransactionError",
@@ -141,6 +146,7 @@ __all__ = [
     "sql_expression",
     "sql_filter",
     "transpile_sql",
+    "schema_with_new_columns",
     "write_dataset",
     "write_fragments",
 ]

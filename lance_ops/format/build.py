@@ -22,8 +22,10 @@ from .operations import (
     Append,
     CreateIndex,
     Delete,
+    Merge,
     Operation,
     Overwrite,
+    Project,
     ReserveFragments,
     Restore,
     Rewrite,
@@ -294,6 +296,40 @@ def _with_created_indices(m: Manifest, op: CreateIndex) -> Manifest:
     gone = {i.uuid for i in op.removed_indices}
     after = tuple(i for i in before if i.uuid not in gone) + tuple(op.new_indices)
     return m.with_changes(index_section=encode_index_section(after) if after else None)
+
+
+@_apply.register
+def _(op: Merge, b: _Build) -> _Applied:
+    """Schema replaced; every fragment replaced by its version in ``op`` (same ids, same rows).
+
+    With stable row ids the rows of a fragment given new data files were updated at this
+    version (pylance: ``_row_last_updated_at_version`` moves; a metadata-only all-null column
+    leaves it)."""
+    base = b.base
+    before = {f.id: f.files for f in base.fragments}
+    frags = []
+    for f in op.fragments:
+        if f.id not in before:
+            raise IncompatibleTransactionError(
+                f"merge names fragment {f.id}, which version {base.version} does not have"
+            )
+        if b.stable and f.files != before[f.id]:
+            f = f.with_changes(last_updated_at_versions=rowids.constant_versions(f.physical_rows, b.version))
+        frags.append(f)
+    frags.extend(b.ids.new_fragment(f) for f in op.new_fragments)
+    return base.with_changes(schema=op.schema), frags
+
+
+@_apply.register
+def _(op: Project, b: _Build) -> _Applied:
+    """Schema replaced (metadata only); data files left holding no field of it are dropped."""
+    base = b.base
+    keep = set(op.schema.field_ids())
+    frags = []
+    for f in base.fragments:
+        files = tuple(df for df in f.files if keep.intersection(df.fields))
+        frags.append(f if files == tuple(f.files) else f.with_changes(files=files))
+    return base.with_changes(schema=op.schema), frags
 
 
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:

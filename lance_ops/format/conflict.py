@@ -17,10 +17,14 @@ from functools import singledispatch
 from .errors import IncompatibleTransactionError, RetryableCommitConflictError
 from .index.metadata import FRAG_REUSE_INDEX_NAME
 from .operations import (
+    Append,
     CreateIndex,
     Delete,
+    Merge,
     Operation,
     Overwrite,
+    Project,
+    ReserveFragments,
     Restore,
     Rewrite,
     Unmodelled,
@@ -49,6 +53,11 @@ def _(op: Update) -> set[int]:
 @touched_fragments.register
 def _(op: Rewrite) -> set[int]:
     return {f.id for g in op.groups for f in g.old_fragments}
+
+
+@touched_fragments.register
+def _(op: Merge) -> set[int]:
+    return {f.id for f in op.fragments}
 
 
 @singledispatch
@@ -126,6 +135,53 @@ def _(a: Rewrite, pair: _Pair) -> set[int]:
     return _committed(pair.theirs.operation, a, pair)
 
 
+@_check_mine.register
+def _(a: Merge, pair: _Pair) -> set[int]:
+    _schema_change_fails(_against_merge(pair.theirs.operation), pair)
+    return set()
+
+
+@_check_mine.register
+def _(a: Project, pair: _Pair) -> set[int]:
+    _schema_change_fails(_against_project(pair.theirs.operation), pair)
+    return set()
+
+
+def _schema_change_fails(kind: type | None, pair: _Pair) -> None:
+    if kind is IncompatibleTransactionError:
+        pair.fail(kind, "the dataset was replaced")
+    elif kind is not None:
+        pair.fail(kind, "the schema or the fragments changed meanwhile; redo the schema change on the new version")
+
+
+@singledispatch
+def _against_merge(b: Operation) -> type | None:
+    """The conflict my Merge (new columns, a cast) has with ``b`` committed meanwhile, as
+    pylance's ``check_merge_txn``: any change of fragments or schema is retryable."""
+    return RetryableCommitConflictError
+
+
+@_against_merge.register
+def _(b: CreateIndex | ReserveFragments | UpdateConfig) -> type | None:
+    return None
+
+
+@_against_merge.register
+def _(b: Overwrite | Restore) -> type | None:
+    return IncompatibleTransactionError
+
+
+@singledispatch
+def _against_project(b: Operation) -> type | None:
+    """My Project (drop, rename, nullability) vs ``b``: only another schema change conflicts."""
+    return _against_merge(b)
+
+
+@_against_project.register
+def _(b: Append | Delete | Update | Rewrite) -> type | None:
+    return None
+
+
 @singledispatch
 def _committed(b: Operation, a: Operation, pair: _Pair) -> set[int]:
     """What ``b``, committed meanwhile, means for ``a`` planned on its read version's fragments.
@@ -155,6 +211,17 @@ def _(b: Rewrite, a: Operation, pair: _Pair) -> set[int]:
     if common:
         pair.fail(RetryableCommitConflictError, f"fragments {sorted(common)} were rewritten (compacted)")
     return set()
+
+
+@_committed.register
+def _(b: Merge, a: Operation, pair: _Pair) -> set[int]:
+    pair.fail(RetryableCommitConflictError, "columns were added or cast (merge) meanwhile")
+    return set()
+
+
+@_committed.register
+def _(b: Project, a: Operation, pair: _Pair) -> set[int]:
+    return set()  # metadata only: rows and data files stay valid for a plan made before it
 
 
 @singledispatch

@@ -194,8 +194,37 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """New columns or a cast (pylance's ``add_columns`` / ``alter_columns`` with a cast): every
+    fragment, with the data files of the new field ids, and the new schema."""
+
+    fragments: Sequence[FragmentMetadata]
+    schema: LanceSchema
+    #: lance_ops: rows appended in the same commit (Spark ``mergeSchema``, Dagster
+    #: ``schema_mode="merge"``); ids assigned at commit.  Encoded after ``fragments``.
+    new_fragments: Sequence[FragmentMetadata] = ()
+    name = "merge"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.merge.fragments.extend(f.to_proto() for f in (*self.fragments, *self.new_fragments))
+        t.merge.schema.extend(self.schema.to_proto())
+        t.merge.schema_metadata.update(self.schema.metadata)
+
+
+@dataclass(frozen=True)
+class Project:
+    """A new schema over the same data (``drop_columns``, renames, nullability): metadata only."""
+
+    schema: LanceSchema
+    name = "project"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        t.project.schema.extend(self.schema.to_proto())
+
+
+@dataclass(frozen=True)
 class Unmodelled:
-    """An operation lance_ops reads but does not apply (CreateIndex, Merge, Project, ...)."""
+    """An operation lance_ops reads but does not apply (DataReplacement, Clone, ...)."""
 
     name: str
     raw: bytes = b""
@@ -205,7 +234,8 @@ class Unmodelled:
 
 
 Operation = (
-    Append | Overwrite | Delete | Update | Rewrite | CreateIndex | ReserveFragments | UpdateConfig | Restore | Unmodelled
+    Append | Overwrite | Delete | Update | Rewrite | CreateIndex | ReserveFragments | UpdateConfig | Restore | Merge
+    | Project | Unmodelled
 )
 
 
@@ -258,4 +288,10 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
         return UpdateConfig(upserts, deletes)
     if kind == "restore":
         return Restore(t.restore.version)
+    if kind == "merge":
+        m = t.merge
+        return Merge(_frags(m.fragments), LanceSchema.from_proto(m.schema, dict(m.schema_metadata)))
+    if kind == "project":
+        # Project carries no schema metadata: the previous version's is kept when applied
+        return Project(LanceSchema.from_proto(t.project.schema))
     return Unmodelled(kind or "unknown")

@@ -23,7 +23,7 @@ from .fragment import FragmentMetadata
 from .index.cleanup import index_uuids, prune_empty_index_dirs
 from .index.metadata import INDICES_DIR
 from .manifest import Manifest
-from .operations import Append, CreateIndex, Delete, Operation, Overwrite, Rewrite, Update
+from .operations import Append, CreateIndex, Delete, Merge, Operation, Overwrite, Rewrite, Update
 from .schema import LanceSchema
 from .store import ObjectStore
 from .transaction import Transaction
@@ -88,6 +88,8 @@ def _create_index_files(op: CreateIndex) -> FileSet:
 _FILES_OF: dict[type, Callable[..., FileSet]] = {
     Append: lambda op: _fragment_files(op.fragments),
     Overwrite: lambda op: _fragment_files(op.fragments),
+    # every fragment: the files already committed are kept by the manifests that reference them
+    Merge: lambda op: _fragment_files((*op.fragments, *op.new_fragments)),
     Delete: lambda op: _deletion_files(op.updated_fragments),
     Update: _update_files,
     Rewrite: _rewrite_files,

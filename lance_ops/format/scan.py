@@ -623,8 +623,8 @@ def _fragment_batches(
         stop = start + n
         if passthrough and live is None and plan.filter is None:
             start = stop
-            if n:
-                yield _shaped(batch, out_names, plan.out_schema)
+            if n:  # by position: a data file may still carry a column's old name (a rename)
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=plan.out_schema) if out_names else batch.select([])
             continue
         if meta or batch.schema.names != data_names:
             # columns by position: a data file may still carry a column's old name

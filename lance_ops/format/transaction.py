@@ -11,7 +11,7 @@ from ._proto import transaction_pb2
 from .errors import CorruptFileError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import check_fragments, is_plain_name
-from .operations import Append, Delete, Operation, Overwrite, Rewrite, Update, operation_from_proto
+from .operations import Append, Delete, Merge, Operation, Overwrite, Rewrite, Update, operation_from_proto
 from .store import ObjectStore
 
 TRANSACTIONS_DIR = "_transactions"
@@ -103,6 +103,11 @@ def _(op: Delete) -> list[FragmentMetadata]:
 @operation_fragments.register
 def _(op: Update) -> list[FragmentMetadata]:
     return [*op.updated_fragments, *op.new_fragments]
+
+
+@operation_fragments.register
+def _(op: Merge) -> list[FragmentMetadata]:
+    return [*op.fragments, *op.new_fragments]
 
 
 @operation_fragments.register

@@ -56,6 +56,8 @@ WRITE_OPTIONS: dict[str, str] = {
     "storage.<key>": "one storage option",
     "write_id": "id stored in the transaction properties as lance_ops.write_id",
     "transaction_properties": "JSON object stored in the transaction properties",
+    "mergeSchema": "Delta's schema evolution on append: columns of the data the dataset lacks are added "
+    "(nullable) in the same commit as the rows; without it an append must have the dataset's columns",
     "txnAppId": "Delta's idempotent writes: application id; with txnVersion, a write commits at most once",
     "txnVersion": "Delta's idempotent writes: version of the write within txnAppId",
     "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL); "

@@ -432,7 +432,12 @@ class LanceWriter(DataSourceArrowWriter):
         if existing is not None and not overwrite:
             self.mode = "append"
             self.lance_schema = existing.schema
-            check_store_assignment(schema, existing.schema.to_arrow(), self.uri)
+            if get_bool(options, "mergeSchema", False):
+                # the new columns and the rows land in one Merge commit (or not at all)
+                self.lance_schema = lf.schema_with_new_columns(existing, incoming)
+                if self.lance_schema is not existing.schema:
+                    self.mode = "append_new_columns"
+            check_store_assignment(schema, self.lance_schema.to_arrow(), self.uri)
         else:
             self.mode = "overwrite" if existing is not None else "create"
             self.lance_schema = LanceSchema.from_arrow(incoming)
@@ -493,6 +498,11 @@ class LanceWriter(DataSourceArrowWriter):
         handler = commit_handler_for(store, self.manifest_store)
         common: dict[str, Any] = {"storage_options": self.storage_options, "transaction_properties": props,
                                   "manifest_store": self.manifest_store}
+        if self.mode == "append_new_columns":
+            read = handler.read_manifest(self.read_version).manifest
+            op = lf.Merge(list(read.fragments), self.lance_schema, new_fragments=frags)
+            ds = lf.commit(self.uri, op, read_version=self.read_version, **common)
+            return idempotency_key(props) is None or self._committed_here(store, handler, ds.version)
         if self.mode == "append":
             if not frags:
                 return True

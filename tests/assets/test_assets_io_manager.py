@@ -105,6 +105,38 @@ def test_append_and_merge_modes_keep_row_ids(tmp_path, instance):
     assert sorted(cf["_change_type"].to_pylist()) == ["insert", "update_postimage", "update_preimage"]
 
 
+def test_schema_mode_merge_adds_new_columns_on_append_and_merge(tmp_path, instance):
+    batch = {"rows": pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})}
+
+    @asset(metadata={"mode": "append"})
+    def log() -> pa.Table:
+        return batch["rows"]
+
+    @asset(metadata={"mode": "merge", "merge_on": ["id"]})
+    def users() -> pa.Table:
+        return batch["rows"]
+
+    strict = LanceIOManager(root_uri=str(tmp_path))
+    materialize([log, users], resources={"io_manager": strict}, instance=instance)
+    batch["rows"] = pa.table({"id": pa.array([2, 3], pa.int64()), "v": ["B", "c"], "w": pa.array([20, 30], pa.int32())})
+    # without schema_mode the new column is refused and nothing changes
+    failed = materialize([log], resources={"io_manager": strict}, instance=instance, raise_on_error=False)
+    assert not failed.success and lance.dataset(str(tmp_path / "log.lance")).version == 1
+    io = LanceIOManager(root_uri=str(tmp_path), schema_mode="merge")
+    result = materialize([log, users], resources={"io_manager": io}, instance=instance)
+    log_ds = lance.dataset(str(tmp_path / "log.lance"))
+    assert log_ds.schema.field("w").type == pa.int32() and log_ds.schema.field("w").nullable
+    assert pylance(str(tmp_path / "log.lance"), ["id", "w"]).select(["id", "w"]).to_pydict() == {
+        "id": [1, 2, 2, 3], "w": [None, None, 20, 30]}
+    users_rows = {r["id"]: (r["v"], r["w"]) for r in pylance(str(tmp_path / "users.lance")).to_pylist()}
+    assert users_rows == {1: ("a", None), 2: ("B", 20), 3: ("c", 30)}
+    assert {k: v.value for k, v in mat(result, ["log"]).metadata.items()}["columns_added"] == "w"
+    # pylance keeps evolving what the IO manager evolved
+    lance.dataset(str(tmp_path / "users.lance")).add_columns({"x": "id + w"})
+    assert sorted(lance.dataset(str(tmp_path / "users.lance")).to_table(columns=["x"])["x"].to_pylist(),
+                  key=lambda v: (v is None, v)) == [22, 33, None]
+
+
 def test_time_partitions_are_replaced_on_rerun_and_loaded_per_partition(tmp_path, instance):
     days = DailyPartitionsDefinition(start_date="2026-01-01")
     amounts = {"x": 1.0}

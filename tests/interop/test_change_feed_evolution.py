@@ -21,10 +21,11 @@ pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.0
 
 
 
-@pytest.fixture
-def history(tmp_path):
+@pytest.fixture(params=("pylance", "lance_ops"))
+def history(tmp_path, request):
+    """The evolution steps made by pylance, or by lance_ops (read back by pylance's oracle)."""
     uri = str(tmp_path / "ds")
-    steps = build_history(uri)
+    steps = build_history(uri, evolve_with=request.param)
     return uri, steps
 
 

@@ -127,3 +127,30 @@ def test_store_assignment_rules():
     ]:
         with pytest.raises(SchemaError, match=culprit):
             ok(**bad)
+
+
+def test_merge_schema_adds_the_new_columns_in_one_commit(spark, dataset):
+    df = spark.createDataFrame([(3, "c", 2.5, decimal.Decimal("3.75"), "new", [1, 2])],
+                               "id long, s string, x double, d decimal(12,2), e string, f array<int>")
+    # without mergeSchema the strict-append rule stays
+    with pytest.raises(Exception, match=r"unexpected \['e', 'f'\]"):
+        df.write.format("lance").mode("append").save(dataset)
+    assert unchanged(dataset)
+    df.write.format("lance").mode("append").option("mergeSchema", "true").save(dataset)
+    ds = lance.dataset(dataset)
+    assert ds.version == 2
+    assert ds.schema.names == ["id", "s", "x", "d", "e", "f"]
+    assert ds.schema.field("e").nullable and ds.schema.field("f").type == pa.list_(pa.int32())
+    got = ds.to_table(columns=["id", "e", "f"]).sort_by("id").to_pydict()
+    assert got == {"id": [1, 2, 3], "e": [None, None, "new"], "f": [None, None, [1, 2]]}
+    assert data_files(dataset) == referenced_files(dataset)
+    # the evolved dataset takes strict appends of its new columns, and pylance keeps evolving it
+    spark.createDataFrame([(4, "d", 1.0, decimal.Decimal("1.00"), "x", None)],
+                          "id long, s string, x double, d decimal(12,2), e string, f array<int>"
+                          ).write.format("lance").mode("append").save(dataset)
+    # mergeSchema with nothing new is a plain append
+    df.write.format("lance").mode("append").option("mergeSchema", "true").save(dataset)
+    assert lance.dataset(dataset).count_rows() == 5 and lance.dataset(dataset).version == 4
+    lance.dataset(dataset).add_columns({"g": "id * 10"})
+    assert lance.dataset(dataset).to_table(columns=["id", "e", "g"]).sort_by("id").to_pydict() == {
+        "id": [1, 2, 3, 3, 4], "e": [None, None, "new", "new", "x"], "g": [10, 20, 30, 30, 40]}

@@ -35,7 +35,17 @@ from ..file.blobs import scan_schema
 from ..file.reader import DataFileReader, PagePrefetcher
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest, NamingScheme, list_versions, read_manifest
-from ..operations import Append, Operation, ReserveFragments, Rewrite, Unmodelled, Update, UpdateConfig
+from ..operations import (
+    Append,
+    Merge,
+    Operation,
+    Project,
+    ReserveFragments,
+    Rewrite,
+    Unmodelled,
+    Update,
+    UpdateConfig,
+)
 from ..scan import (
     CREATED_AT,
     META_COLUMNS,
@@ -317,6 +327,11 @@ def _(op: Append | ReserveFragments | UpdateConfig | Rewrite) -> bool:
 
 
 @_may_change_rows.register
+def _(op: Project) -> bool:
+    return False  # metadata only
+
+
+@_may_change_rows.register
 def _(op: Unmodelled) -> bool:
     return op.name not in _ROWS_UNCHANGED
 
@@ -331,6 +346,11 @@ def _may_remove_ids(op: Operation, store: ObjectStore, scheme: NamingScheme, ver
 def _(op: Append | ReserveFragments | UpdateConfig | Rewrite, store: ObjectStore, scheme: NamingScheme,
       version: int) -> bool:
     return False
+
+
+@_may_remove_ids.register
+def _(op: Merge | Project, store: ObjectStore, scheme: NamingScheme, version: int) -> bool:
+    return False  # new or cast columns: every row keeps its id (a Merge updates them)
 
 
 @_may_remove_ids.register
