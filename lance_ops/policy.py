@@ -9,6 +9,7 @@ were committed since the last compaction; deletion materialisation when only the
 ratio reaches ``deleted_ratio_threshold``.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -108,3 +109,16 @@ def maintenance_request(manifest: Manifest, store: ObjectStore, policy: Policy) 
     if deletions:
         return MaintenanceRequest("materialize_deletions", tuple(deletions), manifest.version)
     return None
+
+
+def evaluate(uri: str, policy: Policy, *, storage_options: Mapping[str, Any] | None = None,
+             version: int | None = None) -> MaintenanceRequest | None:
+    """:func:`maintenance_request` for the dataset at ``uri`` (its latest version, or ``version``).
+
+    Raises:
+        DatasetNotFoundError: no dataset at ``uri``.
+    """
+    import lance_ops.format as lf
+
+    ds = lf.dataset(uri, version=version, storage_options=storage_options)
+    return maintenance_request(ds.manifest, ObjectStore(ds.uri, dict(storage_options or {})), policy)
