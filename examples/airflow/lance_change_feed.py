@@ -13,7 +13,7 @@ from typing import Any
 from _common import CONN_ID, DATASET, DEFAULT_ARGS, START
 from airflow.sdk import DAG, task
 
-from lance_ops.airflow import LanceChangeFeedOperator, LanceVersionSensor
+from lance_ops.airflow import LanceChangeFeedOperator, LanceVersionSensor, lance_asset
 
 with DAG("lance_change_feed", schedule="@hourly", start_date=START, catchup=False, default_args=DEFAULT_ARGS,
          max_active_runs=1, tags=["lance_ops"], doc_md=__doc__):
@@ -25,5 +25,8 @@ with DAG("lance_change_feed", schedule="@hourly", start_date=START, catchup=Fals
         """The versions to write, one mapped task each."""
         return list(found["new_versions"])
 
-    LanceChangeFeedOperator.partial(task_id="write_change_feed", dataset=DATASET, lance_conn_id=CONN_ID).expand(
+    LanceChangeFeedOperator.partial(
+        task_id="write_change_feed", dataset=DATASET, lance_conn_id=CONN_ID,
+        outlets=[lance_asset(DATASET, change_feed=True)],  # mapped operators declare outlets in partial
+    ).expand(
         end_version=versions(seen.output))

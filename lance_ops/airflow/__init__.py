@@ -28,6 +28,7 @@ _NAMES = {
     "LanceVersionTrigger": "triggers.lance",
     "LanceMaintenanceTrigger": "triggers.lance",
     "get_provider_info": "provider_info",
+    "lance_asset": "operators.lance",
 }
 
 __all__ = sorted(_NAMES)

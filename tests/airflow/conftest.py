@@ -8,6 +8,7 @@ reads its configuration once, at import).
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ EXAMPLES = ROOT / "examples" / "airflow"
 HOME = Path(tempfile.mkdtemp(prefix="lance_ops_airflow_home_"))
 DATA = HOME / "data"
 CONFIG = HOME / "lance_ops.yaml"
+DAGS = HOME / "dags"  # the example DAGs, plus the DAG files tests write (dag.test() syncs the folder)
 
 CONFIG_YAML = f"""\
 spark:
@@ -36,12 +38,11 @@ datasets:
       min_small_fragments: 3
       deleted_ratio_threshold: 0.2
       max_versions_since_compaction: 20
-      cleanup_older_than_days: 0
 """
 
 ENV = {
     "AIRFLOW_HOME": str(HOME),
-    "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLES),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
     "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
@@ -50,16 +51,16 @@ ENV = {
     "AIRFLOW_CONN_LANCE_DEFAULT": json.dumps({"conn_type": "lance", "extra": {"spark": {"master": "local[2,2]"}}}),
     "LANCE_OPS_CONFIG": str(CONFIG),
     "NUMBA_CACHE_DIR": str(HOME / "numba"),
-    "PYTHONPATH": os.pathsep.join([str(ROOT), str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
+    "PYTHONPATH": os.pathsep.join([str(ROOT), str(DAGS), os.environ.get("PYTHONPATH", "")]),
 }
 os.environ.update(ENV)
 DATA.mkdir(parents=True, exist_ok=True)
 CONFIG.write_text(CONFIG_YAML)
-sys.path.insert(0, str(EXAMPLES))
-
-from spark_fixture import spark  # noqa: E402, F401  (the Spark environment before any JVM starts)
+shutil.copytree(EXAMPLES, DAGS, ignore=shutil.ignore_patterns("__pycache__"))
+sys.path.insert(0, str(DAGS))
 
 import pytest  # noqa: E402
+from spark_fixture import spark  # noqa: E402, F401  (the Spark environment before any JVM starts)
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
@@ -73,11 +74,21 @@ def airflow_db():
     return HOME / "airflow.db"
 
 
+def load_dag(name: str, source: str | None = None):
+    """The DAG ``name`` parsed by Airflow from ``DAGS/<name>.py`` (written from ``source`` if given)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    path = DAGS / f"{name}.py"
+    if source is not None:
+        path.write_text(source)
+    bag = DagBag(dag_folder=str(path))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags[name]
+
+
 @pytest.fixture
 def fresh_dataset():
     """The yaml's dataset and sink, removed before the test (tests in this module share the config)."""
-    import shutil
-
     for name in ("events", "events_changes"):
         shutil.rmtree(DATA / name, ignore_errors=True)
     return str(DATA / "events")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, Context
 
-from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from lance_ops.policy import OPERATION_PROPERTY, manifest_stats
 from lance_ops.settings import DatasetConfigError, DatasetSettings, Settings, SparkSettings, load_settings
 
@@ -28,6 +28,15 @@ IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert")
 RUN_PROPERTY = "airflow/run_id"
 DAG_PROPERTY = "airflow/dag_id"
 TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"  # lance_ops.format.idempotency's keys
+
+
+#: operation -> (argument at fault, fix) when its job refuses the input before writing
+_FIELDS = {
+    "append": ("source", "point source/format at data with the dataset's columns"),
+    "upsert": ("source", "point source/format at data with the dataset's columns (and `on` at its keys)"),
+    "delete": ("where", "write the predicate with the dataset's columns"),
+    "write_change_feed": ("dataset", "the change feed needs stable row ids: recreate the dataset with them"),
+}
 
 
 def asset_uri(uri: str) -> str:
@@ -54,11 +63,16 @@ class LanceBaseOperator(BaseOperator):
         if dataset is None and uri is None:
             raise ValueError(f"{type(self).__name__}: give dataset (a name in lance_ops.yaml) or uri")
         if "outlets" not in kwargs:
-            declared = _declared_uri(dataset, uri, config_path)
+            declared = self.declared_asset(dataset, uri, config_path)
             if declared is not None:
-                kwargs["outlets"] = [Asset(asset_uri(declared))]
+                kwargs["outlets"] = [declared]
         super().__init__(**kwargs)
         self.dataset, self.uri, self.lance_conn_id, self.config_path = dataset, uri, lance_conn_id, config_path
+
+    @classmethod
+    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None) -> Asset | None:
+        """The outlet: the dataset's Asset, when its URI is known at parse time (not templated)."""
+        return lance_asset(dataset, uri=uri, config_path=config_path)
 
     # --------------------------------------------------------------- resolution
     def settings(self) -> Settings:
@@ -108,7 +122,8 @@ class LanceBaseOperator(BaseOperator):
         try:
             return hook.run_task(task, spark)
         except (SchemaError, UnsupportedFeatureError) as e:
-            raise self.config_error(self.operation, str(e), "fix the operator's arguments") from e
+            field, fix = _FIELDS.get(self.operation, (self.operation, "fix the operator's arguments"))
+            raise self.config_error(field, str(e), fix) from e
 
     def commit_properties(self, context: Context) -> dict[str, str]:
         """The commit's stamp; for single-commit operations also the idempotency key."""
@@ -140,16 +155,20 @@ class LanceBaseOperator(BaseOperator):
                                     "run LanceAppendOperator first (it creates the dataset), or fix the uri")
 
 
-def _declared_uri(dataset: str | None, uri: str | None, config_path: str | None) -> str | None:
-    """The dataset's URI when known at parse time (not templated), for the outlet Asset."""
+def lance_asset(dataset: str | None = None, *, uri: str | None = None, change_feed: bool = False,
+                config_path: str | None = None) -> Asset | None:
+    """The Airflow ``Asset`` of a dataset (``change_feed=True``: of its change feed sink), or None
+    when it cannot be known at parse time (templated, or a name lance_ops.yaml lacks: the task
+    reports that when it runs).  Mapped operators take it as ``outlets=[...]`` in ``partial``."""
     if uri is not None:
-        return None if "{{" in uri else uri
+        return None if "{{" in uri else Asset(asset_uri(uri))
     if dataset is None or "{{" in dataset:
         return None
     try:
-        return load_settings(config_path).dataset(dataset).uri
+        d = load_settings(config_path).dataset(dataset)
     except (DatasetConfigError, OSError, ValueError):
-        return None  # reported when the task runs
+        return None
+    return Asset(asset_uri(d.change_feed.sink_uri if change_feed else d.uri))
 
 
 class _SourceOperator(LanceBaseOperator):
@@ -289,10 +308,14 @@ class LanceCleanupOperator(LanceBaseOperator):
     def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, uri: str,
             params: dict[str, Any]) -> dict[str, Any]:
         ds = hook.open_dataset(uri, storage_options=d.storage_options if d else None)
-        stats = ds.cleanup_old_versions(
-            older_than=params["older_than"], retain_versions=int(params["retain_versions"]), dry_run=self.dry_run,
-            delete_unverified=self.delete_unverified, retention_duration_check=self.retention_duration_check,
-        )
+        try:
+            stats = ds.cleanup_old_versions(
+                older_than=params["older_than"], retain_versions=int(params["retain_versions"]), dry_run=self.dry_run,
+                delete_unverified=self.delete_unverified, retention_duration_check=self.retention_duration_check,
+            )
+        except InvalidArgumentError as e:  # refused before anything is removed
+            raise self.config_error("older_than", str(e), "keep at least an hour (policy.cleanup_older_than_days), "
+                                    "or pass retention_duration_check=False when nothing else uses the dataset") from e
         fields = getattr(stats, "__dataclass_fields__", None) or vars(stats)
         out: dict[str, Any] = {k: getattr(stats, k) for k in fields if k != "removed_paths"}
         out.update(operation=self.operation, dry_run=self.dry_run, version=None)
@@ -312,6 +335,11 @@ class LanceChangeFeedOperator(LanceBaseOperator):
                  sink_uri: str | None = None, format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.begin_version, self.end_version, self.sink_uri, self.format = begin_version, end_version, sink_uri, format
+
+    @classmethod
+    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None) -> Asset | None:
+        """The outlet is the sink (what this operator writes); given ``sink_uri``, pass ``outlets=``."""
+        return lance_asset(dataset, change_feed=True, config_path=config_path) if uri is None else None
 
     def _number(self, field: str, value: Any) -> int | None:
         if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
@@ -351,12 +379,13 @@ class LanceChangeFeedOperator(LanceBaseOperator):
 
     def record(self, context: Context, hook: LanceHook, uri: str, d: DatasetSettings | None,
                result: dict[str, Any]) -> None:
-        super().record(context, hook, uri, d, result)
+        """The sink's asset event: the range's end as ``version``, the rows written as ``row_count``."""
+        extra = {"version": result["end_version"], "row_count": result.get("rows_written"),
+                 "operation": self.operation, "begin_version": result["begin_version"],
+                 "end_version": result["end_version"], "location": result.get("location"), "source_uri": uri}
         for outlet in self.outlets:
             if isinstance(outlet, Asset):
-                context["outlet_events"][outlet].extra.update(
-                    begin_version=result["begin_version"], end_version=result["end_version"],
-                    rows_written=result.get("rows_written"), location=result.get("location"))
+                context["outlet_events"][outlet].extra = extra
 
 
 class LanceMaintainOperator(LanceBaseOperator):
@@ -418,6 +447,7 @@ __all__ = [
     "LanceMaterializeDeletionsOperator",
     "LanceUpsertOperator",
     "asset_uri",
+    "lance_asset",
     "maintenance_due",
     "txn_app_id",
 ]
