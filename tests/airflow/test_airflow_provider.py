@@ -60,3 +60,41 @@ def test_hook_reads_storage_options_manifest_store_and_spark_from_the_connection
     assert spark["master"] == "spark://h:7077" and spark["spark_submit"] == "/opt/spark/bin/spark-submit"
     assert spark["conf"]["spark.executor.memory"] == "2g" and spark["conf"]["spark.driver.memory"] == "1g"
     assert LanceHook(None).storage_options == {} and LanceHook(None).spark_settings()["spark_submit"] is None
+
+
+def test_version_trigger_watches_new_versions_with_backoff(tmp_path: Path):
+    """The AssetWatcher mode: one event per new version, a serialised trigger rebuilt as the triggerer does."""
+    import asyncio
+
+    import pyarrow as pa
+
+    import lance_ops.format as lf
+    from lance_ops.airflow import LanceVersionTrigger
+
+    uri = str(tmp_path / "ds")
+    table = pa.table({"id": pa.array([1, 2], pa.int64())})
+    lf.write_dataset(table, uri)
+    path, kwargs = LanceVersionTrigger(uri, 1, lance_conn_id=None, poll_interval=0.05, max_poll_interval=0.2,
+                                       watch=True).serialize()
+    assert path == "lance_ops.airflow.triggers.lance.LanceVersionTrigger"
+    trigger = LanceVersionTrigger(**kwargs)
+
+    async def collect() -> list[dict]:
+        events, gen = [], trigger.run()
+        for _ in range(2):
+            writer = asyncio.get_running_loop().run_in_executor(
+                None, lambda: (__import__("time").sleep(0.3), lf.write_dataset(table, uri, mode="append")))
+            event = await asyncio.wait_for(gen.__anext__(), 30)
+            await writer
+            events.append(event.payload)
+        await gen.aclose()
+        return events
+
+    assert asyncio.run(collect()) == [
+        {"status": "success", "uri": uri, "version": 2, "after_version": 1},
+        {"status": "success", "uri": uri, "version": 3, "after_version": 2},
+    ]
+    from airflow.sdk import Asset, AssetWatcher
+
+    watched = Asset(f"file://{uri}", watchers=[AssetWatcher(name="lance_versions", trigger=trigger)])
+    assert watched.watchers[0].trigger is trigger
