@@ -34,6 +34,9 @@ LAYER_EXTRAS: dict[str, tuple[str, ...]] = {
     "lance_ops/format/_proto/regen.py": ("dev",),  # the `make protos` tool, not run by users
     "lance_ops/jobs": ("spark",),
     "lance_ops/assets": ("spark", "dagster", "polars"),
+    "lance_ops/airflow": ("spark", "airflow"),
+    "lance_ops/settings.py": ("dagster", "airflow"),  # lance_ops.yaml: read by both orchestrators
+    "lance_ops/policy.py": (),
     "lance_ops/cli.py": ("dagster",),
     "lance_ops/demo.py": ("dagster",),
 }

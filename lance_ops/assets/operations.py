@@ -27,6 +27,7 @@ from dagster import (
 import lance_ops.format as lf
 from lance_ops.format.distributed import with_idempotency
 from lance_ops.format.errors import SchemaError, SQLParseError, UnsupportedFeatureError
+from lance_ops.policy import maintenance_request as policy_request
 
 from .configs import Operation
 from .errors import DatasetConfigError
@@ -37,11 +38,9 @@ from .stats import (
     JOB_PROPERTY,
     OPERATION_PROPERTY,
     RUN_ID_PROPERTY,
-    manifest_stats,
     rewrite_fingerprints,
     transaction_of,
     versions_by,
-    versions_since_compaction,
 )
 
 DATA_VERSION_TAG = "dagster/data_version"
@@ -78,23 +77,8 @@ def ensure_pool_limit(instance: DagsterInstance, pool: str, limit: int) -> bool:
 
 def maintenance_request(d: DatasetSettings, res: LanceDatasetResource, version: int) -> tuple[Operation, list[str]] | None:
     """What the policy asks for at ``version``: (compact or materialize_deletions, reasons), or None."""
-    p = d.policy
-    ds = res.open(version)
-    stats = manifest_stats(ds.manifest, small_fragment_rows=p.target_rows_per_fragment)
-    since = versions_since_compaction(res.store(), version, limit=p.max_versions_since_compaction)
-    compact: list[str] = []
-    if stats["small_fragments"] >= p.min_small_fragments:
-        compact.append(f"{stats['small_fragments']} small fragments >= {p.min_small_fragments}")
-    if since >= p.max_versions_since_compaction:
-        compact.append(f"{since} versions since the last compaction >= {p.max_versions_since_compaction}")
-    deletions = []
-    if stats["deleted_rows"] and stats["deleted_ratio"] >= p.deleted_ratio_threshold:
-        deletions.append(f"deleted ratio {stats['deleted_ratio']:.3f} >= {p.deleted_ratio_threshold}")
-    if compact:
-        return Operation.compact, compact + deletions
-    if deletions:
-        return Operation.materialize_deletions, deletions
-    return None
+    wanted = policy_request(res.open(version).manifest, res.store(), d.policy)
+    return None if wanted is None else (Operation(wanted.operation), list(wanted.reasons))
 
 
 def resolve_operation(context: AssetExecutionContext, d: DatasetSettings, config: Any) -> Operation:

@@ -7,70 +7,27 @@ and the compaction sensor; ``fingerprint`` (a scan) backs the compaction asset c
 import hashlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 import lance_ops.format as lf
-from lance_ops.format import Transaction
-from lance_ops.format.distributed import Manifest, ObjectStore, list_versions, load_transaction
-from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.distributed import ObjectStore, list_versions
+from lance_ops.policy import (
+    JOB_PROPERTY,
+    MAINTENANCE_OPERATIONS,
+    OPERATION_PROPERTY,
+    RUN_ID_PROPERTY,
+    manifest_stats,
+    transaction_of,
+    versions_since_compaction,
+)
 
-# Transaction properties a Dagster run stamps on its commits (jobs that accept ``transaction_properties``).
-RUN_ID_PROPERTY = "dagster/run_id"
-JOB_PROPERTY = "dagster/job"
-OPERATION_PROPERTY = "lance_ops/operation"
-
-# Operations that change files but no row (their change feed is empty).
-MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config"})
+__all__ = ["JOB_PROPERTY", "MAINTENANCE_OPERATIONS", "OPERATION_PROPERTY", "RUN_ID_PROPERTY", "VERSION_COLUMNS",
+           "fingerprint", "manifest_stats", "rewrite_fingerprints", "rewrite_groups", "rewrite_without_deletions",
+           "transaction_of", "versions_by", "versions_since_compaction"]
 
 VERSION_COLUMNS = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
-
-
-def transaction_of(store: ObjectStore, version: int) -> Transaction | None:
-    """The transaction that produced ``version``, or None when it has none (or cannot be read)."""
-    scheme = list_versions(store)[0]
-    if scheme is None:
-        return None
-    try:
-        return load_transaction(store, version, scheme)
-    except (LanceOpsError, FileNotFoundError):
-        return None
-
-
-def manifest_stats(manifest: Manifest, *, small_fragment_rows: int) -> dict[str, Any]:
-    """Fragment statistics of one manifest: pure metadata."""
-    frags = manifest.fragments
-    physical = sum(f.physical_rows for f in frags)
-    deleted = sum(f.num_deleted_rows for f in frags)
-    return {
-        "rows": physical - deleted,
-        "fragments": len(frags),
-        "small_fragments": sum(1 for f in frags if f.num_rows < small_fragment_rows),
-        "deleted_rows": deleted,
-        "deleted_ratio": round(deleted / physical, 6) if physical else 0.0,
-        "bytes": sum(df.file_size_bytes for f in frags for df in f.files),
-    }
-
-
-def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) -> int:
-    """Versions committed after the latest compaction (a Rewrite), counting at most ``limit``.
-
-    Reads transactions backwards from ``latest`` (manifest metadata only).  A Rewrite made by
-    deletion materialisation does not count as a compaction when lance_ops stamped it so.
-    """
-    count = 0
-    for v in range(latest, 0, -1):
-        txn = transaction_of(store, v)
-        if txn is not None and txn.operation.name == "rewrite":
-            if txn.properties.get(OPERATION_PROPERTY, "compact") != "materialize_deletions":
-                return count
-        elif txn is None or txn.operation.name not in MAINTENANCE_OPERATIONS:
-            count += 1
-        if count >= limit:
-            return count
-    return count
 
 
 def versions_by(store: ObjectStore, run_id: str, after: int) -> list[int]:

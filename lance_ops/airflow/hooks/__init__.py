@@ -1,0 +1,1 @@
+"""lance_ops.airflow hooks (Airflow provider layout)."""

@@ -1,0 +1,1 @@
+"""lance_ops.airflow operators (Airflow provider layout)."""

@@ -1,0 +1,1 @@
+"""lance_ops.airflow sensors (Airflow provider layout)."""

@@ -1,0 +1,151 @@
+"""Deferrable sensors on a Lance dataset: a new version, or maintenance due by the policy.
+
+Both check once in the worker and, when not yet satisfied, defer to their trigger
+(:mod:`lance_ops.airflow.triggers.lance`), which polls with back-off in the triggerer and holds
+no worker slot.  ``deferrable=False`` pokes in the worker instead (``mode="reschedule"`` works).
+"""
+
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from lance_ops.settings import CONFIG_ENV, DatasetConfigError, DatasetSettings, load_settings
+
+from ..errors import LanceConfigError
+from ..hooks.lance import LanceHook
+from ..operators.lance import maintenance_due
+from ..triggers.lance import LanceMaintenanceTrigger, LanceVersionTrigger
+
+
+def _config_path(config_path: str | None) -> str | None:
+    """The lance_ops.yaml the trigger will read (absolute: the triggerer has another cwd)."""
+    chosen = config_path or os.environ.get(CONFIG_ENV)
+    return os.path.abspath(chosen) if chosen else None
+
+
+def _dataset(name: str, config_path: str | None) -> DatasetSettings:
+    try:
+        return load_settings(config_path).dataset(name)
+    except DatasetConfigError as e:
+        raise LanceConfigError(e.dataset, e.field, e.problem, e.fix) from e
+
+
+class LanceVersionSensor(BaseSensorOperator):
+    """Wait until the dataset has a version beyond ``after_version``; without one, beyond the
+    version this task saw in its previous run (its XCom), or any version on the first run.
+
+    Returns (XCom) ``{"version": latest, "after_version": a, "new_versions": [a+1, ..., latest]}``.
+    """
+
+    template_fields: Sequence[str] = ("dataset", "uri", "after_version")
+
+    def __init__(self, *, dataset: str | None = None, uri: str | None = None, after_version: int | str | None = None,
+                 lance_conn_id: str | None = LanceHook.default_conn_name, config_path: str | None = None,
+                 deferrable: bool = True, poll_interval: float = 5.0, max_poll_interval: float = 60.0,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        if dataset is None and uri is None:
+            raise ValueError("LanceVersionSensor: give dataset (a name in lance_ops.yaml) or uri")
+        self.dataset, self.uri, self.after_version = dataset, uri, after_version
+        self.lance_conn_id, self.config_path, self.deferrable = lance_conn_id, config_path, deferrable
+        self.poll_interval, self.max_poll_interval = poll_interval, max_poll_interval
+
+    def _target(self) -> tuple[str, dict[str, Any]]:
+        if self.uri:
+            return str(self.uri), {}
+        d = _dataset(str(self.dataset), self.config_path)
+        return d.uri, dict(d.storage_options)
+
+    def _after(self, context: Context) -> int | None:
+        if self.after_version not in (None, "", "None"):
+            try:
+                return int(self.after_version)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise LanceConfigError(str(self.dataset or self.uri), "after_version",
+                                       f"{self.after_version!r} is not a version number", "pass an integer") from None
+        prior = context["ti"].xcom_pull(task_ids=self.task_id, include_prior_dates=True)
+        return int(prior["version"]) if isinstance(prior, dict) and prior.get("version") is not None else None
+
+    def _result(self, latest: int, after: int | None) -> dict[str, Any]:
+        return {"version": latest, "after_version": after,
+                "new_versions": list(range((after or 0) + 1, latest + 1))}
+
+    def poke(self, context: Context) -> bool:
+        uri, so = self._target()
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        after = self._after(context)
+        return latest is not None and (after is None or latest > after)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        uri, so = self._target()
+        after = self._after(context)
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        if latest is not None and (after is None or latest > after):
+            return self._result(latest, after)
+        if not self.deferrable:
+            super().execute(context)
+            latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+            assert latest is not None
+            return self._result(latest, after)
+        self.defer(
+            trigger=LanceVersionTrigger(uri, after, lance_conn_id=self.lance_conn_id, storage_options=so,
+                                        poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
+            method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
+        )
+        raise AssertionError("defer() raises")  # pragma: no cover
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise AirflowException(f"LanceVersionSensor on {event.get('uri')}: {event.get('message')}")
+        return self._result(int(event["version"]), event.get("after_version"))
+
+
+class LanceMaintenanceSensor(BaseSensorOperator):
+    """Wait until the dataset's policy (``lance_ops.yaml``) asks for compaction or deletion
+    materialisation; returns ``{"operation", "reasons", "version"}``."""
+
+    template_fields: Sequence[str] = ("dataset",)
+
+    def __init__(self, *, dataset: str, lance_conn_id: str | None = LanceHook.default_conn_name,
+                 config_path: str | None = None, deferrable: bool = True, poll_interval: float = 5.0,
+                 max_poll_interval: float = 300.0, **kwargs: Any) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        self.dataset, self.lance_conn_id, self.config_path = dataset, lance_conn_id, config_path
+        self.deferrable, self.poll_interval, self.max_poll_interval = deferrable, poll_interval, max_poll_interval
+
+    def _due(self) -> dict[str, Any] | None:
+        d = _dataset(self.dataset, self.config_path)
+        hook = LanceHook(self.lance_conn_id)
+        if hook.latest_version(d.uri, d.storage_options) is None:
+            return None
+        return maintenance_due(d.uri, d, {**d.storage_options, **hook.storage_options})
+
+    def poke(self, context: Context) -> bool:
+        return self._due() is not None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        due = self._due()
+        if due is not None:
+            return due
+        if not self.deferrable:
+            super().execute(context)
+            due = self._due()
+            assert due is not None
+            return due
+        self.defer(
+            trigger=LanceMaintenanceTrigger(self.dataset, _config_path(self.config_path), lance_conn_id=self.lance_conn_id,
+                                            poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
+            method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
+        )
+        raise AssertionError("defer() raises")  # pragma: no cover
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise AirflowException(f"LanceMaintenanceSensor on {self.dataset}: {event.get('message')}")
+        return {k: event[k] for k in ("operation", "reasons", "version")}

@@ -1,0 +1,1 @@
+"""lance_ops.airflow triggers (Airflow provider layout)."""
