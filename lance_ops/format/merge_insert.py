@@ -58,6 +58,7 @@ from .errors import (
 from .file.blobs import is_blob_field
 from .fragment import FragmentMetadata
 from .idempotency import committed_by, idempotency_key
+from .inputs import check_fits
 from .manifest import Manifest, is_detached_version
 from .operations import Update
 from .rowids import encode_row_ids, encode_versions
@@ -319,18 +320,27 @@ def commit_merge_insert(
 # --------------------------------------------------------------------------- in-process execution
 
 
-def read_source(data: Any, ctx: MergeInsertContext, schema: pa.Schema | None = None) -> pa.Table:
-    """The source as one Table of the dataset's columns and types (Table, RecordBatch or reader).
+def read_source(data: Any, ctx: MergeInsertContext, schema: pa.Schema | None = None,
+                params: MergeInsertParams | None = None) -> pa.Table:
+    """The source as one Table of the dataset's columns and types (any input pylance's
+    ``execute`` takes, :mod:`.inputs`; nullable columns it lacks are null, lossless casts applied).
 
     Raises:
-        SchemaError: a missing or extra column, or a type that differs from the dataset's.
+        SchemaError: an extra column, a missing non-nullable one, or a type that does not widen to
+            the dataset's.
+        UnsupportedFeatureError: a source lacking columns while matched rows are updated (pylance
+            keeps their other values; lance_ops does not yet), named.
     """
-    if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-        raise ArgumentTypeError(f"{ctx.uri}: merge_insert data must be a pyarrow Table, RecordBatch or "
-                                f"RecordBatchReader, got {type(data).__name__}")
-    _, batches = iter_batches(data, schema)
+    data_schema, batches = iter_batches(data, schema)
     target = ctx.schema.to_arrow()
     where = f"{ctx.uri}: merge_insert source"
+    check_fits(data_schema, target, where)
+    missing = [n for n in target.names if n not in data_schema.names]
+    if missing and (params is None or params.update_matched):
+        raise UnsupportedFeatureError(
+            f"{where}: the source lacks columns {missing}; lance_ops updates matched rows with whole source rows "
+            "only (pylance keeps the other columns' values): pass every column, or only insert (nothing was written)"
+        )
     return pa.Table.from_batches([conform_batch(b, target, where) for b in batches], schema=target)
 
 
@@ -383,7 +393,7 @@ def plan_merge_insert(
         fragments (one stream, not one per fragment) and one for the inserted rows.
     """
     ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file)
-    source = read_source(data, ctx, schema)
+    source = read_source(data, ctx, schema, params)
     target = _scan_target(store, manifest, ctx, params)
     target = target.append_column("__tpos", pa.array(np.arange(target.num_rows, dtype=np.int64)))
     keys = source.select(list(ctx.on)).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
