@@ -50,7 +50,7 @@ from .refs import (
 from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
-from .transaction import Transaction
+from .transaction import Transaction, read_transaction_file
 from .versions import normalize_storage_version, require_writable
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -609,6 +609,18 @@ class LanceDataset:
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
         return write_dataset(data, self, mode=mode, **kwargs)
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that created ``version`` of this branch (None when its manifest names
+        no transaction file), as pylance's ``read_transaction``.
+
+        Raises:
+            DatasetNotFoundError: no such version.
+        """
+        manifest = self._handler.read_manifest(version).manifest
+        if not manifest.transaction_file:
+            return None
+        return read_transaction_file(self._store, manifest.transaction_file)
 
     @property
     def stats(self) -> "LanceStats":

@@ -50,9 +50,9 @@ def coerce_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schem
     if schema is not None and not isinstance(schema, pa.Schema):
         raise ArgumentTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__} {schema!r}")
     data_schema, batches = _as_batches(data, schema)
-    if schema is None or schema == data_schema:
+    if schema is None:
         return data_schema, batches
-    return schema, _cast_each(batches, schema)
+    return schema, _cast_each(batches, schema)  # an iterable's batches may differ from ``schema``
 
 
 def _frame_kind(data: Any) -> str | None:
@@ -140,8 +140,8 @@ def _cast_each(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator
     for batch in batches:
         if not isinstance(batch, pa.RecordBatch):
             raise ArgumentTypeError(f"the data yielded a {type(batch).__name__}, not a pyarrow RecordBatch")
-        if batch.schema == schema:
-            yield batch
+        if batch.schema == schema or batch.schema.names != schema.names:
+            yield batch  # other columns: fitted (or refused, named) where the batch is written
             continue
         try:
             yield pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0] \
