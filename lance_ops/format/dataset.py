@@ -938,5 +938,5 @@ def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ArgumentTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
         if value < low:  # pylance's messages (ValueError there too)
-            raise InvalidArgumentError(f"{name.capitalize()} must be non-negative, got {value}" if low == 0 else
+            raise InvalidArgumentError(f"{name.capitalize()} must be non-negative ({name}={value})" if low == 0 else
                                        f"{name} must be between 1 and 4294967295, got {value}")
