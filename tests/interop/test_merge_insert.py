@@ -151,8 +151,10 @@ def test_sql_strings_and_bad_keys_are_typed_errors(pair):
         ds.merge_insert("id").when_matched_update_all("source.score > target.score")
     with pytest.raises(lf.SchemaError, match=r"key column\(s\) \['nope'\]"):
         ds.merge_insert("nope")
-    with pytest.raises(lf.SchemaError, match="missing \\['score'\\]"):
-        ds.merge_insert("id").when_not_matched_insert_all().execute(source_table().drop_columns(["score"]))
+    # a source without a nullable column: inserts write nulls (test_pylance_surface); updating
+    # matched rows from it would need their other values, which lance_ops does not fetch yet
+    with pytest.raises(UnsupportedFeatureError, match="lacks columns \\['score'\\]"):
+        ds.merge_insert("id").when_matched_update_all().execute(source_table().drop_columns(["score"]))
 
 
 def test_reader_and_batch_sources(pair):
