@@ -622,6 +622,27 @@ class LanceDataset:
             return None
         return read_transaction_file(self._store, manifest.transaction_file)
 
+    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (``None``: remove) schema metadata keys in a new version, as pylance's
+        ``update_schema_metadata`` (an ``UpdateConfig`` with ``schema_metadata_updates``); with
+        ``replace`` the given keys become the whole metadata.
+
+        Returns:
+            the new version's schema metadata (this handle stays at its version).
+        """
+        if not isinstance(values, Mapping):
+            raise ArgumentTypeError(f"update_schema_metadata takes a mapping of str to str or None, "
+                                    f"got {type(values).__name__}")
+        for k, v in values.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+                raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
+        new = self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
+        return {k: bytes(v).decode() for k, v in new.lance_schema.metadata.items()}
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
+        """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
+        return self.update_schema_metadata(new_metadata, replace=True)
+
     @property
     def stats(self) -> "LanceStats":
         """pylance's ``ds.stats``: ``dataset_stats()`` and ``index_stats(name)``."""

@@ -346,3 +346,16 @@ def test_scan_readahead_and_compaction_options(impl, tmp_path):
     metrics = ds.optimize.compact_files(num_threads=1, batch_size=1024, max_bytes_per_file=1 << 30)
     assert (metrics.fragments_removed, metrics.fragments_added) == (3, 1)
     assert impl.dataset(uri).to_table().column("a").to_pylist() == list(range(6))
+
+
+def test_update_schema_metadata(impl, tmp_path):
+    uri = str(tmp_path / "ds")
+    impl.write_dataset(_base(), uri)
+    assert impl.dataset(uri).update_schema_metadata({"k": "v", "owner": "me"}) == {"k": "v", "owner": "me"}
+    assert impl.dataset(uri).update_schema_metadata({"k": None}) == {"owner": "me"}
+    ds = impl.dataset(uri)
+    assert ds.version == 3 and ds.schema.metadata == {b"owner": b"me"}
+    assert lance.dataset(uri).schema.metadata == {b"owner": b"me"}  # pylance reads what either wrote
+    assert impl.dataset(uri).update_schema_metadata({"x": "y"}, replace=True) == {"x": "y"}
+    assert lance.dataset(uri).schema.metadata == lf.dataset(uri).schema.metadata == {b"x": b"y"}
+    assert impl.dataset(uri).read_transaction(4).operation is not None
