@@ -36,6 +36,7 @@ from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
 from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
+from .projection import plan_projection
 from .refs import (
     Branches,
     TagError,
@@ -47,7 +48,7 @@ from .refs import (
     normalize_branch,
     resolve_reference,
 )
-from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
+from .scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
 from .transaction import Transaction, read_transaction_file
@@ -337,8 +338,10 @@ class LanceDataset:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
         _check_scan_args(limit, offset, batch_size)
         _check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
-        return self._scan(plan, fragments, limit, offset, batch_size)
+        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        return batches if finish is None else map(finish, batches)
 
     def to_table(
         self,
@@ -357,8 +360,12 @@ class LanceDataset:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         _check_scan_args(limit, offset, batch_size)
         _check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
+        if finish is not None:  # nested paths / expressions: the schema is the projection's
+            empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
+            return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
 
     def _scan(
@@ -856,8 +863,13 @@ def commit(
     if isinstance(operation, Transaction):
         props = {**operation.properties, **dict(transaction_properties or {})}
         txn = dataclasses.replace(operation, properties=props)
-    elif read_version is None:
-        raise InvalidArgumentError(f"{uri}: commit of a {type(operation).__name__} operation needs read_version")
+    elif read_version is None and not isinstance(operation, Overwrite | Restore):
+        raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
+                                   f"Restore (got a {type(operation).__name__})")
+    elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
+        latest = try_open_latest(store, handler, check_writable=False)
+        txn = Transaction(read_version=latest.version if latest is not None else 0, operation=operation,
+                          properties=dict(transaction_properties or {}))
     else:
         txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
     manifest = commit_transaction(

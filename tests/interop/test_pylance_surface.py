@@ -8,6 +8,7 @@ Issue 24 items 2 and 6 (inputs and wrong data) and the smaller gaps.
 """
 
 import os
+import sys
 import time
 from datetime import datetime
 
@@ -359,3 +360,42 @@ def test_update_schema_metadata(impl, tmp_path):
     assert impl.dataset(uri).update_schema_metadata({"x": "y"}, replace=True) == {"x": "y"}
     assert lance.dataset(uri).schema.metadata == lf.dataset(uri).schema.metadata == {b"x": b"y"}
     assert impl.dataset(uri).read_transaction(4).operation is not None
+
+
+def _nested(impl, tmp_path) -> str:
+    uri = str(tmp_path / "nested")
+    t = pa.table({"a": pa.array([1, 2], pa.int64()),
+                  "s": pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}])})
+    impl.write_dataset(t, uri)
+    return uri
+
+
+def test_nested_projection(impl, tmp_path):
+    ds = impl.dataset(_nested(impl, tmp_path))
+    t = ds.to_table(columns=["a", "s.y"])
+    assert t.schema.names == ["a", "s.y"] and t.column("s.y").to_pylist() == ["a", "b"]
+    t = ds.to_table(columns=["s.x"], filter=pc.field("a") == 2)
+    assert t.to_pylist() == [{"s.x": 2}]
+
+
+def test_dict_projection(impl, tmp_path):
+    ds = impl.dataset(_nested(impl, tmp_path))
+    plus_one = "a + 1" if not _is_lance_ops(impl) else pc.field("a") + 1
+    t = ds.to_table(columns={"z": plus_one, "sx": "s.x"})
+    assert t.to_pylist() == [{"z": 2, "sx": 1}, {"z": 3, "sx": 2}]
+    assert sum(b.num_rows for b in ds.to_batches(columns={"sx": "s.x"})) == 2
+
+
+def test_commit_without_read_version(impl, tmp_path):
+    uri = str(tmp_path / "ds")
+    ds = impl.write_dataset(_base(), uri)
+    frags = [f.metadata for f in ds.get_fragments()]
+    if _is_lance_ops(impl):  # lance_ops' Overwrite takes (fragments, schema), pylance's (new_schema, fragments)
+        commit, overwrite, append = lf.commit, lf.Overwrite(frags, ds.lance_schema), lf.Append(frags)
+    else:
+        ops = sys.modules["lance.dataset"].LanceOperation
+        commit, overwrite, append = lance.LanceDataset.commit, ops.Overwrite(ds.schema, frags), ops.Append(frags)
+    commit(uri, overwrite)
+    assert impl.dataset(uri).version == 2 and _rows(impl, uri) == BASE_ROWS
+    with pytest.raises(ValueError, match="read_version is required for all operations except Overwrite and Restore"):
+        commit(uri, append)
