@@ -67,11 +67,11 @@ def _frame_kind(data: Any) -> str | None:
 
 
 def _from_pandas(frame: Any, schema: pa.Schema | None) -> pa.Table:
+    """``pa.Table.from_pandas`` (pyarrow imports pandas itself; lance_ops never does)."""
     try:
-        import pandas  # noqa: F401  (pa.Table.from_pandas needs it importable)
-    except ImportError as e:  # a pickled frame read back where pandas is broken or absent
+        return pa.Table.from_pandas(frame, schema=schema)
+    except ImportError as e:  # a frame-like object where pandas is broken or absent
         raise MissingDependencyError("writing a pandas DataFrame", extra="pandas", missing="pandas") from e
-    return pa.Table.from_pandas(frame, schema=schema)
 
 
 def _as_batches(data: Any, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
