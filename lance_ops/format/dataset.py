@@ -28,7 +28,7 @@ from .errors import (
 from .fragment import FragmentMetadata
 from .idempotency import idempotency_key
 from .index import describe as _describe
-from .inputs import check_fits
+from .inputs import blobs_as_v2, check_fits
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
@@ -819,7 +819,7 @@ def write_dataset(
         if existing is not None and data_storage_version is None
         else normalize_storage_version(data_storage_version)
     )
-    target = schema or data_schema
+    target = blobs_as_v2(schema or data_schema, version)
     lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
                                  version=version, max_rows_per_file=max_rows_per_file)

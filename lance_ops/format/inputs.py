@@ -210,6 +210,8 @@ def check_fits(data: pa.Schema, target: pa.Schema, where: str) -> None:
                           "lacks is written as nulls")
     for f in data:
         want = target.field(f.name).type
+        if _is_blob_v2(target.field(f.name)) and _is_binary(f.type):
+            continue
         if not widens(f.type, want) and not types_equivalent(f.type, want):
             raise SchemaError(f"{where}: column {f.name!r} has type {f.type} in the data but {want} in the "
                               "dataset schema (only lossless casts are applied)")
@@ -243,8 +245,52 @@ def _fit_column(batch: pa.RecordBatch, field: pa.Field, where: str) -> pa.Array:
     col = batch.column(i)
     if col.type == field.type:
         return col
+    if _is_blob_v2(field) and _is_binary(col.type):
+        return blob_v2_storage(col, field.type)
     try:
         return col.cast(field.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise CastError(f"{where}: column {field.name!r} of type {col.type} cannot be cast to the dataset's "
                         f"{field.type}: {str(e).splitlines()[0]}") from None
+
+
+# --------------------------------------------------------------------------- blobs at 2.2
+
+BLOB_KEY = b"lance-encoding:blob"
+_EXT_NAME = b"ARROW:extension:name"
+_BLOB_V2 = b"lance.blob.v2"
+#: the storage pylance 14 gives a ``lance-encoding:blob`` large_binary column in a 2.2 dataset
+BLOB_V2_FROM_BINARY = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.string())])
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_blob_v2(f: pa.Field) -> bool:
+    return (f.metadata or {}).get(_EXT_NAME) == _BLOB_V2 and pa.types.is_struct(f.type)
+
+
+def blobs_as_v2(schema: pa.Schema, version: str) -> pa.Schema:
+    """``schema`` with each ``lance-encoding:blob`` binary column turned into a blob v2 column when
+    the dataset's files are 2.2 or later, as pylance 14 writes them (a ``lance.blob.v2`` struct of
+    ``data``/``uri``; the payloads are written by the blob v2 writer)."""
+    if tuple(int(x) for x in version.split(".")) < (2, 2):
+        return schema
+    fields = []
+    for f in schema:
+        md = dict(f.metadata or {})
+        if md.get(BLOB_KEY) == b"true" and _is_binary(f.type):
+            md.pop(BLOB_KEY)
+            md[_EXT_NAME] = _BLOB_V2
+            f = pa.field(f.name, BLOB_V2_FROM_BINARY, f.nullable, metadata=md)
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def blob_v2_storage(values: pa.Array, storage: pa.StructType) -> pa.StructArray:
+    """Binary payloads as the blob v2 storage struct ``storage`` (``data`` set, the rest null)."""
+    n = len(values)
+    children = [values.cast(pa.large_binary()) if storage.field(i).name == "data" else pa.nulls(n, storage.field(i).type)
+                for i in range(storage.num_fields)]
+    return pa.StructArray.from_arrays(children, fields=list(storage), mask=values.is_null())

@@ -399,3 +399,23 @@ def test_commit_without_read_version(impl, tmp_path):
     assert impl.dataset(uri).version == 2 and _rows(impl, uri) == BASE_ROWS
     with pytest.raises(ValueError, match="read_version is required for all operations except Overwrite and Restore"):
         commit(uri, append)
+
+
+def test_large_binary_blob_columns_at_2_2_become_blob_v2(impl, tmp_path, file_version):
+    """pylance 14 stores a ``lance-encoding:blob`` large_binary column of a 2.2 dataset as blob v2;
+    lance_ops writes the same schema, and either library appends to and reads the other's."""
+    schema = pa.schema([pa.field("id", pa.int64()),
+                        pa.field("blob", pa.large_binary(), metadata={"lance-encoding:blob": "true"})])
+    t = pa.table({"id": [1, 2, 3], "blob": [b"abc", None, b"x" * 100_000]}, schema=schema)
+    uri = str(tmp_path / "blobs")
+    impl.write_dataset(t, uri, data_storage_version="2.2")
+    other = lance if _is_lance_ops(impl) else lf
+    other.write_dataset(t, uri, mode="append")
+    mine, theirs = lf.dataset(uri), lance.dataset(uri)
+    assert [(f.name, f.id, f.parent_id, f.logical_type, dict(f.metadata)) for f in mine.lance_schema.fields] == [
+        ("id", 0, -1, "int64", {}),
+        ("blob", 1, -1, "struct", {"ARROW:extension:name": b"lance.blob.v2"}),
+        ("data", 2, 1, "large_binary", {}), ("uri", 3, 1, "string", {})]
+    sizes = [3, None, 100_000] * 2
+    for ds in (mine, theirs):
+        assert [len(b.read()) if b is not None else None for b in ds.take_blobs("blob", indices=list(range(6)))] == sizes
