@@ -32,6 +32,8 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .inputs import CastError
+from .lance_operation import LanceOperation
 from .maintenance.compaction import CompactionOptions
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .merge_insert import MergeInsertBuilder
@@ -54,6 +56,8 @@ __all__ = [
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
     "Append",
+    "CastError",
+    "LanceOperation",
     "CommitOptions",
     "CompactionOptions",
     "ManifestStoreRequiredError",

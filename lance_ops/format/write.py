@@ -16,7 +16,7 @@ from .commit_handler import commit_handler_for, try_open_latest
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
-from .inputs import coerce_batches, fit_batch
+from .inputs import blobs_as_v2, coerce_batches, fit_batch
 from .orphans import remove_fragment_files
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -245,5 +245,6 @@ def write_fragments(
         lance_schema = schema if isinstance(schema, LanceSchema) else existing.schema
     else:
         version = normalize_storage_version(data_storage_version)
-        lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(arrow_schema or data_schema)
+        lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(
+            blobs_as_v2(arrow_schema or data_schema, version))
     return write_fragment_files(store, batches, lance_schema, version=version, max_rows_per_file=max_rows_per_file)
