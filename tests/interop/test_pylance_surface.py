@@ -457,3 +457,17 @@ def test_update_config_with_update_maps(impl, tmp_path):
         config = ds.config() if callable(ds.config) else ds.config
         assert {k: v for k, v in config.items() if k.startswith("k")} == {"k2": "v2"}
         assert ds.schema.metadata == {b"owner": b"me"}
+
+
+def test_a_bad_batch_mid_stream_leaves_the_last_good_version_and_no_files(impl, tmp_path):
+    uri = str(tmp_path / "ds")
+    impl.write_dataset(_base(), uri)
+    files = sorted(os.listdir(tmp_path / "ds" / "data"))
+    good = _base().to_batches()[0]
+    bad = pa.record_batch({"a": pa.array(["x"]), "b": ["z"], "c": [1.0]})
+    expected = lf.CastError if _is_lance_ops(impl) else OSError
+    with pytest.raises(expected, match="does not match the expected schema"):
+        impl.write_dataset((b for b in (good, bad)), uri, mode="append", schema=_base().schema,
+                           max_rows_per_file=1)
+    assert impl.dataset(uri).version == 1 and _rows(impl, uri) == BASE_ROWS
+    assert sorted(os.listdir(tmp_path / "ds" / "data")) == files
