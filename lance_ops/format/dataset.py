@@ -615,7 +615,7 @@ class LanceDataset:
         pylance's ``insert``; returns the new version (this handle stays where it is)."""
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
-        return write_dataset(data, self, mode=mode, **kwargs)
+        return write_dataset(data, self.uri, mode=mode, **kwargs)
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names

@@ -189,11 +189,11 @@ class UpdateConfig:
         if self.schema_metadata_updates is not None:
             sm = t.update_config.schema_metadata_updates
             sm.replace = self.schema_metadata_replace
-            for k, v in self.schema_metadata_updates.items():
-                if v is None:
-                    sm.update_entries.add(key=k)
+            for key, value in self.schema_metadata_updates.items():
+                if value is None:
+                    sm.update_entries.add(key=key)
                 else:
-                    sm.update_entries.add(key=k, value=v)
+                    sm.update_entries.add(key=key, value=value)
 
 
 @dataclass(frozen=True)

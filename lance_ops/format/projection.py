@@ -25,7 +25,7 @@ Finish = Callable[[pa.RecordBatch], pa.RecordBatch]
 
 def plan_projection(
     schema: pa.Schema, columns: Sequence[str] | Mapping[str, Any] | None, meta_columns: Sequence[str]
-) -> tuple[list[str] | None, Finish | None]:
+) -> tuple[Sequence[str] | None, Finish | None]:
     """``(columns to scan, finish)`` for ``columns``; ``finish`` is None when the scan's own output
     is the answer (None or a list of top-level and metadata column names).
 
@@ -40,7 +40,7 @@ def plan_projection(
     if not isinstance(columns, Mapping):
         if isinstance(columns, str) or not all(isinstance(c, str) for c in columns) or \
                 all(c in plain for c in columns):
-            return list(columns) if not isinstance(columns, str) else columns, None  # plan_scan judges it
+            return columns, None  # type: ignore[return-value]  # plan_scan judges (and refuses) the rest
         items = [(c, c) for c in columns]
     else:
         items = list(columns.items())
