@@ -267,6 +267,36 @@ def case_scan_projection_22_pylance_written(fx: Fixtures, p: Any) -> Case:
     return case
 
 
+
+#: one predicate, as SQL, to both libraries: a range, a string LIKE and an IN list
+SCAN_SQL_FILTER = "x < 0.25 AND s LIKE 'row-1%' AND id % 7 IN (1, 3, 5)"
+
+
+def case_scan_sql_filter(fx: Fixtures, p: Any) -> Case:
+    """The same SQL filter (parsed by each library) on the pylance-written 2.2 dataset; rows
+    out of the filtered scan of every column (lance_ops: sqlglot -> pyarrow.compute)."""
+    lance = _pylance()
+    path = fx.scan_dataset_22("pylance")
+    bs = p.batch_size
+
+    def ours() -> int:
+        return sum(b.num_rows for b in lf.dataset(path).to_batches(filter=SCAN_SQL_FILTER, batch_size=bs))
+
+    def theirs() -> int:
+        return sum(b.num_rows for b in lance.dataset(path).to_batches(filter=SCAN_SQL_FILTER, batch_size=bs))
+
+    table = fx.table()
+    return Case(
+        "scan_sql_filter",
+        {"lance_ops": ours, "pylance": theirs},
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"rows": table.num_rows, "filter": SCAN_SQL_FILTER, "batch_size": bs, "data_storage_version": "2.2",
+               "written_by": "pylance"},
+    )
+
 def case_append(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     out = _fresh_dirs(fx, "append", ["lance_ops", "pylance"])
@@ -432,6 +462,73 @@ def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
                "indices": "BTREE(id), IVF_PQ(vec, 16 partitions, 4 sub-vectors)"},
         after=after,
         cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, Callable[[str], Any]],
+                work: int, extra: dict[str, Any]) -> Case:
+    """Both libraries change private copies of ``template``; the index each wrote is recorded."""
+    out = _fresh_dirs(fx, name.replace("_", ""), ["lance_ops", "pylance"])
+
+    def prepare(v: str) -> None:
+        copy_dataset(template, out[v])
+
+    def after(case: Case) -> None:
+        for v, path in out.items():
+            case.extra[f"segments_{v}"] = {d.name: len(d.segments) for d in lf.dataset(path).describe_indices()}
+            name = lf.dataset(path).describe_indices()[0].name
+            case.extra[f"unindexed_rows_{v}"] = lf.dataset(path).index_statistics(name)["num_unindexed_rows"]
+
+    return Case(
+        name,
+        {v: (lambda v=v: run[v](out[v])) for v in out},
+        work=work,
+        unit="rows/s",
+        reps=p.reps,  # tens of milliseconds per run: the full repetitions
+        prepare=prepare,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra=extra,
+        after=after,
+        cleanup=lambda: [remove(d) for d in out.values()],
+    )
+
+
+def case_create_btree(fx: Fixtures, p: Any) -> Case:
+    """``create_scalar_index("x", "BTREE")`` on ``indexed_rows`` rows (float64, 1,000 distinct
+    values in no order), file format 2.2, both libraries from the same files."""
+    lance = _pylance()
+    return _index_case(
+        fx, p, "create_btree", fx.btree_dataset(indexed=False),
+        {"lance_ops": lambda d: lf.dataset(d).create_scalar_index("x", "BTREE"),
+         "pylance": lambda d: lance.dataset(d).create_scalar_index("x", "BTREE")},
+        p.indexed_rows, {"rows": p.indexed_rows, "fragments": fx.indexed_fragments(), "column": "x float64"},
+    )
+
+
+def case_optimize_indices_btree(fx: Fixtures, p: Any) -> Case:
+    """``optimize_indices(num_indices_to_merge=0)`` after 10% new rows were appended to an
+    ``indexed_rows``-row dataset with pylance's BTREE on ``x``: one new segment each."""
+    lance = _pylance()
+    new_rows = p.indexed_rows // 10
+    return _index_case(
+        fx, p, "optimize_indices_btree", fx.btree_dataset(indexed=True),
+        {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
+         "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
+        new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "column": "x float64"},
+    )
+
+
+def case_optimize_indices_ivf_pq(fx: Fixtures, p: Any) -> Case:
+    """``optimize_indices(num_indices_to_merge=0)`` after 10% new rows were appended to an
+    ``indexed_rows``-row dataset with pylance's IVF_PQ (16-dim, 16 partitions, 4 sub-vectors):
+    new vectors assigned to the existing centroids and encoded with the existing codebook."""
+    lance = _pylance()
+    new_rows = p.indexed_rows // 10
+    return _index_case(
+        fx, p, "optimize_indices_ivf_pq", fx.ivf_pq_dataset(),
+        {"lance_ops": lambda d: lf.dataset(d).optimize.optimize_indices(num_indices_to_merge=0),
+         "pylance": lambda d: lance.dataset(d).optimize.optimize_indices(num_indices_to_merge=0)},
+        new_rows, {"indexed_rows": p.indexed_rows, "new_rows": new_rows, "index": "IVF_PQ(vec 16-dim, 16 partitions, 4 sub-vectors)"},
     )
 
 
@@ -662,11 +759,15 @@ CASES: dict[str, Callable[..., Case]] = {
     "scan_projection_22": case_scan_projection_22,
     "scan_22_pylance_written": case_scan_22_pylance_written,
     "scan_projection_22_pylance_written": case_scan_projection_22_pylance_written,
+    "scan_sql_filter": case_scan_sql_filter,
     "append_commit": case_append,
     "open_latest": case_open,
     "delete_10pct": case_delete,
     "compact_inprocess": case_compact_inprocess,
     "compact_indexed": case_compact_indexed,
+    "create_btree": case_create_btree,
+    "optimize_indices_btree": case_optimize_indices_btree,
+    "optimize_indices_ivf_pq": case_optimize_indices_ivf_pq,
     "compact_local2": case_compact_local2,
     "compact_scaling": case_compact_scaling,
     "compact_memory": case_compact_memory,

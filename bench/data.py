@@ -163,6 +163,47 @@ class Fixtures:
             self._paths["indexed"] = path
         return self._paths["indexed"]
 
+    def btree_dataset(self, *, indexed: bool) -> str:
+        """``indexed_rows`` rows in ``indexed_fragments()`` fragments at file format 2.2 (template
+        for ``create_btree``); with ``indexed``, pylance's BTREE on ``x`` and then 10% more rows
+        appended, which no index covers (template for ``optimize_indices_btree``)."""
+        key = f"btree_{indexed}"
+        if key not in self._paths:
+            import lance
+
+            path = self.path(key)
+            remove(path)
+            rows, n = self.p.indexed_rows, self.indexed_fragments()
+            lf.write_dataset(make_table(rows), path, max_rows_per_file=rows // n, data_storage_version="2.2")
+            if indexed:
+                lance.dataset(path).create_scalar_index("x", "BTREE")
+                lf.write_dataset(make_table(rows // 10, start=rows), path, mode="append", max_rows_per_file=rows // n)
+            self._paths[key] = path
+        return self._paths[key]
+
+    def ivf_pq_dataset(self) -> str:
+        """``indexed_rows`` rows plus a 16-dim float32 ``vec`` at file format 2.2 with pylance's
+        IVF_PQ (16 partitions, 4 sub-vectors), then 10% more rows appended, which no index covers
+        (template for ``optimize_indices_ivf_pq``)."""
+        if "ivf_pq" not in self._paths:
+            import lance
+
+            path = self.path("ivf_pq_ds")
+            remove(path)
+            rows, n = self.p.indexed_rows, self.indexed_fragments()
+            rng = np.random.default_rng(0)
+
+            def with_vec(t: pa.Table) -> pa.Table:
+                flat = pa.array(rng.standard_normal(t.num_rows * 16, dtype=np.float32))
+                return t.append_column("vec", pa.FixedSizeListArray.from_arrays(flat, 16))
+
+            lf.write_dataset(with_vec(make_table(rows)), path, max_rows_per_file=rows // n, data_storage_version="2.2")
+            lance.dataset(path).create_index("vec", "IVF_PQ", num_partitions=16, num_sub_vectors=4)
+            lf.write_dataset(with_vec(make_table(rows // 10, start=rows)), path, mode="append",
+                             max_rows_per_file=rows // n)
+            self._paths["ivf_pq"] = path
+        return self._paths["ivf_pq"]
+
     def indexed_fragments(self) -> int:
         """A quarter of ``fragments``: indexed tables hold fewer, larger fragments."""
         return max(self.p.compact_tasks, self.p.fragments // 4)
@@ -232,7 +273,7 @@ class Fixtures:
             n = self.p.feed_rows
             lf.write_dataset(make_table(n), path, enable_stable_row_ids=True, data_storage_version="2.0")
             lf.write_dataset(make_table(n // 10, start=n), path, mode="append")
-            lf.dataset(path).update({"s": "updated"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
+            lf.dataset(path).update({"s": "'updated'"}, where=(pc.field("x") < 0.1) & (pc.field("id") < n))
             self._paths["feed"] = path
         return self._paths["feed"], 1, 3
 

@@ -188,9 +188,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
                     small_fragment_rows: int, out: Any, manifest_store: str | None = None) -> int:
     import lance_ops.format as lf
     from lance_ops.assets.stats import manifest_stats, transaction_of
-    from lance_ops.format.commit_handler import commit_handler_for
-    from lance_ops.format.manifest import read_manifest
-    from lance_ops.format.store import ObjectStore
+    from lance_ops.format.distributed import ObjectStore, commit_handler_for, read_manifest
 
     store = ObjectStore(uri, storage_options)
     # through the external manifest store when there is one: its latest may not be finalized yet
@@ -246,7 +244,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
 
 def index_rows(ds: Any) -> list[dict[str, Any]]:
     """One row per index: kind, columns, coverage (pylance's optimize_indices adds what is missing)."""
-    from lance_ops.format.index.describe import format_fragment_ids
+    from lance_ops.format import format_fragment_ids
 
     return [{
         "name": d.name,
@@ -392,8 +390,7 @@ def _missing_module(e: ImportError) -> str | None:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
     """The ``lance-ops`` parser, and the Config fields of each job.  Without the ``dagster`` extra
     ``run`` still parses, and :func:`main` names the extra to install."""
-    from lance_ops.format.commit_options import COMMIT_DEFAULTS
-    from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+    from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS
 
     parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -271,7 +271,7 @@ class Demo:
     def version_rows(self, after: Any, counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
         """One summary row per version of ``after``: its operation, rows, fragments and changes."""
         from lance_ops.assets.stats import manifest_stats, transaction_of
-        from lance_ops.format.store import ObjectStore
+        from lance_ops.format.distributed import ObjectStore
 
         store = ObjectStore(self.d.uri)
         rows = []

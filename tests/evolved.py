@@ -40,7 +40,7 @@ def build_history(uri: str) -> dict[int, str]:
     lance.dataset(uri).merge(pa.table({"id": pa.array([2, 3, 9], pa.int64()), "m": ["m2", "m3", "m9"]}), "id"), step("merge")
     lance.dataset(uri).delete("id = 7"), step("delete")
     # lance_ops maintains the evolved dataset: update, append, delete, compaction
-    lf.dataset(uri).update({"m": "mu", "y": 99}, where=pc.field("id") == 2), step("lance_ops update")
+    lf.dataset(uri).update({"m": "'mu'", "y": 99}, where=pc.field("id") == 2), step("lance_ops update")
     add = lf.dataset(uri).schema.empty_table().to_pylist()
     assert add == []
     extra = pa.table({"id": pa.array([20, 21], pa.int64()), "x": pa.array([20, 21], pa.int64()), "s2": ["t", "u"],

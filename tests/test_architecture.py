@@ -1,9 +1,13 @@
 """The import layers hold: assets -> jobs -> format, and nothing imports pylance at run time."""
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -12,7 +16,92 @@ def test_import_contracts_hold() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint_imports)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 kept, 0 broken" in out.stdout
+    assert "6 kept, 0 broken" in out.stdout
+
+
+# ------------------------------------------------------------------ the public face of format
+ABOVE_FORMAT = ("lance_ops/jobs", "lance_ops/assets", "lance_ops/cli.py", "lance_ops/demo.py")
+PUBLIC_FACE = {"lance_ops.format", "lance_ops.format.errors", "lance_ops.format.distributed"}
+
+
+def _above_format_files() -> list[Path]:
+    """Every module above ``format``: jobs, assets, cli, demo and any later top layer."""
+    top = ROOT / "lance_ops"
+    return sorted(p for p in top.rglob("*.py") if not p.relative_to(top).as_posix().startswith("format/"))
+
+
+@pytest.mark.parametrize(
+    "where, line, imported",
+    [
+        # a later top layer (the Airflow provider) reaching for the commit loop
+        ("lance_ops/airflow/__init__.py", "from lance_ops.format.commit import commit_transaction\n",
+         "lance_ops.format.commit"),
+        # a private module imported through the package namespace
+        ("lance_ops/jobs/_private_reach.py", "from lance_ops.format import rowids\n", "lance_ops.format.rowids"),
+        # a module below a private package
+        ("lance_ops/assets/_private_reach.py", "from lance_ops.format.maintenance.scan_tasks import row_ranges\n",
+         "lance_ops.format.maintenance.scan_tasks"),
+    ],
+)
+def test_private_import_above_format_breaks_the_contract(tmp_path: Path, where: str, line: str, imported: str) -> None:
+    """The public-face contract fails on a private import above format (in a copy of the tree)."""
+    shutil.copytree(ROOT / "lance_ops", tmp_path / "lance_ops", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(line)
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([str(lint_imports), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "5 kept, 1 broken" in out.stdout, out.stdout
+    module = where.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    assert f"- {module} -> {imported}" in out.stdout, out.stdout
+
+
+def test_layers_above_format_use_only_its_public_face() -> None:
+    """Above format: imports only from the three public modules, ``lf.X`` only for names the package
+    exports, and no commit primitive (``commit_transaction``, ``put_if_absent``) by name."""
+    import ast
+
+    import lance_ops.format as lf
+
+    exported = set(lf.__all__) | {"errors", "distributed"}
+    bad = []
+    for path in _above_format_files():
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(), rel)
+        aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names if a.name == "lance_ops.format"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lance_ops.format"):
+                if node.module not in PUBLIC_FACE:
+                    bad.append(f"{rel}:{node.lineno}: from {node.module} import ...")
+                elif node.module == "lance_ops.format":
+                    bad += [f"{rel}:{node.lineno}: lance_ops.format.{a.name} is not exported"
+                            for a in node.names if a.name not in exported]
+            elif isinstance(node, ast.Import):
+                bad += [f"{rel}:{node.lineno}: import {a.name}" for a in node.names
+                        if a.name.startswith("lance_ops.format") and a.name not in PUBLIC_FACE]
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                  and node.attr not in exported):
+                bad.append(f"{rel}:{node.lineno}: {node.value.id}.{node.attr} is not exported")
+            elif isinstance(node, ast.Name | ast.Attribute) and \
+                    getattr(node, "id", getattr(node, "attr", None)) in ("commit_transaction", "put_if_absent"):
+                bad.append(f"{rel}:{node.lineno}: commit primitive used above format")
+    assert not bad, "above format, only lance_ops.format's public face:\n" + "\n".join(bad)
+
+
+def test_public_face_names_resolve() -> None:
+    """Every name the package and ``format.distributed`` export exists."""
+    import lance_ops.format as lf
+    import lance_ops.format.distributed as dist
+
+    for module in (lf, dist):
+        missing = [n for n in module.__all__ if not hasattr(module, n)]
+        assert not missing, f"{module.__name__} exports names it does not have: {missing}"
+    assert dist.Compaction.plan is dist.plan_compaction and dist.Compaction.commit is dist.commit_compaction
 
 
 def test_format_package_imports_without_spark_or_dagster() -> None:

@@ -15,8 +15,7 @@ from typing import Any
 from dagster import Config
 from pydantic import Field, create_model
 
-from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
 
 from .settings import DatasetSettings
 
@@ -57,9 +56,9 @@ class AppendConfig(SourceOverride):
 
 
 class DeleteConfig(Config):
-    """Delete the rows matching a Spark SQL predicate."""
+    """Delete the rows matching a SQL predicate (pylance's dialect, validated before Spark runs)."""
 
-    where: str = Field(description="Spark SQL predicate, e.g. \"id < 100\"")
+    where: str = Field(description="SQL predicate as pylance takes it, e.g. \"id < 100\"")
 
 
 class UpsertConfig(SourceOverride):
@@ -166,7 +165,7 @@ def _bounds(info: Any) -> dict[str, Any]:
 
 class _OptionalDelete(DeleteConfig):
     where: str | None = Field(  # type: ignore[assignment]
-        default=None, description="Spark SQL predicate, e.g. \"id < 100\" (required by lance_delete)"
+        default=None, description="SQL predicate as pylance takes it, e.g. \"id < 100\" (required by lance_delete)"
     )
 
 

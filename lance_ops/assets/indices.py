@@ -20,7 +20,7 @@ from dagster import (
 )
 
 import lance_ops.format as lf
-from lance_ops.format.index.describe import format_fragment_ids
+from lance_ops.format import format_fragment_ids
 
 from .resources import LanceDatasetResource
 from .settings import DatasetSettings

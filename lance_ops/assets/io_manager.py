@@ -45,10 +45,9 @@ from dagster import (
 from pydantic import Field
 
 import lance_ops.format as lf
-from lance_ops.format.commit_options import COMMIT_DEFAULTS
+from lance_ops.format import COMMIT_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
+from lance_ops.format.distributed import with_idempotency
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
-from lance_ops.format.idempotency import with_idempotency
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from .metadata import RUN_ID_PROPERTY, table_metadata
 from .stats import JOB_PROPERTY

@@ -43,7 +43,7 @@ DESCRIPTIONS = {
                         "or nothing).",
     Operation.append: "Append rows from each selected dataset's source (the first append creates it with stable "
                       "row ids).",
-    Operation.delete: "Delete the rows of the selected dataset matching `delete.where` (a Spark SQL predicate).",
+    Operation.delete: "Delete the rows of the selected dataset matching `delete.where` (a SQL predicate as pylance takes it).",
     Operation.upsert: "Upsert rows from the source into the selected dataset on key columns (`upsert.on`).",
     Operation.compact: "Compact small fragments of each selected dataset (keeps row ids and row versions); "
                        "defaults: the dataset's policy.",

@@ -24,8 +24,9 @@ from dagster import (
     MaterializeResult,
 )
 
-from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
-from lance_ops.format.idempotency import with_idempotency
+import lance_ops.format as lf
+from lance_ops.format.distributed import with_idempotency
+from lance_ops.format.errors import SchemaError, SQLParseError, UnsupportedFeatureError
 
 from .configs import Operation
 from .errors import DatasetConfigError
@@ -166,6 +167,8 @@ def check_config(d: DatasetSettings, res: LanceDatasetResource, operation: Opera
             d.name, "delete.where", "lance_delete needs a predicate",
             f"set ops.{d.name}.config.delete.where, e.g. \"id < 100\" (columns: {res.open().schema.names})",
         )
+    if operation is Operation.delete:
+        check_predicate(d, res, "delete.where", str(params["where"]))
     if operation is Operation.upsert:
         columns = res.open().schema.names
         missing = [k for k in params.get("on") or [] if k not in columns]
@@ -174,6 +177,17 @@ def check_config(d: DatasetSettings, res: LanceDatasetResource, operation: Opera
                 d.name, "upsert.on", f"key column(s) {missing or '[]'} are not columns of the dataset",
                 f"use key columns from {columns}",
             )
+
+
+def check_predicate(d: DatasetSettings, res: LanceDatasetResource, field: str, where: str) -> None:
+    """Validate a config's SQL predicate as the format API does (``lance_ops.format.resolve_filter``,
+    pylance's dialect), before Spark starts: a bad one is a DatasetConfigError naming the field,
+    with the typed SQL error (position, unknown column) chained."""
+    try:
+        lf.resolve_filter(res.open().lance_schema, where, f"{field} predicate")
+    except SQLParseError as e:
+        raise DatasetConfigError(d.name, field, str(e), "write the predicate with the dataset's columns "
+                                 "in pylance's SQL (e.g. \"id < 100 AND name LIKE 'a%'\")") from e
 
 
 _FIELDS = {"append": "append.path", "upsert": "upsert.path", "delete": "delete.where",

@@ -14,10 +14,9 @@ from dagster import ConfigurableResource
 from pydantic import PrivateAttr
 
 import lance_ops.format as lf
-from lance_ops.format.commit_handler import commit_handler_for
-from lance_ops.format.commit_options import COMMIT_DEFAULTS
+from lance_ops.format import COMMIT_DEFAULTS
+from lance_ops.format.distributed import ObjectStore, commit_handler_for
 from lance_ops.format.errors import DatasetNotFoundError
-from lance_ops.format.store import ObjectStore
 
 
 class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]

@@ -16,8 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lance_ops.format.commit_options import COMMIT_DEFAULTS
-from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
+from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS
 
 CONFIG_ENV = "LANCE_OPS_CONFIG"
 

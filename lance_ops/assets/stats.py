@@ -13,11 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 import lance_ops.format as lf
-from lance_ops.format.commit import load_transaction
+from lance_ops.format import Transaction
+from lance_ops.format.distributed import Manifest, ObjectStore, list_versions, load_transaction
 from lance_ops.format.errors import LanceOpsError
-from lance_ops.format.manifest import Manifest, list_versions
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction
 
 # Transaction properties a Dagster run stamps on its commits (jobs that accept ``transaction_properties``).
 RUN_ID_PROPERTY = "dagster/run_id"

@@ -18,11 +18,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import lance_ops.format as lf
-from lance_ops.format.commit_handler import commit_handler_for
+from lance_ops.format.distributed import (
+    ObjectStore,
+    commit_handler_for,
+    plan_delete,
+    require_writable,
+    write_fragment_files,
+)
 from lance_ops.format.errors import SchemaError
-from lance_ops.format.mutate import plan_delete
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.write import require_writable, write_fragment_files
 
 ROW_ADDR, ROW_ID, CREATED_AT = "_rowaddr", "_rowid", "_row_created_at_version"
 LOCAL_MASK = np.uint64(0xFFFFFFFF)

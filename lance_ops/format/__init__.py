@@ -5,7 +5,7 @@ The API mirrors pylance where they overlap::
     import lance_ops.format as lf
     ds = lf.write_dataset(table, "/data/events", enable_stable_row_ids=True)
     ds = lf.dataset("/data/events")
-    ds.to_table(columns=["id", "_rowid"])
+    ds.to_table(columns=["id", "_rowid"], filter="id > 10 AND name LIKE 'a%'")
 """
 
 from ._version import __version__ as __version__
@@ -29,16 +29,30 @@ from .errors import (
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
+    SQLParseError,
+    SQLTypeError,
+    SQLUnknownColumnError,
     UnsupportedFeatureError,
 )
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .index.describe import format_fragment_ids
 from .inputs import CastError
 from .lance_operation import LanceOperation
-from .maintenance.compaction import CompactionOptions
+from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
+from .maintenance.index_build import (
+    IndexBuildPlan,
+    IndexTask,
+    commit_index_build,
+    execute_index_task,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
 from .merge_insert import MergeInsertBuilder
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Overwrite,
     ReserveFragments,
@@ -48,13 +62,27 @@ from .operations import (
     Update,
     UpdateConfig,
 )
-from .refs import BranchError, RefError, TagError
+from .refs import BranchError, RefError, TagError, Tags
+from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from .schema import LanceSchema
-from .write import write_fragments
+from .sql import sql_expression, sql_filter, transpile_sql
+from .transaction import Transaction
+from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
 __all__ = [
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
+    "COMPACTION_DEFAULTS",
+    "CREATED_AT",
+    "CompactionMetrics",
+    "DEFAULT_MAX_ROWS_PER_FILE",
+    "META_COLUMNS",
+    "ROW_ADDR",
+    "ROW_ID",
+    "Tags",
+    "Transaction",
+    "UPDATED_AT",
+    "format_fragment_ids",
     "Append",
     "CastError",
     "LanceOperation",
@@ -68,6 +96,7 @@ __all__ = [
     "CommitFailedError",
     "CommitStateUnknownError",
     "CorruptFileError",
+    "CreateIndex",
     "DataFile",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
@@ -76,6 +105,8 @@ __all__ = [
     "FragmentMetadata",
     "IncompatibleTransactionError",
     "InvalidArgumentError",
+    "IndexBuildPlan",
+    "IndexTask",
     "InvalidURIError",
     "LanceDataset",
     "LanceFragment",
@@ -95,13 +126,25 @@ __all__ = [
     "Scanner",
     "SchemaChangeError",
     "SchemaError",
+    "SQLParseError",
+    "SQLTypeError",
+    "SQLUnknownColumnError",
     "TagError",
     "UnsupportedFeatureError",
     "Update",
     "UpdateConfig",
     "commit",
+    "commit_index_build",
     "dataset",
+    "execute_index_task",
+    "plan_create_index",
+    "plan_create_scalar_index",
+    "plan_optimize_indices",
+    "resolve_filter",
     "resolve_version",
+    "sql_expression",
+    "sql_filter",
+    "transpile_sql",
     "write_dataset",
     "write_fragments",
 ]

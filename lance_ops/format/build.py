@@ -21,6 +21,7 @@ from .index.metadata import decode_index_section, encode_index_section
 from .manifest import FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
     Append,
+    CreateIndex,
     Delete,
     Operation,
     Overwrite,
@@ -154,7 +155,7 @@ _Applied = tuple[Manifest, list[FragmentMetadata]]
 def _apply(op: Operation, b: _Build) -> _Applied:
     """The next manifest (before its fragments are set) and its fragments: ``op`` applied.
 
-    By default (CreateIndex, Unmodelled): refused, lance_ops does not commit these.
+    By default (Unmodelled): refused, lance_ops does not commit it.
     """
     b.base  # noqa: B018 - a new dataset starts with an Overwrite (that error first)
     raise IncompatibleTransactionError(f"lance_ops cannot commit a {op.name} operation")
@@ -288,6 +289,21 @@ def _(op: UpdateConfig, b: _Build) -> _Applied:
             metadata[k] = v.encode()
     schema = dataclasses.replace(base.schema, metadata=metadata)
     return base.with_changes(config=config, schema=schema), list(base.fragments)
+
+
+@_apply.register
+def _(op: CreateIndex, b: _Build) -> _Applied:
+    base = b.base
+    return _with_created_indices(base, op), list(base.fragments)
+
+
+def _with_created_indices(m: Manifest, op: CreateIndex) -> Manifest:
+    """``m`` with ``op.removed_indices`` (by uuid) taken out and ``op.new_indices`` appended,
+    as pylance's ``CreateIndex`` applies."""
+    before = decode_index_section(m.index_section, f"index section of version {m.version}") if m.index_section else ()
+    gone = {i.uuid for i in op.removed_indices}
+    after = tuple(i for i in before if i.uuid not in gone) + tuple(op.new_indices)
+    return m.with_changes(index_section=encode_index_section(after) if after else None)
 
 
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:

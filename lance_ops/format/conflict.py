@@ -190,3 +190,50 @@ def _(b: CreateIndex, a: Rewrite, pair: _Pair) -> None:
         hit = sorted(old & (idx.fragment_ids or frozenset()))
         if hit:
             pair.fail(RetryableCommitConflictError, f"index {idx.name!r} was created over fragments {hit} being rewritten")
+
+
+@_check_mine.register
+def _(a: CreateIndex, pair: _Pair) -> set[int]:
+    _against_create_index(pair.theirs.operation, a, pair)
+    return set()
+
+
+@singledispatch
+def _against_create_index(b: Operation, a: CreateIndex, pair: _Pair) -> None:
+    """My new index segments vs what landed meanwhile (pylance's ``check_create_index_txn``,
+    stricter where row ids could change under the segments).  By default (Append, Delete,
+    ReserveFragments, UpdateConfig): compatible."""
+
+
+@_against_create_index.register
+def _(b: Overwrite | Restore | Unmodelled, a: CreateIndex, pair: _Pair) -> None:
+    _committed(b, a, pair)  # the dataset was replaced, or an unknown operation: fails
+
+
+def _segment_fragments(a: CreateIndex) -> set[int]:
+    return set().union(*(i.fragment_ids or () for i in a.new_indices))
+
+
+@_against_create_index.register
+def _(b: Rewrite, a: CreateIndex, pair: _Pair) -> None:
+    hit = _segment_fragments(a) & touched_fragments(b)
+    remapped = {i.uuid for i in a.removed_indices} & {r.old_id for r in b.rewritten_indices}
+    if hit:
+        pair.fail(RetryableCommitConflictError, f"fragments {sorted(hit)} my index segments cover were rewritten")
+    if remapped:
+        pair.fail(RetryableCommitConflictError, f"index segment(s) {sorted(remapped)} I replace were remapped")
+
+
+@_against_create_index.register
+def _(b: Update, a: CreateIndex, pair: _Pair) -> None:
+    hit = _segment_fragments(a) & touched_fragments(b)
+    if hit:
+        pair.fail(RetryableCommitConflictError, f"rows of fragments {sorted(hit)} my index segments cover were updated")
+
+
+@_against_create_index.register
+def _(b: CreateIndex, a: CreateIndex, pair: _Pair) -> None:
+    both = ({i.name for i in a.new_indices} & {i.name for i in b.new_indices}
+            or {i.uuid for i in a.removed_indices} & {i.uuid for i in b.removed_indices})
+    if both:
+        pair.fail(RetryableCommitConflictError, f"index {sorted(both)} was changed too")

@@ -31,6 +31,12 @@ from .index import describe as _describe
 from .inputs import blobs_as_v2, check_fits
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
+from .maintenance.index_build import (
+    build_indices,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
 from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
 from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
@@ -83,7 +89,7 @@ class LanceFragment:
     def deletion_file(self) -> Any:
         return self.metadata.deletion_file
 
-    def count_rows(self, filter: pc.Expression | None = None) -> int:
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
             return self.metadata.num_rows
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
@@ -274,6 +280,62 @@ class LanceDataset:
                 return _describe.index_statistics(d)
         raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
 
+    def create_scalar_index(
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+    ) -> "LanceDataset":
+        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it.
+
+        pylance updates its handle in place and returns None; lance_ops handles are versions, so
+        the new version is returned.
+
+        Raises:
+            UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and an index of that name exists.
+        """
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        assert manifest is not None
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> "LanceDataset":
+        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
+        on a sample, as pylance 14 samples) over every fragment and commit it; returns the new
+        version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+
+        Raises:
+            UnsupportedFeatureError: another index type or metric, or not a vector column.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
+        """
+        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        assert manifest is not None
+        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+
+    def optimize_indices(
+        self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+    ) -> "LanceDataset":
+        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
+        segments with the new fragments as one.  Other kinds are left as they are.  Returns the
+        new version (self if there was nothing to do)."""
+        plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
+        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
+        return self if manifest is None else LanceDataset._from_manifest(self._store, manifest, self._handler)
+
     @property
     def has_index(self) -> bool:
         return bool(self._manifest.index_section) and bool(self.describe_indices())
@@ -316,7 +378,7 @@ class LanceDataset:
         f = self._manifest.fragment(fragment_id)
         return LanceFragment(self, f) if f is not None else None
 
-    def count_rows(self, filter: pc.Expression | None = None) -> int:
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
             return sum(f.num_rows for f in self._manifest.fragments)
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
@@ -324,7 +386,7 @@ class LanceDataset:
     def to_batches(
         self,
         columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | str | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -346,7 +408,7 @@ class LanceDataset:
     def to_table(
         self,
         columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: pc.Expression | str | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -397,8 +459,10 @@ class LanceDataset:
         manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
         return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
-    def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
-        """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+    def delete(self, predicate: pc.Expression | str, *,
+               transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
+        """Delete the rows matching ``predicate`` (SQL or an Expression); returns the new version
+        (self if nothing matched)."""
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         self._handler.check_writable()
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
@@ -409,12 +473,13 @@ class LanceDataset:
     def update(
         self,
         values: Mapping[str, Any],
-        where: pc.Expression | None = None,
+        where: pc.Expression | str | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> "LanceDataset":
-        """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None).
+        """Set columns to SQL expressions (``{"b": "b + 1"}``, as pylance), Expressions or scalars
+        on the rows matching ``where`` (SQL or an Expression; all rows if None).
 
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
@@ -435,7 +500,7 @@ class LanceDataset:
         self,
         on: str | Sequence[str],
         *,
-        target_filter: pc.Expression | None = None,
+        target_filter: pc.Expression | str | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     ) -> MergeInsertBuilder:
         """A merge_insert builder on the key column(s) ``on``, as pylance's
@@ -655,7 +720,7 @@ class LanceDataset:
         """pylance's ``ds.stats``: ``dataset_stats()`` and ``index_stats(name)``."""
         return LanceStats(self)
 
-    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
+    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **kw: Any) -> "Scanner":
         return Scanner(self, columns, filter, kw)
 
     def __repr__(self) -> str:
@@ -685,7 +750,10 @@ class Scanner:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
 
     def count_rows(self) -> int:
-        return sum(b.num_rows for b in self.to_batches())
+        """Rows the scan yields (its filter, limit and offset applied); no column is decoded
+        beyond what the filter reads."""
+        kw = {k: v for k, v in self._kw.items() if k not in ("with_row_id", "with_row_address")}
+        return sum(b.num_rows for b in self._ds.to_batches([], self._filter, **kw))
 
 
 def _summary(m: Manifest) -> dict[str, str]:
@@ -931,6 +999,11 @@ class _Optimize:
     def compact_files(self, **options: Any) -> Any:
         """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
         return self._ds.compact_files(**options)
+
+    def optimize_indices(self, **kwargs: Any) -> "LanceDataset":
+        """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
+        returns the new version."""
+        return self._ds.optimize_indices(**kwargs)
 
 
 def _pop_ignored(options: dict[str, Any], names: Sequence[str]) -> None:

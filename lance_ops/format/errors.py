@@ -168,3 +168,31 @@ class ManifestStoreRequiredError(CommitError, InvalidArgumentError):
         super().__init__(message, path=path, version=version)
         self.dataset = dataset
         self.recorded = dict(recorded or {})
+
+
+class SQLParseError(InvalidArgumentError):
+    """A SQL predicate or expression that cannot be parsed or translated (pylance raises a
+    ``ValueError`` too).  Names the expression and points at the position.
+
+    Attributes:
+        expression: the SQL text.
+        position: 0-based character offset of the offending token.
+        reason: what is wrong, without the position.
+    """
+
+    def __init__(self, message: str, expression: str, position: int, *, column: str | None = None) -> None:
+        caret = f"\n    {expression}\n    {' ' * position}^"
+        super().__init__(f"{message} (at position {position} of {expression!r}){caret}")
+        self.reason = message
+        self.expression = expression
+        self.position = position
+        self.column = column
+
+
+class SQLUnknownColumnError(SQLParseError, SchemaError):
+    """A SQL expression names a column the dataset does not have (lists the columns)."""
+
+
+class SQLTypeError(SQLParseError, SchemaError):
+    """A SQL expression's operands do not fit (a literal that does not convert to the column's
+    type, a string function on a number, a filter that is not boolean)."""

@@ -62,8 +62,9 @@ from .inputs import check_fits
 from .manifest import Manifest, is_detached_version
 from .operations import Update
 from .rowids import encode_row_ids, encode_versions
-from .scan import CREATED_AT, ROW_ADDR, ROW_ID, check_filter, plan_scan, scan
+from .scan import CREATED_AT, ROW_ADDR, ROW_ID, plan_scan, resolve_filter, scan
 from .schema import LanceSchema
+from .sql import sql_filter
 from .store import ObjectStore
 from .transaction import Transaction
 from .versions import require_writable
@@ -449,31 +450,34 @@ def _group(addr: pa.ChunkedArray, into: dict[int, list[np.ndarray]]) -> None:
 # --------------------------------------------------------------------------- builder
 
 
-def _expression(value: Any, what: str) -> pc.Expression | None:
+def _expression(value: Any, what: str, schema: pa.Schema) -> pc.Expression | None:
+    """A condition as an Expression: SQL (pylance's dialect) is translated over ``schema``."""
     if value is None or isinstance(value, pc.Expression):
         return value
     if isinstance(value, str):
-        raise UnsupportedFeatureError(
-            f"{what}: SQL strings are not supported yet ({value!r}); pass a pyarrow.compute.Expression "
-            "(pc.field('target', name) / pc.field('source', name) for a matched condition)"
-        )
-    raise ArgumentTypeError(f"{what} must be a pyarrow.compute.Expression or None, got {type(value).__name__}")
+        return sql_filter(value, schema, what=what)
+    raise ArgumentTypeError(f"{what} must be a SQL string, a pyarrow.compute.Expression or None, "
+                            f"got {type(value).__name__}")
+
+
+def _both_sides(schema: pa.Schema) -> pa.Schema:
+    """What a matched condition names: ``target.<col>`` and ``source.<col>``."""
+    return pa.schema([pa.field("target", pa.struct(list(schema))), pa.field("source", pa.struct(list(schema)))])
 
 
 class MergeInsertBuilder:
     """``LanceDataset.merge_insert(on)``: pylance's builder (``when_*`` clauses, then ``execute``).
 
-    Conditions are ``pyarrow.compute.Expression``s for now (a SQL string raises
-    :class:`UnsupportedFeatureError`).  Unlike pylance, ``execute`` does not move the handle it
+    Conditions are SQL strings as pylance takes them (``"target.x < source.x"``) or
+    ``pyarrow.compute.Expression``s.  Unlike pylance, ``execute`` does not move the handle it
     was called on to the new version (lance_ops handles are pinned to one version): reopen it
     (``lf.dataset(uri)`` or ``ds.checkout_latest()``) to read the result.
     """
 
     def __init__(self, store: ObjectStore, manifest: Manifest, handler: CommitHandler, on: Any, *,
-                 target_filter: pc.Expression | None = None,
+                 target_filter: pc.Expression | str | None = None,
                  max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
-        if target_filter is not None:
-            check_filter(manifest.schema, target_filter, "merge_insert target_filter")
+        target_filter = resolve_filter(manifest.schema, target_filter, "merge_insert target_filter")
         self._store, self._manifest, self._handler = store, manifest, handler
         self._params = MergeInsertParams(tuple(check_keys(store.uri, manifest, on)), target_filter=target_filter)
         self._max_rows_per_file = max_rows_per_file
@@ -482,21 +486,21 @@ class MergeInsertBuilder:
         self._params = replace(self._params, **changes)
         return self
 
-    def when_matched_update_all(self, condition: pc.Expression | None = None) -> "MergeInsertBuilder":
-        """Replace matched target rows by their source rows (only where ``condition`` holds;
-        ``pc.field("target", c)`` / ``pc.field("source", c)`` name the two sides)."""
+    def when_matched_update_all(self, condition: pc.Expression | str | None = None) -> "MergeInsertBuilder":
+        """Replace matched target rows by their source rows (only where ``condition`` holds:
+        SQL ``"target.x < source.x"``, or ``pc.field("target", c)`` / ``pc.field("source", c)``)."""
+        sides = _both_sides(self._manifest.schema.to_arrow())
         return self._with(update_matched=True,
-                          matched_condition=_expression(condition, "when_matched_update_all condition"))
+                          matched_condition=_expression(condition, "when_matched_update_all condition", sides))
 
     def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
         """Insert source rows that match no target row."""
         return self._with(insert_not_matched=True)
 
-    def when_not_matched_by_source_delete(self, expr: pc.Expression | None = None) -> "MergeInsertBuilder":
-        """Delete target rows no source row matches (only those where ``expr`` holds, if given)."""
-        cond = _expression(expr, "when_not_matched_by_source_delete expr")
-        if cond is not None:
-            check_filter(self._manifest.schema, cond, "when_not_matched_by_source_delete expr")
+    def when_not_matched_by_source_delete(self, expr: pc.Expression | str | None = None) -> "MergeInsertBuilder":
+        """Delete target rows no source row matches (only those where ``expr``, SQL or an
+        Expression over the target's columns, holds, if given)."""
+        cond = resolve_filter(self._manifest.schema, expr, "when_not_matched_by_source_delete expr")
         return self._with(delete_not_matched_by_source=True, delete_condition=cond)
 
     def execute_uncommitted(self, data: Any, *, schema: pa.Schema | None = None) -> tuple[Transaction, dict[str, int]]:

@@ -23,7 +23,18 @@ from .deletion import with_deletions
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .fragment import FragmentMetadata
 from .manifest import Manifest
-from .scan import CREATED_AT, ROW_ADDR, ROW_ID, check_filter, plan_scan, scan, scan_fragment
+from .scan import (
+    CREATED_AT,
+    META_COLUMNS,
+    ROW_ADDR,
+    ROW_ID,
+    filter_schema,
+    plan_scan,
+    resolve_filter,
+    scan,
+    scan_fragment,
+)
+from .sql import sql_expression
 from .store import ObjectStore
 from .versions import require_writable
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
@@ -101,9 +112,9 @@ def _matching_addresses(
 
 
 def plan_delete(
-    store: ObjectStore, manifest: Manifest, predicate: pc.Expression | None
+    store: ObjectStore, manifest: Manifest, predicate: pc.Expression | str | None
 ) -> tuple[list[FragmentMetadata], list[int], int]:
-    """Write deletion files for the rows matching ``predicate``.
+    """Write deletion files for the rows matching ``predicate`` (a SQL string or an Expression).
 
     Deletion files (each the union with the fragment's old one) are written as the scan goes
     on: on an object store by a pool of threads, a bounded number in flight; like pylance's
@@ -115,7 +126,8 @@ def plan_delete(
     """
     if predicate is None:
         raise InvalidArgumentError("delete needs a predicate (pc.scalar(True) deletes every row)")
-    check_filter(manifest.schema, predicate, "delete predicate")
+    predicate = resolve_filter(manifest.schema, predicate, "delete predicate")
+    assert predicate is not None
     by_id = {f.id: f for f in manifest.fragments}
     results: dict[int, FragmentMetadata | None] = {}
     total = 0
@@ -209,15 +221,27 @@ def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> 
     return pa.Table.from_arrays(cols, schema=table.schema)
 
 
+def sql_values(manifest: Manifest, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with SQL strings translated to Expressions over the dataset's columns."""
+    names = filter_schema(manifest.schema)
+    return {k: sql_expression(v, names, what=f"update value of {k!r}", metadata_columns=META_COLUMNS)
+            if isinstance(v, str) else v
+            for k, v in values.items()}
+
+
 def plan_update(
     store: ObjectStore,
     manifest: Manifest,
     values: Mapping[str, Any],
-    where: pc.Expression | None,
+    where: pc.Expression | str | None,
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
 ) -> tuple[list[int], list[FragmentMetadata], list[FragmentMetadata], int]:
     """Rewrite the matching rows with new values.
+
+    ``values`` maps a column to a SQL expression string (``"b + 1"``, ``"'text'"``, as pylance),
+    a ``pyarrow.compute.Expression`` or a Python/Arrow scalar; ``where`` is a SQL string or an
+    Expression.
 
     Returns:
         (removed fragment ids, updated fragments, new fragments, rows updated)
@@ -231,8 +255,8 @@ def plan_update(
             raise SchemaError(f"update: column {name!r} is not in the dataset schema {arrow.names}")
     if not values:
         raise InvalidArgumentError("update needs at least one column to set")
-    if where is not None:
-        check_filter(manifest.schema, where, "update where")
+    where = resolve_filter(manifest.schema, where, "update where")
+    values = sql_values(manifest, values)
     # values checked against the schema before any data is read or written
     _evaluate(pa.Table.from_batches([], schema=arrow), values, arrow)
     stable = manifest.uses_stable_row_ids

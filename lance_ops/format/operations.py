@@ -147,7 +147,7 @@ class Rewrite:
 class CreateIndex:
     """Indices added (or replacing others) by pylance: ``create_index``, ``optimize_indices``.
 
-    lance_ops reads these (conflict checks) but never commits one.
+    lance_ops commits one for the scalar segments it builds (``maintenance/index_build.py``).
     """
 
     new_indices: Sequence[IndexMetadata]

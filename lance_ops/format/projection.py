@@ -2,8 +2,8 @@
 
 - a nested field by its dotted path, ``columns=["s.x"]``: an output column named ``"s.x"``
   holding the struct child (pylance 14 names it so);
-- a dict of output name -> column name, dotted path or ``pyarrow.compute.Expression``
-  (pylance takes SQL strings there; lance_ops takes expressions until SQL lands in ``format``).
+- a dict of output name -> column name, dotted path, SQL value expression in pylance's dialect
+  (``"a + 1"``, :mod:`.sql`) or ``pyarrow.compute.Expression`` (which pylance does not take).
 
 :func:`plan_projection` turns such a request into the top-level columns to scan (so the scan's
 column pruning and filter pushdown are unchanged) and a vectorised function applied to each
@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from .errors import ArgumentTypeError, SchemaError, UnsupportedFeatureError
+from .errors import ArgumentTypeError, SchemaError
+from .sql import sql_expression
 
 Finish = Callable[[pa.RecordBatch], pa.RecordBatch]
 
@@ -31,7 +32,7 @@ def plan_projection(
 
     Raises:
         SchemaError: a name or path not in ``schema``.
-        UnsupportedFeatureError: a SQL string as a projection (not a column name or path).
+        SQLParseError, SQLUnknownColumnError, SQLTypeError: a bad SQL projection (:mod:`.sql`).
         ArgumentTypeError: a projection value that is neither a string nor an Expression.
     """
     if columns is None:
@@ -58,22 +59,32 @@ def plan_projection(
         elif spec in plain:
             needed.append(spec)
             steps.append((name, "column", spec))
-        else:
+        elif _is_path(schema, spec):
             root, path = _resolve_path(schema, spec)
             needed.append(root)
             steps.append((name, "path", (root, path)))
+        else:  # a SQL value expression in pylance's dialect ("a + 1", "lower(b)")
+            expr = sql_expression(spec, schema, what=f"projection of {name!r}")
+            text = str(expr)
+            tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+            needed += [n for n in schema.names if n in tokens or f'"{n}"' in text]
+            steps.append((name, "expr", expr))
     scan_columns = list(dict.fromkeys(needed)) or [schema.names[0]]
     return scan_columns, lambda batch: _finish(batch, steps, meta_columns)
+
+
+def _is_path(schema: pa.Schema, spec: str) -> bool:
+    """A column name or dotted path (``"s.x"``), as opposed to a SQL expression."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", spec):
+        return False
+    return spec.split(".")[0] in schema.names or "." not in spec
 
 
 def _resolve_path(schema: pa.Schema, spec: str) -> tuple[str, list[int]]:
     """``(top-level column, child indices)`` of a dotted path such as ``"s.x"``."""
     parts = spec.split(".")
     if len(parts) < 2 or parts[0] not in schema.names:
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", spec):
-            raise SchemaError(f"column {spec!r} is not in the dataset schema {schema.names}")
-        raise UnsupportedFeatureError(f"projection {spec!r}: SQL expressions are not supported yet; pass a "
-                                      "pyarrow.compute.Expression")
+        raise SchemaError(f"column {spec!r} is not in the dataset schema {schema.names}")
     typ, path = schema.field(parts[0]).type, []
     for i, part in enumerate(parts[1:], start=1):
         index = typ.get_field_index(part) if pa.types.is_struct(typ) else -1

@@ -19,7 +19,7 @@ need lance_ops installed and the same ``storage_options``)::
 
 Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``), which runs under spark-submit.
 Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
-:func:`lance_ops.format.store.split_uri` and are resolved once, on the driver.
+:func:`lance_ops.format.distributed.resolve_uri` and are resolved once, on the driver.
 """
 
 from . import _requires  # noqa: F401  (first: names the extra when pyspark is missing)

@@ -63,9 +63,7 @@ def _json_dict(raw: str | None) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lance_ops.format.commit_options import COMMIT_DEFAULTS
-    from lance_ops.format.maintenance.compaction import COMPACTION_DEFAULTS
-    from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
+    from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
 
     p = argparse.ArgumentParser(prog="python -m lance_ops.jobs", description="lance_ops Spark jobs")
     p.add_argument("--master", default=None,
@@ -91,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--data-storage-version", default=None,
                    help="file format of a dataset this append creates: 2.0, 2.1, 2.2 or stable (default)")
 
-    d = sub.add_parser("delete", help="delete rows matching a Spark SQL predicate")
+    d = sub.add_parser("delete", help="delete rows matching a SQL predicate (pylance's dialect)")
     d.add_argument("uri")
     d.add_argument("--where", required=True)
 
@@ -192,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, spark: Any) -> Any:
     """Run the job ``args`` name on ``spark``; its result."""
-    from lance_ops.format.commit_options import CommitOptions
+    from lance_ops.format import CommitOptions
     from lance_ops.jobs import append, compact, delete, materialize_deletions, upsert, write_change_feed
 
     so = args.storage_options

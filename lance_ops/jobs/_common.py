@@ -9,15 +9,17 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from lance_ops.format.commit import load_transaction
-from lance_ops.format.commit_handler import CommitHandler, open_for_write
-from lance_ops.format.commit_options import COMMIT_DEFAULTS, CommitOptions
-from lance_ops.format.dataset import resolve_version
+from lance_ops.format import COMMIT_DEFAULTS, CommitOptions, Transaction, resolve_version
+from lance_ops.format.distributed import (
+    CommitHandler,
+    Manifest,
+    ObjectStore,
+    list_versions,
+    load_transaction,
+    open_for_write,
+    scan_schema,
+)
 from lance_ops.format.errors import InvalidArgumentError, LanceOpsError, SchemaError
-from lance_ops.format.file.blobs import scan_schema
-from lance_ops.format.manifest import Manifest, list_versions
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction
 
 from ._options import source_options
 from ._types import META_COLUMNS, spark_schema

@@ -44,10 +44,8 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from lance_ops.format import rowids
-from lance_ops.format.fragment import FragmentMetadata
-from lance_ops.format.manifest import Manifest
-from lance_ops.format.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
+from lance_ops.format import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, FragmentMetadata
+from lance_ops.format.distributed import Manifest, decode_row_ids, decode_version_runs
 
 _PUSHABLE = (ByteType, ShortType, IntegerType, LongType, StringType, BooleanType, DateType)
 _CMP = {
@@ -160,7 +158,7 @@ def _bounds_of_runs(data: bytes | None, n: int, offset: int, length: int) -> tup
     """(min, max) version of rows ``[offset, offset+length)`` of a version sequence (1 if absent)."""
     if data is None:
         return 1, 1
-    versions, lens = rowids.decode_version_runs(data, expected_len=n)
+    versions, lens = decode_version_runs(data, expected_len=n)
     ends = np.cumsum(lens)
     starts = ends - lens
     hit = (starts < offset + length) & (ends > offset)
@@ -180,7 +178,7 @@ def meta_bounds(manifest: Manifest, part: FragmentRange, names: set[str]) -> dic
         if not manifest.uses_stable_row_ids:
             out[ROW_ID] = addr
     if ROW_ID in names and manifest.uses_stable_row_ids and f.row_ids is not None:
-        ids = rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows)[off : off + n]
+        ids = decode_row_ids(f.row_ids, expected_len=f.physical_rows)[off : off + n]
         if ids.size:
             out[ROW_ID] = (int(ids.min()), int(ids.max()))
     if CREATED_AT in names:

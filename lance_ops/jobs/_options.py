@@ -9,8 +9,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from lance_ops.format import SQLiteManifestStore
 from lance_ops.format.errors import LanceOpsError
-from lance_ops.format.manifest_store import SQLiteManifestStore
 
 STORAGE_PREFIX = "storage."
 

@@ -32,8 +32,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lance_ops.format import META_COLUMNS
 from lance_ops.format.errors import UnsupportedFeatureError
-from lance_ops.format.scan import META_COLUMNS
 
 __all__ = ["META_COLUMNS", "arrow_target", "cast_batch", "spark_schema", "spark_type"]
 

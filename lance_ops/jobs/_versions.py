@@ -11,11 +11,9 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from lance_ops.format.cleanup import TagError, Tags
+from lance_ops.format import TagError, Tags
+from lance_ops.format.distributed import ObjectStore, commit_timestamp_micros, list_versions, read_manifest
 from lance_ops.format.errors import DatasetNotFoundError
-from lance_ops.format.maintenance.distributed import commit_timestamp_micros
-from lance_ops.format.manifest import list_versions, read_manifest
-from lance_ops.format.store import ObjectStore
 
 from ._options import InvalidOptionError, first
 

@@ -34,18 +34,21 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from lance_ops.format.commit import commit_transaction
-from lance_ops.format.commit_handler import commit_handler_for, open_for_write
+import lance_ops.format as lf
+from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, ROW_ID
+from lance_ops.format.distributed import (
+    Manifest,
+    ObjectStore,
+    commit_handler_for,
+    open_for_write,
+    open_manifest,
+    range_column_map,
+    read_manifest,
+    require_writable,
+    resolve_uri,
+    scan_schema,
+)
 from lance_ops.format.errors import CommitStateUnknownError, UnsupportedFeatureError
-from lance_ops.format.file.blobs import scan_schema
-from lance_ops.format.maintenance.distributed import open_manifest, range_column_map
-from lance_ops.format.manifest import Manifest, read_manifest
-from lance_ops.format.operations import Update
-from lance_ops.format.scan import ROW_ID
-from lance_ops.format.store import ObjectStore, resolve_uri
-from lance_ops.format.transaction import Transaction
-from lance_ops.format.versions import require_writable
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from ._common import version_number
 from ._options import source_options
@@ -194,10 +197,10 @@ def write_change_feed(
         sweep_staging(sink, write_id, set())
         return ChangeFeedWriteResult(uri, sink_given, begin_version, end_version, format, 0, sink_given, None,
                                      time.perf_counter() - t0)
-    op = Update(removed, updated, new)
     props = {"lance_ops.writer": "spark", "lance_ops.change_range": f"{begin_version}-{end_version}"}
     try:
-        out = commit_transaction(sink, Transaction(sink_m.version, op, properties=props), handler=handler)
+        out = lf.commit(sink_uri, lf.Update(removed, updated, new), read_version=sink_m.version,
+                        storage_options=sink_so, transaction_properties=props, manifest_store=sink_manifest_store)
     except CommitStateUnknownError:
         raise  # the version may exist and reference these files: remove nothing
     except BaseException:

@@ -14,18 +14,17 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lance_ops.format.commit_options import COMMIT_DEFAULTS, CommitOptions
-from lance_ops.format.maintenance.compaction import (
-    COMPACTION_DEFAULTS,
-    CompactionOptions,
+from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS, CommitOptions, CompactionOptions
+from lance_ops.format.distributed import (
     CompactionTask,
+    ObjectStore,
     RewriteResult,
     commit_compaction,
     execute_task,
+    open_manifest,
     plan_compaction,
+    resolve_uri,
 )
-from lance_ops.format.maintenance.distributed import open_manifest
-from lance_ops.format.store import ObjectStore, resolve_uri
 
 from ._common import commit_options
 from .results import CompactResult

@@ -19,26 +19,22 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lance_ops.format.commit import commit_transaction
-from lance_ops.format.commit_options import CommitOptions
-from lance_ops.format.deletion import with_deletions
-from lance_ops.format.errors import CommitStateUnknownError, SchemaError
-from lance_ops.format.fragment import FragmentMetadata
-from lance_ops.format.manifest import Manifest
-from lance_ops.format.merge_insert import (
+import lance_ops.format as lf
+from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, ROW_ADDR, CommitOptions, FragmentMetadata, LanceSchema
+from lance_ops.format.distributed import (
+    Manifest,
     MergeInsertContext,
+    ObjectStore,
     commit_merge_insert,
     merge_insert_operation,
     merge_stats,
+    resolve_uri,
+    with_deletions,
+    write_fragment_files,
     write_inserted_rows,
     write_matched_rows,
 )
-from lance_ops.format.operations import Delete
-from lance_ops.format.scan import ROW_ADDR
-from lance_ops.format.schema import LanceSchema
-from lance_ops.format.store import ObjectStore, resolve_uri
-from lance_ops.format.transaction import Transaction
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+from lance_ops.format.errors import CommitStateUnknownError, SchemaError
 
 from ._common import as_dataframe, commit_options, lance_errors, latest, read_version, referenced_columns
 from ._compat import check_store_assignment
@@ -172,24 +168,34 @@ def delete(
     manifest_store: Any = None,
     commit: CommitOptions | None = None,
 ) -> DeleteResult:
-    """Delete the rows matching the Spark SQL predicate ``where``, in one Delete commit.
+    """Delete the rows matching the SQL predicate ``where``, in one Delete commit.
 
-    The predicate is evaluated on executors, fragment by fragment, and may use the metadata
-    columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is committed
-    when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
+    The predicate is the format API's (pylance's dialect): it is validated on the driver by
+    ``lance_ops.format.resolve_filter`` (the same strings are accepted and the same typed
+    errors raised as by ``LanceDataset.delete``), then rewritten in Spark SQL
+    (``lf.transpile_sql``) and evaluated on executors, fragment by fragment.  It may use the
+    metadata columns (``_rowid``, ``_rowaddr``, ``_row_created_at_version``, ...).  Nothing is
+    committed when no row matches (``result.version`` is None).  ``manifest_store`` / ``commit``: how
     the job commits (:class:`lance_ops.format.CommitOptions`; the keyword wins).
+
+    Raises:
+        SQLParseError: the predicate does not parse (a ``ValueError``; names the position).
+        SQLUnknownColumnError, SQLTypeError: unknown column, or operands that do not fit.
     """
     t0 = time.perf_counter()
     so = dict(storage_options or {})
     given, uri = uri, resolve_uri(uri)  # resolved once, on the driver
     opts = commit_options(transaction_properties, manifest_store, commit)
-    store, handler, m = latest(uri, so, opts)
+    _, _, m = latest(uri, so, opts)
+    lf.resolve_filter(m.schema, where, f"{uri}: delete predicate")
+    spark_where = lf.transpile_sql(where, "spark")
     with lance_errors():
-        updated, removed, total = plan_deletions(spark, uri, m, where, so)
+        updated, removed, total = plan_deletions(spark, uri, m, spark_where, so)
     if total == 0:
         return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
-    out = commit_transaction(store, Transaction(m.version, Delete(updated, removed, where), properties=_props(opts.properties())),
-                             handler=handler, max_retries=opts.max_retries)
+    out = lf.commit(uri, lf.Delete(updated, removed, where), read_version=m.version, storage_options=so,
+                    transaction_properties=_props(opts.properties()), manifest_store=opts.manifest_store,
+                    max_retries=opts.max_retries)
     return DeleteResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
 
 

@@ -39,7 +39,7 @@ and removes the files it wrote.
 
 All the work happens in Python worker processes that Spark starts; everything they need
 travels in the options (docs/RECIPES.md §1 (c)).  The URI is resolved once, when the driver plans
-(:func:`lance_ops.format.store.resolve_uri`), so executors never resolve a relative path in
+(:func:`lance_ops.format.distributed.resolve_uri`), so executors never resolve a relative path in
 their own working directory.
 """
 
@@ -62,24 +62,30 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from lance_ops.format import Append, FragmentMetadata, LanceSchema, Overwrite
-from lance_ops.format.commit import commit_transaction
-from lance_ops.format.commit_handler import CommitHandler, commit_handler_for, try_open_latest
-from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
-from lance_ops.format.file.blobs import scan_schema
-from lance_ops.format.idempotency import committed_by, with_idempotency
-from lance_ops.format.maintenance.distributed import (
+import lance_ops.format as lf
+from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, FragmentMetadata, LanceSchema
+from lance_ops.format.distributed import (
     DEFAULT_BATCH_SIZE,
+    CommitHandler,
+    Manifest,
+    NamingScheme,
+    ObjectStore,
+    commit_handler_for,
+    idempotency_key,
     light_manifest,
+    load_transaction,
+    normalize_storage_version,
     open_manifest,
+    require_writable,
+    resolve_uri,
     row_ranges,
     scan_fragment_range,
+    scan_schema,
+    try_open_latest,
+    with_idempotency,
+    write_fragment_files,
 )
-from lance_ops.format.manifest import Manifest
-from lance_ops.format.store import ObjectStore, resolve_uri
-from lance_ops.format.transaction import Transaction
-from lance_ops.format.versions import normalize_storage_version, require_writable
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
+from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
 
 from ._compat import check_store_assignment
 from ._filters import (
@@ -481,31 +487,37 @@ class LanceWriter(DataSourceArrowWriter):
         sweep_staging(store, self.write_id, {df.path for f in frags for df in f.files})
 
     def _commit(self, store: ObjectStore, frags: list[FragmentMetadata]) -> bool:
-        """Commit; False when an earlier attempt of this write (same txnAppId) already did."""
+        """Commit through ``lf.commit``; False when an earlier attempt of this write (same
+        txnAppId/txnVersion) already did."""
         props = self._properties()
         handler = commit_handler_for(store, self.manifest_store)
+        common: dict[str, Any] = {"storage_options": self.storage_options, "transaction_properties": props,
+                                  "manifest_store": self.manifest_store}
         if self.mode == "append":
-            if frags:
-                txn = Transaction(self.read_version, Append(frags), properties=props)
-                return committed_by(commit_transaction(store, txn, handler=handler), txn)
-            return True
-        txn = Transaction(self.read_version, Overwrite(frags, self.lance_schema), properties=props)
-        if self.mode == "overwrite":
-            return committed_by(commit_transaction(store, txn, handler=handler), txn)
-        try:
-            return committed_by(commit_transaction(
-                store, txn, create=True, enable_stable_row_ids=self.enable_stable_row_ids,
-                data_storage_version=self.data_storage_version, handler=handler,
-            ), txn)
-        except DatasetAlreadyExistsError:
-            # Someone created the dataset while we wrote: append to it instead (same columns only).
-            existing = try_open_latest(store, handler)
-            assert existing is not None
-            same = [(f.name, f.id) for f in existing.schema.fields] == [(f.name, f.id) for f in self.lance_schema.fields]
-            if not same or existing.schema.to_arrow() != self.lance_schema.to_arrow():
-                raise
-            retry = Transaction(existing.version, Append(frags), properties=props)
-            return committed_by(commit_transaction(store, retry, handler=handler), retry)
+            if not frags:
+                return True
+            ds = lf.commit(self.uri, lf.Append(frags), read_version=self.read_version, **common)
+        elif self.mode == "overwrite":
+            ds = lf.commit(self.uri, lf.Overwrite(frags, self.lance_schema), read_version=self.read_version, **common)
+        else:
+            try:
+                ds = lf.commit(self.uri, lf.Overwrite(frags, self.lance_schema), read_version=self.read_version,
+                               create=True, enable_stable_row_ids=self.enable_stable_row_ids,
+                               data_storage_version=self.data_storage_version, **common)
+            except DatasetAlreadyExistsError:
+                # Someone created the dataset while we wrote: append to it instead (same columns only).
+                existing = try_open_latest(store, handler)
+                assert existing is not None
+                same = [(f.name, f.id) for f in existing.schema.fields] == [(f.name, f.id) for f in self.lance_schema.fields]
+                if not same or existing.schema.to_arrow() != self.lance_schema.to_arrow():
+                    raise
+                ds = lf.commit(self.uri, lf.Append(frags), read_version=existing.version, **common)
+        return idempotency_key(props) is None or self._committed_here(store, handler, ds.version)
+
+    def _committed_here(self, store: ObjectStore, handler: CommitHandler, version: int) -> bool:
+        """Whether ``version`` is this write's commit (not an earlier one under the same txnAppId)."""
+        txn = load_transaction(store, version, handler.cached_scheme() or NamingScheme.V2, handler=handler)
+        return txn.properties.get(WRITE_ID_PROPERTY) == self.write_id
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         store = ObjectStore(self.uri, self.storage_options)

@@ -18,7 +18,7 @@ Batch (same rows as ``lance_ops.jobs.change_feed``)::
     spark.read.format("lance_changes").option("startingVersion", 3).option("endingVersion", 7).load(uri)
 
 Planning reads metadata only (manifests, row id sequences, deletion files) in the driver-side
-reader; each partition is one :class:`~lance_ops.format.maintenance.distributed.ChangeFeedTask`
+reader; each partition is one :class:`~lance_ops.format.distributed.ChangeFeedTask`
 run on an executor.  The dataset needs stable row ids.
 """
 
@@ -35,14 +35,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from lance_ops.format.errors import UnsupportedFeatureError
-from lance_ops.format.maintenance.distributed import (
+from lance_ops.format.distributed import (
+    ObjectStore,
     execute_change_feed_task,
+    list_versions,
     open_manifest,
     plan_change_feed,
+    resolve_uri,
 )
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore, resolve_uri
+from lance_ops.format.errors import UnsupportedFeatureError
 
 from ._options import InvalidOptionError, check_options, get_int, storage_options
 from ._types import arrow_target, cast_batch, spark_schema

@@ -8,13 +8,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_ops.format.commit import find_earlier_commit
-from lance_ops.format.commit_options import CommitOptions
-from lance_ops.format.dataset import try_open_latest
+from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, Append, CommitOptions, Overwrite
+from lance_ops.format.distributed import ObjectStore, find_earlier_commit, resolve_uri, try_open_latest
 from lance_ops.format.errors import SchemaError
-from lance_ops.format.operations import Append, Overwrite
-from lance_ops.format.store import ObjectStore, resolve_uri
-from lance_ops.format.write import DEFAULT_MAX_ROWS_PER_FILE
 
 from ._common import as_dataframe, commit_options, find_commit, lance_errors
 from ._compat import check_store_assignment

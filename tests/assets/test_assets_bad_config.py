@@ -63,6 +63,11 @@ def test_bad_predicate_names_the_dataset_columns(world):
     r = run(defs, inst, "delete", _OptionalDelete(where="idd > 5"), expect_success=False)
     msg = failed_with(r, "delete.where", "dataset 'events'", "'idd > 5'", "['id', 'kind', 'amount']")
     assert "_rowaddr`]" not in msg  # not Spark's suggestion from the scanned columns only
+    # the format API's SQL check runs before Spark: a syntax error points at its position
+    r = run(defs, inst, "delete", _OptionalDelete(where="id >"), expect_success=False)
+    failed_with(r, "delete.where", "'id >'", "position 3", "pylance's SQL")
+    r = run(defs, inst, "delete", _OptionalDelete(where="id > 1.5"), expect_success=False)
+    failed_with(r, "delete.where", "1.5", "int64")
     r = run(defs, inst, "delete", expect_success=False)  # lance_delete without a predicate
     failed_with(r, "delete.where", "needs a predicate", 'e.g. "id < 100"')
     assert versions(world) == before

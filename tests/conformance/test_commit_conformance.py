@@ -85,7 +85,7 @@ def test_losing_update_leaves_nothing(seeded):
     seeded.open().delete(pc.field("id") == 12)
     before = snapshot(seeded)
     with pytest.raises(CommitConflictError):
-        stale.update({"val": "U"}, pc.field("id").isin([12, 33]))
+        stale.update({"val": "'U'"}, pc.field("id").isin([12, 33]))
     assert_nothing_left(seeded, before, 3)
     assert "U" not in seeded.open().to_table(columns=["val"]).column("val").to_pylist()
 

@@ -57,7 +57,7 @@ def build_history(uri: str) -> None:
     """Versions 1-7: write, delete (.arrow), update, compaction (2 versions), delete, append."""
     lf.write_dataset(simple_table(0, 40), uri, enable_stable_row_ids=True, max_rows_per_file=10)  # 1
     lf.dataset(uri).delete(pc.field("id") < 3)  # 2
-    lf.dataset(uri).update({"val": "u"}, where=pc.field("id") == 15)  # 3
+    lf.dataset(uri).update({"val": "'u'"}, where=pc.field("id") == 15)  # 3
     lf.dataset(uri).compact_files(target_rows_per_fragment=1000)  # 4, 5
     lf.dataset(uri).delete(pc.field("id") == 7)  # 6
     lf.write_dataset(simple_table(40, 5), uri, mode="append")  # 7

@@ -33,7 +33,7 @@ def template(tmp_path_factory):
     uri = str(tmp_path_factory.mktemp("races") / "ds")
     lf.write_dataset(simple_table(0, 40), uri, enable_stable_row_ids=True, max_rows_per_file=10)
     lf.dataset(uri).delete(pc.field("id") < 3)
-    lf.dataset(uri).update({"val": "u"}, where=pc.field("id") == 15)
+    lf.dataset(uri).update({"val": "'u'"}, where=pc.field("id") == 15)
     lf.write_dataset(simple_table(40, 5), uri, mode="append")
     lf.dataset(uri).compact_files(target_rows_per_fragment=1000)
     return uri

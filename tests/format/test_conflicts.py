@@ -65,7 +65,7 @@ def plan(kind: str, uri: str, version: int, **kw) -> Commit:
         return lambda: lf.commit(uri, lf.Delete(updated, removed, "test"), read_version=version)
     if kind == "update":
         where = kw.get("where", pc.field("id") == 12)
-        removed, updated, new, n = plan_update(store, ds.manifest, {"val": kw.get("value", "U")}, where)
+        removed, updated, new, n = plan_update(store, ds.manifest, {"val": pa.scalar(kw.get("value", "U"))}, where)
         assert n > 0
         op = lf.Update(removed, updated, new, fields_for_preserving_frag_bitmap=[1])
         return lambda: lf.commit(uri, op, read_version=version)
@@ -214,7 +214,7 @@ def test_delete_racing_update_of_the_same_row_exactly_one_wins(templates, tmp_pa
     assert lf.dataset(uri).version == 3
     # the loser redoes its work on the new version and lands
     if second == "update":
-        ds = lf.dataset(uri).update({"val": "again"}, where=where)
+        ds = lf.dataset(uri).update({"val": "'again'"}, where=where)
         assert ds.version == 3  # nothing matched: no commit
     else:
         assert lf.dataset(uri).delete(where).version == 4

@@ -65,7 +65,7 @@ def test_update_losing_to_a_delete_of_the_same_row(uri):
     lf.dataset(uri).delete(pc.field("id") == 12)
     before = snapshot(uri)
     with pytest.raises(RetryableCommitConflictError):
-        stale.update({"val": "U"}, pc.field("id").isin([12, 33]))  # new data file + 2 deletion files
+        stale.update({"val": "'U'"}, pc.field("id").isin([12, 33]))  # new data file + 2 deletion files
     assert_left_nothing(uri, before, 3)
     assert "U" not in lf.dataset(uri).to_table(columns=["val"]).column("val").to_pylist()
 

@@ -68,8 +68,8 @@ def test_idempotent_create_delete_update_and_commit(uri):
     assert d.version == 2
     # a stale handle retrying the same delete after its first attempt committed: no new version
     assert lf.dataset(uri, version=1).delete(pc.field("id") < 3, transaction_properties=key("w", 2)).version == 2
-    u = lf.dataset(uri).update({"val": "x"}, where=pc.field("id") == 5, transaction_properties=key("w", 3))
-    assert lf.dataset(uri).update({"val": "x"}, where=pc.field("id") == 5,
+    u = lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 5, transaction_properties=key("w", 3))
+    assert lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 5,
                                   transaction_properties=key("w", 3)).version == u.version == 3
     frags = lf.write_fragments(simple_table(50, 2), uri)
     c1 = lf.commit(uri, lf.Append(frags), read_version=3, transaction_properties=key("w", 4))

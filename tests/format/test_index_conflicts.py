@@ -81,7 +81,7 @@ def test_lance_ops_delete_or_update_after_create_index_lands(plain, op):
     if op == "delete":
         planned.delete(pc.field("id") < 100)
     else:
-        planned.update({"note": "x"}, where=pc.field("id") < 100)
+        planned.update({"note": "'x'"}, where=pc.field("id") < 100)
     ds = lance.dataset(uri)
     assert ds.version == v + 2
     assert {d.name for d in ds.describe_indices()} == {"bitmap_idx", "id_idx"}
@@ -108,7 +108,7 @@ def test_pylance_create_index_after_lance_ops_delete_or_update_lands(plain, op):
     if op == "delete":
         lf.dataset(uri).delete(pc.field("id") < 100)
     else:
-        lf.dataset(uri).update({"note": "x"}, where=pc.field("id") < 100)
+        lf.dataset(uri).update({"note": "'x'"}, where=pc.field("id") < 100)
     _pylance_commit_index(uri, v, index)
     ds = lance.dataset(uri)
     assert {d.name for d in ds.describe_indices()} == {"bitmap_idx", "id_idx"}

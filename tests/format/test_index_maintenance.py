@@ -29,9 +29,9 @@ def test_update_keeps_coverage_as_pylance(templates, tmp_path, stable):
     index is on a SET column or is a BTREE, ZONEMAP or BLOOMFILTER; without stable row ids the
     moved rows are unindexed.  lance_ops' update does exactly the same."""
     ours, theirs = copy(templates[stable], str(tmp_path / "o")), copy(templates[stable], str(tmp_path / "t"))
-    lf.dataset(ours).update({"note": "x"}, where=pc.field("id") < 700)
+    lf.dataset(ours).update({"note": "'x'"}, where=pc.field("id") < 700)
     lance.dataset(theirs).update({"note": "'x'"}, where="id < 700")
-    lf.dataset(ours).update({"cat": "blue"}, where=pc.field("id") >= 2300)  # an indexed column
+    lf.dataset(ours).update({"cat": "'blue'"}, where=pc.field("id") >= 2300)  # an indexed column
     lance.dataset(theirs).update({"cat": "'blue'"}, where="id >= 2300")
     a, b = lance.dataset(ours), lance.dataset(theirs)
     assert indexed_rows(a) == indexed_rows(b)

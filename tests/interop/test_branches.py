@@ -113,7 +113,7 @@ def test_maintenance_on_a_branch_matches_pylance(tmp_path):
     assert d.branch == "dev" and d.version == 2 and d.uri.endswith(os.path.join("tree", "dev"))
     d = lf.write_dataset(simple_table(300, 4), d, mode="append")
     d = d.delete(pc.field("id") < 10)
-    d = d.update({"val": "U"}, where=pc.field("id") == 20)
+    d = d.update({"val": "'U'"}, where=pc.field("id") == 20)
     d.compact_files()
     d = lf.dataset(uri, branch="dev")
     d = d.delete(pc.field("id") < 15)

@@ -15,7 +15,7 @@ import lance_ops.format as lf
 from lance_ops.format.commit_handler import commit_handler_for
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.maintenance.change_feed import change_feed_batches, change_feed_schema
-from lance_ops.format.maintenance.distributed import execute_change_feed_task, plan_change_feed
+from lance_ops.format.maintenance.scan_tasks import execute_change_feed_task, plan_change_feed
 from lance_ops.format.scan import plan_scan, scan_fragment_rows
 from lance_ops.format.store import ObjectStore
 

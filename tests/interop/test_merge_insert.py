@@ -16,7 +16,7 @@ import pytest
 from datagen import META
 
 import lance_ops.format as lf
-from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError, UnsupportedFeatureError
+from lance_ops.format.errors import AmbiguousMergeInsertError, CommitConflictError
 
 pytestmark = pytest.mark.interop
 
@@ -144,16 +144,18 @@ def test_ambiguous_source_is_refused_like_pylance(pair):
     assert unreferenced_files(ours) == set()
 
 
-def test_sql_strings_and_bad_keys_are_typed_errors(pair):
+def test_bad_sql_and_bad_keys_are_typed_errors(pair):
     _, ours = pair
     ds = lf.dataset(ours)
-    with pytest.raises(UnsupportedFeatureError, match="SQL strings are not supported yet"):
-        ds.merge_insert("id").when_matched_update_all("source.score > target.score")
+    with pytest.raises(lf.SQLUnknownColumnError, match="'nope'"):
+        ds.merge_insert("id").when_matched_update_all("source.nope > target.score")
+    with pytest.raises(lf.SQLParseError, match="position"):
+        ds.merge_insert("id").when_not_matched_by_source_delete("score >")
     with pytest.raises(lf.SchemaError, match=r"key column\(s\) \['nope'\]"):
         ds.merge_insert("nope")
     # a source without a nullable column: inserts write nulls (test_pylance_surface); updating
     # matched rows from it would need their other values, which lance_ops does not fetch yet
-    with pytest.raises(UnsupportedFeatureError, match="lacks columns \\['score'\\]"):
+    with pytest.raises(lf.UnsupportedFeatureError, match="lacks columns \\['score'\\]"):
         ds.merge_insert("id").when_matched_update_all().execute(source_table().drop_columns(["score"]))
 
 

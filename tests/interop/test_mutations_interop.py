@@ -78,7 +78,7 @@ def test_our_update_keeps_stable_row_ids(uri):
     lf.write_dataset(simple_table(30, 10), uri, mode="append")
     before = by_id(lance.dataset(uri).to_table(columns=COLS + META))
     ds = lf.dataset(uri).update(
-        {"val": "new", "score": pc.field("score") * 10}, where=pc.field("id").isin([1, 15, 16, 35])
+        {"val": "'new'", "score": pc.field("score") * 10}, where=pc.field("id").isin([1, 15, 16, 35])
     )
     assert ds.version == 3
     theirs = lance.dataset(uri)
@@ -95,7 +95,7 @@ def test_our_update_keeps_stable_row_ids(uri):
     # pylance finds the updated rows by their (kept) row ids
     assert theirs._take_rows([15], columns=["val"])["val"].to_pylist() == ["new"]
     # update of a whole fragment removes it and the rows live on in a new fragment
-    ds = ds.update({"val": "all"}, where=pc.field("id") >= 30)
+    ds = ds.update({"val": "'all'"}, where=pc.field("id") >= 30)
     assert all(f.id != 3 for f in ds.manifest.fragments)
     assert assert_versions_agree(uri) == 4
     last = by_id(lance.dataset(uri).to_table(columns=COLS + META))
@@ -106,7 +106,7 @@ def test_our_update_keeps_stable_row_ids(uri):
 
 def test_our_update_without_stable_row_ids_gives_new_addresses(uri):
     lf.write_dataset(simple_table(0, 20), uri, max_rows_per_file=10)
-    ds = lf.dataset(uri).update({"val": "u"}, where=pc.field("id").isin([3, 14]))
+    ds = lf.dataset(uri).update({"val": "'u'"}, where=pc.field("id").isin([3, 14]))
     new_frag = max(f.id for f in ds.manifest.fragments)
     assert new_frag == 2
     theirs = lance.dataset(uri).to_table(columns=["id", "val", "_rowid"])
@@ -122,7 +122,7 @@ def test_our_update_without_stable_row_ids_gives_new_addresses(uri):
 def test_our_restore(uri, stable):
     lf.write_dataset(simple_table(0, 20), uri, enable_stable_row_ids=stable, max_rows_per_file=10)
     ds = lf.dataset(uri).delete(pc.field("id") < 3)
-    ds = ds.update({"val": "x"}, where=pc.field("id") == 10)
+    ds = ds.update({"val": "'x'"}, where=pc.field("id") == 10)
     ds = lf.write_dataset(simple_table(20, 5), uri, mode="append")
     ds = lf.dataset(uri, version=2).restore()
     assert ds.version == 5
@@ -179,7 +179,7 @@ def mixed_history(uri: str) -> None:
     lance.write_dataset(simple_table(40, 20), uri, mode="append", max_rows_per_file=10)  # 2
     lf.dataset(uri).delete(pc.field("id").isin([0, 1, 45]))  # 3
     lance.dataset(uri).delete("id = 2 OR id = 46")  # 4
-    lf.dataset(uri).update({"val": "ours"}, where=pc.field("id").isin([3, 47]))  # 5
+    lf.dataset(uri).update({"val": "'ours'"}, where=pc.field("id").isin([3, 47]))  # 5
     lance.dataset(uri).update({"val": "'theirs'"}, where="id = 4 OR id = 48")  # 6
     lf.write_dataset(simple_table(60, 5), uri, mode="append")  # 7
     lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=25)  # 8, 9
@@ -187,7 +187,7 @@ def mixed_history(uri: str) -> None:
     lf.dataset(uri).compact_files(target_rows_per_fragment=1000)  # 11, 12
     lance.dataset(uri).update({"score": "score + 100"}, where="id = 6 OR id = 62")  # 13
     lance.write_dataset(simple_table(70, 3), uri, mode="append")  # 14
-    lf.dataset(uri).update({"val": "last"}, where=pc.field("id").isin([7, 71]))  # 15
+    lf.dataset(uri).update({"val": "'last'"}, where=pc.field("id").isin([7, 71]))  # 15
     lance.dataset(uri).delete("id = 70")  # 16
 
 

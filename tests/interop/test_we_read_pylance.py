@@ -91,7 +91,7 @@ def test_pylance_default_22_dataset_is_maintained_at_22(uri):
     assert lance.dataset(uri).data_storage_version == "2.2"
     assert_all_versions_same(uri)
     lf.write_dataset(simple_table(9000, 500), uri, mode="append")
-    lf.dataset(uri).update({"val": "x"}, where=pc.field("id") == 60)
+    lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 60)
     lf.dataset(uri).delete(pc.field("id") < 50)
     lf.dataset(uri).materialize_deletions(threshold=0.0)
     lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=4000)

@@ -112,7 +112,7 @@ def test_streaming_change_feed_available_now(spark, uri, tmp_path):
 
     assert len(run()) == 1  # (1, 3] in one micro-batch
     assert feed_rows(spark.read.parquet(sink)) == reference_feed(uri, 1, 3)
-    lf.dataset(uri).update({"val": "x"}, pc.field("id") == 7)  # v4
+    lf.dataset(uri).update({"val": "'x'"}, pc.field("id") == 7)  # v4
     lf.write_dataset(simple_table(40, 5), uri, mode="append")  # v5
     batches = run(maxVersionsPerTrigger=1)  # restart from the checkpoint: only v4, v5, one each
     assert len(batches) == 2

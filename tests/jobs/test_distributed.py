@@ -1,4 +1,4 @@
-"""lance_ops.format.maintenance.distributed (no Spark): range scans and the planned change feed."""
+"""lance_ops.format.maintenance.scan_tasks (no Spark): range scans and the planned change feed."""
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -7,7 +7,7 @@ from datagen import simple_table
 from helpers import normalize_feed, reference_feed
 
 import lance_ops.format as lf
-from lance_ops.format.maintenance import distributed as d
+from lance_ops.format.maintenance import scan_tasks as d
 from lance_ops.format.manifest import list_versions
 from lance_ops.format.store import ObjectStore
 
@@ -17,7 +17,7 @@ def history(uri):
     lf.write_dataset(simple_table(0, 100), uri, enable_stable_row_ids=True, max_rows_per_file=40)  # v1
     lf.write_dataset(simple_table(100, 50), uri, mode="append", max_rows_per_file=20)  # v2
     ds = lf.dataset(uri).delete(pc.field("id") < 10)  # v3
-    ds = ds.update({"val": "upd"}, pc.field("id").isin([7, 14, 21, 70, 140]))  # v4
+    ds = ds.update({"val": "'upd'"}, pc.field("id").isin([7, 14, 21, 70, 140]))  # v4
     lf.write_dataset(simple_table(200, 30), uri, mode="append")  # v5
     lf.dataset(uri).compact_files(target_rows_per_fragment=60)  # v6, v7
     ds = lf.dataset(uri).delete((pc.field("id") > 120) & (pc.field("id") < 130))  # v8

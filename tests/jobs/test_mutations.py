@@ -19,6 +19,23 @@ def frame(spark, table: pa.Table, parts: int = 2):
     return spark.createDataFrame(table.to_pandas()).repartition(parts)
 
 
+
+def test_delete_predicate_is_the_format_apis(spark, uri):
+    """jobs.delete takes the SQL lance_ops.format (and pylance) takes, with the same typed errors,
+    and Spark reads it as pylance does (``''`` and double-quoted strings)."""
+    t = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "val": ["it's", "a", "b", "x y"]})
+    lf.write_dataset(t, uri)
+    for bad, error in (("id >", lf.SQLParseError), ("nope = 1", lf.SQLUnknownColumnError),
+                       ("id > 1.5", lf.SQLTypeError)):
+        with pytest.raises(error) as e:
+            jobs.delete(spark, uri, bad)
+        assert repr(bad) in str(e.value) and uri in str(e.value)
+    assert lance.dataset(uri).version == 1
+    r = jobs.delete(spark, uri, "val = 'it''s' OR val = \"x y\"")
+    assert r.rows_deleted == 2
+    assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == [2, 3]
+    assert lance.dataset(uri).count_rows("val = 'it''s'") == 0
+
 def test_append_from_files_of_every_format(spark, uri, tmp_path):
     base = simple_table(0, 40)
     pq_path, js_path, csv_path, lance_path = (str(tmp_path / n) for n in ("p", "j", "c", "l"))

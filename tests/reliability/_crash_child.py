@@ -84,7 +84,7 @@ def run(uri: str, op: str, event: str, when: str, nth: int = 1) -> None:
     elif op == "delete":
         lf.dataset(uri).delete(pc.field("id") < 5)
     elif op == "update":
-        lf.dataset(uri).update({"val": "crash"}, where=pc.field("id").isin([12, 25]))
+        lf.dataset(uri).update({"val": "'crash'"}, where=pc.field("id").isin([12, 25]))
     elif op == "compact":
         lf.dataset(uri).compact_files(target_rows_per_fragment=1000)
     else:

@@ -64,7 +64,7 @@ def _history(uri: str, writer: str, version: str) -> None:
         lf.write_dataset(t, uri, enable_stable_row_ids=True, max_rows_per_file=6000, data_storage_version=version)
         lf.dataset(uri).delete(pc.field("id") < 5000)
         lf.dataset(uri).delete(pc.field("id") == 6005)
-        lf.dataset(uri).update({"val": "u"}, where=pc.field("id") == 6001)
+        lf.dataset(uri).update({"val": "'u'"}, where=pc.field("id") == 6001)
         lf.dataset(uri).tags.create("gold", 2)
     else:
         ds = lance.write_dataset(t, uri, enable_stable_row_ids=True, max_rows_per_file=6000,
@@ -160,7 +160,7 @@ def _read_and_append(uri: str) -> None:
 def _read_and_update(uri: str, row: int):
     def probe(_uri: str = uri) -> None:
         lf.dataset(uri).to_table(columns=COLS + META)
-        lf.dataset(uri).update({"val": "fz"}, where=pc.field("id") == row)
+        lf.dataset(uri).update({"val": "'fz'"}, where=pc.field("id") == row)
 
     return probe
 

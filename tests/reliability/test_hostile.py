@@ -297,7 +297,7 @@ def test_damaged_data_file(uri, damage):
         read_all(uri)
     assert info.value.path == path
     with quickly(), pytest.raises(lf.CorruptFileError):
-        lf.dataset(uri).update({"val": "x"}, where=pc.field("id") == 6001)
+        lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 6001)
     assert lf.dataset(uri).version == 3
 
 

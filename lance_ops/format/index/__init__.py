@@ -1,7 +1,8 @@
 """Secondary indices of a dataset: metadata, coverage through maintenance, remapped index files.
 
-lance_ops never builds or queries an index; it keeps the indices pylance built working while it
-compacts, materialises deletions and updates rows, and removes index files nothing references.
+lance_ops keeps the indices pylance built working while it compacts, materialises deletions and
+updates rows, removes index files nothing references, and builds scalar index segments (BTREE,
+BITMAP, LABEL_LIST, ZONEMAP) with files as pylance 14 writes them; it never queries an index.
 
 - :mod:`.metadata`: the manifest's IndexSection as :class:`IndexMetadata` objects.
 - :mod:`.coverage`: how each operation changes an index's fragment bitmap (pylance's rules).
@@ -9,6 +10,8 @@ compacts, materialises deletions and updates rows, and removes index files nothi
 - :mod:`.remap`: remapped copies of index files (datasets without stable row ids), with the
   design note on why lance_ops remaps instead of writing a fragment reuse index.
 - :mod:`.reuse`: reading pylance's fragment reuse index (deferred remaps).
+- :mod:`.build`: the files of a new scalar index segment (planned and committed by
+  :mod:`lance_ops.format.maintenance.index_build`).
 - :mod:`.describe`: ``list_indices`` / ``describe_indices`` / ``index_statistics`` shapes.
 """
 

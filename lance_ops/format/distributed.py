@@ -1,0 +1,148 @@
+"""The distributed face of :mod:`lance_ops.format`: plan -> ``execute(task)`` -> commit.
+
+What an engine (Spark in :mod:`lance_ops.jobs`, Airflow) spreads over workers, re-exported from
+the planners and below; nothing is implemented here.  The layers above import ``format`` through
+three modules only: the package (``import lance_ops.format as lf``: the pylance-shaped handle API
+and the data types), :mod:`lance_ops.format.errors` and this one (docs/ARCHITECTURE.md, "The
+public face"; an import-linter contract in ``pyproject.toml`` keeps it so).
+
+The driver opens a version for writing through the dataset's commit handler
+(:func:`open_for_write`, :func:`try_open_latest`; both refuse a dataset whose external manifest
+store the handler does not use), hands picklable tasks to executors, and commits once: with
+:func:`lance_ops.format.commit` (an operation or a ``Transaction``, as pylance's
+``LanceDataset.commit``) or the operation-specific :func:`commit_compaction` /
+:func:`commit_merge_insert`.  Every commit goes through the commit loop, which removes the files
+of a transaction that can never land.  Names follow pylance's distributed API where it has one:
+
+- compaction: :class:`Compaction` (``plan`` / ``execute`` / ``commit``, as
+  ``lance.optimize.Compaction``), or :func:`plan_compaction` / :func:`execute_task` /
+  :func:`commit_compaction`;
+- fragment writes on executors: :func:`write_fragment_files` into any :class:`ObjectStore`
+  (``lance.fragment.write_fragments`` is ``lf.write_fragments``);
+- deletion files of a distributed delete: :func:`with_deletions` (one fragment's offsets);
+- merge_insert executor tasks :func:`write_matched_rows` / :func:`write_inserted_rows` /
+  :func:`write_source_deletions` over a :class:`MergeInsertContext`, the driver's
+  :func:`commit_merge_insert`;
+- the change feed: :func:`plan_change_feed` -> :class:`ChangeFeedTask` ->
+  :func:`execute_change_feed_task`;
+- fragment-range scans for a data source: :func:`row_ranges`, :func:`scan_fragment_range`
+  (partitions pruned from metadata with :func:`decode_row_ids` / :func:`decode_version_runs`);
+- version listing and reading: :func:`checkout_manifest`, :func:`list_versions`,
+  :func:`read_manifest`, :func:`load_transaction`, :func:`commit_timestamp_micros`;
+- idempotent writes (``txnAppId`` / ``txnVersion``): :func:`with_idempotency`,
+  :func:`find_earlier_commit`.
+"""
+
+from .commit import find_earlier_commit, load_transaction
+from .commit_handler import (
+    CommitHandler,
+    checkout_manifest,
+    commit_handler_for,
+    open_for_write,
+    try_open_latest,
+)
+from .deletion import with_deletions
+from .file.blobs import scan_schema
+from .idempotency import TXN_APP_ID, TXN_VERSION, idempotency_key, with_idempotency
+from .maintenance.compaction import (
+    CompactionMetrics,
+    CompactionPlan,
+    CompactionTask,
+    RewriteResult,
+    commit_compaction,
+    execute_task,
+    plan_compaction,
+)
+from .maintenance.scan_tasks import (
+    DEFAULT_BATCH_SIZE,
+    ChangeFeedPlan,
+    ChangeFeedTask,
+    commit_timestamp_micros,
+    execute_change_feed_task,
+    light_manifest,
+    open_manifest,
+    plan_change_feed,
+    range_column_map,
+    row_ranges,
+    scan_fragment_range,
+)
+from .manifest import Manifest, NamingScheme, list_versions, read_manifest
+from .merge_insert import (
+    MergeInsertContext,
+    MergeTaskResult,
+    commit_merge_insert,
+    merge_insert_operation,
+    merge_stats,
+    write_inserted_rows,
+    write_matched_rows,
+    write_source_deletions,
+)
+from .mutate import plan_delete
+from .rowids import decode_row_ids, decode_version_runs
+from .store import ObjectStore, resolve_uri
+from .versions import normalize_storage_version, require_writable
+from .write import write_fragment_files
+
+
+class Compaction:
+    """pylance's ``lance.optimize.Compaction`` names over :mod:`.maintenance.compaction`."""
+
+    plan = staticmethod(plan_compaction)
+    execute = staticmethod(execute_task)
+    commit = staticmethod(commit_compaction)
+
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "TXN_APP_ID",
+    "TXN_VERSION",
+    "ChangeFeedPlan",
+    "ChangeFeedTask",
+    "CommitHandler",
+    "Compaction",
+    "CompactionMetrics",
+    "CompactionPlan",
+    "CompactionTask",
+    "Manifest",
+    "MergeInsertContext",
+    "MergeTaskResult",
+    "NamingScheme",
+    "ObjectStore",
+    "RewriteResult",
+    "checkout_manifest",
+    "commit_compaction",
+    "commit_handler_for",
+    "commit_merge_insert",
+    "commit_timestamp_micros",
+    "decode_row_ids",
+    "decode_version_runs",
+    "execute_change_feed_task",
+    "execute_task",
+    "find_earlier_commit",
+    "idempotency_key",
+    "light_manifest",
+    "list_versions",
+    "load_transaction",
+    "merge_insert_operation",
+    "merge_stats",
+    "normalize_storage_version",
+    "open_for_write",
+    "open_manifest",
+    "plan_change_feed",
+    "plan_compaction",
+    "plan_delete",
+    "range_column_map",
+    "read_manifest",
+    "require_writable",
+    "resolve_uri",
+    "row_ranges",
+    "scan_fragment_range",
+    "scan_schema",
+    "try_open_latest",
+    "with_deletions",
+    "with_idempotency",
+    "write_fragment_files",
+    "write_inserted_rows",
+    "write_matched_rows",
+    "write_source_deletions",
+]

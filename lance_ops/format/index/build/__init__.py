@@ -1,0 +1,85 @@
+"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP from
+scratch, and IVF_FLAT / IVF_PQ segments over an existing index's model (``optimize_indices``).
+
+:func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
+``_indices/<uuid>/``; nothing is committed.  The planner that picks the fragments and commits
+the ``CreateIndex`` is :mod:`lance_ops.format.maintenance.index_build`.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import UnsupportedFeatureError
+from ...store import ObjectStore
+from ..metadata import IndexMetadata
+from .bitmap import write_bitmap
+from .btree import write_btree
+from .common import BuiltSegment, SegmentInput, SegmentWriter
+from .ivf import IvfModel, vectors, write_ivf
+from .ivf_train import default_partitions, train_model
+from .label_list import write_label_list
+from .zonemap import write_zonemap
+
+#: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
+BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
+#: the vector kinds lance_ops adds segments to (``optimize_indices``: the model is reused)
+SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ")
+#: the vector kinds lance_ops trains (``create_index``)
+VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ")
+VECTOR_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
+
+
+def write_segment(
+    store: ObjectStore,
+    uuid: str,
+    kind: str,
+    data: SegmentInput,
+    *,
+    column: str,
+    file_version: str,
+    stable_row_ids: bool,
+    reference: IndexMetadata | None = None,
+    train: Mapping[str, Any] | None = None,
+) -> BuiltSegment:
+    """Write one segment of a ``kind`` index over ``data`` into ``_indices/<uuid>/``
+    (vector kinds: over ``reference``'s model, with its details, or a model trained on ``data``
+    with ``train`` = ``{"metric", "num_partitions", "num_sub_vectors"}``).
+
+    Raises:
+        UnsupportedFeatureError: a kind lance_ops does not build, or a column type it cannot hold.
+    """
+    if kind not in SEGMENT_KINDS or (kind not in BUILDABLE_KINDS and reference is None and train is None):
+        raise UnsupportedFeatureError(f"lance_ops builds {', '.join(BUILDABLE_KINDS)} indices, not {kind!r}")
+    w = SegmentWriter(store, uuid, file_version)
+    try:
+        if train is not None and kind in VECTOR_KINDS:
+            return _trained(w, data, kind, column, train)
+        if reference is not None and kind not in BUILDABLE_KINDS:
+            built = write_ivf(w, data, IvfModel.from_segment(store, reference))
+            return BuiltSegment(built.files, reference.type_url, reference.details, built.index_version)
+        if kind == "BTREE":
+            return write_btree(w, data, stable_row_ids=stable_row_ids)
+        if kind == "BITMAP":
+            return write_bitmap(w, data)
+        if kind == "LABEL_LIST":
+            return write_label_list(w, data, column=column)
+        return write_zonemap(w, data)
+    except BaseException:
+        w.discard()
+        raise
+
+
+def _trained(w: SegmentWriter, data: SegmentInput, kind: str, column: str, train: Mapping[str, Any]) -> BuiltSegment:
+    t = data.values.type
+    if not pa.types.is_fixed_size_list(t) or not pa.types.is_floating(t.value_type):
+        raise UnsupportedFeatureError(f"create_index: column {column!r} of type {t} is not a vector column")
+    vecs, _ = vectors(data.values, t.list_size, f"column {column!r}")
+    parts = int(train.get("num_partitions") or default_partitions(len(vecs)))
+    model, details = train_model(vecs, kind, str(train.get("metric", "l2")), parts, train.get("num_sub_vectors"))
+    built = write_ivf(w, data, model)
+    return BuiltSegment(built.files, VECTOR_TYPE_URL, details, 1)
+
+
+__all__ = ["BUILDABLE_KINDS", "SEGMENT_KINDS", "VECTOR_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]

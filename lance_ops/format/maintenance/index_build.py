@@ -1,0 +1,345 @@
+"""Plan / execute / commit for scalar index segments: ``create_scalar_index`` and
+``optimize_indices`` as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP).
+
+What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
+
+- ``create_scalar_index(column, index_type, name=None, replace=True)``: one segment named
+  ``<column>_idx`` by default over every fragment, committed as a ``CreateIndex`` whose
+  ``removed_indices`` are the segments of an index of that name being replaced
+  (``replace=False`` refuses an existing name).  ``dataset_version`` is the version read.
+- ``optimize_indices(num_indices_to_merge=1, index_names=None)``: per index, the fragments no
+  segment covers are indexed; ``num_indices_to_merge=0`` adds them as a new segment (same name,
+  new uuid), ``N > 0`` rebuilds the newest ``N`` segments and the new fragments as one segment
+  (removing those ``N``; its bitmap keeps only fragments that still exist).  With stable row
+  ids and ``N > 0``, older segments covering a fragment with deletions are merged too.  Nothing
+  new to index and at most one segment selected: nothing is committed.  A BTREE whose segments hold stable row ids
+  (``index_version`` 0 on a dataset with stable row ids: lancedb's) is rewritten whole in
+  pylance's own format, as pylance 14 does.
+
+A merged segment is rebuilt from the data of its fragments rather than from the old segments'
+files, so it is right whatever wrote them (pylance, lancedb, lance_ops).
+
+Every step is picklable: :func:`plan_create_scalar_index` / :func:`plan_optimize_indices` on the
+driver, :func:`execute_index_task` anywhere (writes ``_indices/<uuid>/``, commits nothing),
+:func:`commit_index_build` on the driver (one ``CreateIndex`` through the commit loop; a failed
+commit removes the written directories itself, :mod:`lance_ops.format.orphans`).
+"""
+
+import time
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from dataclasses import replace as replace_task
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..commit import commit_transaction
+from ..commit_handler import CommitHandler
+from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
+from ..index.metadata import IndexMetadata, decode_index_section, user_indices
+from ..manifest import Manifest
+from ..operations import CreateIndex
+from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan
+from ..store import ObjectStore
+from ..transaction import Transaction
+
+
+@dataclass(frozen=True)
+class IndexTask:
+    """One segment to build: ``name``'s ``kind`` index of ``column`` over ``fragment_ids``."""
+
+    name: str
+    kind: str
+    column: str
+    field_id: int
+    fragment_ids: tuple[int, ...]
+    uuid: str
+    read_version: int
+    file_version: str
+    stable_row_ids: bool
+    #: uuid of the segment whose model (IVF centroids, PQ codebook) a vector segment reuses
+    reference_uuid: str | None = None
+    #: the fragments no segment covered (the rest are re-read from merged segments' coverage)
+    new_fragment_ids: tuple[int, ...] | None = None
+    #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}``
+    train: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class IndexBuildPlan:
+    """The segments to build and the segments they replace, planned on ``read_version``."""
+
+    read_version: int
+    tasks: tuple[IndexTask, ...] = ()
+    removed: tuple[IndexMetadata, ...] = field(default=())
+
+
+def _indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
+    return decode_index_section(manifest.index_section, f"index section of version {manifest.version}")
+
+
+def _task(
+    manifest: Manifest,
+    name: str,
+    kind: str,
+    column: str,
+    fragment_ids: Sequence[int],
+    reference: str | None = None,
+    new: Sequence[int] | None = None,
+) -> IndexTask:
+    return IndexTask(
+        name=name,
+        kind=kind,
+        column=column,
+        field_id=manifest.schema.field(column).id,
+        fragment_ids=tuple(sorted(int(f) for f in fragment_ids)),
+        uuid=str(uuidlib.uuid4()),
+        read_version=manifest.version,
+        file_version=manifest.data_storage_version,
+        stable_row_ids=manifest.uses_stable_row_ids,
+        reference_uuid=reference,
+        new_fragment_ids=None if new is None else tuple(sorted(int(f) for f in new)),
+    )
+
+
+def fragment_groups(manifest: Manifest, fragment_ids: Sequence[int], rows_per_task: int | None) -> list[list[int]]:
+    """``fragment_ids`` in id order, cut into groups of about ``rows_per_task`` physical rows
+    (one group when None): one task, and one segment, per group."""
+    ids = sorted(int(f) for f in fragment_ids)
+    if rows_per_task is None:
+        return [ids]
+    if isinstance(rows_per_task, bool) or not isinstance(rows_per_task, int) or rows_per_task <= 0:
+        raise InvalidArgumentError(f"rows_per_task must be a positive integer, got {rows_per_task!r}")
+    rows = {f.id: f.physical_rows for f in manifest.fragments}
+    groups: list[list[int]] = [[]]
+    held = 0
+    for fid in ids:
+        if groups[-1] and held + rows.get(fid, 0) > rows_per_task:
+            groups.append([])
+            held = 0
+        groups[-1].append(fid)
+        held += rows.get(fid, 0)
+    return groups
+
+
+def plan_create_scalar_index(
+    manifest: Manifest,
+    column: str,
+    index_type: str,
+    *,
+    name: str | None = None,
+    replace: bool = True,
+    rows_per_task: int | None = None,
+) -> IndexBuildPlan:
+    """One task over every fragment (pylance's ``create_scalar_index``), or, with
+    ``rows_per_task``, one per group of fragments of about that many rows: each task writes a
+    segment of the index (same name, disjoint fragments) and all are committed as one
+    ``CreateIndex``, as lance-spark builds indices on executors; pylance reads such an index as
+    it reads the segments its own ``optimize_indices`` adds.
+
+    Raises:
+        UnsupportedFeatureError: an index type lance_ops does not build.
+        SchemaError: no such column.
+        InvalidArgumentError: ``replace=False`` and an index of that name exists.
+    """
+    kind = str(index_type).upper()
+    if kind not in BUILDABLE_KINDS:
+        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(BUILDABLE_KINDS)}, not {index_type!r}")
+    names = [f.name for f in manifest.schema.top_level()]
+    if column not in names:
+        raise SchemaError(f"create_scalar_index: column {column!r} is not in the dataset schema {names}")
+    name = name or f"{column}_idx"
+    existing = tuple(i for i in _indices(manifest) if i.name == name)
+    if existing and not replace:
+        raise InvalidArgumentError(f"create_scalar_index: an index named {name!r} already exists (pass replace=True)")
+    groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
+    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
+
+
+def plan_create_index(
+    manifest: Manifest,
+    column: str,
+    index_type: str,
+    *,
+    name: str | None = None,
+    metric: str = "L2",
+    replace: bool = False,
+    num_partitions: int | None = None,
+    num_sub_vectors: int | None = None,
+) -> IndexBuildPlan:
+    """One task training an IVF_FLAT / IVF_PQ index over every fragment (pylance's
+    ``create_index``; ``num_partitions`` defaults to one per 8,192 rows, ``num_sub_vectors`` to
+    ``dim / 16`` where that divides).
+
+    Raises:
+        UnsupportedFeatureError: another index type (HNSW, SQ, ...) or metric.
+        SchemaError: no such column.
+        InvalidArgumentError: ``replace=False`` and an index of that name exists.
+    """
+    kind = str(index_type).upper()
+    if kind not in VECTOR_KINDS:
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
+    if str(metric).lower() not in ("l2", "cosine"):
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2 or cosine, not {metric!r}")
+    names = [f.name for f in manifest.schema.top_level()]
+    if column not in names:
+        raise SchemaError(f"create_index: column {column!r} is not in the dataset schema {names}")
+    name = name or f"{column}_idx"
+    existing = tuple(i for i in _indices(manifest) if i.name == name)
+    if existing and not replace:
+        raise InvalidArgumentError(f"create_index: an index named {name!r} already exists (pass replace=True)")
+    task = _task(manifest, name, kind, column, [f.id for f in manifest.fragments])
+    train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors}
+    return IndexBuildPlan(manifest.version, (replace_task(task, train=train),), existing)
+
+
+def plan_optimize_indices(
+    manifest: Manifest,
+    *,
+    num_indices_to_merge: int = 1,
+    index_names: Sequence[str] | None = None,
+    rows_per_task: int | None = None,
+) -> IndexBuildPlan:
+    """A task per index with fragments no segment covers (pylance's ``optimize_indices``); with
+    ``num_indices_to_merge=0`` and ``rows_per_task``, one task (one new segment) per group of
+    new fragments of about that many rows.
+
+    IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
+    no retraining).  Indices of kinds lance_ops does not extend (HNSW, SQ, full text, ...) are
+    left as they are when ``index_names`` is None.
+
+    Raises:
+        InvalidArgumentError: a negative ``num_indices_to_merge``.
+        KeyError: a name in ``index_names`` that is no index of this version.
+        UnsupportedFeatureError: an index named in ``index_names`` of a kind lance_ops does not build.
+    """
+    if isinstance(num_indices_to_merge, bool) or not isinstance(num_indices_to_merge, int) or num_indices_to_merge < 0:
+        raise InvalidArgumentError(f"num_indices_to_merge must be a non-negative integer, got {num_indices_to_merge!r}")
+    by_name: dict[str, list[IndexMetadata]] = {}
+    for idx in user_indices(_indices(manifest)):
+        by_name.setdefault(idx.name, []).append(idx)
+    for n in index_names or ():
+        if n not in by_name:
+            raise KeyError(f"version {manifest.version} has no index named {n!r} (has {sorted(by_name)})")
+        if by_name[n][0].kind not in SEGMENT_KINDS:
+            raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
+                                          f"adds segments to {', '.join(SEGMENT_KINDS)} indices only")
+    live = {f.id for f in manifest.fragments}
+    tasks: list[IndexTask] = []
+    removed: list[IndexMetadata] = []
+    for n in index_names if index_names is not None else list(by_name):
+        segments = by_name[n]
+        kind = segments[0].kind
+        if kind not in SEGMENT_KINDS:
+            continue
+        new = live - set().union(*(s.fragment_ids or () for s in segments))
+        merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
+        if not new and len(merged) <= 1:
+            continue  # nothing new, and rewriting one segment into itself is no change
+        frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
+        column = manifest.schema.field_by_id(segments[0].fields[0]).name
+        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
+        groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
+        tasks.extend(_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups)
+        removed.extend(merged)
+    return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
+
+
+def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
+    """The newest ``num`` segments; for scalar kinds with stable row ids (and ``num > 0``) also
+    every older one covering a fragment that has a deletion file -- an update tombstones a row and rewrites it
+    under the same row id, so such a segment's stale entries must be rebuilt away (pylance's
+    ``select_segments_to_merge``).  A BTREE holding stable row ids (lancedb's ``index_version``
+    0) is merged whole, as pylance 14 rewrites it in its own format."""
+    stable = manifest.uses_stable_row_ids
+    if stable and segments[0].kind == "BTREE" and any(s.index_version == 0 for s in segments):
+        return list(segments)
+    tail = len(segments) - min(num, len(segments))
+    if num == 0 or not stable or segments[0].kind not in BUILDABLE_KINDS:  # (vector merges: the plain tail)
+        return segments[tail:]
+    deleted = {f.id for f in manifest.fragments if f.deletion_file is not None}
+    return [s for i, s in enumerate(segments) if i >= tail or (s.fragment_ids or frozenset()) & deleted]
+
+
+def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> SegmentInput:
+    plan = plan_scan(manifest.schema, [task.column], None, task.stable_row_ids, True)
+    wanted = set(task.fragment_ids)
+    frags = [f for f in manifest.fragments if f.id in wanted]
+    table = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=frags)), schema=plan.out_schema)
+    addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
+    ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
+    new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
+    return SegmentInput(table[task.column].combine_chunks(), ids, addrs, new)
+
+
+def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:
+    """Write the segment's files (read from ``manifest``, the version the plan read); return the
+    segment's metadata, uncommitted.  Nothing is left behind if it fails."""
+    reference = None
+    if task.reference_uuid is not None:
+        reference = next((i for i in _indices(manifest) if i.uuid == task.reference_uuid), None)
+        if reference is None:
+            raise CorruptFileError(f"version {manifest.version}", f"index segment {task.reference_uuid} is gone")
+    built = write_segment(
+        store,
+        task.uuid,
+        task.kind,
+        _segment_input(store, manifest, task),
+        column=task.column,
+        file_version=task.file_version,
+        stable_row_ids=task.stable_row_ids,
+        reference=reference,
+        train=task.train,
+    )
+    return IndexMetadata(
+        uuid=task.uuid,
+        name=task.name,
+        fields=(task.field_id,),
+        dataset_version=task.read_version,
+        fragment_ids=frozenset(task.fragment_ids),
+        type_url=built.type_url,
+        details=built.details,
+        index_version=built.index_version,
+        created_at_ms=int(time.time() * 1000),
+        files=built.files,
+    )
+
+
+def commit_index_build(
+    store: ObjectStore,
+    plan: IndexBuildPlan,
+    segments: Sequence[IndexMetadata],
+    *,
+    handler: CommitHandler | None = None,
+    known: Manifest | None = None,
+    properties: dict[str, str] | None = None,
+) -> Manifest:
+    """Commit the built segments as one ``CreateIndex`` replacing ``plan.removed``."""
+    txn = Transaction(plan.read_version, CreateIndex(tuple(segments), plan.removed), properties=dict(properties or {}))
+    return commit_transaction(store, txn, handler=handler, known=known)
+
+
+def build_indices(
+    store: ObjectStore,
+    manifest: Manifest,
+    plan: IndexBuildPlan,
+    *,
+    handler: CommitHandler | None = None,
+) -> Manifest | None:
+    """Run every task of ``plan`` in this process and commit; None when there was nothing to do.
+    Segments written before a failure are removed."""
+    if not plan.tasks:
+        return None
+    done: list[IndexMetadata] = []
+    try:
+        for task in plan.tasks:
+            done.append(execute_index_task(store, manifest, task))
+    except BaseException:
+        for seg in done:
+            for f in seg.files or ():
+                store.delete(f"{seg.directory}/{f.path}")
+        raise
+    return commit_index_build(store, plan, done, handler=handler, known=manifest)
