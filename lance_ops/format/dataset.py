@@ -931,7 +931,7 @@ def commit(
     if isinstance(operation, Transaction):
         props = {**operation.properties, **dict(transaction_properties or {})}
         txn = dataclasses.replace(operation, properties=props)
-    elif read_version is None and not isinstance(operation, Overwrite | Restore):
+    elif read_version is None and getattr(operation, "name", "") not in ("overwrite", "restore"):
         raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
                                    f"Restore (got a {type(operation).__name__})")
     elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
