@@ -736,9 +736,11 @@ class Scanner:
     @property
     def projected_schema(self) -> pa.Schema:
         kw = self._kw
-        return plan_scan(
-            self._ds.lance_schema, self._columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
+        columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
+        out = plan_scan(
+            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
         ).out_schema
+        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)

@@ -472,3 +472,11 @@ def test_a_bad_batch_mid_stream_leaves_the_last_good_version_and_no_files(impl, 
                            max_rows_per_file=1)
     assert impl.dataset(uri).version == 1 and _rows(impl, uri) == BASE_ROWS
     assert sorted(os.listdir(tmp_path / "ds" / "data")) == files
+
+
+def test_scanner_with_nested_and_dict_projections(impl, tmp_path):
+    ds = impl.dataset(_nested(impl, tmp_path))
+    scanner = ds.scanner(columns={"sx": "s.x", "a2": "a * 2"}, filter="a > 1")
+    assert scanner.projected_schema.names == ["sx", "a2"]
+    assert scanner.to_table().to_pylist() == [{"sx": 2, "a2": 4}]
+    assert scanner.to_reader().read_all().to_pylist() == [{"sx": 2, "a2": 4}]
