@@ -18,6 +18,7 @@ from .commit_handler import (
     commit_handler_for,
     try_open_latest,
 )
+from .data_stats import DataStatistics, data_statistics
 from .errors import (
     ArgumentTypeError,
     DatasetAlreadyExistsError,
@@ -990,6 +991,10 @@ class LanceStats:
     def index_stats(self, index_name: str) -> dict[str, Any]:
         """Statistics of one index (:meth:`LanceDataset.index_statistics`)."""
         return self._ds.index_statistics(index_name)
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes on disk per field (:func:`.data_stats.data_statistics`), as pylance's."""
+        return data_statistics(self._ds._store, self._ds.manifest)
 
 
 class _Optimize:

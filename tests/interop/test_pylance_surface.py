@@ -480,3 +480,14 @@ def test_scanner_with_nested_and_dict_projections(impl, tmp_path):
     assert scanner.projected_schema.names == ["sx", "a2"]
     assert scanner.to_table().to_pylist() == [{"sx": 2, "a2": 4}]
     assert scanner.to_reader().read_all().to_pylist() == [{"sx": 2, "a2": 4}]
+
+
+def test_data_stats(impl, tmp_path, file_version):
+    """Bytes on disk per field: lance_ops counts what pylance counts, on either library's files."""
+    uri = str(tmp_path / "ds")
+    t = pa.table({"a": pa.array([1, 2, 3], pa.int64()), "b": ["x", "y", "z"],
+                  "s": pa.array([{"p": 1, "q": "u"}] * 3), "l": pa.array([[1, 2], None, [3]])})
+    impl.write_dataset(t, uri, max_rows_per_file=2)
+    expected = [(f.id, f.bytes_on_disk) for f in lance.dataset(uri).stats.data_stats().fields]
+    assert [(f.id, f.bytes_on_disk) for f in lf.dataset(uri).stats.data_stats().fields] == expected
+    assert [i for i, _ in expected] == list(range(7)) and expected[0][1] > 0
