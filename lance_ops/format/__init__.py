@@ -37,6 +37,8 @@ from .errors import (
 from .evolve import schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .index.describe import format_fragment_ids
+from .inputs import CastError
+from .lance_operation import LanceOperation
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
 from .maintenance.index_build import (
     IndexBuildPlan,
@@ -85,6 +87,8 @@ __all__ = [
     "UPDATED_AT",
     "format_fragment_ids",
     "Append",
+    "CastError",
+    "LanceOperation",
     "CommitOptions",
     "CompactionOptions",
     "ManifestStoreRequiredError",

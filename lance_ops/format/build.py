@@ -5,6 +5,7 @@ never collide: new fragments get ``max_fragment_id + 1, ...``; with stable row i
 get ``next_row_id, ...`` and both version sequences start at the new version.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -280,7 +281,16 @@ def _(op: UpdateConfig, b: _Build) -> _Applied:
     base = b.base
     config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
     config.update(op.upsert_values)
-    return base.with_changes(config=config), list(base.fragments)
+    if op.schema_metadata_updates is None:
+        return base.with_changes(config=config), list(base.fragments)
+    metadata = {} if op.schema_metadata_replace else dict(base.schema.metadata)
+    for k, v in op.schema_metadata_updates.items():
+        if v is None:
+            metadata.pop(k, None)
+        else:
+            metadata[k] = v.encode()
+    schema = dataclasses.replace(base.schema, metadata=metadata)
+    return base.with_changes(config=config, schema=schema), list(base.fragments)
 
 
 @_apply.register

@@ -67,7 +67,8 @@ def _config_keys(op: Operation) -> set[str]:
 
 @_config_keys.register
 def _(op: UpdateConfig) -> set[str]:
-    return set(op.upsert_values) | set(op.delete_keys)
+    schema_keys = {f"schema metadata {k!r}" for k in op.schema_metadata_updates or ()}
+    return set(op.upsert_values) | set(op.delete_keys) | schema_keys
 
 
 @_config_keys.register

@@ -2,7 +2,7 @@
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -18,9 +18,11 @@ from .commit_handler import (
     commit_handler_for,
     try_open_latest,
 )
+from .data_stats import DataStatistics, data_statistics
 from .errors import (
     ArgumentTypeError,
     DatasetAlreadyExistsError,
+    DatasetNotFoundError,
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
@@ -28,6 +30,7 @@ from .evolve import NewColumns, plan_add_columns, plan_alter_columns, plan_drop_
 from .fragment import FragmentMetadata
 from .idempotency import idempotency_key
 from .index import describe as _describe
+from .inputs import blobs_as_v2, check_fits
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from .maintenance.index_build import (
@@ -41,6 +44,7 @@ from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
 from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
+from .projection import plan_projection
 from .refs import (
     Branches,
     TagError,
@@ -52,10 +56,10 @@ from .refs import (
     normalize_branch,
     resolve_reference,
 )
-from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
+from .scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
-from .transaction import Transaction
+from .transaction import Transaction, read_transaction_file
 from .versions import normalize_storage_version, require_writable
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -64,6 +68,7 @@ from .write import (
     iter_batches,
     new_schema,
     write_fragment_files,
+    write_fragments,
 )
 
 
@@ -96,6 +101,62 @@ class LanceFragment:
 
     def to_table(self, columns: Sequence[str] | None = None, **kwargs: Any) -> pa.Table:
         return self._ds.to_table(columns=columns, fragments=[self.metadata], **kwargs)
+
+    # ------------------------------------------------ pylance surface (issue 24)
+    @property
+    def num_deletions(self) -> int:
+        """Rows of this fragment marked deleted, as pylance's ``num_deletions``."""
+        return self.metadata.num_deleted_rows
+
+    def data_files(self) -> list[Any]:
+        """The fragment's data files (``DataFile``s), as pylance's ``data_files()``."""
+        return list(self.metadata.files)
+
+    def files(self) -> list[Any]:
+        """Alias of :meth:`data_files` (pylance's older name)."""
+        return self.data_files()
+
+    def delete(self, predicate: pc.Expression) -> FragmentMetadata | None:
+        """Write a deletion file for the rows matching ``predicate``; commits nothing.
+
+        Returns:
+            the fragment's new metadata (commit it with ``Delete``/``Update``), the unchanged
+            metadata when no row matched, or None when every row is now deleted (as pylance).
+        """
+        manifest = dataclasses.replace(self._ds.manifest, fragments=(self.metadata,))
+        updated, removed, _total = plan_delete(self._ds._store, manifest, predicate)
+        if removed:
+            return None
+        return updated[0] if updated else self.metadata
+
+    @staticmethod
+    def create(
+        dataset_uri: str,
+        data: Any,
+        fragment_id: int | None = None,
+        schema: pa.Schema | None = None,
+        max_rows_per_group: int = 1024,
+        progress: Any = None,
+        mode: str = "append",
+        *,
+        data_storage_version: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        manifest_store: "ManifestStore | str | None" = None,
+    ) -> FragmentMetadata:
+        """Write ``data`` (any input :func:`write_dataset` takes) as one uncommitted fragment of the
+        dataset at ``dataset_uri``, as pylance's ``LanceFragment.create``; commit it with
+        ``commit(uri, Append([fragment]), read_version=...)``.  ``fragment_id`` (default 0) is
+        replaced at commit as pylance does; ``max_rows_per_group`` and ``progress`` are accepted
+        and ignored (lance_ops sizes pages itself).
+        """
+        if mode not in ("append", "overwrite", "create"):
+            raise InvalidArgumentError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
+        frags = write_fragments(data, dataset_uri, schema=schema, max_rows_per_file=_ONE_FILE,
+                                storage_options=storage_options, data_storage_version=data_storage_version,
+                                manifest_store=manifest_store)
+        if not frags:
+            raise InvalidArgumentError(f"{dataset_uri}: LanceFragment.create got no rows to write")
+        return dataclasses.replace(frags[0], id=fragment_id or 0)
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
@@ -335,11 +396,16 @@ class LanceDataset:
         offset: int | None = None,
         batch_size: int | None = None,
         fragments: Sequence[FragmentMetadata] | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
         _check_scan_args(limit, offset, batch_size)
+        _check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
-        return self._scan(plan, fragments, limit, offset, batch_size)
+        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        return batches if finish is None else map(finish, batches)
 
     def to_table(
         self,
@@ -352,11 +418,18 @@ class LanceDataset:
         offset: int | None = None,
         batch_size: int | None = None,
         fragments: Sequence[FragmentMetadata] | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         _check_scan_args(limit, offset, batch_size)
+        _check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
+        if finish is not None:  # nested paths / expressions: the schema is the projection's
+            empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
+            return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
 
     def _scan(
@@ -524,7 +597,13 @@ class LanceDataset:
         return _Optimize(self)
 
     def compact_files(self, **options: Any) -> CompactionMetrics:
-        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics.
+
+        pylance's ``num_threads``, ``batch_size`` and ``max_bytes_per_file`` are checked and
+        ignored: lance_ops compacts in one thread (Spark spreads tasks), streams by its own batch
+        size and cuts files by ``target_rows_per_fragment`` only.
+        """
+        _pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
         if not options.get("dry_run"):
             self._handler.check_writable()  # before any task writes a file
         return compact_files(self._manifest, self.uri, storage_options=self._storage_options,
@@ -637,6 +716,52 @@ class LanceDataset:
         ``ids`` (``_rowid``), ``addresses`` (``_rowaddr``) or ``indices``; None for a null blob."""
         return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
+    # ------------------------------------------------ pylance surface (issue 24)
+    def insert(self, data: Any, *, mode: WriteMode = "append", **kwargs: Any) -> "LanceDataset":
+        """Write ``data`` into this dataset (``write_dataset(data, self, mode=mode, **kwargs)``), as
+        pylance's ``insert``; returns the new version (this handle stays where it is)."""
+        kwargs.setdefault("storage_options", self._storage_options)
+        kwargs.setdefault("manifest_store", self._handler.manifest_store)
+        return write_dataset(data, self.uri, mode=mode, **kwargs)
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that created ``version`` of this branch (None when its manifest names
+        no transaction file), as pylance's ``read_transaction``.
+
+        Raises:
+            DatasetNotFoundError: no such version.
+        """
+        manifest = self._handler.read_manifest(version).manifest
+        if not manifest.transaction_file:
+            return None
+        return read_transaction_file(self._store, manifest.transaction_file)
+
+    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (``None``: remove) schema metadata keys in a new version, as pylance's
+        ``update_schema_metadata`` (an ``UpdateConfig`` with ``schema_metadata_updates``); with
+        ``replace`` the given keys become the whole metadata.
+
+        Returns:
+            the new version's schema metadata (this handle stays at its version).
+        """
+        if not isinstance(values, Mapping):
+            raise ArgumentTypeError(f"update_schema_metadata takes a mapping of str to str or None, "
+                                    f"got {type(values).__name__}")
+        for k, v in values.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+                raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
+        new = self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
+        return {k: bytes(v).decode() for k, v in new.lance_schema.metadata.items()}
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
+        """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
+        return self.update_schema_metadata(new_metadata, replace=True)
+
+    @property
+    def stats(self) -> "LanceStats":
+        """pylance's ``ds.stats``: ``dataset_stats()`` and ``index_stats(name)``."""
+        return LanceStats(self)
+
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **kw: Any) -> "Scanner":
         return Scanner(self, columns, filter, kw)
 
@@ -653,9 +778,11 @@ class Scanner:
     @property
     def projected_schema(self) -> pa.Schema:
         kw = self._kw
-        return plan_scan(
-            self._ds.lance_schema, self._columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
+        columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
+        out = plan_scan(
+            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
         ).out_schema
+        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
@@ -695,8 +822,12 @@ def dataset(
     branch: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
+    asof: datetime | str | None = None,
 ) -> LanceDataset:
     """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
+    an ISO 8601 string), as pylance; not together with ``version``.
 
     ``version``: a version number, a tag name (``"gold"``), or ``(branch, version)``
     (``("dev", 2)``; ``("dev", None)`` = the latest of ``dev``; ``"main"`` = the main branch).
@@ -706,6 +837,11 @@ def dataset(
     ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
     or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
     """
+    if asof is not None:
+        if version is not None:
+            raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
+        latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
+        version = _version_asof(latest, asof)
     return LanceDataset(
         uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
     )
@@ -744,16 +880,29 @@ def write_dataset(
     storage_options: Mapping[str, Any] | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
+    commit_message: str | None = None,
+    enable_v2_manifest_paths: bool | None = None,
 ) -> LanceDataset:
     """Write ``data`` as a new dataset, or append to / overwrite an existing one.
 
+    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
+    datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
+    of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
+    bring types that widen losslessly to the dataset's.
     Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
     stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
     external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
     the object store's conditional put; every writer of the dataset must use the same one.
+    ``commit_message`` is stored in the transaction's properties under pylance's key
+    ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
+    manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    if enable_v2_manifest_paths is False:
+        raise UnsupportedFeatureError(f"{uri}: enable_v2_manifest_paths=False (V1 manifest names) is not written "
+                                      "by lance_ops; new datasets use V2 manifest paths")
+    transaction_properties = _with_commit_message(transaction_properties, commit_message)
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
     store = ObjectStore(uri, storage_options)
@@ -771,7 +920,7 @@ def write_dataset(
         check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
         file_version = require_writable(existing.data_storage_version, uri)
         lance_schema = existing.schema
-        lance_schema.check_compatible(schema or data_schema, context=uri)
+        check_fits(data_schema, lance_schema.to_arrow(), uri)
         frags = write_fragment_files(store, batches, lance_schema, version=file_version,
                                      max_rows_per_file=max_rows_per_file)
         txn = Transaction(existing.version, Append(frags), properties=props)
@@ -782,7 +931,7 @@ def write_dataset(
         if existing is not None and data_storage_version is None
         else normalize_storage_version(data_storage_version)
     )
-    target = schema or data_schema
+    target = blobs_as_v2(schema or data_schema, version)
     lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
                                  version=version, max_rows_per_file=max_rows_per_file)
@@ -826,8 +975,13 @@ def commit(
     if isinstance(operation, Transaction):
         props = {**operation.properties, **dict(transaction_properties or {})}
         txn = dataclasses.replace(operation, properties=props)
-    elif read_version is None:
-        raise InvalidArgumentError(f"{uri}: commit of a {type(operation).__name__} operation needs read_version")
+    elif read_version is None and getattr(operation, "name", "") not in ("overwrite", "restore"):
+        raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
+                                   f"Restore (got a {type(operation).__name__})")
+    elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
+        latest = try_open_latest(store, handler, check_writable=False)
+        txn = Transaction(read_version=latest.version if latest is not None else 0, operation=operation,
+                          properties=dict(transaction_properties or {}))
     else:
         txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
     manifest = commit_transaction(
@@ -840,6 +994,48 @@ def commit(
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
+
+
+#: ``LanceFragment.create`` writes one fragment (one data file), whatever its size
+_ONE_FILE = 1 << 62
+
+
+def _with_commit_message(properties: Mapping[str, str] | None, message: str | None) -> Mapping[str, str] | None:
+    """``properties`` with ``commit_message`` under pylance's key (the message wins a clash)."""
+    if message is None:
+        return properties
+    if not isinstance(message, str):
+        raise ArgumentTypeError(f"commit_message must be a string, got {type(message).__name__} {message!r}")
+    return {**dict(properties or {}), COMMIT_MESSAGE_KEY: message}
+
+
+#: the transaction property pylance stores ``commit_message`` under
+COMMIT_MESSAGE_KEY = "__lance_commit_message"
+
+
+class LanceStats:
+    """``LanceDataset.stats``, as pylance's ``LanceStats``."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        self._ds = ds
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """``{"num_deleted_rows", "num_fragments", "num_small_files"}``; a small file is a
+        fragment of fewer than ``max_rows_per_group`` physical rows (as pylance counts)."""
+        frags = self._ds.manifest.fragments
+        return {
+            "num_deleted_rows": sum(f.num_deleted_rows for f in frags),
+            "num_fragments": len(frags),
+            "num_small_files": sum(1 for f in frags if f.physical_rows < max_rows_per_group),
+        }
+
+    def index_stats(self, index_name: str) -> dict[str, Any]:
+        """Statistics of one index (:meth:`LanceDataset.index_statistics`)."""
+        return self._ds.index_statistics(index_name)
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes on disk per field (:func:`.data_stats.data_statistics`), as pylance's."""
+        return data_statistics(self._ds._store, self._ds.manifest)
 
 
 class _Optimize:
@@ -859,17 +1055,44 @@ class _Optimize:
 
 
 def _sql_translator() -> Any:
-    """``add_columns``' translator of SQL strings (``lance_ops.format.sql``), or None where that
-    module is absent (SQL strings are then refused with an UnsupportedFeatureError)."""
-    try:
-        from . import sql  # type: ignore[attr-defined]  # lands with issue 24 item 1
-    except ImportError:
-        return None
+    """``add_columns``' translator of SQL strings (``lance_ops.format.sql``)."""
+    from . import sql
 
     def translate(text: str, schema: pa.Schema) -> pc.Expression:
         return sql.sql_expression(text, schema, what="add_columns expression")
 
     return translate
+
+
+def _pop_ignored(options: dict[str, Any], names: Sequence[str]) -> None:
+    """Remove pylance tuning options lance_ops accepts and ignores (positive integers or None)."""
+    for name in names:
+        value = options.pop(name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_readahead(*values: object) -> None:
+    """pylance's read-ahead depths: accepted (lance_ops reads fragments in order, one at a time)."""
+    _pop_ignored(dict(zip(("batch_readahead", "fragment_readahead"), values, strict=True)),
+                 ("batch_readahead", "fragment_readahead"))
+
+
+def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
+    """The newest version of ``ds``'s branch committed at or before ``asof``.
+
+    Raises:
+        DatasetNotFoundError: every version is newer than ``asof``.
+    """
+    when = datetime.fromisoformat(asof) if isinstance(asof, str) else asof
+    if not isinstance(when, datetime):
+        raise ArgumentTypeError(f"asof must be a datetime or an ISO 8601 string, got {type(asof).__name__}")
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    older = [v["version"] for v in ds.versions() if v["timestamp"] <= when]
+    if not older:
+        raise DatasetNotFoundError(f"{ds.uri}: no version was committed at or before {when.isoformat()} (UTC)")
+    return max(older)
 
 
 def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
@@ -878,5 +1101,6 @@ def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise ArgumentTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-        if value < low:
-            raise InvalidArgumentError(f"{name} must be at least {low}, got {value}")
+        if value < low:  # pylance's messages (ValueError there too)
+            raise InvalidArgumentError(f"{name.capitalize()} must be non-negative ({name}={value})" if low == 0 else
+                                       f"{name} must be between 1 and 4294967295, got {value}")

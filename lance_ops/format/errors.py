@@ -15,8 +15,11 @@ class LanceOpsError(Exception):
     """Root of every error lance_ops raises about a dataset or its files."""
 
 
-class DatasetNotFoundError(LanceOpsError):
-    """No dataset (no ``_versions/*.manifest``) at the given URI, or no such version."""
+class DatasetNotFoundError(LanceOpsError, ValueError):
+    """No dataset (no ``_versions/*.manifest``) at the given URI, or no such version.
+
+    Also a ``ValueError``: pylance 14 raises ``ValueError`` for ``lance.dataset("/nope")`` and for
+    a missing version, so code catching pylance's error catches this one."""
 
 
 class DatasetAlreadyExistsError(LanceOpsError):

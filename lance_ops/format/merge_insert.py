@@ -58,6 +58,7 @@ from .errors import (
 from .file.blobs import is_blob_field
 from .fragment import FragmentMetadata
 from .idempotency import committed_by, idempotency_key
+from .inputs import check_fits
 from .manifest import Manifest, is_detached_version
 from .operations import Update
 from .rowids import encode_row_ids, encode_versions
@@ -320,31 +321,35 @@ def commit_merge_insert(
 # --------------------------------------------------------------------------- in-process execution
 
 
-def read_source(data: Any, ctx: MergeInsertContext, schema: pa.Schema | None = None) -> pa.Table:
-    """The source as one Table of the dataset's columns and types (Table, RecordBatch or reader).
+def read_source(data: Any, ctx: MergeInsertContext, schema: pa.Schema | None = None) -> tuple[pa.Table, list[str]]:
+    """The source as one Table of the dataset's columns and types (any input pylance's
+    ``execute`` takes, :mod:`.inputs`; lossless casts applied), and the nullable columns the
+    source lacks (null in the table: inserted rows keep the nulls, matched rows take the
+    target's values, as pylance).
 
     Raises:
-        SchemaError: a missing or extra column, or a type that differs from the dataset's.
+        SchemaError: an extra column, a missing non-nullable one, or a type that does not widen to
+            the dataset's.
     """
-    if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-        raise ArgumentTypeError(f"{ctx.uri}: merge_insert data must be a pyarrow Table, RecordBatch or "
-                                f"RecordBatchReader, got {type(data).__name__}")
-    _, batches = iter_batches(data, schema)
+    data_schema, batches = iter_batches(data, schema)
     target = ctx.schema.to_arrow()
     where = f"{ctx.uri}: merge_insert source"
-    return pa.Table.from_batches([conform_batch(b, target, where) for b in batches], schema=target)
+    check_fits(data_schema, target, where)
+    missing = [n for n in target.names if n not in data_schema.names]
+    return pa.Table.from_batches([conform_batch(b, target, where) for b in batches], schema=target), missing
 
 
 def _scan_target(store: ObjectStore, manifest: Manifest, ctx: MergeInsertContext,
-                 params: MergeInsertParams) -> pa.Table:
-    """Keys and metadata columns of the target (plus the columns the conditions read)."""
+                 params: MergeInsertParams, keep: Sequence[str] = ()) -> pa.Table:
+    """Keys and metadata columns of the target (plus the columns the conditions read, and
+    ``keep``: columns the source lacks, whose values matched rows keep)."""
     names = [f.name for f in manifest.schema.top_level()]
-    extra: list[str] = []
+    extra: list[str] = list(keep)
     if params.matched_condition is not None:
         extra = names
     elif params.delete_condition is not None:
         probe = plan_scan(manifest.schema, [ROW_ADDR], params.delete_condition, False, False)
-        extra = [c for c in probe.filter_columns if c in names]
+        extra += [c for c in probe.filter_columns if c in names]
     cols = list(dict.fromkeys([*ctx.on, *extra])) + ctx.meta_columns
     plan = plan_scan(manifest.schema, cols, params.target_filter, False, False)
     return pa.Table.from_batches(list(scan(store, manifest, plan)), schema=plan.out_schema)
@@ -384,8 +389,9 @@ def plan_merge_insert(
         fragments (one stream, not one per fragment) and one for the inserted rows.
     """
     ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file)
-    source = read_source(data, ctx, schema)
-    target = _scan_target(store, manifest, ctx, params)
+    source, missing = read_source(data, ctx, schema)
+    keep = missing if params.update_matched else []
+    target = _scan_target(store, manifest, ctx, params, keep)
     target = target.append_column("__tpos", pa.array(np.arange(target.num_rows, dtype=np.int64)))
     keys = source.select(list(ctx.on)).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     how = "full outer" if params.delete_not_matched_by_source else "right outer"
@@ -398,6 +404,10 @@ def plan_merge_insert(
         if params.update_matched:
             matched = _matched_condition(ctx, params, target, source, joined.filter(pc.and_(has_target, has_source)))
             rows = source.take(matched.column(_SRC).combine_chunks())
+            if keep:  # columns the source lacks keep the target's values (pylance's partial update)
+                kept = target.take(matched.column("__tpos").combine_chunks())
+                for c in keep:
+                    rows = rows.set_column(rows.schema.get_field_index(c), rows.schema.field(c), kept.column(c))
             for c in ctx.meta_columns:
                 rows = rows.append_column(c, matched.column(c))
             check_unambiguous(ctx, rows)

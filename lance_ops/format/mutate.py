@@ -182,6 +182,12 @@ def _typed_scalar(value: Any, typ: pa.DataType, name: str) -> pa.Scalar:
         raise SchemaError(f"update: value {value!r} does not fit column {name!r} of type {typ}: {e}") from e
 
 
+def _repeat(scalar: pa.Scalar, n: int) -> pa.Array:
+    """``pa.repeat`` that also gives an empty array: for list-like scalars pyarrow's ``repeat(s, 0)``
+    raises "Must pass at least one array" (an update touching no row of a fragment)."""
+    return pa.repeat(scalar, n) if n else pa.array([], type=scalar.type)
+
+
 def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
     """``table`` with the SET columns replaced by their expressions or scalars (vectorised).
 
@@ -203,7 +209,7 @@ def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> 
             elif out is not None and name in exprs:
                 cols.append(out.column(name).cast(typ))
             else:
-                cols.append(pa.repeat(_typed_scalar(values[name], typ, name), table.num_rows))
+                cols.append(_repeat(_typed_scalar(values[name], typ, name), table.num_rows))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         msg = str(e).split("\n", 1)[0]
         set_ = {k: str(v) for k, v in values.items()}

@@ -174,6 +174,10 @@ class UpdateConfig:
 
     upsert_values: Mapping[str, str] = field(default_factory=dict)
     delete_keys: Sequence[str] = ()
+    #: schema metadata changes (``update_schema_metadata``): key -> value, None = delete; with
+    #: ``schema_metadata_replace`` the map replaces the whole metadata (pylance's ``UpdateMap``)
+    schema_metadata_updates: Mapping[str, str | None] | None = None
+    schema_metadata_replace: bool = False
     name = "update_config"
 
     def to_proto(self, t: transaction_pb2.Transaction) -> None:
@@ -182,6 +186,14 @@ class UpdateConfig:
             cu.update_entries.add(key=k, value=v)
         for k in self.delete_keys:
             cu.update_entries.add(key=k)
+        if self.schema_metadata_updates is not None:
+            sm = t.update_config.schema_metadata_updates
+            sm.replace = self.schema_metadata_replace
+            for key, value in self.schema_metadata_updates.items():
+                if value is None:
+                    sm.update_entries.add(key=key)
+                else:
+                    sm.update_entries.add(key=key, value=value)
 
 
 @dataclass(frozen=True)
@@ -285,7 +297,15 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
                 upserts[e.key] = e.value
             else:
                 deletes.append(e.key)
-        return UpdateConfig(upserts, deletes)
+        schema_md: dict[str, str | None] | None = None
+        if uc.HasField("schema_metadata_updates"):
+            schema_md = {e.key: (e.value if e.HasField("value") else None)
+                         for e in uc.schema_metadata_updates.update_entries}
+        elif uc.schema_metadata:  # the deprecated form: the whole new metadata
+            schema_md = dict(uc.schema_metadata)
+        replace_md = bool(uc.schema_metadata_updates.replace) if uc.HasField("schema_metadata_updates") \
+            else bool(uc.schema_metadata)
+        return UpdateConfig(upserts, deletes, schema_md, replace_md)
     if kind == "restore":
         return Restore(t.restore.version)
     if kind == "merge":

@@ -226,8 +226,8 @@ def split_uri(uri: str | os.PathLike[str]) -> tuple[str, str]:
     if not raw.strip():
         raise InvalidURIError(f"dataset URI {raw!r} is empty")
     m = _SCHEME.match(raw)
-    if m is None:
-        return "file", os.path.abspath(raw)
+    if m is None:  # ``~`` / ``~user`` expanded as pylance does (not a literal ``./~`` directory)
+        return "file", os.path.abspath(os.path.expanduser(raw))
     scheme, rest = m.group(1).lower(), m.group(2)
     if scheme == "file":
         path = rest

@@ -29,6 +29,11 @@ class Transaction:
     properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def transaction_properties(self) -> Mapping[str, str]:
+        """``properties`` under pylance's name (``Transaction.transaction_properties``)."""
+        return self.properties
+
+    @property
     def file_name(self) -> str:
         return f"{self.read_version}-{self.uuid}.txn"
 

@@ -16,6 +16,7 @@ from .commit_handler import commit_handler_for, try_open_latest
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
+from .inputs import blobs_as_v2, coerce_batches, fit_batch
 from .orphans import remove_fragment_files
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -39,6 +40,7 @@ def new_schema(schema: pa.Schema) -> LanceSchema:
     if len(schema) == 0:
         raise SchemaError("a dataset needs at least one column; the data has none")
     check_unique_names(schema.names, "the data")
+    check_metadata_utf8(schema, "the data")
     reserved = [n for n in schema.names if n in RESERVED_COLUMNS]
     if reserved:
         raise SchemaError(f"column name(s) {reserved} are reserved for Lance metadata columns")
@@ -66,76 +68,48 @@ def random_data_file_name() -> str:
 
 
 def iter_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """(schema, batches) for a Table, RecordBatch, RecordBatchReader, Dataset-like or iterable of batches.
-
-    Raises:
-        ArgumentTypeError: anything else (a string, a dict, None, an iterable of non-batches).
-    """
-    if schema is not None and not isinstance(schema, pa.Schema):
-        raise ArgumentTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__} {schema!r}")
-    if isinstance(data, (str, bytes, bytearray, Mapping)) or data is None:
-        raise ArgumentTypeError(
-            f"cannot write data of type {type(data).__name__}; pass a pyarrow Table, RecordBatch, "
-            "RecordBatchReader or an iterable of RecordBatches"
-        )
-    if isinstance(data, pa.Table):
-        return data.schema, iter(data.to_batches())
-    if isinstance(data, pa.RecordBatch):
-        return data.schema, iter([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.schema, iter(data)
-    if hasattr(data, "to_batches") and hasattr(data, "schema"):
-        return data.schema, iter(data.to_batches())
-    if isinstance(data, Iterable):
-        it = iter(data)
-        if schema is not None:
-            return schema, it
-        first = next(it, None)
-        if first is None:
-            raise InvalidArgumentError("write needs a schema when the data has no batches")
-        if not isinstance(first, (pa.Table, pa.RecordBatch)):
-            raise ArgumentTypeError(
-                f"cannot write an iterable of {type(first).__name__}; it must yield pyarrow RecordBatches or Tables"
-            )
-        if isinstance(first, pa.Table):
-            first_batches = first.to_batches()
-            rest = (b for t in it for b in (t.to_batches() if isinstance(t, pa.Table) else [t]))
-            return first.schema, _chain(first_batches, rest)
-        return first.schema, _chain([first], it)
-    raise ArgumentTypeError(f"cannot write data of type {type(data).__name__}; pass a pyarrow Table or RecordBatchReader")
-
-
-def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield from head
-    yield from rest
+    """(schema, batches) of any input pylance's writers take (:func:`.inputs.coerce_batches`)."""
+    return coerce_batches(data, schema)
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordBatch:
-    """Reorder ``batch`` to ``target``'s columns; types must match exactly (no silent casts)."""
-    if not isinstance(batch, pa.RecordBatch):
-        raise ArgumentTypeError(f"{where}: the data yielded a {type(batch).__name__}, not a pyarrow RecordBatch")
-    if batch.schema.names != target.names:
-        check_unique_names(batch.schema.names, f"{where}: the data")
-    if batch.schema.names == target.names and all(
-        a.type == b.type for a, b in zip(batch.schema, target, strict=True)
-    ):
-        cols = batch.columns
-    else:
-        missing = [n for n in target.names if n not in batch.schema.names]
-        extra = [n for n in batch.schema.names if n not in target.names]
-        if missing or extra:
-            raise SchemaError(f"{where}: data columns {batch.schema.names} do not match the schema {target.names}"
-                              f" (missing {missing}, unexpected {extra})")
-        cols = []
-        for f in target:
-            col = batch.column(f.name)
-            if col.type != f.type:
-                raise SchemaError(f"{where}: column {f.name!r} has type {col.type}, the dataset has {f.type}")
-            cols.append(col)
-    for f, col in zip(target, cols, strict=True):
-        if not f.nullable and col.null_count:
-            raise SchemaError(f"{where}: column {f.name!r} is not nullable but the data has {col.null_count} nulls")
-    return pa.RecordBatch.from_arrays(cols, schema=target)
+    """``batch`` fitted to ``target`` (:func:`.inputs.fit_batch`: column order, missing nullable
+    columns as nulls, lossless casts)."""
+    return fit_batch(batch, target, where)
+
+
+def check_metadata_utf8(schema: pa.Schema, where: str) -> None:
+    """Refuse schema or field metadata that is not UTF-8, as pylance does (a ``ValueError``
+    naming the key; pylance would otherwise read it back with replacement characters).
+
+    Raises:
+        InvalidArgumentError: the first key or value that is not UTF-8.
+    """
+    items = [("schema", schema.metadata)] + [(f"field {f.name!r}", f.metadata) for f in _all_fields(schema)]
+    for what, md in items:
+        for k, v in (md or {}).items():
+            for part in (k, v):
+                try:
+                    part.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InvalidArgumentError(
+                        f"{where}: {what} metadata key {k!r} is not valid utf8 (its {'key' if part is k else 'value'}); "
+                        "Consider base64 encode for generic binary metadata."
+                    ) from None
+
+
+def _all_fields(schema: pa.Schema) -> Iterator[pa.Field]:
+    stack = list(schema)
+    while stack:
+        f = stack.pop()
+        yield f
+        t = f.type
+        if pa.types.is_struct(t):
+            stack.extend(t.field(i) for i in range(t.num_fields))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            stack.append(t.value_field)
+        elif pa.types.is_map(t):
+            stack.extend((t.key_field, t.item_field))
 
 
 def write_fragment_files(
@@ -271,5 +245,6 @@ def write_fragments(
         lance_schema = schema if isinstance(schema, LanceSchema) else existing.schema
     else:
         version = normalize_storage_version(data_storage_version)
-        lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(arrow_schema or data_schema)
+        lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(
+            blobs_as_v2(arrow_schema or data_schema, version))
     return write_fragment_files(store, batches, lance_schema, version=version, max_rows_per_file=max_rows_per_file)

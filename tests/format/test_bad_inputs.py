@@ -57,7 +57,7 @@ CASES = [
     ("update nothing", lambda ds, p: ds.update({}), lf.InvalidArgumentError, ["at least one column"]),
     ("write a string", lambda ds, p: lf.write_dataset("str", str(p / "s")), lf.ArgumentTypeError, ["str"]),
     ("write None", lambda ds, p: lf.write_dataset(None, str(p / "s")), lf.ArgumentTypeError, ["NoneType"]),
-    ("write a dict", lambda ds, p: lf.write_dataset({"a": [1]}, str(p / "s")), lf.ArgumentTypeError, ["dict"]),
+    ("write an int", lambda ds, p: lf.write_dataset(42, str(p / "s")), lf.ArgumentTypeError, ["int"]),
     ("write a list of ints", lambda ds, p: lf.write_dataset([1, 2], str(p / "s")), lf.ArgumentTypeError, ["int"]),
     ("bad write mode", lambda ds, p: lf.write_dataset(simple_table(0, 1), ds.uri, mode="upsert"),
      lf.InvalidArgumentError, ["'upsert'"]),
