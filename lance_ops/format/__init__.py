@@ -35,10 +35,13 @@ from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .index.describe import format_fragment_ids
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
 from .maintenance.index_build import (
+    OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
     IndexTask,
+    OptimizeIndicesOptions,
     commit_index_build,
     execute_index_task,
+    optimizable_index_names,
     plan_create_index,
     plan_create_scalar_index,
     plan_optimize_indices,
@@ -67,6 +70,7 @@ __all__ = [
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
     "COMPACTION_DEFAULTS",
+    "OPTIMIZE_INDICES_DEFAULTS",
     "CREATED_AT",
     "CompactionMetrics",
     "DEFAULT_MAX_ROWS_PER_FILE",
@@ -99,6 +103,7 @@ __all__ = [
     "InvalidArgumentError",
     "IndexBuildPlan",
     "IndexTask",
+    "OptimizeIndicesOptions",
     "InvalidURIError",
     "LanceDataset",
     "LanceFragment",
@@ -128,6 +133,7 @@ __all__ = [
     "execute_index_task",
     "plan_create_index",
     "plan_create_scalar_index",
+    "optimizable_index_names",
     "plan_optimize_indices",
     "resolve_version",
     "write_dataset",
