@@ -169,7 +169,7 @@ def test_spark_optimize_indices_every_task_failing_commits_nothing(spark, grown,
 
 def test_spark_optimize_indices_through_a_manifest_store(spark, grown, tmp_path):
     uri, db = copy(grown[True], str(tmp_path / "o")), str(tmp_path / "manifests.db")
-    lf.dataset(uri).delete("id % 5 = 0")  # (a commit before the store: the store starts at a later version)
+    lance.dataset(uri).delete("id % 5 = 0")  # (a commit before the store: the store starts at a later version)
     r = jobs.optimize_indices(spark, uri, num_indices_to_merge=0, rows_per_task=None, manifest_store=db)
     assert r.segments_added == 4 and r.failed_tasks == ()
     assert os.path.exists(os.path.join(uri, "_manifest_store.json"))
@@ -184,14 +184,14 @@ def test_spark_optimize_indices_through_a_manifest_store(spark, grown, tmp_path)
 @pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable_row_ids"])
 def test_spark_create_scalar_index_as_pylance(spark, grown, tmp_path, stable):
     ours, theirs = copy(grown[stable], str(tmp_path / "o")), copy(grown[stable], str(tmp_path / "t"))
-    r = jobs.create_scalar_index(spark, ours, "cat", "BITMAP", rows_per_task=1200)
-    lance.dataset(theirs).create_scalar_index("cat", "BITMAP")
-    assert r.indices == ("cat_idx",) and r.segments_added == r.tasks_planned == 3 and r.rows_indexed == 3300
+    r = jobs.create_scalar_index(spark, ours, "val", "BTREE", rows_per_task=1200)
+    lance.dataset(theirs).create_scalar_index("val", "BTREE")
+    assert r.indices == ("val_idx",) and r.segments_added == r.tasks_planned == 3 and r.rows_indexed == 3300
     a, b = lance.dataset(ours), lance.dataset(theirs)
-    assert a.index_statistics("cat_idx")["num_unindexed_rows"] == 0
-    assert a.index_statistics("cat_idx")["num_indexed_rows"] == b.index_statistics("cat_idx")["num_indexed_rows"]
-    for q in ("cat = 'red'", "cat IN ('blue', 'cyan')"):
-        assert "@cat_idx(" in a.scanner(columns=["id"], filter=q).explain_plan()
+    assert a.index_statistics("val_idx")["num_unindexed_rows"] == 0
+    assert a.index_statistics("val_idx")["num_indexed_rows"] == b.index_statistics("val_idx")["num_indexed_rows"]
+    for q in ("val = 300", "val < 10", "val >= 990"):
+        assert "@val_idx(" in a.scanner(columns=["id"], filter=q).explain_plan()
         got = sorted(a.to_table(columns=["id"], filter=q)["id"].to_pylist())
         assert got == sorted(b.to_table(columns=["id"], filter=q, use_scalar_index=False)["id"].to_pylist())
     r = jobs.create_scalar_index(spark, ours, "id", "BTREE", name="btree_idx")  # replaces pylance's, one segment
