@@ -216,3 +216,19 @@ def test_cli_optimize_indices_and_create_scalar_index(spark, grown, tmp_path, ca
     assert lance.dataset(uri).index_statistics("val_idx")["num_unindexed_rows"] == 0
     assert main(["create-scalar-index", uri, "--column", "text", "--index-type", "NGRAM"]) == 2
     assert "NGRAM" in capsys.readouterr().err
+
+
+def test_spark_optimize_indices_with_a_txn_app_id_commits_once(spark, grown, tmp_path):
+    """A retry of the same write (same txnAppId/txnVersion, e.g. a re-executed Dagster step) returns
+    the earlier commit; the segments the retry built are removed by the commit loop."""
+    uri = copy(grown[False], str(tmp_path / "o"))
+    key = lf.CommitOptions(txn_app_id="dagster/run-1/events/optimize_indices", txn_version=0)
+    first = jobs.optimize_indices(spark, uri, num_indices_to_merge=0, rows_per_task=None, index_names=["btree_idx"],
+                                  commit=key)
+    dirs = index_dirs(uri)
+    lance.write_dataset(table(300, start=8000), uri, mode="append")  # something new for the retry to build
+    again = jobs.optimize_indices(spark, uri, num_indices_to_merge=0, rows_per_task=None, index_names=["btree_idx"],
+                                  commit=key)
+    assert again.version == first.version and lance.dataset(uri).version == first.version + 1  # (the append)
+    assert index_dirs(uri) == dirs
+    assert lance.dataset(uri).index_statistics("btree_idx")["num_unindexed_rows"] == 300
