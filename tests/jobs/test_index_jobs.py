@@ -1,7 +1,9 @@
-"""The Spark jobs keep pylance's indices: compact, materialize_deletions, upsert.
+"""The Spark jobs keep pylance's indices (compact, materialize_deletions, upsert) and extend them
+(optimize_indices, create_scalar_index).
 
 Executors rewrite the fragments; the driver remaps the index files before its one commit (no
 stable row ids) or moves the bitmaps (stable row ids), as lance_ops.format does in process.
+Executors build index segments, one per task; the driver commits them once.
 """
 
 import json
