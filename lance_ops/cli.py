@@ -34,6 +34,7 @@ JOB_CONFIGS = {
     "upsert": "UpsertConfig",
     "materialize_deletions": "MaterializeDeletionsConfig",
     "compact": "CompactConfig",
+    "optimize_indices": "OptimizeIndicesConfig",
     "write_change_feed": "ChangeFeedConfig",
     "cleanup_old_versions": "CleanupConfig",
     "observe": None,

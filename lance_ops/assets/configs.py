@@ -2,7 +2,7 @@
 
 Each dataset asset has its own config class (``dataset_config_class``): one group per operation
 (``append``, ``delete``, ``upsert``, ``compact``, ``materialize_deletions``,
-``cleanup_old_versions``) whose defaults are that dataset's source and policy, so the launchpad
+``optimize_indices``, ``cleanup_old_versions``) whose defaults are that dataset's source and policy, so the launchpad
 of ``lance_compact`` pre-fills the dataset's ``target_rows_per_fragment`` and friends.  The job
 picks the operation (run tag ``lance_ops/operation``); only its group is read.
 
@@ -15,7 +15,7 @@ from typing import Any
 from dagster import Config
 from pydantic import Field, create_model
 
-from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
+from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE, OPTIMIZE_INDICES_DEFAULTS
 
 from .settings import DatasetSettings
 
@@ -23,12 +23,13 @@ from .settings import DatasetSettings
 class Operation(Enum):
     """What a run does to a dataset (the job ``lance_<operation>`` picks it)."""
 
-    maintain = "maintain"  # what the policy asks for now: compact, materialise deletions, or nothing
+    maintain = "maintain"  # what the policy asks for now: compact or materialise deletions, optimize indices
     append = "append"
     delete = "delete"
     upsert = "upsert"
     compact = "compact"
     materialize_deletions = "materialize_deletions"
+    optimize_indices = "optimize_indices"
     cleanup_old_versions = "cleanup_old_versions"
 
 
@@ -86,6 +87,20 @@ class CompactConfig(Config):
     dry_run: bool = Field(default=False, description="plan only: report what would be rewritten, commit nothing")
 
 
+class OptimizeIndicesConfig(Config):
+    """Index the rows no index segment covers yet (pylance's optimize_indices), on Spark executors."""
+
+    num_indices_to_merge: int = Field(
+        default=OPTIMIZE_INDICES_DEFAULTS.num_indices_to_merge, ge=0,
+        description="0: add a segment per group of new fragments; N: rebuild the newest N segments with them")
+    index_names: list[str] | None = Field(
+        default=None, description="only these indices (default: every BTREE, BITMAP, LABEL_LIST, ZONEMAP, "
+                                  "IVF_FLAT and IVF_PQ index)")
+    rows_per_task: int | None = Field(
+        default=OPTIMIZE_INDICES_DEFAULTS.rows_per_task, gt=0,
+        description="rows of new fragments per Spark task and segment (None: one per index)")
+
+
 class CleanupConfig(Config):
     """Remove versions older than ``older_than_days`` beyond the newest ``retain_versions`` (pylance semantics)."""
 
@@ -137,6 +152,7 @@ OPERATION_CONFIGS: dict[Operation, type[Config]] = {
     Operation.upsert: UpsertConfig,
     Operation.compact: CompactConfig,
     Operation.materialize_deletions: MaterializeDeletionsConfig,
+    Operation.optimize_indices: OptimizeIndicesConfig,
     Operation.cleanup_old_versions: CleanupConfig,
 }
 
@@ -183,6 +199,7 @@ def dataset_config_class(d: DatasetSettings) -> type[Config]:
                           materialize_deletions_threshold=p.deleted_ratio_threshold),
         "materialize_deletions": _group(d, MaterializeDeletionsConfig, "MaterializeDeletions",
                                         threshold=p.deleted_ratio_threshold),
+        "optimize_indices": _group(d, OptimizeIndicesConfig, "OptimizeIndices"),
         "cleanup_old_versions": _group(d, CleanupConfig, "Cleanup", older_than_days=p.cleanup_older_than_days,
                                        retain_versions=p.cleanup_retain_versions),
     }

@@ -1,10 +1,12 @@
 """Index coverage in Dagster: asset metadata per version and the ``index_coverage`` asset check.
 
-lance_ops keeps the coverage pylance's indices have through compaction, deletion
-materialisation and updates, but it does not train indices: rows appended since an index was
-built (or rewritten where pylance itself drops coverage, e.g. zone maps after a compaction) stay
-unindexed until pylance's ``optimize_indices`` runs.  The check warns when an index covers less
-than ``policy.min_index_coverage`` of the live rows.
+lance_ops keeps the coverage indices have through compaction, deletion materialisation and
+updates; rows appended since an index was built (or rewritten where pylance itself drops
+coverage, e.g. zone maps after a compaction) stay unindexed until the ``lance_optimize_indices``
+job (pylance's ``optimize_indices`` on Spark) indexes them.  ``lance_maintain`` and the compaction
+sensor run it when an index covers less than ``policy.min_index_coverage`` of the live rows; the
+check warns then.  Every version's metadata holds each index's coverage
+(``index_coverage/<name>``, plotted over time).
 """
 
 from typing import Any
@@ -25,7 +27,11 @@ from lance_ops.format import format_fragment_ids
 from .resources import LanceDatasetResource
 from .settings import DatasetSettings
 
-REMEDY = "run pylance's optimize_indices (ds.optimize.optimize_indices()) to index the missing rows"
+REMEDY = "run the lance_optimize_indices job (lance-ops run optimize_indices) to index the missing rows"
+#: indices of kinds lance_ops does not extend (NGRAM, INVERTED, HNSW, ...)
+OTHER_REMEDY = "pylance's ds.optimize.optimize_indices() indexes the rows of {names}"
+
+COVERAGE_KEY = "index_coverage/{name}"
 
 
 def index_rows(ds: lf.LanceDataset) -> list[dict[str, Any]]:
@@ -61,7 +67,17 @@ def index_metadata(ds: lf.LanceDataset) -> dict[str, Any]:
         "indices": MetadataValue.int(len(rows)),
         "index_coverage": MetadataValue.md(table),
         "min_index_coverage": MetadataValue.float(min(r["coverage"] for r in rows)),
+        **{COVERAGE_KEY.format(name=r["name"]): MetadataValue.float(float(r["coverage"])) for r in rows},
     }
+
+
+def remedy(ds: lf.LanceDataset, low: list[str]) -> str:
+    """What indexes the rows of the indices ``low``: the job, and pylance for kinds lance_ops does not extend."""
+    others = sorted(set(low) - set(lf.optimizable_index_names(ds.manifest)))
+    if not others:
+        return REMEDY
+    text = OTHER_REMEDY.format(names=", ".join(others))
+    return text if len(others) == len(low) else f"{REMEDY}; {text}"
 
 
 def build_index_checks(d: DatasetSettings, rk: str) -> list[AssetChecksDefinition]:
@@ -74,7 +90,8 @@ def build_index_checks(d: DatasetSettings, rk: str) -> list[AssetChecksDefinitio
         required_resource_keys={rk},
         description=(
             f"Every index covers at least {threshold:.0%} of the live rows (policy.min_index_coverage). "
-            f"lance_ops keeps coverage through maintenance but does not train indices: {REMEDY}."
+            f"lance_ops keeps coverage through maintenance and lance_maintain indexes new rows below it; "
+            f"otherwise {REMEDY}."
         ),
     )
     def index_coverage(context: AssetCheckExecutionContext) -> AssetCheckResult:
@@ -82,11 +99,12 @@ def build_index_checks(d: DatasetSettings, rk: str) -> list[AssetChecksDefinitio
         ds = res.open()
         rows = [r for r in index_rows(ds) if not r["name"].startswith("__")]
         low = [r for r in rows if r["coverage"] < threshold]
+        fix = remedy(ds, [r["name"] for r in low]) if low else REMEDY
         return AssetCheckResult(
             passed=not low,
             severity=AssetCheckSeverity.WARN,
             description=(
-                f"{len(low)} of {len(rows)} indices cover less than {threshold:.0%} of the rows: {REMEDY}"
+                f"{len(low)} of {len(rows)} indices cover less than {threshold:.0%} of the rows: {fix}"
                 if low else f"{len(rows)} indices, each covering at least {threshold:.0%} of the rows"
             ),
             metadata={
@@ -94,7 +112,7 @@ def build_index_checks(d: DatasetSettings, rk: str) -> list[AssetChecksDefinitio
                 "threshold": threshold,
                 "indices": rows,
                 "below_threshold": [r["name"] for r in low],
-                "remedy": REMEDY,
+                "remedy": fix,
             },
         )
 

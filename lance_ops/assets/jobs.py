@@ -2,7 +2,7 @@
 
 - ``lance_<operation>`` (asset jobs over the dataset assets, tagged ``lance_ops/operation``):
   ``lance_append``, ``lance_delete``, ``lance_upsert``, ``lance_compact``,
-  ``lance_materialize_deletions``, ``lance_cleanup_old_versions`` and ``lance_maintain`` (what
+  ``lance_materialize_deletions``, ``lance_optimize_indices``, ``lance_cleanup_old_versions`` and ``lance_maintain`` (what
   each selected dataset's policy asks for now).  Launch one on a dataset from its asset page
   (the job is listed there) or select the dataset in the job's launchpad; the config defaults
   are the dataset's policy.
@@ -39,8 +39,8 @@ WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"
 OBSERVE_JOB = "lance_observe"
 
 DESCRIPTIONS = {
-    Operation.maintain: "Do what each selected dataset's policy asks for now (compact, materialise deletions, "
-                        "or nothing).",
+    Operation.maintain: "Do what each selected dataset's policy asks for now: compact or materialise deletions, "
+                        "then optimize indices below policy.min_index_coverage (or nothing).",
     Operation.append: "Append rows from each selected dataset's source (the first append creates it with stable "
                       "row ids).",
     Operation.delete: "Delete the rows of the selected dataset matching `delete.where` (a SQL predicate as pylance takes it).",
@@ -48,6 +48,8 @@ DESCRIPTIONS = {
     Operation.compact: "Compact small fragments of each selected dataset (keeps row ids and row versions); "
                        "defaults: the dataset's policy.",
     Operation.materialize_deletions: "Rewrite fragments with many deleted rows, without them.",
+    Operation.optimize_indices: "Index the rows no index segment covers yet (new segments built on Spark "
+                                "executors, one commit), as pylance's optimize_indices.",
     Operation.cleanup_old_versions: "Remove old versions and the files only they use.",
 }
 

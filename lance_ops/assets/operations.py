@@ -81,6 +81,23 @@ def maintenance_request(d: DatasetSettings, res: LanceDatasetResource, version: 
     return None if wanted is None else (Operation(wanted.operation), list(wanted.reasons))
 
 
+def index_request(d: DatasetSettings, res: LanceDatasetResource, version: int) -> tuple[Operation, list[str]] | None:
+    """``optimize_indices`` when an index lance_ops extends covers less than
+    ``policy.min_index_coverage`` of the live rows at ``version`` (0 turns it off), with the reasons."""
+    threshold = d.policy.min_index_coverage
+    if threshold <= 0:
+        return None
+    ds = res.open(version)
+    extendable = set(lf.optimizable_index_names(ds.manifest))
+    if not extendable:
+        return None
+    low = [x for x in ds.describe_indices() if x.name in extendable and x.coverage < threshold]
+    if not low:
+        return None
+    return Operation.optimize_indices, [f"index {x.name} covers {x.coverage:.1%} < {threshold:.0%} "
+                                        f"({x.num_rows_unindexed} rows unindexed)" for x in low]
+
+
 def resolve_operation(context: AssetExecutionContext, d: DatasetSettings, config: Any) -> Operation:
     """The job's operation (run tag), unless the config names one; they must agree."""
     tag = context.run.tags.get(OPERATION_TAG)
@@ -114,7 +131,7 @@ def _task(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetR
 
 
 #: operations that commit once: their commits carry an idempotency key
-IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert")
+IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert", "optimize_indices")
 
 
 def _commit_properties(context: AssetExecutionContext, d: DatasetSettings, operation: str) -> dict[str, str]:
@@ -153,6 +170,14 @@ def check_config(d: DatasetSettings, res: LanceDatasetResource, operation: Opera
         )
     if operation is Operation.delete:
         check_predicate(d, res, "delete.where", str(params["where"]))
+    if operation is Operation.optimize_indices and params.get("index_names"):
+        known = sorted(lf.optimizable_index_names(res.open().manifest))
+        unknown = [n for n in params["index_names"] if n not in known]
+        if unknown:
+            raise DatasetConfigError(
+                d.name, "optimize_indices.index_names", f"no index {unknown} that lance_ops extends",
+                f"name indices from {known} (BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, IVF_PQ), or leave it empty",
+            )
     if operation is Operation.upsert:
         columns = res.open().schema.names
         missing = [k for k in params.get("on") or [] if k not in columns]
@@ -175,11 +200,13 @@ def check_predicate(d: DatasetSettings, res: LanceDatasetResource, field: str, w
 
 
 _FIELDS = {"append": "append.path", "upsert": "upsert.path", "delete": "delete.where",
-           "write_change_feed": "change_feed"}
+           "optimize_indices": "optimize_indices.index_names", "write_change_feed": "change_feed"}
 _FIXES = {
     "append": "point append.path/append.format (or source: in lance_ops.yaml) at data with the dataset's columns",
     "upsert": "point upsert.path/upsert.format at data with the dataset's columns",
     "delete": "write the predicate with the dataset's columns",
+    "optimize_indices": "name indices of a kind lance_ops extends (BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, "
+                        "IVF_PQ), or leave index_names empty",
     "write_change_feed": "recreate the dataset with enable_stable_row_ids=True, or set change_feed.enabled: false",
 }
 
@@ -228,8 +255,9 @@ def rewrite_evidence(res: LanceDatasetResource, version: int | None) -> dict[str
 
 
 def version_events(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource,
-                   versions: list[int], operation: str, extra: dict[str, Any]) -> Iterator[Any]:
-    """One materialisation per committed version; the last is the step's MaterializeResult with ``extra``."""
+                   versions: list[int], operation: str, extra: dict[str, Any], *, final: bool = True) -> Iterator[Any]:
+    """One materialisation per committed version; the last is the step's MaterializeResult with
+    ``extra`` (``final=False``: an AssetMaterialization too, with ``extra``)."""
     store = res.store()
     for v in versions[:-1]:
         md = version_metadata(res.uri, d.name, res.open(v), store, small_fragment_rows=d.policy.target_rows_per_fragment)
@@ -237,6 +265,10 @@ def version_events(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
                                    tags={DATA_VERSION_TAG: str(v), OPERATION_TAG: operation})
     last = versions[-1]
     md = version_metadata(res.uri, d.name, res.open(last), store, small_fragment_rows=d.policy.target_rows_per_fragment)
+    if not final:
+        yield AssetMaterialization(asset_key=d.name, metadata={**md, **extra},
+                                   tags={DATA_VERSION_TAG: str(last), OPERATION_TAG: operation})
+        return
     yield MaterializeResult(metadata={**md, **extra}, data_version=DataVersion(str(last)),
                             tags={OPERATION_TAG: operation})
 
@@ -256,17 +288,38 @@ def run_dataset_operation(context: AssetExecutionContext, d: DatasetSettings, re
     """The body of the dataset asset (see the module docstring)."""
     operation = resolve_operation(context, d, config)
     ensure_pool_limit(context.instance, pool_name(d.name), d.policy.max_concurrent_writes)
-    reasons: list[str] = []
     if operation is Operation.maintain:
-        latest = res.latest_version()
-        wanted = maintenance_request(d, res, latest) if latest is not None else None
-        if wanted is None:
-            context.log.info(f"{d.name}: version {latest} is within the policy; nothing to do")
-            if latest is not None:
-                yield observation(d, res, "maintain", job_metadata({"operation": "maintain", "version": None}))
-            return
+        yield from _maintain(context, d, res, spark, config)
+    else:
+        yield from _run_operation(context, d, res, spark, config, operation, [])
+
+
+def _maintain(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource, spark: Any,
+              config: Any) -> Iterator[Any]:
+    """What the policy asks for now: a compaction or deletion materialisation, then (on the
+    version it made) ``optimize_indices`` when an index's coverage is below the policy."""
+    latest = res.latest_version()
+    wanted = maintenance_request(d, res, latest) if latest is not None else None
+    if wanted is not None:
         operation, reasons = wanted
         context.log.info(f"{d.name}: the policy asks for {operation.value} ({'; '.join(reasons)})")
+        yield from _run_operation(context, d, res, spark, config, operation, reasons, final=False)
+        latest = res.latest_version()
+    indices = index_request(d, res, latest) if latest is not None else None
+    if indices is not None:
+        operation, reasons = indices
+        context.log.info(f"{d.name}: the policy asks for {operation.value} ({'; '.join(reasons)})")
+        yield from _run_operation(context, d, res, spark, config, operation, reasons)
+    elif wanted is None:
+        context.log.info(f"{d.name}: version {latest} is within the policy; nothing to do")
+        if latest is not None:
+            yield observation(d, res, "maintain", job_metadata({"operation": "maintain", "version": None}))
+
+
+def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource, spark: Any,
+                   config: Any, operation: Operation, reasons: list[str], *, final: bool = True) -> Iterator[Any]:
+    """One operation; ``final=False``: every version it commits as an AssetMaterialization (another
+    operation of the same step follows and ends it)."""
     params = _params(config, operation)
     check_config(d, res, operation, params)
     before = res.latest_version()
@@ -297,7 +350,7 @@ def run_dataset_operation(context: AssetExecutionContext, d: DatasetSettings, re
     extra = {**job_metadata(result)}
     if operation in (Operation.compact, Operation.materialize_deletions):
         extra.update(rewrite_evidence(res, result.get("version")))
-    yield from version_events(context, d, res, versions, operation.value, extra)
+    yield from version_events(context, d, res, versions, operation.value, extra, final=final)
 
 
 def _cleanup(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource,

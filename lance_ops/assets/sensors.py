@@ -1,9 +1,12 @@
 """Sensors: one of each for every dataset together, with a per-dataset cursor.
 
 - ``lance_compaction_sensor``: per dataset with a new version, what the policy asks for
-  (compaction or deletion materialisation) as a run of ``lance_compact`` /
-  ``lance_materialize_deletions`` on that dataset's asset (run key ``<name>:<op>:v<version>``;
-  no run config: the dataset's config defaults are its policy).
+  (compaction or deletion materialisation; else ``optimize_indices`` when an index covers less
+  than ``policy.min_index_coverage``) as a run of ``lance_compact`` /
+  ``lance_materialize_deletions`` / ``lance_optimize_indices`` on that dataset's asset (run key
+  ``<name>:<op>:v<version>``; no run config: the dataset's config defaults are its policy).
+  Where both are due the compaction goes first; the version it commits is a new version, on
+  which the next tick requests the index run (compaction keeps coverage, so it is still due).
 - ``lance_new_versions_sensor``: a change-feed partition per new version (datasets with a change
   feed) and an observation of versions written outside Dagster.
 - ``lance_checks_after_maintenance`` (run status): the dataset's checks after each successful
@@ -50,6 +53,7 @@ from .operations import (
     OPERATION_TAG,
     REASON_TAG,
     ensure_pool_limit,
+    index_request,
     job_name,
     maintenance_request,
     pool_name,
@@ -121,12 +125,14 @@ def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: Default
 
     @sensor(
         name="lance_compaction_sensor",
-        jobs=[jobs[job_name(Operation.compact)], jobs[job_name(Operation.materialize_deletions)]],
+        jobs=[jobs[job_name(o)] for o in (Operation.compact, Operation.materialize_deletions,
+                                          Operation.optimize_indices)],
         required_resource_keys=keys,
         minimum_interval_seconds=interval,
         default_status=status,
         description="Per dataset with a new version: a compaction or deletion materialisation when small "
-                    "fragments, the deleted-row ratio or the versions since the last compaction cross its policy.",
+                    "fragments, the deleted-row ratio or the versions since the last compaction cross its policy; "
+                    "else an index optimisation when an index covers less than policy.min_index_coverage.",
     )
     def compaction_sensor(context: SensorEvaluationContext, **_resources: Any) -> Any:
         cursor = load_cursor(context.cursor)
@@ -137,7 +143,7 @@ def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: Default
                 latest = res.latest_version() if res.exists() else None
                 if latest is None or latest <= cursor.get(d.name, 0):
                     continue
-                wanted = maintenance_request(d, res, latest)
+                wanted = maintenance_request(d, res, latest) or index_request(d, res, latest)
             except Exception as e:  # one unreadable dataset must not stop the others
                 context.log.warning(f"{d.name}: skipped ({type(e).__name__}: {e})")
                 continue
@@ -216,7 +222,7 @@ def _checks_after_maintenance(settings: Settings, jobs: dict[str, Any], checks_j
                               status: DefaultSensorStatus) -> SensorDefinition:
     """``lance_checks_after_maintenance``: the checks of the datasets a successful rewrite touched."""
     monitored = [jobs[job_name(o)] for o in (Operation.compact, Operation.materialize_deletions, Operation.delete,
-                                             Operation.upsert, Operation.maintain)]
+                                             Operation.upsert, Operation.optimize_indices, Operation.maintain)]
 
     @run_status_sensor(
         name="lance_checks_after_maintenance",

@@ -41,10 +41,13 @@ from .inputs import CastError
 from .lance_operation import LanceOperation
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
 from .maintenance.index_build import (
+    OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
     IndexTask,
+    OptimizeIndicesOptions,
     commit_index_build,
     execute_index_task,
+    optimizable_index_names,
     plan_create_index,
     plan_create_scalar_index,
     plan_optimize_indices,
@@ -76,6 +79,7 @@ __all__ = [
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
     "COMPACTION_DEFAULTS",
+    "OPTIMIZE_INDICES_DEFAULTS",
     "CREATED_AT",
     "CompactionMetrics",
     "DEFAULT_MAX_ROWS_PER_FILE",
@@ -112,6 +116,7 @@ __all__ = [
     "InvalidArgumentError",
     "IndexBuildPlan",
     "IndexTask",
+    "OptimizeIndicesOptions",
     "InvalidURIError",
     "LanceDataset",
     "LanceFragment",
@@ -144,6 +149,7 @@ __all__ = [
     "execute_index_task",
     "plan_create_index",
     "plan_create_scalar_index",
+    "optimizable_index_names",
     "plan_optimize_indices",
     "resolve_filter",
     "resolve_version",

@@ -29,6 +29,11 @@ of a transaction that can never land.  Names follow pylance's distributed API wh
   (partitions pruned from metadata with :func:`decode_row_ids` / :func:`decode_version_runs`);
 - version listing and reading: :func:`checkout_manifest`, :func:`list_versions`,
   :func:`read_manifest`, :func:`load_transaction`, :func:`commit_timestamp_micros`;
+- index segments (``create_scalar_index`` / ``optimize_indices`` on workers, as lance-spark's
+  ``REFRESH INDEX``): :func:`plan_create_scalar_index` / :func:`plan_optimize_indices` ->
+  :class:`IndexTask` -> :func:`execute_index_task` (an uncommitted :class:`IndexMetadata`) ->
+  :func:`commit_index_build`; :func:`discard_index_segments` removes built segments left
+  uncommitted;
 - idempotent writes (``txnAppId`` / ``txnVersion``): :func:`with_idempotency`,
   :func:`find_earlier_commit`.
 """
@@ -44,6 +49,7 @@ from .commit_handler import (
 from .deletion import with_deletions
 from .file.blobs import scan_schema
 from .idempotency import TXN_APP_ID, TXN_VERSION, idempotency_key, with_idempotency
+from .index.metadata import IndexMetadata
 from .maintenance.compaction import (
     CompactionMetrics,
     CompactionPlan,
@@ -52,6 +58,15 @@ from .maintenance.compaction import (
     commit_compaction,
     execute_task,
     plan_compaction,
+)
+from .maintenance.index_build import (
+    IndexBuildPlan,
+    IndexTask,
+    commit_index_build,
+    discard_index_segments,
+    execute_index_task,
+    plan_create_scalar_index,
+    plan_optimize_indices,
 )
 from .maintenance.scan_tasks import (
     DEFAULT_BATCH_SIZE,
@@ -103,6 +118,9 @@ __all__ = [
     "CompactionMetrics",
     "CompactionPlan",
     "CompactionTask",
+    "IndexBuildPlan",
+    "IndexMetadata",
+    "IndexTask",
     "Manifest",
     "MergeInsertContext",
     "MergeTaskResult",
@@ -112,11 +130,14 @@ __all__ = [
     "checkout_manifest",
     "commit_compaction",
     "commit_handler_for",
+    "commit_index_build",
     "commit_merge_insert",
     "commit_timestamp_micros",
     "decode_row_ids",
     "decode_version_runs",
+    "discard_index_segments",
     "execute_change_feed_task",
+    "execute_index_task",
     "execute_task",
     "find_earlier_commit",
     "idempotency_key",
@@ -130,7 +151,9 @@ __all__ = [
     "open_manifest",
     "plan_change_feed",
     "plan_compaction",
+    "plan_create_scalar_index",
     "plan_delete",
+    "plan_optimize_indices",
     "range_column_map",
     "read_manifest",
     "require_writable",

@@ -13,6 +13,8 @@ need lance_ops installed and the same ``storage_options``)::
     jobs.upsert(spark, uri, updates_df, on=["id"])
     jobs.compact(spark, uri)
     jobs.materialize_deletions(spark, uri, threshold=0.1)
+    jobs.optimize_indices(spark, uri, num_indices_to_merge=0)   # new rows into every index
+    jobs.create_scalar_index(spark, uri, "id", "BTREE")
     jobs.change_feed(spark, uri, 3, 7)              # DataFrame (Delta CDF columns)
     jobs.write_change_feed(spark, uri, 3, 7, sink_uri, format="lance")
     spark.readStream.format("lance_changes").option("startingVersion", 1).load(uri)
@@ -26,8 +28,16 @@ from . import _requires  # noqa: F401  (first: names the extra when pyspark is m
 from ._options import InvalidOptionError
 from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from .compaction import InjectedTaskFailure, compact, materialize_deletions
+from .indices import create_scalar_index, optimize_indices
 from .mutations import delete, upsert
-from .results import AppendResult, ChangeFeedWriteResult, CompactResult, DeleteResult, UpsertResult
+from .results import (
+    AppendResult,
+    ChangeFeedWriteResult,
+    CompactResult,
+    DeleteResult,
+    IndexBuildResult,
+    UpsertResult,
+)
 from .session import prepare_environment, register, spark_session
 from .source import LanceDataSource
 from .streaming import LanceChangesDataSource
@@ -39,6 +49,7 @@ __all__ = [
     "ChangeFeedWriteResult",
     "CompactResult",
     "DeleteResult",
+    "IndexBuildResult",
     "InjectedTaskFailure",
     "InvalidOptionError",
     "LanceChangesDataSource",
@@ -47,8 +58,10 @@ __all__ = [
     "append",
     "change_feed",
     "compact",
+    "create_scalar_index",
     "delete",
     "materialize_deletions",
+    "optimize_indices",
     "prepare_environment",
     "range_location",
     "register",

@@ -8,6 +8,8 @@ Examples::
     python -m lance_ops.jobs upsert /data/events --source /in/fix.parquet --format parquet --on id
     python -m lance_ops.jobs compact /data/events --target-rows-per-fragment 500000
     python -m lance_ops.jobs materialize-deletions /data/events --threshold 0.2
+    python -m lance_ops.jobs optimize-indices /data/events --num-indices-to-merge 0
+    python -m lance_ops.jobs create-scalar-index /data/events --column id --index-type BTREE
     python -m lance_ops.jobs change-feed /data/events --begin 3 --end 7 --sink /cdf --sink-format parquet
 
 On a cluster (lance_ops installed on every node)::
@@ -20,7 +22,9 @@ lance_ops on the nodes, ``python -m lance_ops.jobs package DIR`` writes ``DIR/la
 ``DIR/lance_ops_submit.py`` for ``spark-submit --py-files DIR/lance_ops.zip DIR/lance_ops_submit.py``
 (the nodes still need lance_ops' dependencies: pyarrow, numpy, protobuf, pyroaring, fsspec, gcsfs).
 
-Exit status: 0 on success, 1 if a compaction task failed (the others were committed), 2 on
+``optimize_indices`` and ``create_scalar_index`` (pylance's spelling) are accepted too.
+
+Exit status: 0 on success, 1 if a compaction or index task failed (the others were committed), 2 on
 bad arguments (also a URI, an option or data lance_ops refuses: the message names it; nothing
 was written).
 """
@@ -63,7 +67,12 @@ def _json_dict(raw: str | None) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
+    from lance_ops.format import (
+        COMMIT_DEFAULTS,
+        COMPACTION_DEFAULTS,
+        DEFAULT_MAX_ROWS_PER_FILE,
+        OPTIMIZE_INDICES_DEFAULTS,
+    )
 
     p = argparse.ArgumentParser(prog="python -m lance_ops.jobs", description="lance_ops Spark jobs")
     p.add_argument("--master", default=None,
@@ -117,6 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--read-version", type=int, help="plan against this version (default: the latest)")
     m.add_argument("--dry-run", action="store_true")
 
+    o = sub.add_parser("optimize-indices", aliases=["optimize_indices"],
+                       help="index the fragments no segment covers (pylance's optimize_indices)")
+    o.add_argument("uri")
+    o.add_argument("--num-indices-to-merge", type=int, default=OPTIMIZE_INDICES_DEFAULTS.num_indices_to_merge,
+                   help="0: add segments; N: rebuild the newest N segments with the new fragments")
+    o.add_argument("--index-name", action="append", default=None, dest="index_names",
+                   help="only this index (repeat for several; default: every index lance_ops extends)")
+    _rows_per_task(o, OPTIMIZE_INDICES_DEFAULTS.rows_per_task)
+
+    i = sub.add_parser("create-scalar-index", aliases=["create_scalar_index"],
+                       help="build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index on executors")
+    i.add_argument("uri")
+    i.add_argument("--column", required=True)
+    i.add_argument("--index-type", default="BTREE", help="BTREE, BITMAP, LABEL_LIST or ZONEMAP")
+    i.add_argument("--name", default=None, help="default: <column>_idx")
+    i.add_argument("--no-replace", action="store_true", help="refuse when an index of that name exists")
+    _rows_per_task(i, OPTIMIZE_INDICES_DEFAULTS.rows_per_task)
+
     f = sub.add_parser("change-feed", help="write the change feed of (begin, end] to a sink")
     f.add_argument("uri")
     f.add_argument("--begin", required=True, help="version number or tag")
@@ -133,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("package", help="write lance_ops.zip and lance_ops_submit.py for spark-submit --py-files")
     k.add_argument("dir", help="directory to write them to (created)")
     return p
+
+
+def _rows_per_task(p: argparse.ArgumentParser, default: int | None) -> None:
+    p.add_argument("--rows-per-task", type=int, default=default,
+                   help=f"rows of fragments per Spark task and segment (0: one task per index; default {default})")
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
@@ -169,12 +201,18 @@ def package(out_dir: str) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.job = args.job.replace("_", "-")  # the aliases
     if args.job == "package":
         print(json.dumps(package(args.dir), indent=2))
         return 0
     from pyspark.sql import SparkSession
 
-    from lance_ops.format.errors import InvalidURIError, SchemaError
+    from lance_ops.format.errors import (
+        InvalidArgumentError,
+        InvalidURIError,
+        SchemaError,
+        UnsupportedFeatureError,
+    )
     from lance_ops.jobs import InvalidOptionError, spark_session
 
     # Inside a process that already has a session (tests, notebooks) reuse it and leave it running.
@@ -182,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = spark_session(args.master, _pairs(args.conf, "--conf"), app_name=f"lance_ops {args.job}")
     try:
         result = _run(args, spark)
-    except (InvalidURIError, InvalidOptionError, SchemaError) as e:
+    except (InvalidURIError, InvalidOptionError, InvalidArgumentError, SchemaError, UnsupportedFeatureError) as e:
         print(f"lance_ops.jobs {args.job}: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     finally:
@@ -200,7 +238,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, spark: Any) -> Any:
     """Run the job ``args`` name on ``spark``; its result."""
     from lance_ops.format import CommitOptions
-    from lance_ops.jobs import append, compact, delete, materialize_deletions, upsert, write_change_feed
+    from lance_ops.jobs import (
+        append,
+        compact,
+        create_scalar_index,
+        delete,
+        materialize_deletions,
+        optimize_indices,
+        upsert,
+        write_change_feed,
+    )
 
     if args.job == "task":
         from lance_ops.jobs.tasks import run_task
@@ -240,6 +287,15 @@ def _run(args: argparse.Namespace, spark: Any) -> Any:
     if args.job == "materialize-deletions":
         return materialize_deletions(spark, args.uri, args.threshold, dry_run=args.dry_run, storage_options=so,
                                      read_version=args.read_version, transaction_properties=tp, commit=commit)
+    if args.job in ("optimize-indices", "create-scalar-index"):
+        rows = args.rows_per_task or None
+        if args.job == "optimize-indices":
+            return optimize_indices(spark, args.uri, num_indices_to_merge=args.num_indices_to_merge,
+                                    index_names=args.index_names, rows_per_task=rows, storage_options=so,
+                                    transaction_properties=tp, commit=commit)
+        return create_scalar_index(spark, args.uri, args.column, args.index_type, args.name,
+                                   replace=not args.no_replace, rows_per_task=rows, storage_options=so,
+                                   transaction_properties=tp, commit=commit)
     if tp:
         raise SystemExit("change-feed takes no --transaction-properties (its commit records the range)")
     return write_change_feed(spark, args.uri, args.begin, args.end, args.sink, format=args.sink_format,

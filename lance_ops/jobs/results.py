@@ -91,6 +91,31 @@ class CompactResult(_Result):
 
 
 @dataclass(frozen=True)
+class IndexBuildResult(_Result):
+    """``optimize_indices`` or ``create_scalar_index`` on Spark.
+
+    An index is committed whole or not at all: ``failed_tasks`` names every failed task (its
+    index, fragments and error); the indices whose tasks all finished were committed.
+    """
+
+    uri: str
+    read_version: int
+    version: int | None  # None: nothing committed (nothing to index, or every index had a failed task)
+    tasks_planned: int
+    tasks_succeeded: int
+    indices: tuple[str, ...]  # the indices the commit added segments to
+    segments_added: int
+    segments_removed: int  # segments merged into the new ones (num_indices_to_merge) or replaced
+    rows_indexed: int  # live rows of the fragments the new segments cover
+    failed_tasks: tuple[str, ...]
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return _rate(self.rows_indexed, self.seconds)
+
+
+@dataclass(frozen=True)
 class ChangeFeedWriteResult(_Result):
     uri: str
     sink_uri: str

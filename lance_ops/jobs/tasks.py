@@ -16,7 +16,8 @@ import lance_ops.format as lf
 from lance_ops import jobs as lance_jobs
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
 
-SPARK_OPERATIONS = ("append", "delete", "upsert", "compact", "materialize_deletions", "write_change_feed")
+SPARK_OPERATIONS = ("append", "delete", "upsert", "compact", "materialize_deletions", "optimize_indices",
+                    "write_change_feed")
 
 
 def resolve_storage_options(task: Mapping[str, Any]) -> dict[str, str]:
@@ -136,6 +137,11 @@ def run_task(spark: Any, task: Mapping[str, Any]) -> dict[str, Any]:
         result = lance_jobs.materialize_deletions(
             spark, uri, float(p["threshold"]), dry_run=bool(p.get("dry_run")), storage_options=so,
             transaction_properties=props, manifest_store=ms,
+        )
+    elif op == "optimize_indices":
+        result = lance_jobs.optimize_indices(
+            spark, uri, num_indices_to_merge=int(p["num_indices_to_merge"]), index_names=p.get("index_names") or None,
+            rows_per_task=p.get("rows_per_task"), storage_options=so, transaction_properties=props, manifest_store=ms,
         )
     elif op == "write_change_feed":
         # ``ranges``: several (begin, end] ranges in one application (a change feed backfill run)

@@ -22,7 +22,8 @@ from lance_ops.assets.settings import DEFAULT_CONFIG_YAML, load_settings, parse_
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
-OPERATIONS = ["maintain", "append", "delete", "upsert", "compact", "materialize_deletions", "cleanup_old_versions"]
+OPERATIONS = ["maintain", "append", "delete", "upsert", "compact", "materialize_deletions", "optimize_indices",
+              "cleanup_old_versions"]
 JOBS = {f"lance_{op}" for op in OPERATIONS} | {"lance_checks", "lance_write_change_feed", "lance_observe"}
 SENSORS = {"lance_compaction_sensor", "lance_new_versions_sensor", "lance_checks_after_maintenance",
            "lance_pool_limits", "lance_automation_sensor"}

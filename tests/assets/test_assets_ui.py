@@ -202,7 +202,8 @@ def test_graphql_lists_one_set_of_jobs_sensors_schedules(dev):
         schedules { name cronSchedule scheduleState { status } } } } } }""")["repositoriesOrError"]["nodes"]
     assert {j["name"] for j in node["jobs"]} - {"__ASSET_JOB"} == {
         "lance_maintain", "lance_append", "lance_delete", "lance_upsert", "lance_compact",
-        "lance_materialize_deletions", "lance_cleanup_old_versions", "lance_checks", "lance_write_change_feed",
+        "lance_materialize_deletions", "lance_optimize_indices", "lance_cleanup_old_versions", "lance_checks",
+        "lance_write_change_feed",
         "lance_observe"}
     assert {(s["name"], s["sensorState"]["status"]) for s in node["sensors"]} == {
         ("lance_compaction_sensor", "RUNNING"), ("lance_new_versions_sensor", "RUNNING"),

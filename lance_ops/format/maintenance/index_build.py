@@ -39,12 +39,31 @@ from ..commit import commit_transaction
 from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
+from ..index.cleanup import prune_empty_index_dirs
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
 from ..operations import CreateIndex
 from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan
 from ..store import ObjectStore
 from ..transaction import Transaction
+
+
+@dataclass(frozen=True)
+class OptimizeIndicesOptions:
+    """Options of ``optimize_indices`` as the engines (Spark, Dagster, the CLIs) expose them.
+
+    ``num_indices_to_merge`` is pylance's default (1: the newest segment and the new fragments
+    rebuilt as one segment; 0 adds a segment).  ``rows_per_task``: an engine's task, and a
+    segment, per group of new fragments of about that many rows (with ``num_indices_to_merge=0``;
+    a merge is one task per index); the in-process ``optimize_indices`` builds one task.
+    """
+
+    num_indices_to_merge: int = 1
+    rows_per_task: int | None = 1_000_000
+
+
+#: the defaults, for layers above that declare the same fields (Dagster config, argparse)
+OPTIMIZE_INDICES_DEFAULTS = OptimizeIndicesOptions()
 
 
 @dataclass(frozen=True)
@@ -248,6 +267,13 @@ def plan_optimize_indices(
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
 
+def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
+    """Names of the user indices of ``manifest`` whose kind ``optimize_indices`` extends
+    (the others stay as they are, whatever their coverage)."""
+    names = {i.name for i in user_indices(_indices(manifest)) if i.kind in SEGMENT_KINDS}
+    return tuple(sorted(names))
+
+
 def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
     """The newest ``num`` segments; for scalar kinds with stable row ids (and ``num > 0``) also
     every older one covering a fragment that has a deletion file -- an update tombstones a row and rewrites it
@@ -308,6 +334,18 @@ def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) 
     )
 
 
+def discard_index_segments(store: ObjectStore, segments: Sequence[IndexMetadata]) -> None:
+    """Remove the files (and emptied directories) of built segments that will not be committed
+    (a failed sibling task; a failed commit removes its own, :mod:`lance_ops.format.orphans`)."""
+    removed = []
+    for seg in segments:
+        for f in seg.files or ():
+            rel = f"{seg.directory}/{f.path}"
+            store.delete(rel)
+            removed.append(rel)
+    prune_empty_index_dirs(store, removed)
+
+
 def commit_index_build(
     store: ObjectStore,
     plan: IndexBuildPlan,
@@ -338,8 +376,6 @@ def build_indices(
         for task in plan.tasks:
             done.append(execute_index_task(store, manifest, task))
     except BaseException:
-        for seg in done:
-            for f in seg.files or ():
-                store.delete(f"{seg.directory}/{f.path}")
+        discard_index_segments(store, done)
         raise
     return commit_index_build(store, plan, done, handler=handler, known=manifest)
