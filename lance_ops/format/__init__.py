@@ -58,6 +58,7 @@ from .operations import (
     UpdateConfig,
 )
 from .refs import BranchError, RefError, TagError, Tags
+from .results import DeleteResult, UpdateResult
 from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT
 from .schema import LanceSchema
 from .transaction import Transaction
@@ -69,6 +70,8 @@ __all__ = [
     "COMPACTION_DEFAULTS",
     "CREATED_AT",
     "CompactionMetrics",
+    "DeleteResult",
+    "UpdateResult",
     "DEFAULT_MAX_ROWS_PER_FILE",
     "META_COLUMNS",
     "ROW_ADDR",

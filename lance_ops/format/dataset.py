@@ -51,6 +51,7 @@ from .refs import (
     normalize_branch,
     resolve_reference,
 )
+from .results import DeleteResult, UpdateResult
 from .scan import DEFAULT_BATCH_SIZE, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -222,22 +223,19 @@ class LanceDataset:
 
     def create_scalar_index(
         self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
-    ) -> "LanceDataset":
+    ) -> None:
         """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
-        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it.
-
-        pylance updates its handle in place and returns None; lance_ops handles are versions, so
-        the new version is returned.
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
+        the handle moves to the new version (as pylance's).
 
         Raises:
             UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
             SchemaError: no such column.
             InvalidArgumentError: ``replace=False`` and an index of that name exists.
         """
+        self._check_mutable()
         plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        assert manifest is not None
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     def create_index(
         self,
@@ -248,33 +246,32 @@ class LanceDataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
-    ) -> "LanceDataset":
+    ) -> None:
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
-        on a sample, as pylance 14 samples) over every fragment and commit it; returns the new
-        version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+        on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
+        to the new version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.
             SchemaError: no such column.
             InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
         """
+        self._check_mutable()
         plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
                                  num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        assert manifest is not None
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     def optimize_indices(
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
-    ) -> "LanceDataset":
+    ) -> None:
         """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
         BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
         codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
-        segments with the new fragments as one.  Other kinds are left as they are.  Returns the
-        new version (self if there was nothing to do)."""
+        segments with the new fragments as one.  Other kinds are left as they are.  The handle
+        moves to the new version (it stays where it is when there was nothing to do)."""
+        self._check_mutable()
         plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        return self if manifest is None else LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     @property
     def has_index(self) -> bool:
@@ -377,24 +374,50 @@ class LanceDataset:
         )
 
     # ------------------------------------------------------------ mutations
-    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
+    def _advance(self, manifest: Manifest | None) -> None:
+        """Move this handle to ``manifest``, the version a mutation just committed (pylance's
+        handles move in place); None (nothing was committed) leaves it where it is.
+
+        Every mutating method calls it once after its commit: ``self._advance(manifest)``.
+        """
+        if manifest is None:
+            return
+        self._manifest = manifest
+        self._scheme = self._handler.cached_scheme() or self._scheme
+
+    def _check_mutable(self) -> None:
+        """Refuse to commit from a detached version (outside the lineage); a checkout of an older
+        version of the lineage commits on top of the latest, through the conflict checks, as
+        pylance's does."""
         if is_detached_version(self.version):
             raise UnsupportedFeatureError(
                 f"{self.uri}: version {self.version} is detached (outside the lineage); lance_ops commits on "
                 "top of the latest version only: open the latest version to change the dataset"
             )
+
+    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> Manifest:
+        """Commit ``operation`` read at this handle's version and move the handle to the result."""
+        self._check_mutable()
         txn = Transaction(self.version, operation, properties=dict(properties or {}))
         manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(manifest)
+        return manifest
 
-    def delete(self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
-        """Delete the rows matching ``predicate``; returns the new version (self if nothing matched)."""
+    def delete(
+        self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None
+    ) -> DeleteResult:
+        """Delete the rows matching ``predicate`` and move the handle to the new version (one is
+        committed also when nothing matched, as pylance's).
+
+        Returns:
+            ``{"num_deleted_rows": n}``, as pylance's ``DeleteResult``.
+        """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        self._check_mutable()
         self._handler.check_writable()
         updated, removed, total = plan_delete(self._store, self._manifest, predicate)
-        if total == 0:
-            return self
-        return self._commit(Delete(updated, removed, str(predicate)), transaction_properties)
+        self._commit(Delete(updated, removed, str(predicate)), transaction_properties)
+        return DeleteResult(num_deleted_rows=total)
 
     def update(
         self,
@@ -403,23 +426,27 @@ class LanceDataset:
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         transaction_properties: Mapping[str, str] | None = None,
-    ) -> "LanceDataset":
-        """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None).
+    ) -> UpdateResult:
+        """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None)
+        and move the handle to the new version (committed also when nothing matched, as pylance).
 
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
+
+        Returns:
+            ``{"num_rows_updated": n}``, as pylance's ``UpdateResult``.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        self._check_mutable()
         self._handler.check_writable()
         removed, updated, new, total = plan_update(
             self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
         )
-        if total == 0:
-            return self
         field_ids = [self.lance_schema.field(n).id for n in values]
-        return self._commit(
+        self._commit(
             Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids), transaction_properties
         )
+        return UpdateResult(num_rows_updated=total)
 
     def merge_insert(
         self,
@@ -429,30 +456,33 @@ class LanceDataset:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     ) -> MergeInsertBuilder:
         """A merge_insert builder on the key column(s) ``on``, as pylance's
-        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``).
+        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``); ``execute``
+        moves this handle to the version it commits.
 
         lance_ops-specific: ``target_filter`` restricts the target rows that can match (or be
         deleted as not matched by source) to those it selects; ``max_rows_per_file`` caps the
-        new data files.  The handle is not moved to the new version (see
-        :class:`MergeInsertBuilder`).
+        new data files.
         """
-        if is_detached_version(self.version):
-            raise UnsupportedFeatureError(f"{self.uri}: version {self.version} is detached; open the latest version "
-                                          "to change the dataset")
+        self._check_mutable()
         return MergeInsertBuilder(self._store, self._manifest, self._handler, on, target_filter=target_filter,
-                                  max_rows_per_file=max_rows_per_file)
+                                  max_rows_per_file=max_rows_per_file, on_commit=self._advance)
 
-    def restore(self, version: int | None = None) -> "LanceDataset":
-        """Make ``version`` (default: the checked-out one) the latest, as a new version."""
+    def restore(self, version: int | None = None) -> None:
+        """Make ``version`` (default: the checked-out one, as pylance's ``restore()``) the latest,
+        as a new version, and move the handle to it."""
         target = self.version if version is None else version
         self._handler.read_manifest(target)  # must exist
         txn = Transaction(self.latest_version, Restore(target))
-        manifest = commit_transaction(self._store, txn, handler=self._handler)
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(commit_transaction(self._store, txn, handler=self._handler))
 
-    def update_config(self, upsert_values: Mapping[str, str | None]) -> "LanceDataset":
+    def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
-        None removes the key, as in pylance."""
+        None removes the key; ``replace=True`` makes ``upsert_values`` the whole config, as in
+        pylance.  The handle moves to the new version.
+
+        Returns:
+            the config of the new version.
+        """
         if not isinstance(upsert_values, Mapping):
             raise ArgumentTypeError(f"update_config takes a mapping of str to str or None, got {type(upsert_values).__name__}")
         upserts: dict[str, str] = {}
@@ -466,12 +496,15 @@ class LanceDataset:
                 upserts[k] = v
             else:
                 raise ArgumentTypeError(f"config value of {k!r} must be a string or None (remove), got {type(v).__name__} {v!r}")
-        return self._commit(UpdateConfig(upserts, removes))
+        if replace:
+            removes = [k for k in self._manifest.config if k not in upserts]
+        return dict(self._commit(UpdateConfig(upserts, removes)).config)
 
-    def delete_config_keys(self, keys: Sequence[str]) -> "LanceDataset":
+    def delete_config_keys(self, keys: Sequence[str]) -> None:
+        """Remove config keys (as pylance); the handle moves to the new version."""
         if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
             raise ArgumentTypeError(f"delete_config_keys takes a list of key strings, got {keys!r}")
-        return self._commit(UpdateConfig({}, list(keys)))
+        self._commit(UpdateConfig({}, list(keys)))
 
     # ---------------------------------------------------------- maintenance
     @property
@@ -480,11 +513,20 @@ class LanceDataset:
         return _Optimize(self)
 
     def compact_files(self, **options: Any) -> CompactionMetrics:
-        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+        """In-process compaction (options as pylance ``compact_files``); the handle moves to the
+        version it commits (it stays where it is when nothing was compacted or on ``dry_run``).
+
+        Returns:
+            CompactionMetrics (``version``: the committed version, None if none).
+        """
         if not options.get("dry_run"):
+            self._check_mutable()
             self._handler.check_writable()  # before any task writes a file
-        return compact_files(self._manifest, self.uri, storage_options=self._storage_options,
-                             manifest_store=self._handler.manifest_store, **options)
+        metrics = compact_files(self._manifest, self.uri, storage_options=self._storage_options,
+                                manifest_store=self._handler.manifest_store, **options)
+        if metrics.version is not None and not metrics.dry_run:
+            self._advance(self._handler.read_manifest(metrics.version).manifest)
+        return metrics
 
     def materialize_deletions(
         self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
@@ -801,14 +843,15 @@ class _Optimize:
     def __init__(self, ds: LanceDataset) -> None:
         self._ds = ds
 
-    def compact_files(self, **options: Any) -> Any:
-        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+    def compact_files(self, **options: Any) -> CompactionMetrics:
+        """In-process compaction (options as pylance ``compact_files``); moves the handle to the
+        new version; returns CompactionMetrics."""
         return self._ds.compact_files(**options)
 
-    def optimize_indices(self, **kwargs: Any) -> "LanceDataset":
+    def optimize_indices(self, **kwargs: Any) -> None:
         """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
-        returns the new version."""
-        return self._ds.optimize_indices(**kwargs)
+        moves the handle to the new version."""
+        self._ds.optimize_indices(**kwargs)
 
 
 def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
