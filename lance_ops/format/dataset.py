@@ -1,7 +1,9 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +24,7 @@ from .errors import (
     ArgumentTypeError,
     DatasetAlreadyExistsError,
     InvalidArgumentError,
+    RetryableCommitConflictError,
     UnsupportedFeatureError,
 )
 from .fragment import FragmentMetadata
@@ -398,26 +401,60 @@ class LanceDataset:
     def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> Manifest:
         """Commit ``operation`` read at this handle's version and move the handle to the result."""
         self._check_mutable()
-        txn = Transaction(self.version, operation, properties=dict(properties or {}))
-        manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
+        manifest = self._commit_on(self._manifest, operation, properties)
         self._advance(manifest)
         return manifest
 
+    def _retrying(
+        self, attempt: Callable[[Manifest], Manifest], conflict_retries: int, retry_timeout: timedelta
+    ) -> None:
+        """Run ``attempt`` (plan on a manifest, then commit on top of it) and move the handle to
+        the version it commits; a retryable conflict plans again on the latest version, up to
+        ``conflict_retries`` times within ``retry_timeout`` (pylance's ``delete`` / ``update``)."""
+        self._check_mutable()
+        self._handler.check_writable()
+        deadline = time.monotonic() + retry_timeout.total_seconds()
+        manifest = self._manifest
+        for retry in itertools.count():
+            try:
+                self._advance(attempt(manifest))
+                return
+            except RetryableCommitConflictError:
+                if retry >= conflict_retries or time.monotonic() > deadline:
+                    raise
+            manifest, _ = checkout_manifest(self._store, None, self._handler)
+
+    def _commit_on(
+        self, manifest: Manifest, operation: Any, properties: Mapping[str, str] | None
+    ) -> Manifest:
+        txn = Transaction(manifest.version, operation, properties=dict(properties or {}))
+        return commit_transaction(self._store, txn, handler=self._handler, known=manifest)
+
     def delete(
-        self, predicate: pc.Expression, *, transaction_properties: Mapping[str, str] | None = None
+        self,
+        predicate: pc.Expression,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+        transaction_properties: Mapping[str, str] | None = None,
     ) -> DeleteResult:
         """Delete the rows matching ``predicate`` and move the handle to the new version (one is
-        committed also when nothing matched, as pylance's).
+        committed also when nothing matched, as pylance's).  A retryable conflict deletes again
+        from the latest version (``conflict_retries``, ``retry_timeout`` as pylance's).
 
         Returns:
             ``{"num_deleted_rows": n}``, as pylance's ``DeleteResult``.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
-        self._check_mutable()
-        self._handler.check_writable()
-        updated, removed, total = plan_delete(self._store, self._manifest, predicate)
-        self._commit(Delete(updated, removed, str(predicate)), transaction_properties)
-        return DeleteResult(num_deleted_rows=total)
+        deleted = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal deleted
+            updated, removed, deleted = plan_delete(self._store, manifest, predicate)
+            return self._commit_on(manifest, Delete(updated, removed, str(predicate)), transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return DeleteResult(num_deleted_rows=deleted)
 
     def update(
         self,
@@ -425,10 +462,13 @@ class LanceDataset:
         where: pc.Expression | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
         transaction_properties: Mapping[str, str] | None = None,
     ) -> UpdateResult:
         """Set columns to expressions or scalars on the rows matching ``where`` (all rows if None)
         and move the handle to the new version (committed also when nothing matched, as pylance).
+        A retryable conflict updates again from the latest version, as pylance's.
 
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
@@ -437,16 +477,19 @@ class LanceDataset:
             ``{"num_rows_updated": n}``, as pylance's ``UpdateResult``.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
-        self._check_mutable()
-        self._handler.check_writable()
-        removed, updated, new, total = plan_update(
-            self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
-        )
-        field_ids = [self.lance_schema.field(n).id for n in values]
-        self._commit(
-            Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids), transaction_properties
-        )
-        return UpdateResult(num_rows_updated=total)
+        updated_rows = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal updated_rows
+            removed, updated, new, updated_rows = plan_update(
+                self._store, manifest, values, where, max_rows_per_file=max_rows_per_file
+            )
+            field_ids = [manifest.schema.field(n).id for n in values]
+            op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids)
+            return self._commit_on(manifest, op, transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return UpdateResult(num_rows_updated=updated_rows)
 
     def merge_insert(
         self,
