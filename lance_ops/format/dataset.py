@@ -311,12 +311,20 @@ class LanceDataset:
         )
 
     # ---------------------------------------------------------------- reads
+    def _pinned(self) -> "LanceDataset":
+        """A copy of this handle that a later mutation of this one does not move (fragments and
+        scanners read the version they were made from, as pylance's)."""
+        out = object.__new__(LanceDataset)
+        out.__dict__.update(self.__dict__)
+        return out
+
     def get_fragments(self) -> list[LanceFragment]:
-        return [LanceFragment(self, f) for f in self._manifest.fragments]
+        pinned = self._pinned()
+        return [LanceFragment(pinned, f) for f in self._manifest.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         f = self._manifest.fragment(fragment_id)
-        return LanceFragment(self, f) if f is not None else None
+        return LanceFragment(self._pinned(), f) if f is not None else None
 
     def count_rows(self, filter: pc.Expression | None = None) -> int:
         if filter is None:
@@ -679,7 +687,7 @@ class LanceDataset:
         return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | None = None, **kw: Any) -> "Scanner":
-        return Scanner(self, columns, filter, kw)
+        return Scanner(self._pinned(), columns, filter, kw)
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"

@@ -193,3 +193,12 @@ def test_a_failed_mutation_leaves_the_handle(impl, ten):
     with pytest.raises(bad, match="nope"):
         ds.delete(impl.where("nope = 1", pc.field("nope") == 1))
     assert ds.version == ds.latest_version == 1 and ds.count_rows() == 10
+
+
+def test_scanners_and_fragments_keep_the_version_they_came_from(impl, ten):
+    ds = ten
+    scanner = ds.scanner(columns=["a"])
+    fragment = ds.get_fragments()[0]
+    ds.delete(impl.where("a < 5", pc.field("a") < 5))
+    assert ds.count_rows() == 5
+    assert scanner.to_table().num_rows == 10 and fragment.count_rows() == 3
