@@ -103,6 +103,9 @@ def test_config_calls_move_the_handle(impl, ten):
     assert ds.version == 4
     cfg = ds.config() if impl.lib is lance else ds.config
     assert cfg == {}
+    ds.update_config({"k": "v", "j": "w"})
+    assert ds.update_config({"z": "1", "k": None}, replace=True) == {"z": "1"}  # the whole config
+    assert ds.version == 6
 
 
 def test_delete_then_compact_files_on_the_same_handle(impl, ten):

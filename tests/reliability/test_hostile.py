@@ -223,8 +223,11 @@ def test_transaction_file_name_outside_transactions(uri, name):
             lf.dataset(uri)
         assert info.value.path == path
     else:  # no transaction at all: a concurrent commit cannot check it, and must redo its work
+        stale = lf.dataset(uri, version=2)
         with pytest.raises(lf.RetryableCommitConflictError):
-            lf.dataset(uri, version=2).delete(pc.field("id") == 6001)
+            stale.delete(pc.field("id") == 6001, conflict_retries=0)
+        assert stale.delete(pc.field("id") == 6001) == {"num_deleted_rows": 1}  # redone on version 3
+        assert stale.version == 4
 
 
 # --------------------------------------------------------------------- deletion files
