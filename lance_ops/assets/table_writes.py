@@ -86,5 +86,4 @@ def merge(uri: str, table: pa.Table, on: Sequence[str], *, where: pc.Expression 
     stats = (ds.merge_insert(list(on), target_filter=where, max_rows_per_file=max_rows_per_file)
              .when_matched_update_all().when_not_matched_insert_all()
              .execute(table, transaction_properties=properties))
-    out = lf.dataset(uri, storage_options=storage_options, manifest_store=manifest_store)
-    return out, stats["num_updated_rows"], stats["num_inserted_rows"]
+    return ds, stats["num_updated_rows"], stats["num_inserted_rows"]  # ``execute`` moved ``ds`` to its commit

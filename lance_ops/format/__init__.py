@@ -69,6 +69,7 @@ from .operations import (
     UpdateConfig,
 )
 from .refs import BranchError, RefError, TagError, Tags
+from .results import DeleteResult, UpdateResult
 from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from .schema import LanceSchema
 from .sql import sql_expression, sql_filter, transpile_sql
@@ -82,6 +83,8 @@ __all__ = [
     "OPTIMIZE_INDICES_DEFAULTS",
     "CREATED_AT",
     "CompactionMetrics",
+    "DeleteResult",
+    "UpdateResult",
     "DEFAULT_MAX_ROWS_PER_FILE",
     "META_COLUMNS",
     "ROW_ADDR",

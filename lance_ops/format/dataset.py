@@ -1,7 +1,9 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +26,7 @@ from .errors import (
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    RetryableCommitConflictError,
     UnsupportedFeatureError,
 )
 from .evolve import NewColumns, plan_add_columns, plan_alter_columns, plan_drop_columns
@@ -56,6 +59,7 @@ from .refs import (
     normalize_branch,
     resolve_reference,
 )
+from .results import DeleteResult, UpdateResult
 from .scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
@@ -284,22 +288,19 @@ class LanceDataset:
 
     def create_scalar_index(
         self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
-    ) -> "LanceDataset":
+    ) -> None:
         """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
-        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it.
-
-        pylance updates its handle in place and returns None; lance_ops handles are versions, so
-        the new version is returned.
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
+        the handle moves to the new version (as pylance's).
 
         Raises:
             UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
             SchemaError: no such column.
             InvalidArgumentError: ``replace=False`` and an index of that name exists.
         """
+        self._check_mutable()
         plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        assert manifest is not None
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     def create_index(
         self,
@@ -310,33 +311,32 @@ class LanceDataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
-    ) -> "LanceDataset":
+    ) -> None:
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
-        on a sample, as pylance 14 samples) over every fragment and commit it; returns the new
-        version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+        on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
+        to the new version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.
             SchemaError: no such column.
             InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
         """
+        self._check_mutable()
         plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
                                  num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        assert manifest is not None
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     def optimize_indices(
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
-    ) -> "LanceDataset":
+    ) -> None:
         """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
         BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
         codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
-        segments with the new fragments as one.  Other kinds are left as they are.  Returns the
-        new version (self if there was nothing to do)."""
+        segments with the new fragments as one.  Other kinds are left as they are.  The handle
+        moves to the new version (it stays where it is when there was nothing to do)."""
+        self._check_mutable()
         plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
-        manifest = build_indices(self._store, self._manifest, plan, handler=self._handler)
-        return self if manifest is None else LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     @property
     def has_index(self) -> bool:
@@ -373,12 +373,20 @@ class LanceDataset:
         )
 
     # ---------------------------------------------------------------- reads
+    def _pinned(self) -> "LanceDataset":
+        """A copy of this handle that a later mutation of this one does not move (fragments and
+        scanners read the version they were made from, as pylance's)."""
+        out = object.__new__(LanceDataset)
+        out.__dict__.update(self.__dict__)
+        return out
+
     def get_fragments(self) -> list[LanceFragment]:
-        return [LanceFragment(self, f) for f in self._manifest.fragments]
+        pinned = self._pinned()
+        return [LanceFragment(pinned, f) for f in self._manifest.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         f = self._manifest.fragment(fragment_id)
-        return LanceFragment(self, f) if f is not None else None
+        return LanceFragment(self._pinned(), f) if f is not None else None
 
     def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
@@ -451,26 +459,84 @@ class LanceDataset:
         )
 
     # ------------------------------------------------------------ mutations
-    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> "LanceDataset":
+    def _advance(self, manifest: Manifest | None) -> None:
+        """Move this handle to ``manifest``, the version a mutation just committed (pylance's
+        handles move in place); None (nothing was committed) leaves it where it is.
+
+        Every mutating method calls it once after its commit: ``self._advance(manifest)``.
+        """
+        if manifest is None:
+            return
+        self._manifest = manifest
+        self._scheme = self._handler.cached_scheme() or self._scheme
+
+    def _check_mutable(self) -> None:
+        """Refuse to commit from a detached version (outside the lineage); a checkout of an older
+        version of the lineage commits on top of the latest, through the conflict checks, as
+        pylance's does."""
         if is_detached_version(self.version):
             raise UnsupportedFeatureError(
                 f"{self.uri}: version {self.version} is detached (outside the lineage); lance_ops commits on "
                 "top of the latest version only: open the latest version to change the dataset"
             )
-        txn = Transaction(self.version, operation, properties=dict(properties or {}))
-        manifest = commit_transaction(self._store, txn, handler=self._handler, known=self._manifest)
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
 
-    def delete(self, predicate: pc.Expression | str, *,
-               transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
-        """Delete the rows matching ``predicate`` (SQL or an Expression); returns the new version
-        (self if nothing matched)."""
-        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> Manifest:
+        """Commit ``operation`` read at this handle's version and move the handle to the result."""
+        self._check_mutable()
+        manifest = self._commit_on(self._manifest, operation, properties)
+        self._advance(manifest)
+        return manifest
+
+    def _retrying(
+        self, attempt: Callable[[Manifest], Manifest], conflict_retries: int, retry_timeout: timedelta
+    ) -> None:
+        """Run ``attempt`` (plan on a manifest, then commit on top of it) and move the handle to
+        the version it commits; a retryable conflict plans again on the latest version, up to
+        ``conflict_retries`` times within ``retry_timeout`` (pylance's ``delete`` / ``update``)."""
+        self._check_mutable()
         self._handler.check_writable()
-        updated, removed, total = plan_delete(self._store, self._manifest, predicate)
-        if total == 0:
-            return self
-        return self._commit(Delete(updated, removed, str(predicate)), transaction_properties)
+        deadline = time.monotonic() + retry_timeout.total_seconds()
+        manifest = self._manifest
+        for retry in itertools.count():
+            try:
+                self._advance(attempt(manifest))
+                return
+            except RetryableCommitConflictError:
+                if retry >= conflict_retries or time.monotonic() > deadline:
+                    raise
+            manifest, _ = checkout_manifest(self._store, None, self._handler)
+
+    def _commit_on(
+        self, manifest: Manifest, operation: Any, properties: Mapping[str, str] | None
+    ) -> Manifest:
+        txn = Transaction(manifest.version, operation, properties=dict(properties or {}))
+        return commit_transaction(self._store, txn, handler=self._handler, known=manifest)
+
+    def delete(
+        self,
+        predicate: pc.Expression | str,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching ``predicate`` and move the handle to the new version (one is
+        committed also when nothing matched, as pylance's).  A retryable conflict deletes again
+        from the latest version (``conflict_retries``, ``retry_timeout`` as pylance's).
+
+        Returns:
+            ``{"num_deleted_rows": n}``, as pylance's ``DeleteResult``.
+        """
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        deleted = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal deleted
+            updated, removed, deleted = plan_delete(self._store, manifest, predicate)
+            return self._commit_on(manifest, Delete(updated, removed, str(predicate)), transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return DeleteResult(num_deleted_rows=deleted)
 
     def update(
         self,
@@ -478,25 +544,35 @@ class LanceDataset:
         where: pc.Expression | str | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
         transaction_properties: Mapping[str, str] | None = None,
-    ) -> "LanceDataset":
+    ) -> UpdateResult:
         """Set columns to SQL expressions (``{"b": "b + 1"}``, as pylance), Expressions or scalars
-        on the rows matching ``where`` (SQL or an Expression; all rows if None).
+        on the rows matching ``where`` (SQL or an Expression; all rows if None) and move the
+        handle to the new version (committed also when nothing matched, as pylance).  A retryable
+        conflict updates again from the latest version, as pylance's.
 
         With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
         ``_row_last_updated_at_version`` becomes the new version.
+
+        Returns:
+            ``{"num_rows_updated": n}``, as pylance's ``UpdateResult``.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
-        self._handler.check_writable()
-        removed, updated, new, total = plan_update(
-            self._store, self._manifest, values, where, max_rows_per_file=max_rows_per_file
-        )
-        if total == 0:
-            return self
-        field_ids = [self.lance_schema.field(n).id for n in values]
-        return self._commit(
-            Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids), transaction_properties
-        )
+        updated_rows = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal updated_rows
+            removed, updated, new, updated_rows = plan_update(
+                self._store, manifest, values, where, max_rows_per_file=max_rows_per_file
+            )
+            field_ids = [manifest.schema.field(n).id for n in values]
+            op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids)
+            return self._commit_on(manifest, op, transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return UpdateResult(num_rows_updated=updated_rows)
 
     def merge_insert(
         self,
@@ -506,30 +582,33 @@ class LanceDataset:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     ) -> MergeInsertBuilder:
         """A merge_insert builder on the key column(s) ``on``, as pylance's
-        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``).
+        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``); ``execute``
+        moves this handle to the version it commits.
 
         lance_ops-specific: ``target_filter`` restricts the target rows that can match (or be
         deleted as not matched by source) to those it selects; ``max_rows_per_file`` caps the
-        new data files.  The handle is not moved to the new version (see
-        :class:`MergeInsertBuilder`).
+        new data files.
         """
-        if is_detached_version(self.version):
-            raise UnsupportedFeatureError(f"{self.uri}: version {self.version} is detached; open the latest version "
-                                          "to change the dataset")
+        self._check_mutable()
         return MergeInsertBuilder(self._store, self._manifest, self._handler, on, target_filter=target_filter,
-                                  max_rows_per_file=max_rows_per_file)
+                                  max_rows_per_file=max_rows_per_file, on_commit=self._advance)
 
-    def restore(self, version: int | None = None) -> "LanceDataset":
-        """Make ``version`` (default: the checked-out one) the latest, as a new version."""
+    def restore(self, version: int | None = None) -> None:
+        """Make ``version`` (default: the checked-out one, as pylance's ``restore()``) the latest,
+        as a new version, and move the handle to it."""
         target = self.version if version is None else version
         self._handler.read_manifest(target)  # must exist
         txn = Transaction(self.latest_version, Restore(target))
-        manifest = commit_transaction(self._store, txn, handler=self._handler)
-        return LanceDataset._from_manifest(self._store, manifest, self._handler)
+        self._advance(commit_transaction(self._store, txn, handler=self._handler))
 
-    def update_config(self, upsert_values: Mapping[str, str | None]) -> "LanceDataset":
+    def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
-        None removes the key, as in pylance."""
+        None removes the key; ``replace=True`` makes ``upsert_values`` the whole config, as in
+        pylance.  The handle moves to the new version.
+
+        Returns:
+            the config of the new version.
+        """
         if not isinstance(upsert_values, Mapping):
             raise ArgumentTypeError(f"update_config takes a mapping of str to str or None, got {type(upsert_values).__name__}")
         upserts: dict[str, str] = {}
@@ -543,18 +622,20 @@ class LanceDataset:
                 upserts[k] = v
             else:
                 raise ArgumentTypeError(f"config value of {k!r} must be a string or None (remove), got {type(v).__name__} {v!r}")
-        return self._commit(UpdateConfig(upserts, removes))
+        if replace:
+            removes = [k for k in self._manifest.config if k not in upserts]
+        return dict(self._commit(UpdateConfig(upserts, removes)).config)
 
-    def delete_config_keys(self, keys: Sequence[str]) -> "LanceDataset":
+    def delete_config_keys(self, keys: Sequence[str]) -> None:
+        """Remove config keys (as pylance); the handle moves to the new version."""
         if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
             raise ArgumentTypeError(f"delete_config_keys takes a list of key strings, got {keys!r}")
-        return self._commit(UpdateConfig({}, list(keys)))
+        self._commit(UpdateConfig({}, list(keys)))
 
     # ------------------------------------------------------ schema evolution
     def _evolve(self, operation: Operation) -> None:
         """Commit a schema change and move this handle to the new version (as pylance)."""
-        moved = self._commit(operation)
-        self._manifest, self._handler = moved._manifest, moved._handler
+        self._commit(operation)
 
     def add_columns(
         self,
@@ -597,17 +678,21 @@ class LanceDataset:
         return _Optimize(self)
 
     def compact_files(self, **options: Any) -> CompactionMetrics:
-        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics.
+        """In-process compaction (options as pylance ``compact_files``); the handle moves to the
+        version it commits (it stays where it is when nothing was compacted or on ``dry_run``).
 
-        pylance's ``num_threads``, ``batch_size`` and ``max_bytes_per_file`` are checked and
-        ignored: lance_ops compacts in one thread (Spark spreads tasks), streams by its own batch
-        size and cuts files by ``target_rows_per_fragment`` only.
+        Returns:
+            CompactionMetrics (``version``: the committed version, None if none).
         """
         _pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
         if not options.get("dry_run"):
+            self._check_mutable()
             self._handler.check_writable()  # before any task writes a file
-        return compact_files(self._manifest, self.uri, storage_options=self._storage_options,
-                             manifest_store=self._handler.manifest_store, **options)
+        metrics = compact_files(self._manifest, self.uri, storage_options=self._storage_options,
+                                manifest_store=self._handler.manifest_store, **options)
+        if metrics.version is not None and not metrics.dry_run:
+            self._advance(self._handler.read_manifest(metrics.version).manifest)
+        return metrics
 
     def materialize_deletions(
         self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
@@ -717,12 +802,12 @@ class LanceDataset:
         return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
 
     # ------------------------------------------------ pylance surface (issue 24)
-    def insert(self, data: Any, *, mode: WriteMode = "append", **kwargs: Any) -> "LanceDataset":
+    def insert(self, data: Any, *, mode: WriteMode = "append", **kwargs: Any) -> None:
         """Write ``data`` into this dataset (``write_dataset(data, self, mode=mode, **kwargs)``), as
-        pylance's ``insert``; returns the new version (this handle stays where it is)."""
+        pylance's ``insert``; the handle moves to the new version."""
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
-        return write_dataset(data, self.uri, mode=mode, **kwargs)
+        self._advance(write_dataset(data, self.uri, mode=mode, **kwargs).manifest)
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names
@@ -742,7 +827,7 @@ class LanceDataset:
         ``replace`` the given keys become the whole metadata.
 
         Returns:
-            the new version's schema metadata (this handle stays at its version).
+            the new version's schema metadata (the handle moves to the new version).
         """
         if not isinstance(values, Mapping):
             raise ArgumentTypeError(f"update_schema_metadata takes a mapping of str to str or None, "
@@ -750,8 +835,8 @@ class LanceDataset:
         for k, v in values.items():
             if not isinstance(k, str) or not (v is None or isinstance(v, str)):
                 raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
-        new = self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
-        return {k: bytes(v).decode() for k, v in new.lance_schema.metadata.items()}
+        self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
+        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
 
     def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
         """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
@@ -763,7 +848,7 @@ class LanceDataset:
         return LanceStats(self)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **kw: Any) -> "Scanner":
-        return Scanner(self, columns, filter, kw)
+        return Scanner(self._pinned(), columns, filter, kw)
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -1044,14 +1129,15 @@ class _Optimize:
     def __init__(self, ds: LanceDataset) -> None:
         self._ds = ds
 
-    def compact_files(self, **options: Any) -> Any:
-        """In-process compaction (options as pylance ``compact_files``); returns CompactionMetrics."""
+    def compact_files(self, **options: Any) -> CompactionMetrics:
+        """In-process compaction (options as pylance ``compact_files``); moves the handle to the
+        new version; returns CompactionMetrics."""
         return self._ds.compact_files(**options)
 
-    def optimize_indices(self, **kwargs: Any) -> "LanceDataset":
+    def optimize_indices(self, **kwargs: Any) -> None:
         """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
-        returns the new version."""
-        return self._ds.optimize_indices(**kwargs)
+        moves the handle to the new version."""
+        self._ds.optimize_indices(**kwargs)
 
 
 def _sql_translator() -> Any:

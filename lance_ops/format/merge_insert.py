@@ -32,7 +32,7 @@ Matched rows move to new fragments (pylance does the same): they keep ``_rowid``
 row matched by several source rows is an :class:`~.errors.AmbiguousMergeInsertError`.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -469,18 +469,19 @@ class MergeInsertBuilder:
     """``LanceDataset.merge_insert(on)``: pylance's builder (``when_*`` clauses, then ``execute``).
 
     Conditions are SQL strings as pylance takes them (``"target.x < source.x"``) or
-    ``pyarrow.compute.Expression``s.  Unlike pylance, ``execute`` does not move the handle it
-    was called on to the new version (lance_ops handles are pinned to one version): reopen it
-    (``lf.dataset(uri)`` or ``ds.checkout_latest()``) to read the result.
+    ``pyarrow.compute.Expression``s.  As pylance's, ``execute`` moves the handle the builder
+    came from to the version it commits (``on_commit`` receives that version's manifest).
     """
 
     def __init__(self, store: ObjectStore, manifest: Manifest, handler: CommitHandler, on: Any, *,
                  target_filter: pc.Expression | str | None = None,
-                 max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
+                 max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+                 on_commit: Callable[[Manifest], None] | None = None) -> None:
         target_filter = resolve_filter(manifest.schema, target_filter, "merge_insert target_filter")
         self._store, self._manifest, self._handler = store, manifest, handler
         self._params = MergeInsertParams(tuple(check_keys(store.uri, manifest, on)), target_filter=target_filter)
         self._max_rows_per_file = max_rows_per_file
+        self._on_commit = on_commit
 
     def _with(self, **changes: Any) -> "MergeInsertBuilder":
         self._params = replace(self._params, **changes)
@@ -513,7 +514,8 @@ class MergeInsertBuilder:
 
     def execute(self, data: Any, *, schema: pa.Schema | None = None,
                 transaction_properties: Mapping[str, str] | None = None) -> dict[str, int]:
-        """Merge ``data`` and commit one ``Update`` (also when nothing changed, as pylance).
+        """Merge ``data``, commit one ``Update`` (also when nothing changed, as pylance) and move the
+        handle the builder came from to it.
 
         Returns:
             ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}``.
@@ -521,6 +523,8 @@ class MergeInsertBuilder:
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
         results = plan_merge_insert(self._store, self._manifest, self._params, data, schema=schema,
                                     max_rows_per_file=self._max_rows_per_file)
-        commit_merge_insert(self._store, self._manifest, results, handler=self._handler,
-                            properties=transaction_properties)
+        manifest = commit_merge_insert(self._store, self._manifest, results, handler=self._handler,
+                                       properties=transaction_properties)
+        if self._on_commit is not None:
+            self._on_commit(manifest)
         return merge_stats(results)

@@ -28,8 +28,8 @@ def build_history(uri: str) -> int:
     """v1 create, v2 append, v3 delete, v4 update, v5-v6 compaction (maintenance only)."""
     ds = lf.write_dataset(simple_table(0, 300), uri, enable_stable_row_ids=True, max_rows_per_file=100)
     ds = lf.write_dataset(simple_table(300, 100), uri, mode="append")
-    ds = ds.delete(pc.field("id") < 50)
-    ds = ds.update({"val": "'changed'"}, where=(pc.field("id") >= 290) & (pc.field("id") < 310))
+    ds.delete(pc.field("id") < 50)
+    ds.update({"val": "'changed'"}, where=(pc.field("id") >= 290) & (pc.field("id") < 310))
     ds.compact_files(target_rows_per_fragment=10_000)
     return lf.dataset(uri).version
 

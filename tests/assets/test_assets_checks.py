@@ -106,7 +106,8 @@ def test_changed_rows_after_compaction_fail_compaction_preserves_rows(healthy, t
 
 def test_rewrite_leaving_deletion_files_fails_deletions_materialized(healthy, tmp_path):
     d, defs = copy_of(healthy, tmp_path)
-    ds = lf.dataset(d.uri).delete(pc.field("id") < 100)  # the fragment gets a deletion file
+    ds = lf.dataset(d.uri)
+    ds.delete(pc.field("id") < 100)  # the fragment gets a deletion file
     (old,) = [f.metadata for f in ds.get_fragments() if f.metadata.deletion_file is not None]
     reserved = lf.commit(d.uri, lf.ReserveFragments(1), read_version=ds.version)
     new_id = reserved.manifest.max_fragment_id

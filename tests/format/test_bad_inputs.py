@@ -128,8 +128,8 @@ def test_value_and_type_errors_stay_catchable_as_builtins(ds):
 
 
 def test_update_config_none_removes_the_key_as_pylance(ds, tmp_path):
-    ds = ds.update_config({"a": "1", "b": "2"})
-    ds = ds.update_config({"a": None, "c": "3"})
+    assert ds.update_config({"a": "1", "b": "2"}) == {"a": "1", "b": "2"}
+    assert ds.update_config({"a": None, "c": "3"}) == {"b": "2", "c": "3"}
     assert ds.config == {"b": "2", "c": "3"}
     assert lance.dataset(ds.uri).config() == {"b": "2", "c": "3"}
     # pylance's own behaviour on a copy of the dataset, for the record

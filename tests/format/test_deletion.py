@@ -428,7 +428,8 @@ def test_delete_across_evaluation_groups_matches_pylance(tmp_path, monkeypatch):
     for name in ("ours", "theirs"):
         lance.write_dataset(t, str(tmp_path / name), max_rows_per_file=1000, enable_stable_row_ids=True)
         lance.dataset(str(tmp_path / name)).delete("id < 50 OR id = 1500")
-    ours = lf.dataset(str(tmp_path / "ours")).delete(
+    ours = lf.dataset(str(tmp_path / "ours"))
+    ours.delete(
         (pc.field("x") < 3) | ((pc.field("id") >= 2000) & (pc.field("id") < 3000))
     )
     lance.dataset(str(tmp_path / "theirs")).delete("x < 3 OR (id >= 2000 AND id < 3000)")
@@ -459,8 +460,10 @@ def test_delete_on_an_object_store_writes_through_the_pool(tmp_path, monkeypatch
     monkeypatch.setattr(mutate, "DELETE_WRITERS_REMOTE", 2)  # more fragments than slots in flight
     t = pa.table({"id": np.arange(6000, dtype=np.int64), "x": np.arange(6000, dtype=np.int64) % 7})
     pred = (pc.field("x") == 3) | (pc.field("id") < 1000)
-    remote = lf.write_dataset(t, f"memory://{uuid.uuid4().hex}", max_rows_per_file=500).delete(pred)
-    local = lf.write_dataset(t, str(tmp_path / "local"), max_rows_per_file=500).delete(pred)
+    remote = lf.write_dataset(t, f"memory://{uuid.uuid4().hex}", max_rows_per_file=500)
+    remote.delete(pred)
+    local = lf.write_dataset(t, str(tmp_path / "local"), max_rows_per_file=500)
+    local.delete(pred)
     assert remote.to_table().equals(local.to_table())
     assert [(f.id, f.num_deleted_rows) for f in remote.manifest.fragments] == [
         (f.id, f.num_deleted_rows) for f in local.manifest.fragments

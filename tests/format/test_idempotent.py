@@ -64,13 +64,18 @@ def test_idempotent_create_delete_update_and_commit(uri):
     a = lf.write_dataset(simple_table(0, 10), uri, transaction_properties=key("w", 1))
     b = lf.write_dataset(simple_table(0, 10), uri, transaction_properties=key("w", 1))  # not "already exists"
     assert a.version == b.version == 1
-    d = lf.dataset(uri).delete(pc.field("id") < 3, transaction_properties=key("w", 2))
+    d = lf.dataset(uri)
+    d.delete(pc.field("id") < 3, transaction_properties=key("w", 2))
     assert d.version == 2
     # a stale handle retrying the same delete after its first attempt committed: no new version
-    assert lf.dataset(uri, version=1).delete(pc.field("id") < 3, transaction_properties=key("w", 2)).version == 2
-    u = lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 5, transaction_properties=key("w", 3))
-    assert lf.dataset(uri).update({"val": "'x'"}, where=pc.field("id") == 5,
-                                  transaction_properties=key("w", 3)).version == u.version == 3
+    stale = lf.dataset(uri, version=1)
+    stale.delete(pc.field("id") < 3, transaction_properties=key("w", 2))
+    assert stale.version == 2  # moved to the earlier commit
+    u = lf.dataset(uri)
+    u.update({"val": "'x'"}, where=pc.field("id") == 5, transaction_properties=key("w", 3))
+    again = lf.dataset(uri)
+    again.update({"val": "'x'"}, where=pc.field("id") == 5, transaction_properties=key("w", 3))
+    assert again.version == u.version == 3
     frags = lf.write_fragments(simple_table(50, 2), uri)
     c1 = lf.commit(uri, lf.Append(frags), read_version=3, transaction_properties=key("w", 4))
     c2 = lf.commit(uri, lf.Append(frags), read_version=3, transaction_properties=key("w", 4))

@@ -346,7 +346,9 @@ def _recommit_all(src: ObjectStore, dst: ObjectStore, handler, *, crash_last: bo
 def _history(uri):
     lf.write_dataset(simple_table(0, 40), uri, max_rows_per_file=25)
     lf.write_dataset(simple_table(40, 10), uri, mode="append")
-    return lf.dataset(uri).delete(pc.field("id") < 5)
+    ds = lf.dataset(uri)
+    ds.delete(pc.field("id") < 5)
+    return ds
 
 
 def test_dataset_committed_through_the_handler_opens_in_pylance(tmp_path, mstore):

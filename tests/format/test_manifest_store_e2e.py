@@ -13,8 +13,8 @@ def test_e2e(tmp_path):
     uri, db = str(tmp_path / "ds"), str(tmp_path / "m.db")
     lf.write_dataset(simple_table(0, 40), uri, manifest_store=f"sqlite:///{db}")
     ds = lf.write_dataset(simple_table(40, 10), uri, mode="append", manifest_store=db)
-    ds = ds.delete(pc.field("id") < 5)
-    ds = ds.update({"score": pc.scalar(1.0)}, pc.field("id") == 7)
+    ds.delete(pc.field("id") < 5)
+    ds.update({"score": pc.scalar(1.0)}, pc.field("id") == 7)
     assert ds.version == 4 and ds.latest_version == 4
     ms = SQLiteManifestStore(db)
     assert ms.list_versions(base_uri_of(ObjectStore(uri))) == [1, 2, 3, 4]
@@ -22,7 +22,8 @@ def test_e2e(tmp_path):
     assert lance.dataset(uri).to_table().sort_by("id").equals(lf.dataset(uri, manifest_store=db).to_table().sort_by("id"))
     assert [v["version"] for v in ds.versions()] == [1, 2, 3, 4]
     assert ds.checkout_version(2).count_rows() == 50
-    r = lf.dataset(uri, manifest_store=ms).restore(2)
+    r = lf.dataset(uri, manifest_store=ms)
+    r.restore(2)
     assert r.version == 5 and ms.latest(base_uri_of(ObjectStore(uri))).version == 5
     c = lf.commit(uri, lf.Append(lf.write_fragments(simple_table(100, 3), uri)), read_version=5, manifest_store=ms)
     assert c.version == 6 and c.count_rows() == 53

@@ -73,7 +73,8 @@ def test_cleanup_on_main_never_deletes_what_a_branch_uses(tmp_path, stable):
     twin = str(tmp_path / "twin")  # built alike (a copy would keep base paths into ``uri``)
     build(twin, stable)
 
-    ds = lf.dataset(uri).delete(pc.field("id") < 40)
+    ds = lf.dataset(uri)
+    ds.delete(pc.field("id") < 40)
     ds.compact_files()
     stats = lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
     assert stats.old_versions > 0
@@ -112,11 +113,11 @@ def test_maintenance_on_a_branch_matches_pylance(tmp_path):
     d = lf.dataset(uri, branch="dev")
     assert d.branch == "dev" and d.version == 2 and d.uri.endswith(os.path.join("tree", "dev"))
     d = lf.write_dataset(simple_table(300, 4), d, mode="append")
-    d = d.delete(pc.field("id") < 10)
-    d = d.update({"val": "'U'"}, where=pc.field("id") == 20)
+    d.delete(pc.field("id") < 10)
+    d.update({"val": "'U'"}, where=pc.field("id") == 20)
     d.compact_files()
     d = lf.dataset(uri, branch="dev")
-    d = d.delete(pc.field("id") < 15)
+    d.delete(pc.field("id") < 15)
     d.materialize_deletions(threshold=0.01)
 
     p = lance.dataset(twin, version="release").checkout_version(("dev", None))

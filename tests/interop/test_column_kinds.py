@@ -80,10 +80,12 @@ def blobs(lib, uri: str, column: str = "blob") -> list:
 
 def maintain_ours(uri: str, nulls: dict[str, pa.DataType]) -> None:
     ds = lf.dataset(uri)
-    ds = ds.delete(pc.field("id").isin([1, 2, 13]))
+    ds.delete(pc.field("id").isin([1, 2, 13]))
     for k, (col, typ) in enumerate(nulls.items()):  # a typed null of every type, one row each
-        ds = lf.dataset(uri).update({col: pa.scalar(None, typ)}, where=pc.field("id") == 4 + k)
-    ds = lf.dataset(uri).update({"id": pc.field("id") + 100}, where=pc.field("id") == 20)
+        ds = lf.dataset(uri)
+        ds.update({col: pa.scalar(None, typ)}, where=pc.field("id") == 4 + k)
+    ds = lf.dataset(uri)
+    ds.update({"id": pc.field("id") + 100}, where=pc.field("id") == 20)
     lf.dataset(uri).compact_files(target_rows_per_fragment=1000)
     lf.dataset(uri).delete(pc.field("id") < 8)
     lf.dataset(uri).materialize_deletions(threshold=0.05)

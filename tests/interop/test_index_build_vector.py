@@ -176,10 +176,10 @@ def test_create_index_trained_by_lance_ops(tmp_path, stable, metric, file_versio
     lance.write_dataset(table(2400), uri, max_rows_per_file=600, enable_stable_row_ids=stable,
                         data_storage_version=file_version)
     ds = lf.dataset(uri)
-    ds = ds.create_index(vector_column("IVF_PQ"), "IVF_PQ", name=index_name("IVF_PQ"), num_partitions=2,
-                         num_sub_vectors=2, metric=metric)
-    ds = ds.create_index(vector_column("IVF_FLAT"), "IVF_FLAT", name=index_name("IVF_FLAT"), num_partitions=2,
-                         metric=metric)
+    ds.create_index(vector_column("IVF_PQ"), "IVF_PQ", name=index_name("IVF_PQ"), num_partitions=2,
+                    num_sub_vectors=2, metric=metric)
+    ds.create_index(vector_column("IVF_FLAT"), "IVF_FLAT", name=index_name("IVF_FLAT"), num_partitions=2,
+                    metric=metric)
     twin = str(tmp_path / "twin")
     lance.write_dataset(table(2400), twin, max_rows_per_file=600, enable_stable_row_ids=stable,
                         data_storage_version=file_version)

@@ -195,14 +195,15 @@ def lance_ops_history(uri: str) -> dict[str, object]:
     """lance_ops appends, deletes, compacts, materialises, updates and merges; returns metrics."""
     lf.write_dataset(rows(FRAG, 4 * FRAG), uri, mode="append")
     ds = lf.dataset(uri)
-    ds = ds.delete(pc.is_in(pc.field("z"), pa.array(np.arange(0, 100, 10))))
+    ds.delete(pc.is_in(pc.field("z"), pa.array(np.arange(0, 100, 10))))
     compacted = ds.compact_files(target_rows_per_fragment=2 * FRAG)
     lf.write_dataset(rows(FRAG, 5 * FRAG), uri, mode="append")
-    ds = lf.dataset(uri).delete((pc.field("id") >= 60) & (pc.field("id") < 200))
+    ds = lf.dataset(uri)
+    ds.delete((pc.field("id") >= 60) & (pc.field("id") < 200))
     materialised = ds.materialize_deletions(threshold=0.05)
     ds = lf.dataset(uri)
-    ds = ds.update({"note": "updated"}, pc.field("id") < 120)  # a column no index covers
-    ds = ds.update({"cat": 3}, (pc.field("id") >= 900) & (pc.field("id") < 960))  # an indexed column
+    ds.update({"note": "'updated'"}, pc.field("id") < 120)  # a column no index covers
+    ds.update({"cat": 3}, (pc.field("id") >= 900) & (pc.field("id") < 960))  # an indexed column
     src = rows(80, 1000)  # 1000..1039 matched (new values), 1040..1079: ids past the end
     src = src.set_column(0, "id", pa.array(np.r_[np.arange(1000, 1040), np.arange(9000, 9040)], pa.int64()))
     src = src.set_column(1, "cat", pa.array(np.full(80, 3), pa.int64()))
@@ -272,7 +273,8 @@ def test_lancedb_btree_compacted_by_lance_ops_answers_like_pylance_compaction(hi
     uri, _, _ = history
     theirs = str(tmp_path / "theirs" / f"{TABLE}.lance")
     shutil.copytree(uri, theirs)
-    ds = lf.dataset(uri).delete(pc.is_in(pc.field("z"), pa.array(np.arange(0, 100, 10))))
+    ds = lf.dataset(uri)
+    ds.delete(pc.is_in(pc.field("z"), pa.array(np.arange(0, 100, 10))))
     m = ds.optimize.compact_files(target_rows_per_fragment=4 * FRAG)
     assert m.fragments_removed == 4 and m.fragments_added == 1 and not m.fragments_skipped
     assert m.indices_remapped == ()  # lancedb's indices hold row ids: nothing rewritten

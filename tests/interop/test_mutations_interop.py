@@ -49,14 +49,14 @@ def by_id(table: pa.Table) -> dict[int, dict]:
 def test_our_deletes_both_file_kinds_and_whole_fragment(uri, stable):
     lf.write_dataset(simple_table(0, 12000), uri, enable_stable_row_ids=stable, max_rows_per_file=6000)
     ds = lf.dataset(uri)
-    ds = ds.delete(pc.field("id") < 10)  # 10 rows of fragment 0: .arrow
-    ds = ds.delete((pc.field("id") >= 6000) & (pc.field("id") < 11500))  # 5500 rows of fragment 1: .bin
+    ds.delete(pc.field("id") < 10)  # 10 rows of fragment 0: .arrow
+    ds.delete((pc.field("id") >= 6000) & (pc.field("id") < 11500))  # 5500 rows of fragment 1: .bin
     frags = {f.id: f for f in ds.manifest.fragments}
     assert frags[0].deletion_file.extension == "arrow" and frags[0].deletion_file.num_deleted_rows == 10
     assert frags[1].deletion_file.extension == "bin" and frags[1].deletion_file.num_deleted_rows == 5500
-    ds = ds.delete((pc.field("id") >= 10) & (pc.field("id") < 20))  # a second delete: union, still .arrow
+    ds.delete((pc.field("id") >= 10) & (pc.field("id") < 20))  # a second delete: union, still .arrow
     assert ds.manifest.fragment(0).deletion_file.num_deleted_rows == 20
-    ds = ds.delete(pc.field("id") < 6000)  # the rest of fragment 0: it leaves the manifest
+    ds.delete(pc.field("id") < 6000)  # the rest of fragment 0: it leaves the manifest
     assert [f.id for f in ds.manifest.fragments] == [1]
     assert ds.manifest.reader_feature_flags & 1 and ds.manifest.writer_feature_flags & 1
     assert ds.version == 5
@@ -77,7 +77,8 @@ def test_our_update_keeps_stable_row_ids(uri):
     lf.write_dataset(simple_table(0, 30), uri, enable_stable_row_ids=True, max_rows_per_file=10)
     lf.write_dataset(simple_table(30, 10), uri, mode="append")
     before = by_id(lance.dataset(uri).to_table(columns=COLS + META))
-    ds = lf.dataset(uri).update(
+    ds = lf.dataset(uri)
+    ds.update(
         {"val": "'new'", "score": pc.field("score") * 10}, where=pc.field("id").isin([1, 15, 16, 35])
     )
     assert ds.version == 3
@@ -95,7 +96,7 @@ def test_our_update_keeps_stable_row_ids(uri):
     # pylance finds the updated rows by their (kept) row ids
     assert theirs._take_rows([15], columns=["val"])["val"].to_pylist() == ["new"]
     # update of a whole fragment removes it and the rows live on in a new fragment
-    ds = ds.update({"val": "'all'"}, where=pc.field("id") >= 30)
+    ds.update({"val": "'all'"}, where=pc.field("id") >= 30)
     assert all(f.id != 3 for f in ds.manifest.fragments)
     assert assert_versions_agree(uri) == 4
     last = by_id(lance.dataset(uri).to_table(columns=COLS + META))
@@ -106,7 +107,8 @@ def test_our_update_keeps_stable_row_ids(uri):
 
 def test_our_update_without_stable_row_ids_gives_new_addresses(uri):
     lf.write_dataset(simple_table(0, 20), uri, max_rows_per_file=10)
-    ds = lf.dataset(uri).update({"val": "'u'"}, where=pc.field("id").isin([3, 14]))
+    ds = lf.dataset(uri)
+    ds.update({"val": "'u'"}, where=pc.field("id").isin([3, 14]))
     new_frag = max(f.id for f in ds.manifest.fragments)
     assert new_frag == 2
     theirs = lance.dataset(uri).to_table(columns=["id", "val", "_rowid"])
@@ -121,13 +123,15 @@ def test_our_update_without_stable_row_ids_gives_new_addresses(uri):
 @pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
 def test_our_restore(uri, stable):
     lf.write_dataset(simple_table(0, 20), uri, enable_stable_row_ids=stable, max_rows_per_file=10)
-    ds = lf.dataset(uri).delete(pc.field("id") < 3)
-    ds = ds.update({"val": "'x'"}, where=pc.field("id") == 10)
+    ds = lf.dataset(uri)
+    ds.delete(pc.field("id") < 3)
+    ds.update({"val": "'x'"}, where=pc.field("id") == 10)
     ds = lf.write_dataset(simple_table(20, 5), uri, mode="append")
-    ds = lf.dataset(uri, version=2).restore()
+    ds = lf.dataset(uri, version=2)
+    ds.restore()
     assert ds.version == 5
     assert ids_of(uri) == list(range(3, 20))
-    ds = ds.restore(4)
+    ds.restore(4)
     assert ds.version == 6 and ids_of(uri) == list(range(3, 25))
     # appends after a restore continue fragment ids (and row ids) beyond everything ever used
     ds = lf.write_dataset(simple_table(100, 2), uri, mode="append")
@@ -152,9 +156,9 @@ def test_we_mutate_what_pylance_mutated(uri, stable):
     theirs.update({"val": "'p'"}, where="id >= 50 AND id < 55")
     assert assert_versions_agree(uri) == 3
     ours = lf.dataset(uri)
-    ours = ours.delete(pc.field("id").isin([6, 41, 52]))  # unions with pylance's deletion files
-    ours = ours.update({"score": pc.field("score") + 1000}, where=pc.field("id").isin([7, 53, 99]))
-    ours = ours.delete(pc.field("id") >= 90)  # fragment 3 (ids 90..99) goes entirely
+    ours.delete(pc.field("id").isin([6, 41, 52]))  # unions with pylance's deletion files
+    ours.update({"score": pc.field("score") + 1000}, where=pc.field("id").isin([7, 53, 99]))
+    ours.delete(pc.field("id") >= 90)  # fragment 3 (ids 90..99) goes entirely
     assert ours.version == 6
     assert assert_versions_agree(uri) == 6
     theirs = lance.dataset(uri)

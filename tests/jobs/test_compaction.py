@@ -22,7 +22,7 @@ def fragmented(uri):
     """10 fragments of 20 rows (v1, v2), a delete (v3) and an update (v4): ids and versions vary."""
     lf.write_dataset(simple_table(0, 100), uri, enable_stable_row_ids=True, max_rows_per_file=20)
     ds = lf.write_dataset(simple_table(100, 100), uri, mode="append", max_rows_per_file=20)
-    ds = ds.delete(pc.field("id").isin(list(range(0, 200, 3))))
+    ds.delete(pc.field("id").isin(list(range(0, 200, 3))))
     ds.update({"val": "'updated'"}, pc.field("id").isin([1, 50, 101, 199]))
     return uri
 

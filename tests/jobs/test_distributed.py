@@ -16,11 +16,13 @@ from lance_ops.format.store import ObjectStore
 def history(uri):
     lf.write_dataset(simple_table(0, 100), uri, enable_stable_row_ids=True, max_rows_per_file=40)  # v1
     lf.write_dataset(simple_table(100, 50), uri, mode="append", max_rows_per_file=20)  # v2
-    ds = lf.dataset(uri).delete(pc.field("id") < 10)  # v3
-    ds = ds.update({"val": "'upd'"}, pc.field("id").isin([7, 14, 21, 70, 140]))  # v4
+    ds = lf.dataset(uri)
+    ds.delete(pc.field("id") < 10)  # v3
+    ds.update({"val": "'upd'"}, pc.field("id").isin([7, 14, 21, 70, 140]))  # v4
     lf.write_dataset(simple_table(200, 30), uri, mode="append")  # v5
     lf.dataset(uri).compact_files(target_rows_per_fragment=60)  # v6, v7
-    ds = lf.dataset(uri).delete((pc.field("id") > 120) & (pc.field("id") < 130))  # v8
+    ds = lf.dataset(uri)
+    ds.delete((pc.field("id") > 120) & (pc.field("id") < 130))  # v8
     ds.update({"score": 1.0}, pc.field("id").isin([15, 25, 105, 200, 210]))  # v9
     return uri
 

@@ -64,9 +64,9 @@ def lance_ops_writer(uri: str, name: str, base: int, commits: int, seed: int) ->
             try:
                 if delete:
                     ds = lf.dataset(uri)
-                    new = ds.delete(pc.field("id").isin(ids))
-                    assert new.version > ds.version, f"{name}: delete of live {ids} matched nothing"
-                    rep.deleted[new.version] = ids
+                    deleted = ds.delete(pc.field("id").isin(ids))["num_deleted_rows"]
+                    assert deleted == len(ids), f"{name}: delete of live {ids} deleted {deleted}"
+                    rep.deleted[ds.version] = ids
                     live = [i for i in live if i not in set(ids)]
                 else:
                     rep.appended[lf.write_dataset(table(ids), uri, mode="append").version] = ids

@@ -83,17 +83,17 @@ def run_worker(
                 else:
                     ds = lf.dataset(uri, storage_options=so)
                     if kind == "delete":
-                        new = ds.delete(pc.field("id").isin(ids))
-                        assert new.version > ds.version, f"delete of live rows {ids} matched nothing"
-                        rep.deleted[new.version] = ids
+                        deleted = ds.delete(pc.field("id").isin(ids), conflict_retries=0)["num_deleted_rows"]
+                        assert deleted == len(ids), f"delete of live rows {ids} deleted {deleted}"
+                        rep.deleted[ds.version] = ids
                         live = [i for i in live if i not in set(ids)]
                     elif kind == "update":
-                        new = ds.update({"val": value}, where=pc.field("id").isin(ids))
-                        assert new.version > ds.version, f"update of live rows {ids} matched nothing"
-                        rep.updated[new.version] = (ids, value)
+                        n = ds.update({"val": value}, where=pc.field("id").isin(ids), conflict_retries=0)["num_rows_updated"]
+                        assert n == len(ids), f"update of live rows {ids} updated {n}"
+                        rep.updated[ds.version] = (ids, value)
                     else:
-                        new = ds.update_config(upserts)
-                        rep.configs[new.version] = upserts
+                        ds.update_config(upserts)
+                        rep.configs[ds.version] = upserts
                 break
             except lf.RetryableCommitConflictError:
                 rep.retries += 1

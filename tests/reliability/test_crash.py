@@ -123,7 +123,7 @@ def test_killed_writer(crashed, name, op, event, when, nth, landed, leftovers):
     # the next writer is not disturbed by the leftovers
     nxt = lf.write_dataset(simple_table(2000, 3), uri, mode="append")
     assert nxt.version == expected_version + 1
-    nxt = nxt.delete(pc.field("id") == 2001)
+    nxt.delete(pc.field("id") == 2001)
     assert lance.dataset(uri).count_rows() == a.num_rows + 2
 
     # cleanup: a default run keeps the young orphans (a writer might still be running) ...

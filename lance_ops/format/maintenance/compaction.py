@@ -511,7 +511,8 @@ def commit_compaction(
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
         fragments_added=n_new,
-        files_removed=sum(len(f.files) for r in done for f in r.task.fragments),
+        # as pylance counts them: the data files and the deletion file of each rewritten fragment
+        files_removed=sum(len(f.files) + (f.deletion_file is not None) for r in done for f in r.task.fragments),
         files_added=sum(len(f.files) for r in done for f in r.new_fragments),
         rows_rewritten=sum(r.rows for r in done),
         version=manifest.version,
