@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from .commit_handler import commit_handler_for, try_open_latest
 from .errors import ArgumentTypeError, InvalidArgumentError, SchemaError
+from .file.blobs import as_blob_storage, is_blob_field
 from .file.writer import DataFileWriter, data_file_field_info
 from .fragment import DataFile, FragmentMetadata
 from .orphans import remove_fragment_files
@@ -129,6 +130,8 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.Re
         cols = []
         for f in target:
             col = batch.column(f.name)
+            blob = as_blob_storage(col, f.type) if col.type != f.type and is_blob_field(f) else None
+            col = col if blob is None else blob
             if col.type != f.type:
                 raise SchemaError(f"{where}: column {f.name!r} has type {col.type}, the dataset has {f.type}")
             cols.append(col)

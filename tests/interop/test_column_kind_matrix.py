@@ -1,0 +1,222 @@
+"""Every column kind pylance 14 writes at 2.0/2.1/2.2 through every lance_ops path (issue 24, item 5).
+
+pylance writes two identical datasets holding every kind it writes at the file version (one
+wide table, small: 12 rows in files of 4); lance_ops takes one path on one (append, delete,
+update, merge_insert, compaction, deletion materialisation), pylance the same on the other.
+Both must then read the same in pylance (rows, ``_rowid``, both version columns, schema), lance_ops
+must read its own result as pylance does, blob payloads included, and pylance must keep
+maintaining what lance_ops wrote (delete, compact, read).  The change feed path reads, through
+lance_ops, what pylance did to a dataset of every kind.  The Spark read and upsert are in
+``tests/jobs/test_column_kinds_spark.py``.
+"""
+
+import datetime as dt
+import decimal
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from lance.blob import blob_array, blob_field
+
+import lance_ops.format as lf
+
+pytestmark = pytest.mark.interop
+
+N = 12
+META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
+BLOB_COLUMNS = ("blob", "lb_blob")
+
+
+def _blob_values(ids: range) -> list[bytes | None]:
+    # inline payloads, and one packed one (over 64 KiB) at 2.2
+    return [None if i % 3 == 0 else bytes([i % 251]) * (70_000 if i % 7 == 2 else i * 31 + 1) for i in ids]
+
+
+def kinds_table(version: str, ids: range) -> pa.Table:
+    """One row per id of every column kind pylance 14 writes at ``version``."""
+    idx = list(ids)
+
+    def nul(k: int, v, i: int):
+        return None if i % k == 1 else v
+
+    st = pa.struct([("x", pa.int64()), ("y", pa.string())])
+    cols: dict[str, tuple[pa.Field | pa.DataType, list | pa.Array]] = {
+        "i8": (pa.int8(), [nul(4, i % 100, i) for i in idx]),
+        "u32": (pa.uint32(), [nul(5, i * 7, i) for i in idx]),
+        "f32": (pa.float32(), [nul(4, i / 3, i) for i in idx]),
+        "f64": (pa.float64(), [i * 0.25 for i in idx]),
+        "b": (pa.bool_(), [nul(3, i % 2 == 0, i) for i in idx]),
+        "s": (pa.string(), [nul(4, f"s{i}", i) for i in idx]),
+        "ls": (pa.large_string(), [nul(5, "L" * (i % 4), i) for i in idx]),
+        "bin": (pa.binary(), [nul(3, bytes([i % 256]) * (i % 5), i) for i in idx]),
+        "big_bin": (pa.binary(), [nul(6, b"x" * (40_000 if i % 5 == 0 else 9) + bytes([i % 256]), i) for i in idx]),
+        "fsb": (pa.binary(4), [nul(4, bytes([i % 256]) * 4, i) for i in idx]),
+        "dec": (pa.decimal128(10, 2), [nul(5, decimal.Decimal(i) / 100, i) for i in idx]),
+        "d32": (pa.date32(), [nul(4, dt.date(2020, 1, 1) + dt.timedelta(days=i), i) for i in idx]),
+        "ts_ns": (pa.timestamp("ns"), [nul(4, dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i), i) for i in idx]),
+        "ts_us": (pa.timestamp("us"), [nul(5, dt.datetime(2024, 1, 1) + dt.timedelta(minutes=i), i) for i in idx]),
+        "tstz": (pa.timestamp("ns", "UTC"), [nul(3, dt.datetime(2024, 1, 1) + dt.timedelta(hours=i), i) for i in idx]),
+        "dict": (pa.dictionary(pa.int32(), pa.string()), [nul(4, f"k{i % 3}", i) for i in idx]),
+        "lst": (pa.list_(pa.int32()), [nul(5, list(range(i % 4)), i) for i in idx]),
+        "llst": (pa.large_list(pa.string()), [nul(6, [f"s{i}"] * (i % 3), i) for i in idx]),
+        # (2.0 has no struct validity: pylance refuses null structs there)
+        "st": (st, [(nul(5, s, i) if version != "2.0" else s) for i, s in ((i, {"x": i, "y": None if i % 3 else "y"}) for i in idx)]),
+        "lst_st": (pa.list_(st), [nul(5, [{"x": i, "y": None if i % 2 else "b"}], i) for i in idx]),
+        "vec": (pa.list_(pa.float32(), 3), [nul(8, [i, i + 0.5, -i], i) for i in idx]),
+        "nested_vec": (pa.list_(pa.list_(pa.int16(), 2), 2),
+                       [nul(6, [[i, None if i % 4 else i], None if i % 5 == 0 else [1, 2]], i) for i in idx]),
+    }
+    fields = [pa.field("id", pa.int64())]
+    arrays: list[pa.Array] = [pa.array(idx, pa.int64())]
+    for name, (typ, values) in cols.items():
+        arr = pa.array(values, typ.value_type).dictionary_encode() if pa.types.is_dictionary(typ) else pa.array(values, typ)
+        fields.append(pa.field(name, arr.type))
+        arrays.append(arr)
+    blobs = _blob_values(ids)
+    lb = pa.field("lb_blob", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    if version == "2.2":
+        m = pa.map_(pa.string(), pa.int64())
+        fields += [pa.field("map", m), blob_field("blob"), lb]
+        arrays += [pa.array([nul(4, [(f"k{j}", i * j) for j in range(i % 3)], i) for i in idx], m),
+                   blob_array(blobs), pa.array(blobs, pa.large_binary())]
+    elif version == "2.0":  # (pylance 14 refuses lance-encoding:blob columns at 2.1)
+        fields.append(lb)
+        arrays.append(pa.array(blobs, pa.large_binary()))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def write_twins(tmp_path, version: str) -> tuple[str, str]:
+    t = kinds_table(version, range(N))
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for uri in (ours, theirs):
+        lance.write_dataset(t, uri, schema=t.schema, data_storage_version=version,
+                            enable_stable_row_ids=True, max_rows_per_file=4)
+    return ours, theirs
+
+
+def values(t: pa.Table) -> pa.Table:
+    """Dictionary columns as their values: the item order is the writer's choice, and Arrow
+    cannot sort chunks whose dictionaries differ and hold nulls (as 2.0 files store them)."""
+    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in t.columns]
+    return pa.Table.from_arrays(cols, names=t.column_names)
+
+
+def read(lib, uri: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Rows (with the metadata columns) sorted by id; the schema is compared apart."""
+    ds = lib.dataset(uri, version=version)
+    return values(ds.to_table(columns=columns or ds.schema.names + META)).sort_by("id")
+
+
+def plain(schema: pa.Schema) -> pa.Schema:
+    """Extension types (pylance's blob v2) as their storage, field metadata dropped."""
+    return pa.schema([pa.field(f.name, f.type.storage_type if isinstance(f.type, pa.ExtensionType) else f.type,
+                               f.nullable) for f in schema])
+
+
+def no_blobs(t: pa.Table) -> pa.Table:
+    """Without blob descriptions (where a payload sits is the writer's choice; payloads are compared)."""
+    return t.drop_columns([c for c in BLOB_COLUMNS if c in t.column_names])
+
+
+def payloads(lib, uri: str) -> dict[str, list]:
+    ds = lib.dataset(uri)
+    ids = ds.to_table(columns=["id", "_rowid"]).sort_by("id")["_rowid"].to_pylist()
+    return {c: [b.read() if b is not None else None for b in ds.take_blobs(c, ids=ids)]
+            for c in BLOB_COLUMNS if c in ds.schema.names}
+
+
+def assert_same(ours: str, theirs: str) -> None:
+    a, b = no_blobs(read(lance, ours)), no_blobs(read(lance, theirs))
+    assert a.equals(b), f"\nours:   {a.slice(0, 2).to_pylist()}\ntheirs: {b.slice(0, 2).to_pylist()}"
+    assert lance.dataset(ours).schema.equals(lance.dataset(theirs).schema, check_metadata=True)
+    assert read(lf, ours).equals(read(lance, ours)), "lance_ops reads its result differently from pylance"
+    assert plain(lf.dataset(ours).schema) == plain(lance.dataset(ours).schema)
+    assert payloads(lance, ours) == payloads(lance, theirs) == payloads(lf, ours)
+
+
+def pylance_continues(ours: str, theirs: str) -> None:
+    for uri in (ours, theirs):
+        lance.dataset(uri).delete("id = 9 OR id = 10")
+        lance.dataset(uri).optimize.compact_files()
+    assert_same(ours, theirs)
+
+
+def _append(ours: str, theirs: str, version: str) -> None:
+    more = kinds_table(version, range(N, N + 5))
+    lf.write_dataset(more, ours, mode="append")
+    lance.write_dataset(more, theirs, mode="append")
+
+
+def _delete(ours: str, theirs: str, version: str) -> None:
+    lf.dataset(ours).delete("id IN (1, 2, 6) OR id > 10")
+    lance.dataset(theirs).delete("id IN (1, 2, 6) OR id > 10")
+
+
+def _update(ours: str, theirs: str, version: str) -> None:
+    lf.dataset(ours).update({"id": "id + 100"}, where="id % 5 = 1")
+    lance.dataset(theirs).update({"id": "id + 100"}, where="id % 5 = 1")
+
+
+def _merge_insert(ours: str, theirs: str, version: str) -> None:
+    # ids 8..15: 8..11 match (every column replaced by the new table's values), 12..15 are new
+    src = kinds_table(version, range(8, 16))
+    src = src.set_column(src.schema.get_field_index("f64"), src.schema.field("f64"), pc.negate(src["f64"]))
+    lf.dataset(ours).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    lance.dataset(theirs).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+
+
+def _compaction(ours: str, theirs: str, version: str) -> None:
+    lance.dataset(theirs).delete("id = 5")
+    lance.dataset(ours).delete("id = 5")
+    metrics = lf.dataset(ours).compact_files(target_rows_per_fragment=1000)
+    assert metrics.failed_tasks == () and metrics.fragments_removed == 3, metrics
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=1000)
+
+
+def _materialise(ours: str, theirs: str, version: str) -> None:
+    for uri in (ours, theirs):
+        lance.dataset(uri).delete("id IN (0, 1, 5)")
+    lf.dataset(ours).materialize_deletions(threshold=0.1)
+    lance.dataset(theirs).optimize.compact_files(materialize_deletions_threshold=0.1)
+    assert all(f.deletion_file() is None for f in lance.dataset(ours).get_fragments())
+
+
+PATHS = {"append": _append, "delete": _delete, "update": _update, "merge_insert": _merge_insert,
+         "compaction": _compaction, "materialise_deletions": _materialise}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_kinds_through_path(tmp_path, file_version, path):
+    ours, theirs = write_twins(tmp_path, file_version)
+    assert read(lf, ours).equals(read(lance, ours))
+    PATHS[path](ours, theirs, file_version)
+    assert lance.dataset(ours).version == lance.dataset(theirs).version
+    assert_same(ours, theirs)
+    pylance_continues(ours, theirs)
+
+
+def test_kinds_through_change_feed(tmp_path, file_version):
+    """lance_ops' change feed of what pylance did (append, delete, update) to every kind: inserted
+    and updated rows as pylance reads them at the end, deleted ones as at the start."""
+    ours, _ = write_twins(tmp_path, file_version)
+    lance.write_dataset(kinds_table(file_version, range(N, N + 3)), ours, mode="append")
+    lance.dataset(ours).delete("id IN (2, 3)")
+    lance.dataset(ours).update({"id": "id + 100"}, where="id = 7")
+    feed = lf.dataset(ours).change_feed(1)
+    counts = dict(zip(*pc.value_counts(feed["_change_type"]).flatten(), strict=True))
+    assert {k.as_py(): v.as_py() for k, v in counts.items()} == {
+        "insert": 3, "delete": 2, "update_preimage": 1, "update_postimage": 1}
+    user = lance.dataset(ours).schema.names
+
+    def rows(kinds: list[str]) -> pa.Table:
+        mask = pc.is_in(feed["_change_type"], pa.array(kinds))
+        return values(feed.filter(mask).select([*user, "_rowid"])).sort_by("id")
+
+    end = read(lance, ours, columns=[*user, "_rowid"])
+    start = read(lance, ours, 1, [*user, "_rowid"])
+    posts = end.filter(pc.is_in(end["_rowid"], rows(["insert", "update_postimage"])["_rowid"]))
+    gone = start.filter(pc.is_in(start["_rowid"], rows(["delete", "update_preimage"])["_rowid"]))
+    assert rows(["insert", "update_postimage"]).equals(posts)
+    assert rows(["delete", "update_preimage"]).equals(gone)
+    assert feed.schema.field("id").type == pa.int64() and posts.num_rows == 4 and gone.num_rows == 3
