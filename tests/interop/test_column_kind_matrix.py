@@ -220,3 +220,26 @@ def test_kinds_through_change_feed(tmp_path, file_version):
     assert rows(["insert", "update_postimage"]).equals(posts)
     assert rows(["delete", "update_preimage"]).equals(gone)
     assert feed.schema.field("id").type == pa.int64() and posts.num_rows == 4 and gone.num_rows == 3
+
+
+@pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
+def test_dictionary_fragments_compact(tmp_path, file_version, stable):
+    """Fragments whose dictionaries differ and hold nulls (2.0 files store null keys as a null
+    item, which Arrow cannot unify) compact into one, read back by value (issue 24: every task
+    of such a compaction failed)."""
+    uri = str(tmp_path / "ds")
+    for k in range(3):
+        t = pa.table({"id": pa.array(range(k * 6, k * 6 + 6), pa.int64()),
+                      "d": pa.array([None if i % 4 == 1 else f"k{k}{i % 3}" for i in range(6)]).dictionary_encode()})
+        lance.write_dataset(t, uri, mode="append" if k else "create", data_storage_version=file_version,
+                            enable_stable_row_ids=stable)
+    before = read(lance, uri)
+    metrics = lf.dataset(uri).compact_files()
+    assert metrics.failed_tasks == () and (metrics.fragments_removed, metrics.fragments_added) == (3, 1)
+    after = read(lance, uri)
+    assert after.drop_columns(["_rowid"]).equals(before.drop_columns(["_rowid"]))
+    if stable:
+        assert after["_rowid"].equals(before["_rowid"])
+    assert lance.dataset(uri).schema.field("d").type == pa.dictionary(pa.int32(), pa.string())
+    assert after["d"].to_pylist() == [None if i % 4 == 1 else f"k{k}{i % 3}" for k in range(3) for i in range(6)]
+    assert read(lf, uri).equals(after)
