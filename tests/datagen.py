@@ -124,7 +124,7 @@ def kinds_table(version: str, ids: range) -> pa.Table:
         "dict_int": (pa.dictionary(pa.int32(), pa.int64()), [nul(3, i % 4 * 1000, i) for i in idx]),
         "f16": (pa.float16(), [nul(4, np.float16(i / 2), i) for i in idx]),
         "i16": (pa.int16(), [nul(5, -i, i) for i in idx]),
-        "u64": (pa.uint64(), [nul(4, 2**63 + i, i) for i in idx]),
+        "u64": (pa.uint64(), [nul(4, 2**40 + i, i) for i in idx]),
         "d64": (pa.date64(), [nul(4, dt.date(2021, 1, 1) + dt.timedelta(days=i), i) for i in idx]),
         "t32": (pa.time32("ms"), [nul(4, dt.time(1, i % 60), i) for i in idx]),
         "t64": (pa.time64("ns"), [nul(5, dt.time(2, i % 60, 1), i) for i in idx]),

@@ -30,7 +30,8 @@ def values(t: pa.Table) -> pa.Table:
 @pytest.mark.parametrize("version", ["2.0", "2.2"])
 def test_spark_reads_every_kind(spark, tmp_path, version):
     uri = str(tmp_path / "ds")
-    t = kinds_table(version, range(N))
+    # (time and duration columns have no Spark type in lance_ops' data source)
+    t = kinds_table(version, range(N)).drop_columns(["t32", "t64", "dur"])
     lance.write_dataset(t, uri, schema=t.schema, data_storage_version=version,
                         enable_stable_row_ids=True, max_rows_per_file=4)
     lance.dataset(uri).delete("id = 3")
@@ -42,7 +43,8 @@ def test_spark_reads_every_kind(spark, tmp_path, version):
     want = values(lance.dataset(uri).to_table()).sort_by("id")
     assert got["id"].to_pylist() == want["id"].to_pylist() == sorted([i for i in range(N) if i not in (3, 5)] + [105])
     # scalar, string, temporal, list and struct kinds value for value (Spark's Python types)
-    for name in ("i8", "u32", "f64", "b", "s", "ls", "bin", "dec", "d32", "dict", "lst", "llst", "st", "lst_st"):
+    for name in ("i8", "i16", "u32", "u64", "f16", "f64", "b", "s", "ls", "bin", "lbin", "dec", "d32", "d64",
+                 "dict", "dict_int", "lst", "llst", "st", "lst_st", "vec", "nested_vec"):
         assert got[name].to_pylist() == want[name].to_pylist(), name
     assert got["ts_ns"].to_pylist() == want["ts_ns"].cast(pa.timestamp("us")).to_pylist()
     assert got["ts_us"].to_pylist() == want["ts_us"].to_pylist()
