@@ -73,10 +73,15 @@ def test_spark_upsert_timestamp_without_time_zone(spark, tmp_path):
     assert lance.dataset(uri).schema.field("ts").type == pa.timestamp("ns")
     assert got == {0: base, 1: dt.datetime(2025, 1, 2, 12), 2: base + dt.timedelta(seconds=2),
                    3: base + dt.timedelta(seconds=3), 10: dt.datetime(2025, 2, 1, 8), 11: dt.datetime(2025, 2, 1, 8)}
+    # an append through the data source takes a Spark timestamp the same way
+    jobs.append(spark, uri, spark.createDataFrame([(20, dt.datetime(2025, 3, 1, 6))],
+                                                  StructType([StructField("id", LongType()), StructField("ts", TimestampType())])))
+    got[20] = dt.datetime(2025, 3, 1, 6)
+    assert {r["id"]: r["ts"] for r in lance.dataset(uri).to_table().to_pylist()} == got
     # pylance keeps maintaining it
     lance.dataset(uri).delete("id = 10")
     lance.dataset(uri).optimize.compact_files()
-    assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == [0, 1, 2, 3, 11]
+    assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == [0, 1, 2, 3, 11, 20]
 
 
 def test_spark_upsert_into_blob_columns_is_refused(spark, tmp_path):
