@@ -239,14 +239,16 @@ def with_payloads(store: ObjectStore, manifest: Manifest, frag: FragmentMetadata
             new = pa.array(datas, type=f.type)
         else:
             ext = [loc if loc is not None and loc.kind == KIND_EXTERNAL else None for loc in locs]
-            uris = [e.uri if e is not None else None for e in ext]
             t = f.type
-            children = [
-                pa.array(datas, type=t.field("data").type),
-                pa.array(uris, type=t.field("uri").type),
-                pa.array([e.position if e is not None else None for e in ext], type=t.field("position").type),
-                pa.array([e.size if e is not None else None for e in ext], type=t.field("size").type),
-            ]
+            # pylance 14 stores a 2.2 ``lance-encoding:blob`` large_binary as ``struct<data, uri>``
+            # (no position/size children): fill only the children the column has
+            values = {"data": datas, "uri": [e.uri if e is not None else None for e in ext],
+                      "position": [e.position if e is not None else None for e in ext],
+                      "size": [e.size if e is not None else None for e in ext]}
+            unknown = [c.name for c in t if c.name not in values]
+            if unknown:
+                raise UnsupportedFeatureError(f"{store.uri}: blob column {name!r} has children {unknown} (expected data, uri, position, size)")
+            children = [pa.array(values[c.name], type=c.type) for c in t]
             mask = pa.py_buffer(np.packbits(np.array([loc is not None for loc in locs], dtype=bool), bitorder="little"))
             new = pa.Array.from_buffers(t, len(locs), [mask], children=children)
         cols.append(new)

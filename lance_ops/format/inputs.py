@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import ArgumentTypeError, InvalidArgumentError, MissingDependencyError, SchemaError
+from .file.blobs import as_blob_storage, is_blob_field
 from .schema import types_equivalent
 
 
@@ -166,6 +167,10 @@ def widens(src: pa.DataType, dst: pa.DataType) -> bool:
     """Whether every value of type ``src`` is a value of ``dst`` (a cast loses nothing)."""
     if src == dst or pa.types.is_null(src):
         return True
+    if isinstance(src, pa.BaseExtensionType):  # e.g. lance.blob.v2 arrays: judged by their storage
+        return widens(src.storage_type, dst)
+    if isinstance(dst, pa.BaseExtensionType):
+        return widens(src, dst.storage_type)
     if pa.types.is_dictionary(src):
         return widens(src.value_type, dst)
     if src in _INT_BITS:
@@ -247,6 +252,10 @@ def _fit_column(batch: pa.RecordBatch, field: pa.Field, where: str) -> pa.Array:
         return col
     if _is_blob_v2(field) and _is_binary(col.type):
         return blob_v2_storage(col, field.type)
+    if is_blob_field(field):  # lance.blob.v2 extension arrays and payloads, as pylance takes them
+        blob = as_blob_storage(col, field.type)
+        if blob is not None:
+            return blob
     try:
         return col.cast(field.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

@@ -105,11 +105,16 @@ class MergeInsertContext:
 
     @classmethod
     def for_manifest(
-        cls, uri: str, manifest: Manifest, on: Sequence[str], *, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+        cls, uri: str, manifest: Manifest, on: Sequence[str], *, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        blob_payloads: bool = False,
     ) -> "MergeInsertContext":
-        """The context of a merge into ``manifest`` (checks the keys and that lance_ops can write it)."""
+        """The context of a merge into ``manifest`` (checks the keys and that lance_ops can write it).
+
+        ``blob_payloads``: the caller's source holds blob payloads (as pylance's ``merge_insert``
+        takes them); without it a dataset with blob columns is refused (a source read through a
+        scan, as Spark's, would hold descriptions)."""
         on = check_keys(uri, manifest, on)
-        if has_blob_columns(manifest):
+        if has_blob_columns(manifest) and not blob_payloads:
             blobs = [f.name for f in manifest.schema.top_level() if is_blob_field(f)]
             raise UnsupportedFeatureError(
                 f"{uri}: merge_insert into a dataset with blob columns {blobs} is not supported by lance_ops; "
@@ -388,7 +393,8 @@ def plan_merge_insert(
         One result per touched target fragment (deletion files), one for the matched rows' new
         fragments (one stream, not one per fragment) and one for the inserted rows.
     """
-    ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file)
+    ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file,
+                                          blob_payloads=True)
     source, missing = read_source(data, ctx, schema)
     keep = missing if params.update_matched else []
     target = _scan_target(store, manifest, ctx, params, keep)

@@ -33,6 +33,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .file.blobs import scan_schema
+from .file.field_encoders import concat_batches
 from .file.reader import DataFileReader, PagePrefetcher
 from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
@@ -199,14 +200,12 @@ def _rechunk(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Record
         have += b.num_rows
         while have >= size:
             t = pa.Table.from_batches(pending)
-            head = t.slice(0, size).combine_chunks().to_batches()
-            yield head[0] if head else pa.RecordBatch.from_pylist([], schema=t.schema)
+            yield concat_batches(t.slice(0, size).to_batches(), t.schema)
             rest = t.slice(size)
-            pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+            pending = [concat_batches(rest.to_batches(), t.schema)] if rest.num_rows else []
             have -= size
     if have:
-        t = pa.Table.from_batches(pending).combine_chunks()
-        yield from t.to_batches()
+        yield concat_batches(pending)
 
 
 def _fragment_data(

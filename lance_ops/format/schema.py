@@ -560,6 +560,10 @@ class LanceSchema:
         expected = self.to_arrow()
         for f in other:
             exp = expected.field(f.name).type
+            if (expected.field(f.name).metadata or {}).get(b"ARROW:extension:name") == b"lance.blob.v2" and (
+                pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+            ):
+                continue  # payloads into a blob v2 column (as pylance takes them)
             if not types_equivalent(exp, f.type):
                 raise SchemaError(
                     f"{where}column {f.name!r} has type {f.type} in the data but {exp} in the dataset schema"

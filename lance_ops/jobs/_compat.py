@@ -3,9 +3,12 @@
 Spark's ANSI store assignment, narrowed to what never changes a value (as Delta Lake's type
 widening; pylance refuses any other difference): the same type, widening of integers
 (byte < short < int < long), float to double, byte/short/int to double, integers and decimals
-to a decimal with at least as many integer and fraction digits, and date to timestamp_ntz;
-arrays, maps and structs element by element (structs by field name).  Everything else (string
-to int, int to string, long to int, double to float, timestamp to timestamp_ntz, ...) is a
+to a decimal with at least as many integer and fraction digits, date to timestamp_ntz, and
+timestamp to timestamp_ntz (a Lance timestamp without time zone reads as ``timestamp_ntz``; a
+Spark ``timestamp`` is stored as its wall-clock time in the session time zone, as Spark's
+cast makes it); arrays, maps and structs element by element (structs by field name).
+Everything else (string to int, int to string, long to int, double to float, timestamp_ntz to
+timestamp, ...) is a
 :class:`SchemaError` naming the column and both types, raised on the driver before any task
 writes.  The Lance column is compared through the Spark type it reads as (``_types.spark_type``).
 
@@ -34,6 +37,7 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampNTZType,
+    TimestampType,
 )
 
 from lance_ops.format.errors import SchemaError
@@ -58,7 +62,7 @@ def _problem(src: DataType, dst: DataType, path: str) -> str | None:
     if isinstance(dst, DecimalType) and isinstance(src, DecimalType):
         ok = dst.scale >= src.scale and dst.precision - dst.scale >= src.precision - src.scale
         return None if ok else f"{path}: {src.simpleString()} does not fit {dst.simpleString()}"
-    if isinstance(src, DateType) and isinstance(dst, TimestampNTZType):
+    if isinstance(src, DateType | TimestampType) and isinstance(dst, TimestampNTZType):
         return None
     if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
         if src.containsNull and not dst.containsNull:

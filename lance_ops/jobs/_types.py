@@ -10,6 +10,7 @@ Metadata columns (uint64 in Lance) are ``long`` in Spark.
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -112,6 +113,10 @@ def cast_column(arr: pa.Array, target: pa.DataType, name: str) -> pa.Array:
         return pa.nulls(len(arr), type=target)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if pa.types.is_timestamp(arr.type) and arr.type.tz is not None and pa.types.is_timestamp(target) and target.tz is None:
+        # Spark ``timestamp`` into a column without time zone: the wall-clock time in the batch's
+        # (the session's) time zone, as Spark's cast to timestamp_ntz gives it
+        arr = pc.local_timestamp(arr)
     try:
         return arr.cast(target, safe=not _needs_unsafe(arr.type))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

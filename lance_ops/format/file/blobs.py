@@ -28,6 +28,7 @@ from ..errors import CorruptFileError, UnsupportedFeatureError
 
 __all__ = [
     "V1_DESCRIPTION",
+    "as_blob_storage",
     "V2_DESCRIPTION",
     "decode_description_page",
     "description_type",
@@ -77,6 +78,20 @@ def description_type(f: Any) -> pa.DataType:
     if getattr(f, "logical_type", "") == "struct":
         return V2_DESCRIPTION
     return V1_DESCRIPTION
+
+
+def as_blob_storage(arr: pa.Array, target: pa.DataType) -> pa.Array | None:
+    """``arr`` as the blob v2 storage struct ``target`` (``struct<data, uri[, position, size]>``)
+    when pylance would take it for such a column: a ``lance.blob.v2`` extension array with that
+    storage, or payloads as ``binary``/``large_binary``; None otherwise."""
+    if not pa.types.is_struct(target) or target.get_field_index("data") < 0:
+        return None
+    if isinstance(arr.type, pa.ExtensionType) and arr.type.storage_type == target:
+        return arr.storage
+    if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+        return None
+    children = [arr.cast(c.type) if c.name == "data" else pa.nulls(len(arr), c.type) for c in target]
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null())
 
 
 def is_description_type(t: pa.DataType) -> bool:

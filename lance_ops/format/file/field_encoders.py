@@ -237,6 +237,21 @@ def concat_arrays(arrays: list[pa.Array]) -> pa.Array:
         return values.dictionary_encode().cast(t)
 
 
+def concat_batches(batches: list[pa.RecordBatch], schema: pa.Schema | None = None) -> pa.RecordBatch:
+    """One batch of ``batches``' rows in order (``Table.combine_chunks``, but dictionary columns
+    whose dictionaries hold nulls, as 2.0 files store null keys, are joined by :func:`concat_arrays`)."""
+    schema = schema if schema is not None else batches[0].schema
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    try:
+        return pa.Table.from_batches(batches, schema=schema).combine_chunks().to_batches()[0]
+    except pa.ArrowInvalid:
+        cols = [concat_arrays([b.column(i) for b in batches]) for i in range(len(schema))]
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
 class LeafEncoder(FieldEncoder):
     def __init__(self, w: Any, fld: LanceField, dtype: pa.DataType) -> None:
         super().__init__(w, fld, dtype)

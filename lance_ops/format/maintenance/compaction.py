@@ -20,6 +20,7 @@ from ..blobs import has_blob_columns, with_payloads
 from ..commit import commit_transaction
 from ..commit_handler import CommitHandler, checkout_manifest, commit_handler_for
 from ..errors import InvalidArgumentError
+from ..file.field_encoders import concat_batches
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
 from ..operations import ReserveFragments, Rewrite, RewriteGroup
@@ -369,9 +370,7 @@ def _coalesced(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     have = size = 0
 
     def joined() -> pa.RecordBatch:
-        if len(pending) == 1:
-            return pending[0]
-        return pa.Table.from_batches(pending, schema=pending[0].schema).combine_chunks().to_batches()[0]
+        return concat_batches(pending)
 
     for b in batches:
         if b.num_rows >= _COALESCE_BELOW_ROWS or not b.num_columns:

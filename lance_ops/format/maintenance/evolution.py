@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..errors import SchemaChangeError, SchemaError
+from ..file.blobs import scan_schema
 from ..manifest import Manifest
 from ..schema import LanceSchema
 
@@ -98,7 +99,7 @@ def column_map(begin: LanceSchema, end: LanceSchema, between: Sequence[LanceSche
     for old_id, new_id in became.items():
         if new_id in dict(end_top):
             source_of[new_id] = begin_name[old_id]
-    target = end.to_arrow()
+    target = scan_schema(end.to_arrow())  # blob columns as scans return them: descriptions
     return ColumnMap(target, tuple(source_of.get(i) for i, _ in end_top))
 
 

@@ -76,6 +76,8 @@ def leaf_kind(t: pa.DataType, where: str) -> tuple[str, int]:
         return "fsl", bits
     if pa.types.is_dictionary(t) and _is_var(t.value_type):
         return "dict", 64 if _large(t.value_type) else 32  # indices into a page dictionary, as pylance
+    if pa.types.is_dictionary(t) and not pa.types.is_boolean(t.value_type) and _bits(t.value_type):
+        return "dict", 0  # indices into a page dictionary of fixed-width items (flat), as pylance
     if pa.types.is_dictionary(t) or pa.types.is_null(t) or pa.types.is_map(t):
         raise UnsupportedFeatureError(f"{where}: Arrow type {t} cannot be written in Lance 2.1+ files by lance_ops")
     bits = _bits(t)
@@ -401,7 +403,10 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     buffers: list[Any] = [meta.tobytes(), parts]  # the chunks, written one after another
     if dictionary is not None:
         _, dict_buffer, items, offset_bits = dictionary
-        mb.dictionary.variable.offsets.CopyFrom(_flat(offset_bits))
+        if offset_bits:
+            mb.dictionary.variable.offsets.CopyFrom(_flat(offset_bits))
+        else:  # fixed-width items of an Arrow dictionary column
+            mb.dictionary.flat.bits_per_value = _bits(levels.leaf.type)
         mb.num_dictionary_items = items
         buffers.append(dict_buffer)
     if rep is not None:
@@ -491,8 +496,19 @@ def _fsst_encode(vals: _Values) -> bytes | None:
 
 def _arrow_dictionary(leaf: pa.Array) -> tuple[pa.Array, bytes, int, int] | None:
     """:func:`_dictionary_encode` of an Arrow dictionary array, whatever its cardinality (its
-    dictionary is re-derived from the values: only the items it uses, none of them null)."""
-    return _dictionary_encode(leaf.cast(leaf.type.value_type), force=True)
+    dictionary is re-derived from the values: only the items it uses, none of them null).
+    Fixed-width items are one flat buffer (offset bits 0 mark it)."""
+    values = leaf.cast(leaf.type.value_type)
+    if _is_var(values.type):
+        return _dictionary_encode(values, force=True)
+    enc = values.dictionary_encode()
+    items = enc.dictionary
+    if not len(items):
+        return None
+    width = _bits(items.type) // 8  # type: ignore[operator]
+    data = items.buffers()[1]
+    body = bytes(data)[items.offset * width : (items.offset + len(items)) * width]
+    return enc.indices.fill_null(0).cast(pa.uint32()), body, len(items), 0
 
 
 def _dictionary_encode(leaf: pa.Array, force: bool = False) -> tuple[pa.Array, bytes, int, int] | None:
