@@ -23,6 +23,7 @@ _NAMES = {
     "LanceCleanupOperator": "operators.lance",
     "LanceChangeFeedOperator": "operators.lance",
     "LanceMaintainOperator": "operators.lance",
+    "LanceOptimizeIndicesOperator": "operators.lance",
     "LanceVersionSensor": "sensors.lance",
     "LanceMaintenanceSensor": "sensors.lance",
     "LanceVersionTrigger": "triggers.lance",

@@ -124,3 +124,36 @@ def test_maintenance_dag_waits_for_the_policy_then_compacts(airflow_db, fresh_da
     assert ev[0]["task_id"] == "maintain" and ev[0]["extra"]["operation"] == "compact"
     assert ev[0]["extra"]["version"] == after.version and ev[0]["extra"]["row_count"] == after.count_rows()
     assert out[("cleanup", -1)]["operation"] == "cleanup_old_versions"
+
+
+OPTIMIZE_DAG = '''
+from _common import CONN_ID, DATASET, DEFAULT_ARGS, START
+from airflow.sdk import DAG
+
+from lance_ops.airflow import LanceOptimizeIndicesOperator
+
+with DAG("lance_optimize_indices", schedule=None, start_date=START, catchup=False, default_args=DEFAULT_ARGS):
+    LanceOptimizeIndicesOperator(task_id="optimize_indices", dataset=DATASET, lance_conn_id=CONN_ID,
+                                 num_indices_to_merge=0)
+'''
+
+
+def test_optimize_indices_operator_indexes_the_new_rows(airflow_db, fresh_dataset, spark):
+    import lance
+
+    append = load_dag("lance_append")
+    assert str(append.test().state) == "success"
+    lance.dataset(fresh_dataset).create_scalar_index("id", "BTREE", name="id_idx")
+    assert str(append.test().state) == "success"  # 500 rows no segment covers
+    assert lance.dataset(fresh_dataset).index_statistics("id_idx")["num_unindexed_rows"] == 500
+    run = load_dag("lance_optimize_indices", OPTIMIZE_DAG).test()
+    assert str(run.state) == "success", task_states(run)
+    after = lance.dataset(fresh_dataset)
+    assert after.index_statistics("id_idx")["num_unindexed_rows"] == 0
+    got = sorted(after.to_table(columns=["id"], filter="id >= 700 AND id < 710")["id"].to_pylist())
+    assert got == list(range(700, 710))
+    assert "ScalarIndexQuery" in after.scanner(filter="id = 750").explain_plan()
+    out = xcoms(airflow_db, "lance_optimize_indices", run.run_id)[("optimize_indices", -1)]
+    assert out["version"] == after.version
+    ev = asset_events(airflow_db, f"file://{fresh_dataset}")[-1]
+    assert ev["extra"]["operation"] == "optimize_indices" and ev["extra"]["version"] == after.version

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, Context
 
+from lance_ops.format import OPTIMIZE_INDICES_DEFAULTS
 from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from lance_ops.policy import OPERATION_PROPERTY, manifest_stats
 from lance_ops.settings import DatasetConfigError, DatasetSettings, Settings, SparkSettings, load_settings
@@ -283,6 +284,32 @@ class LanceMaterializeDeletionsOperator(LanceBaseOperator):
         self.require_dataset(hook, uri)
         default = d.policy.deleted_ratio_threshold if d else 0.1
         return {"threshold": self.threshold if self.threshold is not None else default, "dry_run": self.dry_run}
+
+
+class LanceOptimizeIndicesOperator(LanceBaseOperator):
+    """Index the rows no index segment covers yet (``lance_ops.jobs.optimize_indices``): per index a
+    new segment over the unindexed fragments, or the newest ``num_indices_to_merge`` segments
+    merged with them, as pylance's ``optimize_indices``; one Spark task per group of fragments."""
+
+    operation = "optimize_indices"
+    template_fields: Sequence[str] = (*LanceBaseOperator.template_fields, "index_names")
+
+    def __init__(self, *, num_indices_to_merge: int | None = None, index_names: Sequence[str] | None = None,
+                 rows_per_task: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.num_indices_to_merge, self.index_names, self.rows_per_task = num_indices_to_merge, index_names, rows_per_task
+
+    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
+        self.require_dataset(hook, uri)
+        merge = self.num_indices_to_merge
+        if merge is not None and (isinstance(merge, bool) or not isinstance(merge, int) or merge < 0):
+            raise self.config_error("num_indices_to_merge", f"{merge!r} is not a non-negative integer",
+                                    "pass 0 (a new segment) or the number of newest segments to merge")
+        return {
+            "num_indices_to_merge": OPTIMIZE_INDICES_DEFAULTS.num_indices_to_merge if merge is None else merge,
+            "index_names": list(self.index_names) if self.index_names else None,
+            "rows_per_task": self.rows_per_task or OPTIMIZE_INDICES_DEFAULTS.rows_per_task,
+        }
 
 
 class LanceCleanupOperator(LanceBaseOperator):
