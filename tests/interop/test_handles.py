@@ -33,8 +33,8 @@ class Impl:
         return sql if self.lib is lance else expr
 
     def value(self, sql: str, literal: Any) -> Any:
-        """An update value: a SQL expression for pylance, a scalar for lance_ops."""
-        return sql if self.lib is lance else literal
+        """An update value: a SQL expression, as both libraries take it."""
+        return sql
 
 
 # pylance's CommitConflictError is an OSError; lance_ops' is a LanceOpsError (a deliberate

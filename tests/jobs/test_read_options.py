@@ -75,8 +75,8 @@ def test_unknown_options_are_refused_listing_the_known_ones(spark, history):
     assert all(name in msg for name in READ_OPTIONS if name != "changed_between")
     with pytest.raises(Exception, match="option batch_size must be at least 1"):
         read(spark, history, batch_size=0).collect()
-    with pytest.raises(Exception, match="(?i)unknown write option 'mergeSchema'"):
-        spark.range(3).write.format("lance").mode("append").option("mergeSchema", True).save(history)
+    with pytest.raises(Exception, match="(?i)unknown write option 'mergeSchemaa'"):
+        spark.range(3).write.format("lance").mode("append").option("mergeSchemaa", True).save(history)
     assert lance.dataset(history).version == 3
 
 

@@ -88,7 +88,7 @@ def run_worker(
                         rep.deleted[ds.version] = ids
                         live = [i for i in live if i not in set(ids)]
                     elif kind == "update":
-                        n = ds.update({"val": value}, where=pc.field("id").isin(ids), conflict_retries=0)["num_rows_updated"]
+                        n = ds.update({"val": pa.scalar(value)}, where=pc.field("id").isin(ids), conflict_retries=0)["num_rows_updated"]
                         assert n == len(ids), f"update of live rows {ids} updated {n}"
                         rep.updated[ds.version] = (ids, value)
                     else:
