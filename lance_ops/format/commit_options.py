@@ -1,4 +1,4 @@
-"""Options of one commit as one typed object, defined once (STYLE.md habit 14).
+"""Options of one commit as one typed object, defined once (one definition, passed through the layers).
 
 The Spark jobs, the Dagster config classes and the CLI take their commit fields and defaults
 from :class:`CommitOptions` instead of redeclaring them; ``format`` turns it into what the
