@@ -114,7 +114,7 @@ def test_format_package_imports_without_spark_or_dagster() -> None:
 
 
 # ------------------------------------------------------------------ self-contained docs
-FORBIDDEN_REFERENCES = re.compile(r"FORMAT_NOTES|\.\./shared|/work/shared")
+FORBIDDEN_REFERENCES = re.compile(r"FORMAT_NOTES|STYLE\.md|\.\./shared|/work/shared")
 RECIPES_OUTSIDE_DOCS = re.compile(r"(?<!docs/)\bRECIPES\.md")
 SECTION_REFERENCE = re.compile(r"docs/(FORMAT|RECIPES)\.md((?:[ ,]*(?:and|-|–)?\s*§\d+(?:\.\d+)*)+)")
 
