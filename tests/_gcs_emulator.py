@@ -46,6 +46,7 @@ import os
 
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"  # before any `import gcsfs`
 
+import contextlib  # noqa: E402
 import http.client  # noqa: E402
 import http.server  # noqa: E402
 import io  # noqa: E402
@@ -55,6 +56,7 @@ import re  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections import deque  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from functools import partial  # noqa: E402
 from http import HTTPStatus  # noqa: E402
@@ -691,6 +693,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         emu.stop()
     return 0
+
+
+@contextlib.contextmanager
+def running_emulator(host: str = "127.0.0.1", port: int = 0) -> Iterator[EmulatorHandle]:
+    """An emulator started for the ``with`` block, with ``STORAGE_EMULATOR_HOST`` pointing at it
+    meanwhile (restored afterwards)."""
+    emu = start_emulator(host, port)
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = emu.endpoint
+    try:
+        yield emu
+    finally:
+        emu.stop()
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
 
 
 if __name__ == "__main__":

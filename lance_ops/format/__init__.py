@@ -10,7 +10,7 @@ The API mirrors pylance where they overlap::
 
 from ._version import __version__ as __version__
 from .commit_options import COMMIT_DEFAULTS, CommitOptions
-from .dataset import LanceDataset, LanceFragment, Scanner, commit, dataset, resolve_version, write_dataset
+from .dataset import LanceDataset
 from .errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
@@ -36,6 +36,7 @@ from .errors import (
 )
 from .evolve import schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
+from .handle_views import LanceFragment, Scanner
 from .index.describe import format_fragment_ids
 from .inputs import CastError
 from .lance_operation import LanceOperation
@@ -73,6 +74,7 @@ from .results import DeleteResult, UpdateResult
 from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from .schema import LanceSchema
 from .sql import sql_expression, sql_filter, transpile_sql
+from .top_level import commit, dataset, resolve_version, write_dataset
 from .transaction import Transaction
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 

@@ -1,10 +1,9 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
-import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -12,28 +11,25 @@ import pyarrow.compute as pc
 
 from .blobs import BlobFile, take_blobs
 from .cleanup import CleanupStats, cleanup_old_versions
-from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
+from .commit import commit_transaction
 from .commit_handler import (
     CommitHandler,
     ConditionalPutCommitHandler,
     checkout_manifest,
     commit_handler_for,
-    try_open_latest,
 )
-from .data_stats import DataStatistics, data_statistics
 from .errors import (
     ArgumentTypeError,
-    DatasetAlreadyExistsError,
-    DatasetNotFoundError,
     InvalidArgumentError,
     RetryableCommitConflictError,
     UnsupportedFeatureError,
 )
 from .evolve import NewColumns, plan_add_columns, plan_alter_columns, plan_drop_columns
 from .fragment import FragmentMetadata
+from .handle_args import check_readahead, check_scan_args, pop_ignored, sql_translator
+from .handle_views import LanceFragment, LanceStats, Scanner, _Optimize
 from .idempotency import idempotency_key
 from .index import describe as _describe
-from .inputs import blobs_as_v2, check_fits
 from .maintenance.change_feed import change_feed_batches, change_feed_schema
 from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from .maintenance.index_build import (
@@ -42,11 +38,11 @@ from .maintenance.index_build import (
     plan_create_scalar_index,
     plan_optimize_indices,
 )
-from .manifest import Manifest, NamingScheme, check_flags, is_detached_version
+from .manifest import Manifest, NamingScheme, is_detached_version
 from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
-from .operations import Append, Delete, Operation, Overwrite, Restore, Update, UpdateConfig
+from .operations import Delete, Restore, Update, UpdateConfig
 from .projection import plan_projection
 from .refs import (
     Branches,
@@ -64,106 +60,10 @@ from .scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
 from .transaction import Transaction, read_transaction_file
-from .versions import normalize_storage_version, require_writable
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
-    conform_batch,
-    iter_batches,
-    new_schema,
-    write_fragment_files,
-    write_fragments,
 )
-
-
-class LanceFragment:
-    """One fragment of a dataset version (read-only view)."""
-
-    def __init__(self, ds: "LanceDataset", meta: FragmentMetadata) -> None:
-        self._ds = ds
-        self.metadata = meta
-
-    @property
-    def fragment_id(self) -> int:
-        return self.metadata.id
-
-    @property
-    def physical_rows(self) -> int:
-        return self.metadata.physical_rows
-
-    @property
-    def deletion_file(self) -> Any:
-        return self.metadata.deletion_file
-
-    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
-        if filter is None:
-            return self.metadata.num_rows
-        return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
-
-    def to_batches(self, columns: Sequence[str] | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
-        return self._ds.to_batches(columns=columns, fragments=[self.metadata], **kwargs)
-
-    def to_table(self, columns: Sequence[str] | None = None, **kwargs: Any) -> pa.Table:
-        return self._ds.to_table(columns=columns, fragments=[self.metadata], **kwargs)
-
-    # ------------------------------------------------ pylance surface (issue 24)
-    @property
-    def num_deletions(self) -> int:
-        """Rows of this fragment marked deleted, as pylance's ``num_deletions``."""
-        return self.metadata.num_deleted_rows
-
-    def data_files(self) -> list[Any]:
-        """The fragment's data files (``DataFile``s), as pylance's ``data_files()``."""
-        return list(self.metadata.files)
-
-    def files(self) -> list[Any]:
-        """Alias of :meth:`data_files` (pylance's older name)."""
-        return self.data_files()
-
-    def delete(self, predicate: pc.Expression) -> FragmentMetadata | None:
-        """Write a deletion file for the rows matching ``predicate``; commits nothing.
-
-        Returns:
-            the fragment's new metadata (commit it with ``Delete``/``Update``), the unchanged
-            metadata when no row matched, or None when every row is now deleted (as pylance).
-        """
-        manifest = dataclasses.replace(self._ds.manifest, fragments=(self.metadata,))
-        updated, removed, _total = plan_delete(self._ds._store, manifest, predicate)
-        if removed:
-            return None
-        return updated[0] if updated else self.metadata
-
-    @staticmethod
-    def create(
-        dataset_uri: str,
-        data: Any,
-        fragment_id: int | None = None,
-        schema: pa.Schema | None = None,
-        max_rows_per_group: int = 1024,
-        progress: Any = None,
-        mode: str = "append",
-        *,
-        data_storage_version: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        manifest_store: "ManifestStore | str | None" = None,
-    ) -> FragmentMetadata:
-        """Write ``data`` (any input :func:`write_dataset` takes) as one uncommitted fragment of the
-        dataset at ``dataset_uri``, as pylance's ``LanceFragment.create``; commit it with
-        ``commit(uri, Append([fragment]), read_version=...)``.  ``fragment_id`` (default 0) is
-        replaced at commit as pylance does; ``max_rows_per_group`` and ``progress`` are accepted
-        and ignored (lance_ops sizes pages itself).
-        """
-        if mode not in ("append", "overwrite", "create"):
-            raise InvalidArgumentError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
-        frags = write_fragments(data, dataset_uri, schema=schema, max_rows_per_file=_ONE_FILE,
-                                storage_options=storage_options, data_storage_version=data_storage_version,
-                                manifest_store=manifest_store)
-        if not frags:
-            raise InvalidArgumentError(f"{dataset_uri}: LanceFragment.create got no rows to write")
-        return dataclasses.replace(frags[0], id=fragment_id or 0)
-
-    def __repr__(self) -> str:
-        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
 
 class LanceDataset:
@@ -408,8 +308,8 @@ class LanceDataset:
         fragment_readahead: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
-        _check_scan_args(limit, offset, batch_size)
-        _check_readahead(batch_readahead, fragment_readahead)
+        check_scan_args(limit, offset, batch_size)
+        check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
@@ -430,8 +330,8 @@ class LanceDataset:
         fragment_readahead: int | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
-        _check_scan_args(limit, offset, batch_size)
-        _check_readahead(batch_readahead, fragment_readahead)
+        check_scan_args(limit, offset, batch_size)
+        check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
         plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
@@ -633,10 +533,6 @@ class LanceDataset:
         self._commit(UpdateConfig({}, list(keys)))
 
     # ------------------------------------------------------ schema evolution
-    def _evolve(self, operation: Operation) -> None:
-        """Commit a schema change and move this handle to the new version (as pylance)."""
-        self._commit(operation)
-
     def add_columns(
         self,
         transforms: NewColumns,
@@ -654,8 +550,8 @@ class LanceDataset:
         if reader_schema is not None:
             raise UnsupportedFeatureError("add_columns: reader_schema (a RecordBatchReader of new values) is not supported")
         self._handler.check_writable()
-        self._evolve(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
-                                      sql=_sql_translator()))
+        self._commit(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
+                                      sql=sql_translator()))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Rename, change nullability or cast columns, as pylance's ``alter_columns``: each
@@ -663,13 +559,13 @@ class LanceDataset:
         Renames and nullability are a ``Project`` (metadata only); casts rewrite the column
         under a new field id (a ``Merge``)."""
         self._handler.check_writable()
-        self._evolve(plan_alter_columns(self._store, self._manifest, alterations))
+        self._commit(plan_alter_columns(self._store, self._manifest, alterations))
 
     def drop_columns(self, columns: Sequence[str]) -> None:
         """Drop columns (dotted paths for struct children), as pylance's ``drop_columns``: a
         ``Project``, metadata only; ``compact_files`` then rewrites the data without them."""
         self._handler.check_writable()
-        self._evolve(plan_drop_columns(self._manifest, columns))
+        self._commit(plan_drop_columns(self._manifest, columns))
 
     # ---------------------------------------------------------- maintenance
     @property
@@ -684,7 +580,7 @@ class LanceDataset:
         Returns:
             CompactionMetrics (``version``: the committed version, None if none).
         """
-        _pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
+        pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
         if not options.get("dry_run"):
             self._check_mutable()
             self._handler.check_writable()  # before any task writes a file
@@ -807,6 +703,8 @@ class LanceDataset:
         pylance's ``insert``; the handle moves to the new version."""
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
+        from .top_level import write_dataset  # the module-level API sits beside the handle
+
         self._advance(write_dataset(data, self.uri, mode=mode, **kwargs).manifest)
 
     def read_transaction(self, version: int) -> Transaction | None:
@@ -854,37 +752,6 @@ class LanceDataset:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
 
 
-class Scanner:
-    """A deferred scan (``ds.scanner(...).to_table()``), as in pylance."""
-
-    def __init__(self, ds: LanceDataset, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
-        self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
-
-    @property
-    def projected_schema(self) -> pa.Schema:
-        kw = self._kw
-        columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
-        out = plan_scan(
-            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
-        ).out_schema
-        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
-
-    def to_table(self) -> pa.Table:
-        return self._ds.to_table(self._columns, self._filter, **self._kw)
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        return self._ds.to_batches(self._columns, self._filter, **self._kw)
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
-
-    def count_rows(self) -> int:
-        """Rows the scan yields (its filter, limit and offset applied); no column is decoded
-        beyond what the filter reads."""
-        kw = {k: v for k, v in self._kw.items() if k not in ("with_row_id", "with_row_address")}
-        return sum(b.num_rows for b in self._ds.to_batches([], self._filter, **kw))
-
-
 def _summary(m: Manifest) -> dict[str, str]:
     files = sum(len(f.files) for f in m.fragments)
     deleted = sum(f.num_deleted_rows for f in m.fragments)
@@ -898,295 +765,3 @@ def _summary(m: Manifest) -> dict[str, str]:
         "total_fragments": str(len(m.fragments)),
         "total_rows": str(physical - deleted),
     }
-
-
-def dataset(
-    uri: str,
-    *,
-    version: VersionRef = None,
-    branch: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    manifest_store: "ManifestStore | str | None" = None,
-    asof: datetime | str | None = None,
-) -> LanceDataset:
-    """Open the dataset at ``uri`` (latest version, or ``version``).
-
-    ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
-    an ISO 8601 string), as pylance; not together with ``version``.
-
-    ``version``: a version number, a tag name (``"gold"``), or ``(branch, version)``
-    (``("dev", 2)``; ``("dev", None)`` = the latest of ``dev``; ``"main"`` = the main branch).
-    ``branch``: open that branch (its latest version, or ``version`` of it).  A branch can also
-    be opened by its own URI, ``<uri>/tree/<branch>``, as in pylance; detached versions open by
-    their number.
-    ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
-    or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
-    """
-    if asof is not None:
-        if version is not None:
-            raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
-        latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
-        version = _version_asof(latest, asof)
-    return LanceDataset(
-        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
-    )
-
-
-def resolve_version(
-    uri: str,
-    version: VersionRef = None,
-    *,
-    branch: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    manifest_store: "ManifestStore | str | None" = None,
-) -> tuple[str, int]:
-    """Where ``version`` lives: ``(uri of its branch, version number)``.
-
-    Resolves tag names, ``(branch, version)`` and ``branch=`` exactly as :func:`dataset` does, for
-    callers that pass a location and a number on (Spark tasks, CLIs, Dagster configs).
-
-    Raises:
-        DatasetNotFoundError: no such dataset or version.  TagError: no such tag.
-    """
-    ds = LanceDataset(uri, version=version, branch=branch, storage_options=storage_options,
-                      manifest_store=manifest_store)
-    return ds.uri, ds.version
-
-
-def write_dataset(
-    data: Any,
-    uri: str,
-    *,
-    mode: WriteMode = "create",
-    schema: pa.Schema | None = None,
-    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    enable_stable_row_ids: bool = False,
-    data_storage_version: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    transaction_properties: Mapping[str, str] | None = None,
-    manifest_store: "ManifestStore | str | None" = None,
-    commit_message: str | None = None,
-    enable_v2_manifest_paths: bool | None = None,
-) -> LanceDataset:
-    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
-
-    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
-    datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
-    of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
-    bring types that widen losslessly to the dataset's.
-    Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
-    stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
-    external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
-    the object store's conditional put; every writer of the dataset must use the same one.
-    ``commit_message`` is stored in the transaction's properties under pylance's key
-    ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
-    manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
-    """
-    if mode not in ("create", "append", "overwrite"):
-        raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
-    if enable_v2_manifest_paths is False:
-        raise UnsupportedFeatureError(f"{uri}: enable_v2_manifest_paths=False (V1 manifest names) is not written "
-                                      "by lance_ops; new datasets use V2 manifest paths")
-    transaction_properties = _with_commit_message(transaction_properties, commit_message)
-    if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
-        uri = uri.uri
-    store = ObjectStore(uri, storage_options)
-    handler = commit_handler_for(store, manifest_store)
-    existing = try_open_latest(store, handler)
-    if existing is not None and mode == "create":
-        done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
-        if done is not None:  # a retried create whose first attempt committed
-            return LanceDataset._from_manifest(store, done, handler)
-        raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
-    data_schema, batches = iter_batches(data, schema)
-    props = dict(transaction_properties or {})
-    idempotency_key(props)  # refused before any file is written
-    if existing is not None and mode == "append":
-        check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
-        file_version = require_writable(existing.data_storage_version, uri)
-        lance_schema = existing.schema
-        check_fits(data_schema, lance_schema.to_arrow(), uri)
-        frags = write_fragment_files(store, batches, lance_schema, version=file_version,
-                                     max_rows_per_file=max_rows_per_file)
-        txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = commit_transaction(store, txn, handler=handler, known=existing)
-        return LanceDataset._from_manifest(store, manifest, handler)
-    version = (
-        require_writable(existing.data_storage_version, uri)
-        if existing is not None and data_storage_version is None
-        else normalize_storage_version(data_storage_version)
-    )
-    target = blobs_as_v2(schema or data_schema, version)
-    lance_schema = new_schema(target)
-    frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
-                                 version=version, max_rows_per_file=max_rows_per_file)
-    read_version = existing.version if existing is not None else 0
-    txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
-    manifest = commit_transaction(
-        store,
-        txn,
-        create=existing is None and mode == "create",
-        enable_stable_row_ids=enable_stable_row_ids,
-        data_storage_version=version,
-        handler=handler,
-    )
-    return LanceDataset._from_manifest(store, manifest, handler)
-
-
-def commit(
-    uri: str,
-    operation: Operation | Transaction,
-    *,
-    read_version: int | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    enable_stable_row_ids: bool = False,
-    transaction_properties: Mapping[str, str] | None = None,
-    manifest_store: ManifestStore | str | None = None,
-    create: bool = False,
-    data_storage_version: str | None = None,
-) -> LanceDataset:
-    """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
-    ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
-    LanceDataset.
-
-    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
-    ``data_storage_version`` apply to a dataset this commit creates.
-    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
-    path / ``sqlite:///`` URL) instead of the object store's conditional put.
-    """
-    store = ObjectStore(uri, storage_options)
-    handler = commit_handler_for(store, manifest_store)
-    if isinstance(operation, Transaction):
-        props = {**operation.properties, **dict(transaction_properties or {})}
-        txn = dataclasses.replace(operation, properties=props)
-    elif read_version is None and getattr(operation, "name", "") not in ("overwrite", "restore"):
-        raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
-                                   f"Restore (got a {type(operation).__name__})")
-    elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
-        latest = try_open_latest(store, handler, check_writable=False)
-        txn = Transaction(read_version=latest.version if latest is not None else 0, operation=operation,
-                          properties=dict(transaction_properties or {}))
-    else:
-        txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
-    manifest = commit_transaction(
-        store,
-        txn,
-        create=create,
-        enable_stable_row_ids=enable_stable_row_ids,
-        data_storage_version=data_storage_version,
-        max_retries=max_retries,
-        handler=handler,
-    )
-    return LanceDataset._from_manifest(store, manifest, handler)
-
-
-#: ``LanceFragment.create`` writes one fragment (one data file), whatever its size
-_ONE_FILE = 1 << 62
-
-
-def _with_commit_message(properties: Mapping[str, str] | None, message: str | None) -> Mapping[str, str] | None:
-    """``properties`` with ``commit_message`` under pylance's key (the message wins a clash)."""
-    if message is None:
-        return properties
-    if not isinstance(message, str):
-        raise ArgumentTypeError(f"commit_message must be a string, got {type(message).__name__} {message!r}")
-    return {**dict(properties or {}), COMMIT_MESSAGE_KEY: message}
-
-
-#: the transaction property pylance stores ``commit_message`` under
-COMMIT_MESSAGE_KEY = "__lance_commit_message"
-
-
-class LanceStats:
-    """``LanceDataset.stats``, as pylance's ``LanceStats``."""
-
-    def __init__(self, ds: LanceDataset) -> None:
-        self._ds = ds
-
-    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
-        """``{"num_deleted_rows", "num_fragments", "num_small_files"}``; a small file is a
-        fragment of fewer than ``max_rows_per_group`` physical rows (as pylance counts)."""
-        frags = self._ds.manifest.fragments
-        return {
-            "num_deleted_rows": sum(f.num_deleted_rows for f in frags),
-            "num_fragments": len(frags),
-            "num_small_files": sum(1 for f in frags if f.physical_rows < max_rows_per_group),
-        }
-
-    def index_stats(self, index_name: str) -> dict[str, Any]:
-        """Statistics of one index (:meth:`LanceDataset.index_statistics`)."""
-        return self._ds.index_statistics(index_name)
-
-    def data_stats(self) -> DataStatistics:
-        """Bytes on disk per field (:func:`.data_stats.data_statistics`), as pylance's."""
-        return data_statistics(self._ds._store, self._ds.manifest)
-
-
-class _Optimize:
-    """``LanceDataset.optimize`` (as in pylance)."""
-
-    def __init__(self, ds: LanceDataset) -> None:
-        self._ds = ds
-
-    def compact_files(self, **options: Any) -> CompactionMetrics:
-        """In-process compaction (options as pylance ``compact_files``); moves the handle to the
-        new version; returns CompactionMetrics."""
-        return self._ds.compact_files(**options)
-
-    def optimize_indices(self, **kwargs: Any) -> None:
-        """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
-        moves the handle to the new version."""
-        self._ds.optimize_indices(**kwargs)
-
-
-def _sql_translator() -> Any:
-    """``add_columns``' translator of SQL strings (``lance_ops.format.sql``)."""
-    from . import sql
-
-    def translate(text: str, schema: pa.Schema) -> pc.Expression:
-        return sql.sql_expression(text, schema, what="add_columns expression")
-
-    return translate
-
-
-def _pop_ignored(options: dict[str, Any], names: Sequence[str]) -> None:
-    """Remove pylance tuning options lance_ops accepts and ignores (positive integers or None)."""
-    for name in names:
-        value = options.pop(name, None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_readahead(*values: object) -> None:
-    """pylance's read-ahead depths: accepted (lance_ops reads fragments in order, one at a time)."""
-    _pop_ignored(dict(zip(("batch_readahead", "fragment_readahead"), values, strict=True)),
-                 ("batch_readahead", "fragment_readahead"))
-
-
-def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
-    """The newest version of ``ds``'s branch committed at or before ``asof``.
-
-    Raises:
-        DatasetNotFoundError: every version is newer than ``asof``.
-    """
-    when = datetime.fromisoformat(asof) if isinstance(asof, str) else asof
-    if not isinstance(when, datetime):
-        raise ArgumentTypeError(f"asof must be a datetime or an ISO 8601 string, got {type(asof).__name__}")
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
-    older = [v["version"] for v in ds.versions() if v["timestamp"] <= when]
-    if not older:
-        raise DatasetNotFoundError(f"{ds.uri}: no version was committed at or before {when.isoformat()} (UTC)")
-    return max(older)
-
-
-def _check_scan_args(limit: object, offset: object, batch_size: object) -> None:
-    for name, value, low in (("limit", limit, 0), ("offset", offset, 0), ("batch_size", batch_size, 1)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ArgumentTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-        if value < low:  # pylance's messages (ValueError there too)
-            raise InvalidArgumentError(f"{name.capitalize()} must be non-negative ({name}={value})" if low == 0 else
-                                       f"{name} must be between 1 and 4294967295, got {value}")

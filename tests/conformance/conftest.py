@@ -52,19 +52,10 @@ class Backend:
 
 @pytest.fixture(scope="session")
 def _emulator() -> Iterator[Any]:
-    from _gcs_emulator import start_emulator
+    from _gcs_emulator import running_emulator
 
-    emu = start_emulator("127.0.0.1", 0)
-    previous = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = emu.endpoint
-    try:
+    with running_emulator() as emu:
         yield emu
-    finally:
-        emu.stop()
-        if previous is None:
-            os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        else:
-            os.environ["STORAGE_EMULATOR_HOST"] = previous
 
 
 @pytest.fixture(params=BACKENDS)

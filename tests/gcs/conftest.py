@@ -24,7 +24,7 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 import pytest  # noqa: E402
-from _gcs_emulator import EmulatorHandle, start_emulator  # noqa: E402
+from _gcs_emulator import EmulatorHandle, running_emulator  # noqa: E402
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
@@ -68,17 +68,8 @@ def gcs_emulator(_loopback_only) -> Iterator[EmulatorHandle]:
             "gcsfs was imported before GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false was set; every bucket "
             "call would wait ~60 s for a gRPC probe. Set the variable before importing gcsfs."
         )
-    emu = start_emulator("127.0.0.1", 0)
-    previous = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = emu.endpoint
-    try:
+    with running_emulator() as emu:
         yield emu
-    finally:
-        emu.stop()
-        if previous is None:
-            os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        else:
-            os.environ["STORAGE_EMULATOR_HOST"] = previous
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ stable row ids; their files are laid out as pylance 14 writes them; pylance's ow
 keeps them right afterwards.
 """
 
-import functools
 import os
 from datetime import timedelta
 
@@ -13,10 +12,10 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pytest
+from file_versions import pin_file_version
 from index_support import QUERIES, SCALAR, copy, follow_ups, index_name, indices_used, table, wrong_answers
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 from lance_ops.format.errors import (
     InvalidArgumentError,
     RetryableCommitConflictError,
@@ -39,18 +38,7 @@ ROWS, PER_FILE = 2400, 600
 @pytest.fixture(params=("2.0", "2.2"), autouse=True)
 def file_version(request, monkeypatch):
     """This suite runs at 2.0 and 2.2 (overrides the interop conftest's three versions)."""
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
+    return pin_file_version(monkeypatch, request.param)
 
 
 @pytest.fixture(params=[False, True], ids=["addresses", "stable_row_ids"])

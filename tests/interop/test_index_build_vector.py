@@ -5,7 +5,6 @@ unindexed rows) and answer exactly with every partition probed, at 2.0 and 2.2, 
 stable row ids, for l2 and cosine.
 """
 
-import functools
 import os
 
 import lance
@@ -13,10 +12,10 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pytest
+from file_versions import pin_file_version
 from index_support import QUERY_VECTOR, copy, follow_ups, index_name, table, vector_column, wrong_answers
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section
 
@@ -26,18 +25,7 @@ KINDS = ("IVF_PQ", "IVF_FLAT")
 @pytest.fixture(params=("2.0", "2.2"), autouse=True)
 def file_version(request, monkeypatch):
     """This suite runs at 2.0 and 2.2 (overrides the interop conftest's three versions)."""
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
+    return pin_file_version(monkeypatch, request.param)
 
 
 def _build(uri: str, *, stable: bool, file_version: str, metric: str) -> None:

@@ -10,7 +10,6 @@ with every partition probed, and full-text search exactly as brute force over th
 the answers stay right.
 """
 
-import functools
 import shutil
 from datetime import timedelta
 
@@ -20,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from file_versions import pin_file_version
 
 import lance_ops.format as lf
-import lance_ops.format.versions as lf_versions
 from lance_ops.format.index.handling import IndexAction, handling
 from lance_ops.format.index.metadata import decode_index_section
 
@@ -43,18 +42,7 @@ FILTERS = {
 @pytest.fixture(params=("2.0", "2.2"), autouse=True)
 def file_version(request, monkeypatch):
     """Overrides the interop suite's three formats: 2.0 and 2.2 keep this matrix ~2 min."""
-    version = request.param
-    monkeypatch.setattr(lf_versions, "DEFAULT_STORAGE_VERSION", version)
-    original = lance.write_dataset
-
-    @functools.wraps(original)
-    def write_dataset(*args, **kwargs):
-        if kwargs.get("mode", "create") != "append":
-            kwargs.setdefault("data_storage_version", version)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(lance, "write_dataset", write_dataset)
-    return version
+    return pin_file_version(monkeypatch, request.param)
 
 
 def rows(n: int, start: int = 0) -> pa.Table:

@@ -167,15 +167,28 @@ def plan_create_scalar_index(
     kind = str(index_type).upper()
     if kind not in BUILDABLE_KINDS:
         raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(BUILDABLE_KINDS)}, not {index_type!r}")
+    name, existing = _index_target(manifest, column, name, replace, "create_scalar_index")
+    groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
+    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
+
+
+def _index_target(
+    manifest: Manifest, column: str, name: str | None, replace: bool, what: str
+) -> tuple[str, tuple[IndexMetadata, ...]]:
+    """The index's name (default ``<column>_idx``) and the segments of that name it replaces.
+
+    Raises:
+        SchemaError: no such column.
+        InvalidArgumentError: ``replace=False`` and an index of that name exists.
+    """
     names = [f.name for f in manifest.schema.top_level()]
     if column not in names:
-        raise SchemaError(f"create_scalar_index: column {column!r} is not in the dataset schema {names}")
+        raise SchemaError(f"{what}: column {column!r} is not in the dataset schema {names}")
     name = name or f"{column}_idx"
     existing = tuple(i for i in _indices(manifest) if i.name == name)
     if existing and not replace:
-        raise InvalidArgumentError(f"create_scalar_index: an index named {name!r} already exists (pass replace=True)")
-    groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
-    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
+        raise InvalidArgumentError(f"{what}: an index named {name!r} already exists (pass replace=True)")
+    return name, existing
 
 
 def plan_create_index(
@@ -203,13 +216,7 @@ def plan_create_index(
         raise UnsupportedFeatureError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
     if str(metric).lower() not in ("l2", "cosine"):
         raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2 or cosine, not {metric!r}")
-    names = [f.name for f in manifest.schema.top_level()]
-    if column not in names:
-        raise SchemaError(f"create_index: column {column!r} is not in the dataset schema {names}")
-    name = name or f"{column}_idx"
-    existing = tuple(i for i in _indices(manifest) if i.name == name)
-    if existing and not replace:
-        raise InvalidArgumentError(f"create_index: an index named {name!r} already exists (pass replace=True)")
+    name, existing = _index_target(manifest, column, name, replace, "create_index")
     task = _task(manifest, name, kind, column, [f.id for f in manifest.fragments])
     train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors}
     return IndexBuildPlan(manifest.version, (replace_task(task, train=train),), existing)

@@ -1,0 +1,254 @@
+"""pylance's module-level functions: ``dataset`` (open), ``write_dataset``, ``commit`` (an
+operation or transaction built elsewhere) and ``resolve_version``; each returns a
+:class:`.dataset.LanceDataset`."""
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
+from .commit_handler import (
+    commit_handler_for,
+    try_open_latest,
+)
+from .dataset import LanceDataset
+from .errors import (
+    ArgumentTypeError,
+    DatasetAlreadyExistsError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
+from .idempotency import idempotency_key
+from .inputs import blobs_as_v2, check_fits
+from .manifest import check_flags
+from .manifest_store import ManifestStore
+from .operations import Append, Operation, Overwrite
+from .refs import (
+    VersionRef,
+)
+from .store import ObjectStore
+from .transaction import Transaction
+from .versions import normalize_storage_version, require_writable
+from .write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    WriteMode,
+    conform_batch,
+    iter_batches,
+    new_schema,
+    write_fragment_files,
+)
+
+
+def dataset(
+    uri: str,
+    *,
+    version: VersionRef = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    asof: datetime | str | None = None,
+) -> LanceDataset:
+    """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
+    an ISO 8601 string), as pylance; not together with ``version``.
+
+    ``version``: a version number, a tag name (``"gold"``), or ``(branch, version)``
+    (``("dev", 2)``; ``("dev", None)`` = the latest of ``dev``; ``"main"`` = the main branch).
+    ``branch``: open that branch (its latest version, or ``version`` of it).  A branch can also
+    be opened by its own URI, ``<uri>/tree/<branch>``, as in pylance; detached versions open by
+    their number.
+    ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
+    or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
+    """
+    if asof is not None:
+        if version is not None:
+            raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
+        latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
+        version = _version_asof(latest, asof)
+    return LanceDataset(
+        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
+    )
+
+
+def resolve_version(
+    uri: str,
+    version: VersionRef = None,
+    *,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+) -> tuple[str, int]:
+    """Where ``version`` lives: ``(uri of its branch, version number)``.
+
+    Resolves tag names, ``(branch, version)`` and ``branch=`` exactly as :func:`dataset` does, for
+    callers that pass a location and a number on (Spark tasks, CLIs, Dagster configs).
+
+    Raises:
+        DatasetNotFoundError: no such dataset or version.  TagError: no such tag.
+    """
+    ds = LanceDataset(uri, version=version, branch=branch, storage_options=storage_options,
+                      manifest_store=manifest_store)
+    return ds.uri, ds.version
+
+
+def write_dataset(
+    data: Any,
+    uri: str,
+    *,
+    mode: WriteMode = "create",
+    schema: pa.Schema | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    commit_message: str | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+) -> LanceDataset:
+    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
+
+    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
+    datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
+    of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
+    bring types that widen losslessly to the dataset's.
+    Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
+    stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
+    external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
+    the object store's conditional put; every writer of the dataset must use the same one.
+    ``commit_message`` is stored in the transaction's properties under pylance's key
+    ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
+    manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
+    """
+    if mode not in ("create", "append", "overwrite"):
+        raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    if enable_v2_manifest_paths is False:
+        raise UnsupportedFeatureError(f"{uri}: enable_v2_manifest_paths=False (V1 manifest names) is not written "
+                                      "by lance_ops; new datasets use V2 manifest paths")
+    transaction_properties = _with_commit_message(transaction_properties, commit_message)
+    if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
+        uri = uri.uri
+    store = ObjectStore(uri, storage_options)
+    handler = commit_handler_for(store, manifest_store)
+    existing = try_open_latest(store, handler)
+    if existing is not None and mode == "create":
+        done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
+        if done is not None:  # a retried create whose first attempt committed
+            return LanceDataset._from_manifest(store, done, handler)
+        raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
+    data_schema, batches = iter_batches(data, schema)
+    props = dict(transaction_properties or {})
+    idempotency_key(props)  # refused before any file is written
+    if existing is not None and mode == "append":
+        check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
+        file_version = require_writable(existing.data_storage_version, uri)
+        lance_schema = existing.schema
+        check_fits(data_schema, lance_schema.to_arrow(), uri)
+        frags = write_fragment_files(store, batches, lance_schema, version=file_version,
+                                     max_rows_per_file=max_rows_per_file)
+        txn = Transaction(existing.version, Append(frags), properties=props)
+        manifest = commit_transaction(store, txn, handler=handler, known=existing)
+        return LanceDataset._from_manifest(store, manifest, handler)
+    version = (
+        require_writable(existing.data_storage_version, uri)
+        if existing is not None and data_storage_version is None
+        else normalize_storage_version(data_storage_version)
+    )
+    target = blobs_as_v2(schema or data_schema, version)
+    lance_schema = new_schema(target)
+    frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
+                                 version=version, max_rows_per_file=max_rows_per_file)
+    read_version = existing.version if existing is not None else 0
+    txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
+    manifest = commit_transaction(
+        store,
+        txn,
+        create=existing is None and mode == "create",
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=version,
+        handler=handler,
+    )
+    return LanceDataset._from_manifest(store, manifest, handler)
+
+
+def commit(
+    uri: str,
+    operation: Operation | Transaction,
+    *,
+    read_version: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: ManifestStore | str | None = None,
+    create: bool = False,
+    data_storage_version: str | None = None,
+) -> LanceDataset:
+    """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
+    ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
+    LanceDataset.
+
+    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
+    ``data_storage_version`` apply to a dataset this commit creates.
+    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
+    path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    """
+    store = ObjectStore(uri, storage_options)
+    handler = commit_handler_for(store, manifest_store)
+    if isinstance(operation, Transaction):
+        props = {**operation.properties, **dict(transaction_properties or {})}
+        txn = dataclasses.replace(operation, properties=props)
+    elif read_version is None and getattr(operation, "name", "") not in ("overwrite", "restore"):
+        raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
+                                   f"Restore (got a {type(operation).__name__})")
+    elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
+        latest = try_open_latest(store, handler, check_writable=False)
+        txn = Transaction(read_version=latest.version if latest is not None else 0, operation=operation,
+                          properties=dict(transaction_properties or {}))
+    else:
+        txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    manifest = commit_transaction(
+        store,
+        txn,
+        create=create,
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
+        max_retries=max_retries,
+        handler=handler,
+    )
+    return LanceDataset._from_manifest(store, manifest, handler)
+
+
+def _with_commit_message(properties: Mapping[str, str] | None, message: str | None) -> Mapping[str, str] | None:
+    """``properties`` with ``commit_message`` under pylance's key (the message wins a clash)."""
+    if message is None:
+        return properties
+    if not isinstance(message, str):
+        raise ArgumentTypeError(f"commit_message must be a string, got {type(message).__name__} {message!r}")
+    return {**dict(properties or {}), COMMIT_MESSAGE_KEY: message}
+
+
+#: the transaction property pylance stores ``commit_message`` under
+COMMIT_MESSAGE_KEY = "__lance_commit_message"
+
+
+def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
+    """The newest version of ``ds``'s branch committed at or before ``asof``.
+
+    Raises:
+        DatasetNotFoundError: every version is newer than ``asof``.
+    """
+    when = datetime.fromisoformat(asof) if isinstance(asof, str) else asof
+    if not isinstance(when, datetime):
+        raise ArgumentTypeError(f"asof must be a datetime or an ISO 8601 string, got {type(asof).__name__}")
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    older = [v["version"] for v in ds.versions() if v["timestamp"] <= when]
+    if not older:
+        raise DatasetNotFoundError(f"{ds.uri}: no version was committed at or before {when.isoformat()} (UTC)")
+    return max(older)
