@@ -157,8 +157,8 @@ class LanceDataset:
     def data_storage_version(self) -> str:
         return self._manifest.data_storage_version
 
-    @property
     def config(self) -> dict[str, str]:
+        """The table config of this version (a method, as in pylance)."""
         return dict(self._manifest.config)
 
     @property

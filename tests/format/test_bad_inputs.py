@@ -130,7 +130,7 @@ def test_value_and_type_errors_stay_catchable_as_builtins(ds):
 def test_update_config_none_removes_the_key_as_pylance(ds, tmp_path):
     assert ds.update_config({"a": "1", "b": "2"}) == {"a": "1", "b": "2"}
     assert ds.update_config({"a": None, "c": "3"}) == {"b": "2", "c": "3"}
-    assert ds.config == {"b": "2", "c": "3"}
+    assert ds.config() == {"b": "2", "c": "3"}
     assert lance.dataset(ds.uri).config() == {"b": "2", "c": "3"}
     # pylance's own behaviour on a copy of the dataset, for the record
     theirs = lance.write_dataset(simple_table(0, 1), str(tmp_path / "theirs"))

@@ -111,7 +111,7 @@ ERRORS = {"R": lf.RetryableCommitConflictError, "X": lf.IncompatibleTransactionE
 def state(uri: str) -> tuple[pa.Table, dict[str, str]]:
     ds = lf.dataset(uri)
     t = ds.to_table(columns=COLS + META)
-    return t.sort_by("id"), ds.config
+    return t.sort_by("id"), ds.config()
 
 
 def assert_pylance_agrees(uri: str) -> None:
@@ -322,7 +322,7 @@ def test_config_changes_of_different_keys_merge(templates, tmp_path):
     b = plan("config", uri, 2, config={"b.key": "2"})
     plan("config", uri, 2, config={"a.key": "1"})()
     ds = b()
-    assert ds.config == {"a.key": "1", "b.key": "2"}
+    assert ds.config() == {"a.key": "1", "b.key": "2"}
     assert lance.dataset(uri).config() == {"a.key": "1", "b.key": "2"}
     # an overwrite with its own config conflicts with a config change of the same key only
     c = plan("overwrite", uri, 4, config={"a.key": "9"})
@@ -331,7 +331,7 @@ def test_config_changes_of_different_keys_merge(templates, tmp_path):
         c()
     d = plan("overwrite", uri, 5, config={"c.key": "9"})
     plan("config", uri, 5, config={"a.key": "4"})()
-    assert d().config == {"a.key": "4", "b.key": "2", "c.key": "9"}
+    assert d().config() == {"a.key": "4", "b.key": "2", "c.key": "9"}
     assert live_ids(uri) == list(range(500, 505))
     assert_pylance_agrees(uri)
 

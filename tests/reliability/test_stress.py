@@ -60,7 +60,7 @@ def check_history(uri: str, reports: list[Report], storage_options=None, compact
             assert rows[i] == (value, v), (i, rows[i], (value, v))
     # every row id a committed append was given stays with its row (stable ids)
     assert int(rowids.max()) < ds.manifest.next_row_id
-    config = ds.config
+    config = ds.config()
     for r in reports:
         if r.configs:
             v = max(r.configs)
