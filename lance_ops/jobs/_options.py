@@ -56,6 +56,7 @@ WRITE_OPTIONS: dict[str, str] = {
     "storage.<key>": "one storage option",
     "write_id": "id stored in the transaction properties as lance_ops.write_id",
     "transaction_properties": "JSON object stored in the transaction properties",
+    "max_retries": "lost commit races retried before a CommitConflictError (CommitOptions.max_retries)",
     "mergeSchema": "Delta's schema evolution on append: columns of the data the dataset lacks are added "
     "(nullable) in the same commit as the rows; without it an append must have the dataset's columns",
     "txnAppId": "Delta's idempotent writes: application id; with txnVersion, a write commits at most once",

@@ -96,7 +96,8 @@ def _compact(
     failed = tuple(err for _, _, err in outcomes if err is not None)
     if not done:
         return result(failed_tasks=failed, fragments_skipped=plan.skipped)
-    metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**commit.properties(transaction_properties), "lance_ops.writer": "spark"})
+    metrics = commit_compaction(plan, done, failed=failed, transaction_properties={**commit.properties(transaction_properties), "lance_ops.writer": "spark"},
+                                 max_retries=commit.max_retries)
     return result(
         version=metrics.version, tasks_succeeded=len(done), fragments_removed=metrics.fragments_removed,
         fragments_added=metrics.fragments_added, files_removed=metrics.files_removed,

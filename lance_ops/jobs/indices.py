@@ -127,7 +127,7 @@ def _build(
                         removed=tuple(r for r in plan.removed if r.name not in broken))
     props = {**commit.properties(transaction_properties), "lance_ops.writer": "spark"}
     new = commit_index_build(store, committed, [s for _, s in keep], handler=commit.handler(store), known=manifest,
-                             properties=props)
+                             properties=props, max_retries=commit.max_retries)
     return result(
         version=new.version, tasks_succeeded=len(keep), indices=tuple(sorted({t.name for t, _ in keep})),
         segments_added=len(keep), segments_removed=len(committed.removed),

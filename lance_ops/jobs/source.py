@@ -63,7 +63,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructField, StructType
 
 import lance_ops.format as lf
-from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, FragmentMetadata, LanceSchema
+from lance_ops.format import COMMIT_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE, FragmentMetadata, LanceSchema
 from lance_ops.format.distributed import (
     DEFAULT_BATCH_SIZE,
     CommitHandler,
@@ -404,6 +404,7 @@ class LanceWriter(DataSourceArrowWriter):
         hit = first(options, "data_storage_version", "file_format_version")
         asked = hit[1] if hit else None
         self.write_id = options.get("write_id") or uuid.uuid4().hex
+        self.max_retries = get_int(options, "max_retries", COMMIT_DEFAULTS.max_retries, minimum=0)
         # extra transaction properties (e.g. the Dagster run id), JSON-encoded
         try:
             self.extra_properties = json.loads(options.get("transaction_properties") or "{}")
@@ -497,7 +498,7 @@ class LanceWriter(DataSourceArrowWriter):
         props = self._properties()
         handler = commit_handler_for(store, self.manifest_store)
         common: dict[str, Any] = {"storage_options": self.storage_options, "transaction_properties": props,
-                                  "manifest_store": self.manifest_store}
+                                  "manifest_store": self.manifest_store, "max_retries": self.max_retries}
         if self.mode == "append_new_columns":
             read = handler.read_manifest(self.read_version).manifest
             op = lf.Merge(list(read.fragments), self.lance_schema, new_fragments=frags)

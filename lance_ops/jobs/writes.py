@@ -85,6 +85,7 @@ def append(
         write_id=write_id,
         transaction_properties=json.dumps(copts.properties()) if copts.properties() else None,
         manifest_store=manifest_store_option(copts.manifest_store),
+        max_retries=copts.max_retries,
     )
     t0 = time.perf_counter()
     with lance_errors():

@@ -128,3 +128,43 @@ def test_materialize_deletions_job_losing_to_a_delete(spark, uri):
         jobs.materialize_deletions(spark, uri, 0.1, read_version=2)
     assert_clean(uri, 4)
     assert lf.dataset(uri).count_rows() == 37
+
+
+def lose_every_race(monkeypatch) -> list[int]:
+    """From now on every manifest put on the driver loses its race (a rival always got there
+    first); returns the list of versions it was asked to put."""
+    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
+
+    puts: list[int] = []
+
+    def lose(self, manifest, txn, scheme):  # type: ignore[no-untyped-def]
+        puts.append(manifest.version)
+        return False
+
+    monkeypatch.setattr(ConditionalPutCommitHandler, "put_manifest_if_absent", lose)
+    return puts
+
+
+@pytest.mark.parametrize("job", ["compact", "optimize_indices"])
+def test_driver_commit_retries_as_commit_options_say(spark, uri, monkeypatch, job):
+    """``CommitOptions.max_retries`` reaches the compaction and index-build commits: with 1 the
+    job gives up after 2 lost races (the default would try 21 times), and leaves nothing."""
+    kwargs = {"target_rows_per_fragment": 1000}
+    if job == "optimize_indices":
+        lf.dataset(uri).create_scalar_index("id", "BTREE")
+        lf.write_dataset(simple_table(100, 10), uri, mode="append")
+        kwargs = {}
+    version = lf.dataset(uri).version
+    puts = lose_every_race(monkeypatch)
+    with pytest.raises(lf.CommitConflictError, match="gave up after 1 lost races"):
+        getattr(jobs, job)(spark, uri, commit=lf.CommitOptions(max_retries=1), **kwargs)
+    # (compaction: its first commit, ReserveFragments, already gives up)
+    assert puts == [version + 1, version + 1]
+    assert_clean(uri, version)
+
+
+def test_data_source_max_retries_option_is_checked(spark, uri):
+    df = spark.createDataFrame(simple_table(100, 5).to_pandas())
+    with pytest.raises(Exception, match="max_retries"):
+        df.write.format("lance").mode("append").option("max_retries", "-1").save(uri)
+    assert_clean(uri, 2)

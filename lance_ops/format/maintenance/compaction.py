@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .. import rowids
 from ..blobs import has_blob_columns, with_payloads
-from ..commit import commit_transaction
+from ..commit import DEFAULT_MAX_RETRIES, commit_transaction
 from ..commit_handler import CommitHandler, checkout_manifest, commit_handler_for
 from ..errors import InvalidArgumentError
 from ..file.field_encoders import concat_batches
@@ -487,8 +487,10 @@ def commit_compaction(
     *,
     failed: Sequence[str] = (),
     transaction_properties: Mapping[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> CompactionMetrics:
-    """Reserve fragment ids, then commit one Rewrite of every finished task."""
+    """Reserve fragment ids, then commit one Rewrite of every finished task (each commit retries
+    up to ``max_retries`` lost races)."""
     done = [r for r in results if r.task.fragments]
     if not done:
         return CompactionMetrics(failed_tasks=tuple(failed), fragments_skipped=plan.skipped)
@@ -497,14 +499,15 @@ def commit_compaction(
     n_new = sum(len(r.new_fragments) for r in done)
     props = dict(transaction_properties or {})
     try:
-        groups, remap = _reserve_and_remap(store, handler, plan, done, props)
+        groups, remap = _reserve_and_remap(store, handler, plan, done, props, max_retries)
     except BaseException:
         # no transaction references the new files yet (a failed reservation leaves them to
         # nobody, whatever its outcome); the Rewrite's own commit removes them if it fails
         remove_fragment_files(store, [f for r in done for f in r.new_fragments])
         raise
     manifest = commit_transaction(
-        store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler
+        store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler,
+        max_retries=max_retries,
     )
     rewritten = {f.id for r in done for f in r.task.fragments}
     return CompactionMetrics(
@@ -525,13 +528,15 @@ def commit_compaction(
 
 
 def _reserve_and_remap(
-    store: ObjectStore, handler: CommitHandler, plan: CompactionPlan, done: Sequence[RewriteResult], props: dict[str, str]
+    store: ObjectStore, handler: CommitHandler, plan: CompactionPlan, done: Sequence[RewriteResult], props: dict[str, str],
+    max_retries: int,
 ) -> tuple[list[RewriteGroup], IndexRemap]:
     """Reserve ids for the new fragments (one ReserveFragments commit), give them out, and write
     the remapped indices of the rewrite."""
     n_new = sum(len(r.new_fragments) for r in done)
     reserved = commit_transaction(
-        store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props), handler=handler
+        store, Transaction(plan.read_version, ReserveFragments(n_new), properties=props), handler=handler,
+        max_retries=max_retries,
     )
     assert reserved.max_fragment_id is not None
     next_id = reserved.max_fragment_id - n_new + 1

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..commit import commit_transaction
+from ..commit import DEFAULT_MAX_RETRIES, commit_transaction
 from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
@@ -361,10 +361,12 @@ def commit_index_build(
     handler: CommitHandler | None = None,
     known: Manifest | None = None,
     properties: dict[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> Manifest:
-    """Commit the built segments as one ``CreateIndex`` replacing ``plan.removed``."""
+    """Commit the built segments as one ``CreateIndex`` replacing ``plan.removed`` (retrying up
+    to ``max_retries`` lost races)."""
     txn = Transaction(plan.read_version, CreateIndex(tuple(segments), plan.removed), properties=dict(properties or {}))
-    return commit_transaction(store, txn, handler=handler, known=known)
+    return commit_transaction(store, txn, handler=handler, known=known, max_retries=max_retries)
 
 
 def build_indices(
