@@ -42,16 +42,16 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "index_operators": False,
 }
 
-#: the English stop words the filter drops (checked against pylance 14.0.2 one word at a time:
-#: a row holding only the word is not found by a query for it; docs/FORMAT.md)
+#: the (stemmed) tokens the English stop-word filter drops, as pylance 14.0.2 drops them: each
+#: Snowball/NLTK English stop word and its stem was indexed in a row of its own and queried; these
+#: found nothing, while e.g. "no", "not", "nor", "could", "would", "ought" and the stems "ani",
+#: "veri", "onli", "becaus" are kept (docs/FORMAT.md "INVERTED segments")
 ENGLISH_STOP_WORDS = frozenset(
-    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
-    hers herself it its itself they them their theirs themselves what which who whom this that these those
-    am is are was were be been being have has had having do does did doing would should could ought a an
-    the and but if or because as until while of at by for with about against between into through during
-    before after above below to from up down in out on off over under again further then once here there
-    when where why how all any both each few more most other some such no nor not only own same so than
-    too very""".split()
+    """a about after again against all am an and are as at be been below between both but by can did do
+    down each few for from further had has have he her here herself him himself his how i if in into is
+    it itself just me more most my myself now of off on or other our out over own re same she should so
+    some such than that the their them then there these they this those through to too under until up was
+    we were what when where which while who whom will with you your yourself""".split()
 )
 
 # characters Unicode does not decompose that ASCII folding still maps (Lucene's ASCIIFoldingFilter)
