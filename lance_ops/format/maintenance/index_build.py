@@ -38,7 +38,14 @@ import pyarrow as pa
 from ..commit import commit_transaction
 from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
+from ..index.build import (
+    BUILDABLE_KINDS,
+    SEGMENT_KINDS,
+    VECTOR_KINDS,
+    SegmentInput,
+    unsupported_setting,
+    write_segment,
+)
 from ..index.cleanup import prune_empty_index_dirs
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
@@ -253,13 +260,17 @@ def plan_optimize_indices(
         if by_name[n][0].kind not in SEGMENT_KINDS:
             raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
                                           f"adds segments to {', '.join(SEGMENT_KINDS)} indices only")
+        setting = _unsupported(by_name[n][0])
+        if setting:
+            raise UnsupportedFeatureError(f"optimize_indices: full-text index {n!r} has {setting}; lance_ops tokenizes "
+                                          "base_tokenizer 'simple', language English, without positions only")
     live = {f.id for f in manifest.fragments}
     tasks: list[IndexTask] = []
     removed: list[IndexMetadata] = []
     for n in index_names if index_names is not None else list(by_name):
         segments = by_name[n]
         kind = segments[0].kind
-        if kind not in SEGMENT_KINDS:
+        if kind not in SEGMENT_KINDS or _unsupported(segments[0]):
             continue
         new = live - set().union(*(s.fragment_ids or () for s in segments))
         merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
@@ -267,7 +278,7 @@ def plan_optimize_indices(
             continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
-        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
+        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: the model; INVERTED: the params
         groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
         tasks.extend(_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups)
         removed.extend(merged)
@@ -277,8 +288,14 @@ def plan_optimize_indices(
 def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
     """Names of the user indices of ``manifest`` whose kind ``optimize_indices`` extends
     (the others stay as they are, whatever their coverage)."""
-    names = {i.name for i in user_indices(_indices(manifest)) if i.kind in SEGMENT_KINDS}
+    names = {i.name for i in user_indices(_indices(manifest)) if i.kind in SEGMENT_KINDS and not _unsupported(i)}
     return tuple(sorted(names))
+
+
+def _unsupported(index: IndexMetadata) -> str | None:
+    """The setting that keeps lance_ops from extending ``index`` (full-text tokenizers it does
+    not reproduce), or None."""
+    return unsupported_setting(index.details) if index.kind == "INVERTED" else None
 
 
 def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:

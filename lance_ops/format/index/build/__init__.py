@@ -18,7 +18,7 @@ from ..metadata import IndexMetadata
 from .bitmap import write_bitmap
 from .btree import write_btree
 from .common import BuiltSegment, SegmentInput, SegmentWriter
-from .inverted import reference_params, write_inverted
+from .inverted import reference_layout, unsupported_setting, write_inverted
 from .ivf import IvfModel, vectors, write_ivf
 from .ivf_train import default_partitions, train_model
 from .label_list import write_label_list
@@ -61,7 +61,7 @@ def write_segment(
         if train is not None and kind in VECTOR_KINDS:
             return _trained(w, data, kind, column, train)
         if reference is not None and kind == "INVERTED":
-            return write_inverted(w, data, reference_params(store, reference), reference.details)
+            return write_inverted(w, data, reference_layout(store, reference), reference.details)
         if reference is not None and kind not in BUILDABLE_KINDS:
             built = write_ivf(w, data, IvfModel.from_segment(store, reference))
             return BuiltSegment(built.files, reference.type_url, reference.details, built.index_version)
@@ -88,4 +88,12 @@ def _trained(w: SegmentWriter, data: SegmentInput, kind: str, column: str, train
     return BuiltSegment(built.files, VECTOR_TYPE_URL, details, 1)
 
 
-__all__ = ["BUILDABLE_KINDS", "SEGMENT_KINDS", "VECTOR_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]
+__all__ = [
+    "BUILDABLE_KINDS",
+    "SEGMENT_KINDS",
+    "VECTOR_KINDS",
+    "BuiltSegment",
+    "SegmentInput",
+    "unsupported_setting",
+    "write_segment",
+]
