@@ -40,6 +40,7 @@ from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..index.build import (
     BUILDABLE_KINDS,
+    indexed_row_ids,
     SEGMENT_KINDS,
     VECTOR_KINDS,
     SegmentInput,
@@ -50,7 +51,7 @@ from ..index.cleanup import prune_empty_index_dirs
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
 from ..operations import CreateIndex
-from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan
+from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan, scan_fragment_rows
 from ..store import ObjectStore
 from ..transaction import Transaction
 
@@ -92,6 +93,8 @@ class IndexTask:
     new_fragment_ids: tuple[int, ...] | None = None
     #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}``
     train: Mapping[str, Any] | None = None
+    #: INVERTED merges: the segments merged (pylance keeps their deleted rows' documents)
+    merged_uuids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,7 +283,10 @@ def plan_optimize_indices(
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
         ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: the model; INVERTED: the params
         groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
-        tasks.extend(_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups)
+        made = [_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups]
+        if kind == "INVERTED" and merged:
+            made = [replace_task(t, merged_uuids=tuple(s.uuid for s in merged)) for t in made]
+        tasks.extend(made)
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
@@ -322,7 +328,48 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
     addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
     ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
-    return SegmentInput(table[task.column].combine_chunks(), ids, addrs, new)
+    values = table[task.column].combine_chunks()
+    if task.merged_uuids and not task.stable_row_ids:
+        extra = _indexed_deleted_rows(store, manifest, task, frags, plan)
+        if extra is not None:
+            values = pa.concat_arrays([values, extra[0].cast(values.type)])
+            addrs = np.concatenate([addrs, extra[1]])
+            ids = addrs
+    return SegmentInput(values, ids, addrs, new)
+
+
+def _indexed_deleted_rows(
+    store: ObjectStore, manifest: Manifest, task: IndexTask, frags: list, plan: Any
+) -> tuple[pa.Array, np.ndarray] | None:
+    """The deleted rows of live fragments that a merged full-text segment indexed, with their
+    values (read past the deletion vector): pylance 14's merge keeps their documents (corpus
+    statistics included; queries filter deleted rows), so the merged segment scores alike
+    (docs/FORMAT.md "INVERTED segments").  Row addresses only (no stable row ids)."""
+    indexed = [indexed_row_ids(store, s) for s in _indices(manifest) if s.uuid in task.merged_uuids]
+    if not indexed:
+        return None
+    rows = np.unique(np.concatenate(indexed)) if indexed else np.zeros(0, np.uint64)
+    values: list[pa.Array] = []
+    addrs: list[np.ndarray] = []
+    for frag in frags:
+        if frag.deletion_file is None:
+            continue
+        mine = rows[(rows >> np.uint64(32)) == np.uint64(frag.id)] & np.uint64(0xFFFFFFFF)
+        deleted = np.setdiff1d(mine, _live_offsets(store, manifest, frag)).astype(np.int64)
+        if deleted.size == 0:
+            continue
+        t = pa.Table.from_batches(list(scan_fragment_rows(store, manifest, frag, plan, deleted)))
+        values.append(t[task.column].combine_chunks())
+        addrs.append((np.uint64(frag.id) << np.uint64(32)) | deleted.astype(np.uint64))
+    if not values:
+        return None
+    return pa.concat_arrays(values), np.concatenate(addrs)
+
+
+def _live_offsets(store: ObjectStore, manifest: Manifest, frag: Any) -> np.ndarray:
+    plan = plan_scan(manifest.schema, [], None, False, True)
+    t = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=[frag])), schema=plan.out_schema)
+    return (t[ROW_ADDR].to_numpy().astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint64)
 
 
 def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:

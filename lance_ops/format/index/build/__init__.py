@@ -18,7 +18,7 @@ from ..metadata import IndexMetadata
 from .bitmap import write_bitmap
 from .btree import write_btree
 from .common import BuiltSegment, SegmentInput, SegmentWriter
-from .inverted import reference_layout, unsupported_setting, write_inverted
+from .inverted import indexed_row_ids, reference_layout, unsupported_setting, write_inverted
 from .ivf import IvfModel, vectors, write_ivf
 from .ivf_train import default_partitions, train_model
 from .label_list import write_label_list
@@ -94,6 +94,7 @@ __all__ = [
     "VECTOR_KINDS",
     "BuiltSegment",
     "SegmentInput",
+    "indexed_row_ids",
     "unsupported_setting",
     "write_segment",
 ]

@@ -175,6 +175,21 @@ def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout,
     return BuiltSegment(tuple(w.files), TYPE_URL, details, INDEX_VERSION)
 
 
+def indexed_row_ids(store: ObjectStore, segment: IndexMetadata) -> np.ndarray:
+    """The row ids of every document of a full-text segment (``_rowid`` of its docs files,
+    every partition; the pre-partition layout's ``docs.lance`` too)."""
+    names = [f.path for f in segment.files or ()] or sorted(store.list_dir(segment.directory))
+    docs = [n for n in names if n.endswith("_docs.lance") or n == "docs.lance"]
+    out = [np.zeros(0, np.uint64)]
+    for name in docs:
+        r = DataFileReader(store, f"{segment.directory}/{name}")
+        field = next((f for f in r.schema.top_level() if f.name == "_rowid"), None)
+        if field is None:
+            raise CorruptFileError(f"{segment.directory}/{name}", "full-text docs file without '_rowid'")
+        out.append(r.read_table([field.id])["_rowid"].to_numpy().astype(np.uint64))
+    return np.concatenate(out)
+
+
 def _token_table(vocab: pa.Array, token_set_format: str) -> pa.Table:
     """The token set: an FST (``fst``) or the sorted tokens and their ids (``arrow``)."""
     ids = pa.array(np.arange(len(vocab)), pa.uint32())
