@@ -116,7 +116,7 @@ def scores(uri: str) -> dict[str, list[tuple[int, float]]]:
     out = {}
     for q in QUERIES:
         t = ds.to_table(columns=["id"], full_text_query=q)
-        out[q] = sorted(zip(t["id"].to_pylist(), np.round(t["_score"].to_numpy(), 4).tolist()))
+        out[q] = sorted(zip(t["id"].to_pylist(), t["_score"].to_pylist(), strict=True))
     return out
 
 

@@ -40,10 +40,10 @@ from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from ..index.build import (
     BUILDABLE_KINDS,
-    indexed_row_ids,
     SEGMENT_KINDS,
     VECTOR_KINDS,
     SegmentInput,
+    indexed_row_ids,
     unsupported_setting,
     write_segment,
 )

@@ -85,7 +85,7 @@ class FstWriter:
         if self.count and key <= self.prev:
             raise ValueError(f"fst keys must be inserted in ascending order: {key!r} after {self.prev!r}")
         common = 0
-        for a, b in zip(self.prev, key):
+        for a, b in zip(self.prev, key, strict=False):
             if a != b:
                 break
             common += 1
@@ -146,6 +146,6 @@ class FstWriter:
 def build_fst(keys: list[bytes], values: list[int]) -> bytes:
     """An FST map of ``keys`` (ascending, distinct) to ``values``."""
     w = FstWriter()
-    for k, v in zip(keys, values):
+    for k, v in zip(keys, values, strict=True):
         w.insert(k, v)
     return w.finish()

@@ -23,7 +23,6 @@ One partition (0), four Lance files of the dataset's file version:
 ``IndexMetadata.index_version`` 2 and details copied from the reference segment.
 """
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,7 +153,7 @@ def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout,
     scores = bm25(freq, doc_len[doc], df[tok], len(docs), total)
     bounds = np.concatenate([[0], np.cumsum(df)])
     codec = layout.settings["posting_tail_codec"]
-    postings = [encode_posting(doc[a:b], freq[a:b], scores[a:b], codec) for a, b in zip(bounds[:-1], bounds[1:])]
+    postings = [encode_posting(doc[a:b], freq[a:b], scores[a:b], codec) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     max_score = np.maximum.reduceat(scores, bounds[:-1]) if len(scores) else np.zeros(0, np.float32)
     settings = layout.settings
     file_meta = {k: settings[k] for k in ("posting_tail_codec", "format_version", "posting_block_size")}
