@@ -1,5 +1,6 @@
-"""Plan / execute / commit for scalar index segments: ``create_scalar_index`` and
-``optimize_indices`` as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP).
+"""Plan / execute / commit for index segments: ``create_scalar_index`` and ``optimize_indices``
+as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP; IVF_FLAT / IVF_PQ and INVERTED
+segments over an existing index).
 
 What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
 
@@ -244,13 +245,15 @@ def plan_optimize_indices(
     new fragments of about that many rows.
 
     IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
-    no retraining).  Indices of kinds lance_ops does not extend (HNSW, SQ, full text, ...) are
-    left as they are when ``index_names`` is None.
+    no retraining); INVERTED segments the index's tokenizer params (docs/FORMAT.md "INVERTED
+    segments").  Indices lance_ops does not extend (HNSW, SQ, NGRAM, a full-text index whose
+    tokenizer it does not reproduce, ...) are left as they are when ``index_names`` is None.
 
     Raises:
         InvalidArgumentError: a negative ``num_indices_to_merge``.
         KeyError: a name in ``index_names`` that is no index of this version.
-        UnsupportedFeatureError: an index named in ``index_names`` of a kind lance_ops does not build.
+        UnsupportedFeatureError: an index named in ``index_names`` of a kind (or, full text, a
+            tokenizer) lance_ops does not build.
     """
     if isinstance(num_indices_to_merge, bool) or not isinstance(num_indices_to_merge, int) or num_indices_to_merge < 0:
         raise InvalidArgumentError(f"num_indices_to_merge must be a non-negative integer, got {num_indices_to_merge!r}")
