@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import snowballstemmer  # type: ignore[import-untyped]
 
 from ...errors import UnsupportedFeatureError
 
@@ -147,14 +148,8 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
 
 
 def _stem(vocab: list[str | None]) -> list[str | None]:
-    try:
-        import snowballstemmer  # type: ignore[import-untyped]
-    except ImportError as e:  # pragma: no cover - the fts extra installs it
-        raise UnsupportedFeatureError(
-            "full-text index with stem=true: install lance_ops[fts] (snowballstemmer) to tokenize new rows"
-        ) from e
-    stemmer = snowballstemmer.stemmer("english")
-    return list(stemmer.stemWords(vocab))
+    """Snowball English (Porter2, as tantivy's stemmer) of each distinct token."""
+    return list(snowballstemmer.stemmer("english").stemWords(vocab))
 
 
 def fold_ascii(token: str) -> str:
