@@ -7,8 +7,10 @@ every node it points to and addressed by its *last* byte (the state byte; a read
 node backwards from it), then ``u64`` number of keys, ``u64`` root address and ``u32`` masked
 CRC-32C of everything before.  Address 0 is the final node with no transitions and no output.
 
-Every node is written in the crate's general ("any transitions") form, which its reader decodes
-whatever the number of transitions: outputs (if any is non-zero: the final output when final,
+A node with one transition to the node written just before it, not final, is the crate's
+"one transition, next" form: its input byte, then the state ``0b11000000``.  Every other node is
+written in the general ("any transitions") form, which the reader decodes whatever the number of
+transitions: outputs (if any is non-zero: the final output when final,
 then each transition's, last transition first, all ``osize`` bytes little-endian), the
 transitions' address deltas (``node start - target``, ``tsize`` bytes each, 0 for address 0),
 their input bytes (last first), for more than 32 transitions a 256-byte index (input byte ->
@@ -103,6 +105,10 @@ class FstWriter:
         if node.final and not node.trans and node.out == 0:
             return _EMPTY
         start = len(self.buf)
+        if not node.final and len(node.trans) == 1 and node.trans[0][1] == start - 1 and start > 16:
+            # "one transition, next": the target is the node written just before; no output
+            self.buf += bytes((node.trans[0][0], 0b1100_0000))
+            return start + 1
         n = len(node.trans)
         deltas = [0 if addr == _EMPTY else start - addr for _, addr in node.trans]
         tsize = max((_size(d) for d in deltas), default=0)

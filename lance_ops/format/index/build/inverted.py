@@ -36,7 +36,7 @@ from ...store import ObjectStore
 from ..metadata import IndexMetadata
 from .common import BuiltSegment, SegmentInput, SegmentWriter
 from .fst import build_fst
-from .postings import BLOCK, bm25, encode_posting
+from .postings import BLOCK, bm25, encode_postings
 from .text_tokens import TokenizerParams, tokenize
 
 TYPE_URL = "/lance.table.InvertedIndexDetails"
@@ -153,7 +153,7 @@ def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout,
     scores = bm25(freq, doc_len[doc], df[tok], len(docs), total)
     bounds = np.concatenate([[0], np.cumsum(df)])
     codec = layout.settings["posting_tail_codec"]
-    postings = [encode_posting(doc[a:b], freq[a:b], scores[a:b], codec) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    postings = encode_postings(doc, freq, scores, bounds, codec)
     max_score = np.maximum.reduceat(scores, bounds[:-1]) if len(scores) else np.zeros(0, np.float32)
     settings = layout.settings
     file_meta = {k: settings[k] for k in ("posting_tail_codec", "format_version", "posting_block_size")}
