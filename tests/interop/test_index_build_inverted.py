@@ -178,6 +178,11 @@ def test_default_merge_rebuilds_the_newest_segment_with_the_new_rows(grown, tmp_
     v = lf.dataset(uri).version
     lf.dataset(uri).optimize.optimize_indices()
     assert lf.dataset(uri).version == v
+    # lance_ops' own compaction carries the segment (remapped, or followed with stable row ids)
+    m = lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=4 * FRAG)
+    assert m.fragments_removed == 4 and not m.fragments_skipped
+    assert wrong_answers(uri, root) == [] and uses_index(uri)
+    assert lance.dataset(uri).index_statistics("text_idx")["num_unindexed_rows"] == 0
 
 
 def test_tokenizer_settings_lance_ops_does_not_reproduce_are_left_alone(tmp_path):
