@@ -186,18 +186,27 @@ def test_default_merge_rebuilds_the_newest_segment_with_the_new_rows(grown, tmp_
 
 
 def test_tokenizer_settings_lance_ops_does_not_reproduce_are_left_alone(tmp_path):
-    """An index with positions (phrase queries) is left out of ``index_names=None`` runs and
-    refused by name; the other indices are still extended."""
+    """An index with positions (phrase queries) or over a list column is left out of
+    ``index_names=None`` runs and refused by name; the other indices are still extended."""
     uri = str(tmp_path / "t.lance")
-    ds = lance.write_dataset(docs(FRAG, 0), uri)
+
+    def with_tags(t: pa.Table) -> pa.Table:
+        return t.append_column("tags", pa.array([[w] for w in t["text"].to_pylist()], pa.list_(pa.string())))
+
+    ds = lance.write_dataset(with_tags(docs(FRAG, 0)), uri)
     ds.create_scalar_index("text", "INVERTED", with_position=True)
+    ds.create_scalar_index("tags", "INVERTED")
     ds.create_scalar_index("id", "BTREE")
-    lf.write_dataset(docs(FRAG, FRAG), uri, mode="append")
+    lf.write_dataset(with_tags(docs(FRAG, FRAG)), uri, mode="append")
+    assert lf.optimizable_index_names(lf.dataset(uri).manifest) == ("id_idx",)
     lf.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
     stats = lance.dataset(uri).index_statistics
-    assert stats("text_idx")["num_unindexed_rows"] == FRAG and stats("id_idx")["num_unindexed_rows"] == 0
+    assert stats("text_idx")["num_unindexed_rows"] == FRAG and stats("tags_idx")["num_unindexed_rows"] == FRAG
+    assert stats("id_idx")["num_unindexed_rows"] == 0
     with pytest.raises(UnsupportedFeatureError, match="with_position"):
         lf.dataset(uri).optimize.optimize_indices(index_names=["text_idx"])
+    with pytest.raises(UnsupportedFeatureError, match="type list"):
+        lf.dataset(uri).optimize.optimize_indices(index_names=["tags_idx"])
 
 
 def test_tokenizer_matches_pylance_on_its_defaults():

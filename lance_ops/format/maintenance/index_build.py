@@ -266,17 +266,18 @@ def plan_optimize_indices(
         if by_name[n][0].kind not in SEGMENT_KINDS:
             raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
                                           f"adds segments to {', '.join(SEGMENT_KINDS)} indices only")
-        setting = _unsupported(by_name[n][0])
+        setting = _unsupported(manifest, by_name[n][0])
         if setting:
             raise UnsupportedFeatureError(f"optimize_indices: full-text index {n!r} has {setting}; lance_ops tokenizes "
-                                          "base_tokenizer 'simple', language English, without positions only")
+                                          "string columns with base_tokenizer 'simple', language English, without "
+                                          "positions only")
     live = {f.id for f in manifest.fragments}
     tasks: list[IndexTask] = []
     removed: list[IndexMetadata] = []
     for n in index_names if index_names is not None else list(by_name):
         segments = by_name[n]
         kind = segments[0].kind
-        if kind not in SEGMENT_KINDS or _unsupported(segments[0]):
+        if kind not in SEGMENT_KINDS or _unsupported(manifest, segments[0]):
             continue
         new = live - set().union(*(s.fragment_ids or () for s in segments))
         merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
@@ -297,14 +298,20 @@ def plan_optimize_indices(
 def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
     """Names of the user indices of ``manifest`` whose kind ``optimize_indices`` extends
     (the others stay as they are, whatever their coverage)."""
-    names = {i.name for i in user_indices(_indices(manifest)) if i.kind in SEGMENT_KINDS and not _unsupported(i)}
+    names = {i.name for i in user_indices(_indices(manifest))
+             if i.kind in SEGMENT_KINDS and not _unsupported(manifest, i)}
     return tuple(sorted(names))
 
 
-def _unsupported(index: IndexMetadata) -> str | None:
-    """The setting that keeps lance_ops from extending ``index`` (full-text tokenizers it does
-    not reproduce), or None."""
-    return unsupported_setting(index.details) if index.kind == "INVERTED" else None
+def _unsupported(manifest: Manifest, index: IndexMetadata) -> str | None:
+    """What keeps lance_ops from extending ``index`` (a full-text tokenizer it does not
+    reproduce, or a column other than plain text: JSON, lists), or None."""
+    if index.kind != "INVERTED":
+        return None
+    field = manifest.schema.field_by_id(index.fields[0]) if index.fields else None
+    if field is None or field.logical_type not in ("string", "large_string"):
+        return f"a column of type {field.logical_type if field else 'unknown'} (lance_ops tokenizes plain strings)"
+    return unsupported_setting(index.details)
 
 
 def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
