@@ -55,11 +55,12 @@ ENGLISH_STOP_WORDS = frozenset(
     we were what when where which while who whom will with you your yourself""".split()
 )
 
-# characters Unicode does not decompose that ASCII folding still maps (Lucene's ASCIIFoldingFilter)
+# letters Unicode does not decompose to ASCII that the folding still maps (pylance 14's folding,
+# checked letter by letter against its index: e.g. "ĸ" -> "k", "ŋ" -> "n"; "ƒ" stays)
 _FOLD_EXTRA = str.maketrans(
     {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D",
-     "ł": "l", "Ł": "L", "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ı": "i", "ĸ": "q", "ŀ": "l", "Ŀ": "L",
-     "ŉ": "'n", "ſ": "s", "ƒ": "f", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T"}
+     "ł": "l", "Ł": "L", "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ı": "i", "ĸ": "k", "ŀ": "l", "Ŀ": "L",
+     "ŉ": "n", "Ŋ": "N", "ŋ": "n", "ſ": "s", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T"}
 )
 _SIMPLE_SPLIT = r"[^\p{L}\p{N}]+"
 
@@ -153,16 +154,23 @@ def _stem(vocab: list[str | None]) -> list[str | None]:
 
 
 def fold_ascii(token: str) -> str:
-    """ASCII folding of one distinct token: Latin letters with diacritics to their base letter,
-    ligatures and a few others spelled out; other scripts are left as they are."""
+    """ASCII folding of one distinct token: letters with diacritics to their base letters,
+    ligatures and a few others spelled out (:data:`_FOLD_EXTRA`); other scripts are left as
+    they are."""
     if token.isascii():
         return token
     out = []
-    for ch in token.translate(_FOLD_EXTRA):
+    for ch in token:
         if ch.isascii():
             out.append(ch)
             continue
-        base = unicodedata.normalize("NFKD", ch)
-        stripped = "".join(c for c in base if not unicodedata.combining(c))
-        out.append(stripped if stripped.isascii() and stripped else ch)
+        mapped = ch.translate(_FOLD_EXTRA)
+        if mapped != ch:
+            out.append(mapped)
+            continue
+        base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+        base = base.translate(_FOLD_EXTRA)
+        if base and not base.isascii() and base[0].isascii():  # "ẚ": "a" + a modifier letter; "½": 1⁄2
+            base = "".join(c for c in base if c.isascii() or (unicodedata.category(c) != "Lm" and c != "\u2044"))
+        out.append(base if base and base.isascii() else ch)
     return "".join(out)
