@@ -311,6 +311,8 @@ def _unsupported(manifest: Manifest, index: IndexMetadata) -> str | None:
     field = manifest.schema.field_by_id(index.fields[0]) if index.fields else None
     if field is None or field.logical_type not in ("string", "large_string"):
         return f"a column of type {field.logical_type if field else 'unknown'} (lance_ops tokenizes plain strings)"
+    if index.index_version != 2:  # 0 / 1: the older, unpartitioned layouts (docs/FORMAT.md 14a)
+        return f"index_version {index.index_version} (an older file layout)"
     return unsupported_setting(index.details)
 
 
