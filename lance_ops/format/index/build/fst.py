@@ -21,33 +21,18 @@ suffixes not minimised: a valid FST, larger than the crate's own builder's); eac
 is the final output of its node.
 """
 
+import google_crc32c  # type: ignore[import-untyped]
 import numpy as np
 
 _VERSION = 3
 _EMPTY = 0
 _INDEX_THRESHOLD = 32
-_CRC_POLY = 0x82F63B78
 _MASK_DELTA = 0xA282EAD8
 
 
-def _crc_table() -> np.ndarray:
-    t = np.arange(256, dtype=np.uint32)
-    for _ in range(8):
-        t = np.where(t & 1, (t >> 1) ^ np.uint32(_CRC_POLY), t >> 1).astype(np.uint32)
-    return t
-
-
-_CRC_TABLE = _crc_table()
-
-
 def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli) of ``data`` (one table step per byte: an FST is a few bytes per
-    distinct token)."""
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE.tolist()
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    """CRC-32C (Castagnoli) of ``data``."""
+    return int(google_crc32c.value(data))
 
 
 def _masked(crc: int) -> int:
@@ -69,37 +54,59 @@ class _Node:
 
 
 class FstWriter:
-    """Builds the map from keys inserted in strictly ascending byte order."""
+    """Builds the map from keys in strictly ascending byte order (:meth:`build`)."""
 
     def __init__(self) -> None:
         self.buf = bytearray(_VERSION.to_bytes(8, "little") + (0).to_bytes(8, "little"))
-        self.stack: list[_Node] = [_Node()]
-        self.inputs: list[int] = []  # the input byte leading to stack[i + 1]
-        self.prev = b""
-        self.count = 0
+        self.stack: list[_Node] = [_Node()]  # the open nodes of the current key's path, depth 0..
 
-    def insert(self, key: bytes, value: int) -> None:
-        if self.count and key <= self.prev:
-            raise ValueError(f"fst keys must be inserted in ascending order: {key!r} after {self.prev!r}")
-        common = 0
-        for a, b in zip(self.prev, key, strict=False):
-            if a != b:
-                break
-            common += 1
-        self._finish_down_to(common)
-        for byte in key[common:]:
-            self.inputs.append(byte)
-            self.stack.append(_Node())
-        self.stack[-1].final = True
-        self.stack[-1].out = int(value)
-        self.prev = key
-        self.count += 1
+    def build(self, keys: list[bytes], values: list[int]) -> bytes:
+        """The FST's bytes.  Per key, the nodes shared with the next key stay open (they get
+        more transitions); the rest of its path -- a chain of one-transition nodes ending in its
+        final node -- is written at once, deepest first, then the open nodes deeper than the
+        next key's shared prefix are closed."""
+        lcp = _common_prefixes(keys)
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+            if i and lcp[i] == len(keys[i - 1]) == len(key):
+                raise ValueError(f"fst keys must be distinct: {key!r}")
+            shared, following = lcp[i], lcp[i + 1]
+            for d in range(shared + 1, min(len(key), following) + 1):  # nodes the next key shares
+                self.stack[-1].trans.append((key[d - 1], -1))  # target filled in when closed
+                self.stack.append(_Node())
+            if len(key) <= following:  # a prefix of the next key: its final node stays open
+                self.stack[-1].final, self.stack[-1].out = True, int(value)
+            else:
+                addr = self._final_leaf(int(value))
+                top = max(shared, following)
+                k = len(key) - 1 - top
+                if addr != _EMPTY and k > 0:  # the chain, deepest first, "next" form
+                    chain = bytearray(2 * k)
+                    chain[0::2] = key[top + 1 :][::-1]
+                    chain[1::2] = b"\xc0" * k
+                    self.buf += chain
+                    addr = len(self.buf) - 1
+                else:
+                    for d in range(len(key) - 1, top, -1):
+                        node = _Node()
+                        node.trans.append((key[d], addr))
+                        addr = self._compile(node)
+                self.stack[-1].trans.append((key[top], addr))
+            while len(self.stack) > following + 1:
+                node = self.stack.pop()
+                parent = self.stack[-1]
+                parent.trans[-1] = (parent.trans[-1][0], self._compile(node))
+        root = self._compile(self.stack.pop())
+        self.buf += len(keys).to_bytes(8, "little") + root.to_bytes(8, "little")
+        self.buf += _masked(crc32c(bytes(self.buf))).to_bytes(4, "little")
+        return bytes(self.buf)
 
-    def _finish_down_to(self, depth: int) -> None:
-        while len(self.stack) > depth + 1:
-            node = self.stack.pop()
-            byte = self.inputs.pop()
-            self.stack[-1].trans.append((byte, self._compile(node)))
+    def _final_leaf(self, out: int) -> int:
+        """A final node without transitions (what ``_compile`` writes for it, inline)."""
+        if out == 0:
+            return _EMPTY
+        size = _size(out)
+        self.buf += out.to_bytes(size, "little") + bytes((size, 0, 0b0100_0000))
+        return len(self.buf) - 1
 
     def _compile(self, node: _Node) -> int:
         if node.final and not node.trans and node.out == 0:
@@ -135,18 +142,32 @@ class FstWriter:
         out.append(state)
         return len(self.buf) - 1
 
-    def finish(self) -> bytes:
-        """The FST's bytes."""
-        self._finish_down_to(0)
-        root = self._compile(self.stack.pop())
-        self.buf += self.count.to_bytes(8, "little") + root.to_bytes(8, "little")
-        self.buf += _masked(crc32c(bytes(self.buf))).to_bytes(4, "little")
-        return bytes(self.buf)
+
+def _common_prefixes(keys: list[bytes]) -> list[int]:
+    """``[0, lcp(k0, k1), lcp(k1, k2), ..., 0]``: the bytes each key shares with the one before
+    (NumPy over the keys padded to a matrix), and a closing 0.
+
+    Raises:
+        ValueError: keys out of ascending order.
+    """
+    n = len(keys)
+    if n < 2:
+        return [0] * (n + 1)
+    width = max(len(k) for k in keys) + 1
+    m = np.full((n, width), -1, dtype=np.int16)
+    flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    lens = np.fromiter((len(k) for k in keys), dtype=np.int64, count=n)
+    rows = np.repeat(np.arange(n), lens)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+    m[rows, cols] = flat
+    diff = m[1:] != m[:-1]
+    lcp = np.where(diff.any(axis=1), diff.argmax(axis=1), width)
+    a, b = m[:-1][np.arange(n - 1), np.minimum(lcp, width - 1)], m[1:][np.arange(n - 1), np.minimum(lcp, width - 1)]
+    if np.any((lcp >= width) | (a > b)):
+        raise ValueError("fst keys must be distinct and in ascending byte order")
+    return [0, *lcp.tolist(), 0]
 
 
 def build_fst(keys: list[bytes], values: list[int]) -> bytes:
     """An FST map of ``keys`` (ascending, distinct) to ``values``."""
-    w = FstWriter()
-    for k, v in zip(keys, values, strict=True):
-        w.insert(k, v)
-    return w.finish()
+    return FstWriter().build(keys, values)
