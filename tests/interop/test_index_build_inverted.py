@@ -152,9 +152,12 @@ def test_new_rows_get_a_full_text_segment_pylance_and_lancedb_search(grown, tmp_
     mine = scores(uri)
     assert mine == scores(theirs) and all(mine[q] for q in ("melon", "cafe", "run", "aero", "nan", "12", "kak"))
 
-    # pylance's own maintenance on top
+    # pylance's own maintenance on top: its merge of the newest segment, then of all (its or
+    # lancedb's segment with lance_ops' one)
     lance.dataset(uri).optimize.optimize_indices()
     assert wrong_answers(uri, root) == [] and scores(uri) == scores(theirs)
+    lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=2)
+    assert len(segments(uri)) == 1 and wrong_answers(uri, root) == []
     lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=4 * FRAG)
     assert wrong_answers(uri, root) == []
     lance.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
