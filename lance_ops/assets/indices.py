@@ -28,7 +28,7 @@ from .resources import LanceDatasetResource
 from .settings import DatasetSettings
 
 REMEDY = "run the lance_optimize_indices job (lance-ops run optimize_indices) to index the missing rows"
-#: indices of kinds lance_ops does not extend (NGRAM, INVERTED, HNSW, ...)
+#: indices lance_ops does not extend (NGRAM, HNSW, a full-text index with positions, ...)
 OTHER_REMEDY = "pylance's ds.optimize.optimize_indices() indexes the rows of {names}"
 
 COVERAGE_KEY = "index_coverage/{name}"

@@ -176,7 +176,8 @@ def check_config(d: DatasetSettings, res: LanceDatasetResource, operation: Opera
         if unknown:
             raise DatasetConfigError(
                 d.name, "optimize_indices.index_names", f"no index {unknown} that lance_ops extends",
-                f"name indices from {known} (BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, IVF_PQ), or leave it empty",
+                f"name indices from {known} (BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, IVF_PQ, INVERTED), "
+                "or leave it empty",
             )
     if operation is Operation.upsert:
         columns = res.open().schema.names
@@ -206,7 +207,7 @@ _FIXES = {
     "upsert": "point upsert.path/upsert.format at data with the dataset's columns",
     "delete": "write the predicate with the dataset's columns",
     "optimize_indices": "name indices of a kind lance_ops extends (BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, "
-                        "IVF_PQ), or leave index_names empty",
+                        "IVF_PQ, INVERTED), or leave index_names empty",
     "write_change_feed": "recreate the dataset with enable_stable_row_ids=True, or set change_feed.enabled: false",
 }
 

@@ -143,6 +143,18 @@ def test_spark_optimize_indices_indexes_the_new_rows(spark, grown, tmp_path, sta
     assert jobs.optimize_indices(spark, uri).version is None  # nothing left to index: no commit
 
 
+def test_spark_optimize_indices_adds_full_text_segments(spark, tmp_path):
+    """The same planner extends a pylance full-text index: one segment per task, used by pylance."""
+    uri = build(str(tmp_path / "fts"), kinds=["INVERTED"], rows=600, rows_per_file=300).uri
+    lance.write_dataset(table(600, start=5000), uri, mode="append", max_rows_per_file=300)
+    r = jobs.optimize_indices(spark, uri, num_indices_to_merge=0, rows_per_task=300)
+    assert r.tasks_planned == r.tasks_succeeded == 2 and r.segments_added == 2 and r.failed_tasks == ()
+    ds = lance.dataset(uri)
+    name = index_name("INVERTED")
+    assert ds.index_statistics(name)["num_unindexed_rows"] == 0 and len(ds.describe_indices()[0].segments) == 3
+    assert wrong_answers(ds, ["INVERTED"]) == [] and indices_used(ds, ["INVERTED"]) == {"INVERTED": True}
+
+
 def test_spark_optimize_indices_failed_task_drops_its_index_and_leaves_no_files(spark, grown, tmp_path):
     uri = copy(grown[True], str(tmp_path / "o"))
     dirs, version = index_dirs(uri), lance.dataset(uri).version

@@ -14,7 +14,8 @@ BTREE           1                 pylance 14, stable     row addresses (``page_d
 BITMAP          0                 both                   row ids (= addresses without stable)
 LABEL_LIST      1 (0: older)      both                   row ids (= addresses without stable)
 NGRAM           0                 pylance                row ids (= addresses without stable)
-INVERTED        2                 both                   row ids (= addresses without stable)
+INVERTED        2                 both (and lance_ops'   row ids (= addresses without stable)
+                                  optimize_indices)
 IVF_*           1                 both                   row ids (= addresses without stable)
 ZONEMAP,        0                 pylance                row addresses, never remapped: pylance
 BLOOMFILTER                                              drops coverage of rewritten fragments

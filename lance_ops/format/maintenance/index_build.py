@@ -1,5 +1,6 @@
-"""Plan / execute / commit for scalar index segments: ``create_scalar_index`` and
-``optimize_indices`` as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP).
+"""Plan / execute / commit for index segments: ``create_scalar_index`` and ``optimize_indices``
+as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP; IVF_FLAT / IVF_PQ and INVERTED
+segments over an existing index).
 
 What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
 
@@ -38,12 +39,20 @@ import pyarrow as pa
 from ..commit import DEFAULT_MAX_RETRIES, commit_transaction
 from ..commit_handler import CommitHandler
 from ..errors import CorruptFileError, InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from ..index.build import BUILDABLE_KINDS, SEGMENT_KINDS, VECTOR_KINDS, SegmentInput, write_segment
+from ..index.build import (
+    BUILDABLE_KINDS,
+    SEGMENT_KINDS,
+    VECTOR_KINDS,
+    SegmentInput,
+    indexed_row_ids,
+    unsupported_setting,
+    write_segment,
+)
 from ..index.cleanup import prune_empty_index_dirs
 from ..index.metadata import IndexMetadata, decode_index_section, user_indices
 from ..manifest import Manifest
 from ..operations import CreateIndex
-from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan
+from ..scan import ROW_ADDR, ROW_ID, plan_scan, scan, scan_fragment_rows
 from ..store import ObjectStore
 from ..transaction import Transaction
 
@@ -85,6 +94,8 @@ class IndexTask:
     new_fragment_ids: tuple[int, ...] | None = None
     #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}``
     train: Mapping[str, Any] | None = None
+    #: INVERTED merges: the segments merged (pylance keeps their deleted rows' documents)
+    merged_uuids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,13 +245,15 @@ def plan_optimize_indices(
     new fragments of about that many rows.
 
     IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
-    no retraining).  Indices of kinds lance_ops does not extend (HNSW, SQ, full text, ...) are
-    left as they are when ``index_names`` is None.
+    no retraining); INVERTED segments the index's tokenizer params (docs/FORMAT.md "INVERTED
+    segments").  Indices lance_ops does not extend (HNSW, SQ, NGRAM, a full-text index whose
+    tokenizer it does not reproduce, ...) are left as they are when ``index_names`` is None.
 
     Raises:
         InvalidArgumentError: a negative ``num_indices_to_merge``.
         KeyError: a name in ``index_names`` that is no index of this version.
-        UnsupportedFeatureError: an index named in ``index_names`` of a kind lance_ops does not build.
+        UnsupportedFeatureError: an index named in ``index_names`` of a kind (or, full text, a
+            tokenizer) lance_ops does not build.
     """
     if isinstance(num_indices_to_merge, bool) or not isinstance(num_indices_to_merge, int) or num_indices_to_merge < 0:
         raise InvalidArgumentError(f"num_indices_to_merge must be a non-negative integer, got {num_indices_to_merge!r}")
@@ -253,13 +266,18 @@ def plan_optimize_indices(
         if by_name[n][0].kind not in SEGMENT_KINDS:
             raise UnsupportedFeatureError(f"optimize_indices: index {n!r} is a {by_name[n][0].kind} index; lance_ops "
                                           f"adds segments to {', '.join(SEGMENT_KINDS)} indices only")
+        setting = _unsupported(manifest, by_name[n][0])
+        if setting:
+            raise UnsupportedFeatureError(f"optimize_indices: full-text index {n!r} has {setting}; lance_ops tokenizes "
+                                          "string columns with base_tokenizer 'simple', language English, without "
+                                          "positions only")
     live = {f.id for f in manifest.fragments}
     tasks: list[IndexTask] = []
     removed: list[IndexMetadata] = []
     for n in index_names if index_names is not None else list(by_name):
         segments = by_name[n]
         kind = segments[0].kind
-        if kind not in SEGMENT_KINDS:
+        if kind not in SEGMENT_KINDS or _unsupported(manifest, segments[0]):
             continue
         new = live - set().union(*(s.fragment_ids or () for s in segments))
         merged = _segments_to_merge(manifest, segments, num_indices_to_merge)
@@ -267,9 +285,12 @@ def plan_optimize_indices(
             continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
         column = manifest.schema.field_by_id(segments[0].fields[0]).name
-        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: reuse the model
+        ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: the model; INVERTED: the params
         groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
-        tasks.extend(_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups)
+        made = [_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups]
+        if kind == "INVERTED" and merged:
+            made = [replace_task(t, merged_uuids=tuple(s.uuid for s in merged)) for t in made]
+        tasks.extend(made)
         removed.extend(merged)
     return IndexBuildPlan(manifest.version, tuple(tasks), tuple(removed))
 
@@ -277,8 +298,22 @@ def plan_optimize_indices(
 def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
     """Names of the user indices of ``manifest`` whose kind ``optimize_indices`` extends
     (the others stay as they are, whatever their coverage)."""
-    names = {i.name for i in user_indices(_indices(manifest)) if i.kind in SEGMENT_KINDS}
+    names = {i.name for i in user_indices(_indices(manifest))
+             if i.kind in SEGMENT_KINDS and not _unsupported(manifest, i)}
     return tuple(sorted(names))
+
+
+def _unsupported(manifest: Manifest, index: IndexMetadata) -> str | None:
+    """What keeps lance_ops from extending ``index`` (a full-text tokenizer it does not
+    reproduce, or a column other than plain text: JSON, lists), or None."""
+    if index.kind != "INVERTED":
+        return None
+    field = manifest.schema.field_by_id(index.fields[0]) if index.fields else None
+    if field is None or field.logical_type not in ("string", "large_string"):
+        return f"a column of type {field.logical_type if field else 'unknown'} (lance_ops tokenizes plain strings)"
+    if index.index_version != 2:  # 0 / 1: the older, unpartitioned layouts (docs/FORMAT.md 14a)
+        return f"index_version {index.index_version} (an older file layout)"
+    return unsupported_setting(index.details)
 
 
 def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: int) -> list[IndexMetadata]:
@@ -305,7 +340,48 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
     addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
     ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
-    return SegmentInput(table[task.column].combine_chunks(), ids, addrs, new)
+    values = table[task.column].combine_chunks()
+    if task.merged_uuids and not task.stable_row_ids:
+        extra = _indexed_deleted_rows(store, manifest, task, frags, plan)
+        if extra is not None:
+            values = pa.concat_arrays([values, extra[0].cast(values.type)])
+            addrs = np.concatenate([addrs, extra[1]])
+            ids = addrs
+    return SegmentInput(values, ids, addrs, new)
+
+
+def _indexed_deleted_rows(
+    store: ObjectStore, manifest: Manifest, task: IndexTask, frags: list, plan: Any
+) -> tuple[pa.Array, np.ndarray] | None:
+    """The deleted rows of live fragments that a merged full-text segment indexed, with their
+    values (read past the deletion vector): pylance 14's merge keeps their documents (corpus
+    statistics included; queries filter deleted rows), so the merged segment scores alike
+    (docs/FORMAT.md "INVERTED segments").  Row addresses only (no stable row ids)."""
+    indexed = [indexed_row_ids(store, s) for s in _indices(manifest) if s.uuid in task.merged_uuids]
+    if not indexed:
+        return None
+    rows = np.unique(np.concatenate(indexed)) if indexed else np.zeros(0, np.uint64)
+    values: list[pa.Array] = []
+    addrs: list[np.ndarray] = []
+    for frag in frags:
+        if frag.deletion_file is None:
+            continue
+        mine = rows[(rows >> np.uint64(32)) == np.uint64(frag.id)] & np.uint64(0xFFFFFFFF)
+        deleted = np.setdiff1d(mine, _live_offsets(store, manifest, frag)).astype(np.int64)
+        if deleted.size == 0:
+            continue
+        t = pa.Table.from_batches(list(scan_fragment_rows(store, manifest, frag, plan, deleted)))
+        values.append(t[task.column].combine_chunks())
+        addrs.append((np.uint64(frag.id) << np.uint64(32)) | deleted.astype(np.uint64))
+    if not values:
+        return None
+    return pa.concat_arrays(values), np.concatenate(addrs)
+
+
+def _live_offsets(store: ObjectStore, manifest: Manifest, frag: Any) -> np.ndarray:
+    plan = plan_scan(manifest.schema, [], None, False, True)
+    t = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=[frag])), schema=plan.out_schema)
+    return (t[ROW_ADDR].to_numpy().astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint64)
 
 
 def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:

@@ -1,5 +1,6 @@
 """Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP from
-scratch, and IVF_FLAT / IVF_PQ segments over an existing index's model (``optimize_indices``).
+scratch, IVF_FLAT / IVF_PQ segments over an existing index's model, and INVERTED (full-text)
+segments with an existing index's tokenizer params (``optimize_indices``; :mod:`.inverted`).
 
 :func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
 ``_indices/<uuid>/``; nothing is committed.  The planner that picks the fragments and commits
@@ -17,6 +18,7 @@ from ..metadata import IndexMetadata
 from .bitmap import write_bitmap
 from .btree import write_btree
 from .common import BuiltSegment, SegmentInput, SegmentWriter
+from .inverted import indexed_row_ids, reference_layout, unsupported_setting, write_inverted
 from .ivf import IvfModel, vectors, write_ivf
 from .ivf_train import default_partitions, train_model
 from .label_list import write_label_list
@@ -24,8 +26,9 @@ from .zonemap import write_zonemap
 
 #: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
 BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
-#: the vector kinds lance_ops adds segments to (``optimize_indices``: the model is reused)
-SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ")
+#: the kinds lance_ops adds segments to (``optimize_indices``): vector kinds reuse the model,
+#: INVERTED the tokenizer params of an existing segment
+SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ", "INVERTED")
 #: the vector kinds lance_ops trains (``create_index``)
 VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ")
 VECTOR_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
@@ -45,7 +48,8 @@ def write_segment(
 ) -> BuiltSegment:
     """Write one segment of a ``kind`` index over ``data`` into ``_indices/<uuid>/``
     (vector kinds: over ``reference``'s model, with its details, or a model trained on ``data``
-    with ``train`` = ``{"metric", "num_partitions", "num_sub_vectors"}``).
+    with ``train`` = ``{"metric", "num_partitions", "num_sub_vectors"}``; INVERTED: with
+    ``reference``'s tokenizer params).
 
     Raises:
         UnsupportedFeatureError: a kind lance_ops does not build, or a column type it cannot hold.
@@ -56,6 +60,8 @@ def write_segment(
     try:
         if train is not None and kind in VECTOR_KINDS:
             return _trained(w, data, kind, column, train)
+        if reference is not None and kind == "INVERTED":
+            return write_inverted(w, data, reference_layout(store, reference), reference.details)
         if reference is not None and kind not in BUILDABLE_KINDS:
             built = write_ivf(w, data, IvfModel.from_segment(store, reference))
             return BuiltSegment(built.files, reference.type_url, reference.details, built.index_version)
@@ -82,4 +88,13 @@ def _trained(w: SegmentWriter, data: SegmentInput, kind: str, column: str, train
     return BuiltSegment(built.files, VECTOR_TYPE_URL, details, 1)
 
 
-__all__ = ["BUILDABLE_KINDS", "SEGMENT_KINDS", "VECTOR_KINDS", "BuiltSegment", "SegmentInput", "write_segment"]
+__all__ = [
+    "BUILDABLE_KINDS",
+    "SEGMENT_KINDS",
+    "VECTOR_KINDS",
+    "BuiltSegment",
+    "SegmentInput",
+    "indexed_row_ids",
+    "unsupported_setting",
+    "write_segment",
+]

@@ -1,0 +1,176 @@
+"""Full-text tokenization as pylance 14's INVERTED index does it (upstream
+``rust/lance-index/src/scalar/inverted/tokenizer.rs``; docs/FORMAT.md "INVERTED segments").
+
+The analyser is built from the index's params, in this order: base tokenizer ``simple`` (split on
+every character that is not alphanumeric), ``max_token_length`` (drop tokens of that many UTF-8
+bytes or more), ``lower_case``, ``stem`` (Snowball, ``language``), ``remove_stop_words`` (after
+stemming), ``ascii_folding`` (last).  Whole Arrow arrays are processed with pyarrow kernels;
+stemming and folding run once per distinct token (the vocabulary), never per row.
+"""
+
+import json
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import snowballstemmer  # type: ignore[import-untyped]
+
+from ...errors import UnsupportedFeatureError
+
+#: pylance 14's defaults (``InvertedIndexParams::default()``), as its ``params`` JSON spells them
+DEFAULT_PARAMS: dict[str, Any] = {
+    "lance_tokenizer": "text",
+    "base_tokenizer": "simple",
+    "language": "English",
+    "with_position": False,
+    "max_token_length": 40,
+    "lower_case": True,
+    "stem": True,
+    "remove_stop_words": True,
+    "custom_stop_words": None,
+    "ascii_folding": True,
+    "min_ngram_length": 3,
+    "max_ngram_length": 3,
+    "prefix_only": False,
+    "block_size": 128,
+    "split_identifiers": False,
+    "split_on_numerics": False,
+    "preserve_original": False,
+    "index_operators": False,
+}
+
+#: the (stemmed) tokens the English stop-word filter drops, as pylance 14.0.2 drops them: each
+#: Snowball/NLTK English stop word and its stem was indexed in a row of its own and queried; these
+#: found nothing, while e.g. "no", "not", "nor", "could", "would", "ought" and the stems "ani",
+#: "veri", "onli", "becaus" are kept (docs/FORMAT.md "INVERTED segments")
+ENGLISH_STOP_WORDS = frozenset(
+    """a about after again against all am an and are as at be been below between both but by can did do
+    down each few for from further had has have he her here herself him himself his how i if in into is
+    it itself just me more most my myself now of off on or other our out over own re same she should so
+    some such than that the their them then there these they this those through to too under until up was
+    we were what when where which while who whom will with you your yourself""".split()
+)
+
+# letters Unicode does not decompose to ASCII that the folding still maps (pylance 14's folding,
+# checked letter by letter against its index: e.g. "ĸ" -> "k", "ŋ" -> "n"; "ƒ" stays)
+_FOLD_EXTRA = str.maketrans(
+    {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D",
+     "ł": "l", "Ł": "L", "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ı": "i", "ĸ": "k", "ŀ": "l", "Ŀ": "L",
+     "ŉ": "n", "Ŋ": "N", "ŋ": "n", "ſ": "s", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T"}
+)
+_SIMPLE_SPLIT = r"[^\p{L}\p{N}]+"
+
+
+@dataclass(frozen=True)
+class TokenizerParams:
+    """The analyser settings an INVERTED index was built with (its ``params`` JSON)."""
+
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> "TokenizerParams":
+        """Parse and check a ``params`` JSON; unknown settings lance_ops cannot reproduce raise.
+
+        Raises:
+            UnsupportedFeatureError: a setting lance_ops does not tokenize exactly (named).
+        """
+        raw = {**DEFAULT_PARAMS, **json.loads(text)}
+        p = cls(raw)
+        p.check(where)
+        return p
+
+    def check(self, where: str) -> None:
+        r = self.raw
+        unsupported = {
+            "lance_tokenizer": (r.get("lance_tokenizer") or "text") != "text",
+            "base_tokenizer": r.get("base_tokenizer") != "simple",
+            "with_position": bool(r.get("with_position")),
+            "language": (r.get("stem") or (r.get("remove_stop_words") and r.get("custom_stop_words") is None))
+            and r.get("language") != "English",
+            "split_identifiers": bool(r.get("split_identifiers")),
+            "preserve_original": bool(r.get("preserve_original")),
+            "index_operators": bool(r.get("index_operators")),
+            "document_granularity": r.get("document_granularity", "row") != "row",
+        }
+        bad = [k for k, v in unsupported.items() if v]
+        if bad:
+            raise UnsupportedFeatureError(
+                f"{where}: lance_ops does not tokenize full-text indices with {bad[0]}={r.get(bad[0])!r}"
+                " (it builds base_tokenizer 'simple', language English, with_position false)"
+            )
+
+    def to_json(self) -> str:
+        return json.dumps(dict(self.raw), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class DocTokens:
+    """The tokens of a batch of documents: ``row`` (index into the input) and ``token`` per
+    occurrence, in document order."""
+
+    row: np.ndarray
+    token: pa.Array
+
+
+def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
+    """Every token occurrence of ``values`` (a string column; nulls have none)."""
+    if pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
+        values = values.cast(pa.string())
+    if not pa.types.is_string(values.type):
+        raise UnsupportedFeatureError(f"full-text index over a column of type {values.type}: needs a string column")
+    parts = pc.split_pattern_regex(values, _SIMPLE_SPLIT)
+    flat = pc.list_flatten(parts)
+    rows = pc.list_parent_indices(parts)
+    keep = pc.greater(pc.binary_length(flat), 0)
+    r = params.raw
+    if r.get("max_token_length") is not None:
+        keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(r["max_token_length"])))
+    flat, rows = flat.filter(keep), rows.filter(keep)
+    if r.get("lower_case"):
+        flat = pc.utf8_lower(flat)
+    enc = pc.dictionary_encode(flat)
+    vocab: list[str | None] = enc.dictionary.to_pylist()
+    if r.get("stem"):
+        vocab = _stem(vocab)
+    stops: frozenset[str] = frozenset()
+    if r.get("remove_stop_words"):
+        stops = frozenset(r["custom_stop_words"]) if r.get("custom_stop_words") is not None else ENGLISH_STOP_WORDS
+    if r.get("ascii_folding"):
+        vocab = [None if v in stops else fold_ascii(v) for v in vocab]
+    else:
+        vocab = [None if v in stops else v for v in vocab]
+    tokens = pa.DictionaryArray.from_arrays(enc.indices, pa.array(vocab, pa.string())).cast(pa.string())
+    valid = tokens.is_valid()
+    return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid))
+
+
+def _stem(vocab: list[str | None]) -> list[str | None]:
+    """Snowball English (Porter2, as tantivy's stemmer) of each distinct token."""
+    return list(snowballstemmer.stemmer("english").stemWords(vocab))
+
+
+def fold_ascii(token: str) -> str:
+    """ASCII folding of one distinct token: letters with diacritics to their base letters,
+    ligatures and a few others spelled out (:data:`_FOLD_EXTRA`); other scripts are left as
+    they are."""
+    if token.isascii():
+        return token
+    out = []
+    for ch in token:
+        if ch.isascii():
+            out.append(ch)
+            continue
+        mapped = ch.translate(_FOLD_EXTRA)
+        if mapped != ch:
+            out.append(mapped)
+            continue
+        base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+        base = base.translate(_FOLD_EXTRA)
+        if base and not base.isascii() and base[0].isascii():  # "ẚ": "a" + a modifier letter; "½": 1⁄2
+            base = "".join(c for c in base if c.isascii() or (unicodedata.category(c) != "Lm" and c != "\u2044"))
+        out.append(base if base and base.isascii() else ch)
+    return "".join(out)
