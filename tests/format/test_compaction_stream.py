@@ -1,10 +1,13 @@
 """Compaction streams row ids and versions per output file: tasks whose rows span several output
 files keep every row's _rowid and versions, as pylance reads them, and pylance keeps maintaining."""
 
+import shutil
+
 import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 import lance_ops.format as lf
 from lance_ops.format import rowids
@@ -80,3 +83,42 @@ def test_row_meta_stream_cuts_at_file_boundaries_like_the_writer():
     seq.ParseFromString(files[1][0])
     assert [s.WhichOneof("segment") for s in seq.segments] == ["range_with_bitmap", "range"]  # as encode_segment picks
     assert pc.sum(pa.array([len(rowids.decode_row_ids(f[0])) for f in files])).as_py() == 9
+
+
+PLANS = {  # (fragment sizes, delete predicate, compact_files options)
+    "two_small_make_one_bin": ([3, 2], None, {"target_rows_per_fragment": 4}),  # lance_ops left both
+    "bins_reach_the_target": ([3, 3, 3, 3], None, {"target_rows_per_fragment": 4}),
+    "the_rest_joins_the_last_bin": ([10] * 7, None, {"target_rows_per_fragment": 30}),
+    "balanced_files": ([100], "id % 4 = 1", {"target_rows_per_fragment": 30}),
+    "physical_rows_decide_smallness": ([3, 3, 3], "id = 0 OR id = 4", {"target_rows_per_fragment": 3}),
+    "threshold_is_strict": ([10, 10], "id = 0", {"target_rows_per_fragment": 5,
+                                                 "materialize_deletions_threshold": 0.1}),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANS))
+@pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
+def test_compaction_plans_and_cuts_files_as_pylance(tmp_path, case, stable):
+    """Found by tests/interop/test_model_based.py: bins (manifest order, physical rows, deletions
+    strictly above the threshold, split for size) and balanced output files as pylance 14's
+    (docs/FORMAT.md §16), on copies of one dataset pylance wrote."""
+    sizes, predicate, options = PLANS[case]
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    start = 0
+    for n in sizes:
+        lance.write_dataset(pa.table({"id": pa.array(np.arange(start, start + n), pa.int64())}), theirs,
+                            mode="append" if start else "create", enable_stable_row_ids=stable)
+        start += n
+    if predicate:
+        lance.dataset(theirs).delete(predicate)
+    shutil.copytree(theirs, ours)
+    expected = lance.dataset(theirs).optimize.compact_files(**options)
+    got = lf.dataset(ours).optimize.compact_files(**options)
+    assert (got.fragments_removed, got.fragments_added) == (expected.fragments_removed, expected.fragments_added)
+    for reader in (lance, lf):
+        assert [f.count_rows() for f in reader.dataset(ours).get_fragments()] == \
+            [f.count_rows() for f in lance.dataset(theirs).get_fragments()]
+    assert lance.dataset(ours).version == lance.dataset(theirs).version
+    cols = ["id"] + (META if stable else [])
+    assert lance.dataset(ours).to_table(columns=cols).sort_by("id") == \
+        lance.dataset(theirs).to_table(columns=cols).sort_by("id")

@@ -260,8 +260,8 @@ def _cleanup(lib: Any, ds: Any) -> None:
 
 
 SETTINGS = settings(
-    max_examples=4,
-    stateful_step_count=12,
+    max_examples=25,
+    stateful_step_count=25,
     deadline=None,
     derandomize=True,
     database=None,
