@@ -27,7 +27,8 @@ leaves included), because a merge_insert rewrites whole rows.  So no index is ex
 new fragments that carry the updated rows: every index loses the rewritten rows from its
 coverage (they show up as unindexed) until it is rebuilt or optimised.
 
-Matched rows move to new fragments (pylance does the same): they keep ``_rowid`` and
+Matched rows move to new fragments (pylance does the same; in one process they share them with
+the inserted rows, as pylance's, docs/FORMAT.md §16): they keep ``_rowid`` and
 ``_row_created_at_version``; ``_row_last_updated_at_version`` becomes the new version.  A target
 row matched by several source rows is an :class:`~.errors.AmbiguousMergeInsertError`.
 """
@@ -418,8 +419,9 @@ def plan_merge_insert(
     """Run the merge in this process: join, write every file; nothing is committed.
 
     Returns:
-        One result per touched target fragment (deletion files), one for the matched rows' new
-        fragments (one stream, not one per fragment) and one for the inserted rows.
+        One result per touched target fragment (deletion files) and one for the new fragments:
+        the matched rows (target order) then the inserted rows (source order) in one stream, as
+        pylance writes them (executors in ``jobs.upsert`` write them per task instead).
     """
     ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file,
                                           blob_payloads=True)

@@ -11,9 +11,9 @@ filtered ``count_rows`` between the two libraries, and rows against the model.
 choice) and after every step both libraries read the dataset: each must read the other's
 writes identically, and as the model says.
 
-Without stable row ids ``_rowid`` is a row address (fragment id << 32 | offset) and pylance 14
-reads both version columns as 1 for every row; the model predicts neither there, so those three
-columns are compared between the libraries only.
+Without stable row ids ``_rowid`` is a row address (fragment id << 32 | offset), which the model
+does not predict (it is compared between the libraries only), and pylance 14 reads both version
+columns as 1 for every row (no version sequences are written), which the model expects.
 
 Seeded (``derandomize=True``) and bounded so the module stays within about 90 s on two busy
 cores; a difference found here gets a focused regression test next to the relevant tests.
@@ -31,7 +31,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -78,7 +78,7 @@ class Model:
     rows: dict[int, Row]
     version: int = 1
     next_row_id: int = 0
-    history: dict[int, tuple[dict[int, Row], int]] | None = None
+    history: dict[int, dict[int, Row]] | None = None  # restorable versions (cleanup forgets)
 
     def commit(self, rows: dict[int, Row], next_row_id: int | None = None) -> None:
         """A new version holding ``rows``."""
@@ -91,7 +91,7 @@ class Model:
     def snapshot(self) -> None:
         if self.history is None:
             self.history = {}
-        self.history[self.version] = (dict(self.rows), self.next_row_id)
+        self.history[self.version] = dict(self.rows)
 
     def insert(self, rows: dict[int, Row], new: list[tuple[int, int | None, str | None]]) -> int:
         """Adds ``new`` (id, v, s) in order to ``rows`` as of the next version; returns the next
@@ -111,6 +111,8 @@ class Model:
                 "_row_last_updated_at_version": [self.rows[i].updated for i in ids],
                 "_rowid": [self.rows[i].rowid for i in ids],
             }
+        else:  # no version sequences without stable row ids: pylance 14 reads 1 for every row
+            out |= {"_row_created_at_version": [1] * len(ids), "_row_last_updated_at_version": [1] * len(ids)}
         return out
 
 
@@ -260,19 +262,19 @@ def _cleanup(lib: Any, ds: Any) -> None:
 
 
 SETTINGS = settings(
-    max_examples=25,
-    stateful_step_count=25,
+    max_examples=8,
+    stateful_step_count=20,
     deadline=None,
     derandomize=True,
     database=None,
-    phases=[Phase.explicit, Phase.generate],  # DEV
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
 
 # ------------------------------------------------------------------ the steps, shared by both machines
 class _Steps(RuleBasedStateMachine):
-    """The model side of every step; subclasses apply it to their dataset(s) in ``apply``."""
+    """The model side of every step (what each step draws and what it should do); the rules
+    that run the steps on datasets are :class:`_Machine`'s."""
 
     file_version = "2.2"
     stable = True
@@ -330,7 +332,7 @@ class _Steps(RuleBasedStateMachine):
     def model_restore(self, version: int) -> None:
         """The rows of ``version``; ``next_row_id`` does not go back (no row id is handed out twice)."""
         assert self.model.history is not None
-        self.model.commit(dict(self.model.history[version][0]))
+        self.model.commit(dict(self.model.history[version]))
 
     def merge_source(self, data: st.DataObject) -> list[tuple[int, int | None, str | None]]:
         existing = sorted(self.model.rows)
