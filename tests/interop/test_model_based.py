@@ -262,7 +262,7 @@ def _cleanup(lib: Any, ds: Any) -> None:
 
 
 SETTINGS = settings(
-    max_examples=8,
+    max_examples=7,
     stateful_step_count=20,
     deadline=None,
     derandomize=True,
