@@ -15,6 +15,10 @@ Without stable row ids ``_rowid`` is a row address (fragment id << 32 | offset),
 does not predict (it is compared between the libraries only), and pylance 14 reads both version
 columns as 1 for every row (no version sequences are written), which the model expects.
 
+One exclusion, explained at ``TwinMachine.matched_order``: without stable row ids the twin
+machine hands merge_insert its matched rows in target order (pylance's row order there depends on
+its join plan).
+
 Seeded (``derandomize=True``) and bounded so the module stays within about 90 s on two busy
 cores; a difference found here gets a focused regression test next to the relevant tests.
 """
