@@ -51,13 +51,20 @@ class _Ids:
         changes: dict[str, object] = {"id": self.next_fragment_id}
         if self.stable:
             n = frag.physical_rows
-            if frag.row_ids is None:
-                changes["row_ids"] = rowids.encode_row_ids(
-                    np.arange(self.next_row_id, self.next_row_id + n, dtype=np.uint64)
-                )
-                self.next_row_id += n
+            kept = np.empty(0, np.uint64) if frag.row_ids is None else rowids.decode_row_ids(frag.row_ids)
+            if kept.size < n:
+                # rows past the sequence are new (pylance's merge_insert writes matched rows, with
+                # their ids, then inserted ones into one fragment): fresh ids, this version
+                fresh = np.arange(self.next_row_id, self.next_row_id + n - kept.size, dtype=np.uint64)
+                changes["row_ids"] = rowids.encode_row_ids(np.concatenate([kept, fresh]))
+                self.next_row_id += fresh.size
             if frag.created_at_versions is None:
                 changes["created_at_versions"] = rowids.constant_versions(n, self.version)
+            elif kept.size < n:
+                created = rowids.decode_versions(frag.created_at_versions)
+                changes["created_at_versions"] = rowids.encode_versions(
+                    np.concatenate([created, np.full(n - created.size, self.version, np.uint64)])
+                )
             changes["last_updated_at_versions"] = rowids.constant_versions(n, self.version)
         else:
             changes.update(row_ids=None, created_at_versions=None, last_updated_at_versions=None)
@@ -222,7 +229,7 @@ def _(op: Update, b: _Build) -> _Applied:
     for f in op.new_fragments:
         all_ids_kept = f.row_ids is not None and rowids.decode_row_ids(f.row_ids).size == f.physical_rows
         if b.stable and f.row_ids is not None and f.created_at_versions is None:
-            preserved = rowids.fragment_row_ids(f, f"transaction {b.txn.file_name}")
+            preserved = rowids.decode_row_ids(f.row_ids, path=f"transaction {b.txn.file_name}")
             f = f.with_changes(created_at_versions=_created_versions_for(base, preserved))
         nf = b.ids.new_fragment(f)
         if all_ids_kept:

@@ -27,7 +27,8 @@ leaves included), because a merge_insert rewrites whole rows.  So no index is ex
 new fragments that carry the updated rows: every index loses the rewritten rows from its
 coverage (they show up as unindexed) until it is rebuilt or optimised.
 
-Matched rows move to new fragments (pylance does the same): they keep ``_rowid`` and
+Matched rows move to new fragments (pylance does the same; in one process they share them with
+the inserted rows, as pylance's, docs/FORMAT.md §16): they keep ``_rowid`` and
 ``_row_created_at_version``; ``_row_last_updated_at_version`` becomes the new version.  A target
 row matched by several source rows is an :class:`~.errors.AmbiguousMergeInsertError`.
 """
@@ -249,6 +250,34 @@ def write_matched_rows(
     return replace(out, new_fragments=tuple(new))
 
 
+def _write_merged(store: ObjectStore, ctx: MergeInsertContext, matched: pa.Table | None,
+                  inserted: pa.Table | None) -> MergeTaskResult:
+    """Matched rows (target order), then inserted rows (source order) into the same new
+    fragments, as pylance writes them. With stable row ids a fragment's row-id sequence holds its
+    matched rows' ids only; the commit gives the rows after them fresh ids (docs/FORMAT.md §16)."""
+    names = ctx.schema.to_arrow().names
+    parts = [t for t in (matched, inserted) if t is not None and t.num_rows]
+    n_inserted = inserted.num_rows if inserted is not None else 0
+    if not parts:
+        return MergeTaskResult(num_inserted_rows=0)
+    batches = (b for t in parts for b in t.select(names).to_batches())
+    frags = write_fragment_files(store, batches, ctx.schema, version=ctx.file_version,
+                                 max_rows_per_file=ctx.max_rows_per_file)
+    if not ctx.stable_row_ids or matched is None or not matched.num_rows:
+        return MergeTaskResult(new_fragments=tuple(frags), num_inserted_rows=n_inserted)
+    ids = matched.column(ROW_ID).to_numpy().astype(np.uint64, copy=False)
+    created = matched.column(CREATED_AT).to_numpy().astype(np.uint64, copy=False)
+    out, start = [], 0
+    for f in frags:
+        kept = min(max(ids.size - start, 0), f.physical_rows)
+        if kept:
+            f = f.with_changes(row_ids=encode_row_ids(ids[start:start + kept]),
+                               created_at_versions=encode_versions(created[start:start + kept]))
+        out.append(f)
+        start += f.physical_rows
+    return MergeTaskResult(new_fragments=tuple(out), num_inserted_rows=n_inserted)
+
+
 def write_inserted_rows(store: ObjectStore, ctx: MergeInsertContext, rows: pa.Table) -> MergeTaskResult:
     """Executor side: not-matched source rows -> new fragments (row ids assigned at commit)."""
     new = _write_rows(store, ctx, rows, keep_ids=False) if rows.num_rows else []
@@ -390,8 +419,9 @@ def plan_merge_insert(
     """Run the merge in this process: join, write every file; nothing is committed.
 
     Returns:
-        One result per touched target fragment (deletion files), one for the matched rows' new
-        fragments (one stream, not one per fragment) and one for the inserted rows.
+        One result per touched target fragment (deletion files) and one for the new fragments:
+        the matched rows (target order) then the inserted rows (source order) in one stream, as
+        pylance writes them (executors in ``jobs.upsert`` write them per task instead).
     """
     ctx = MergeInsertContext.for_manifest(store.uri, manifest, params.on, max_rows_per_file=max_rows_per_file,
                                           blob_payloads=True)
@@ -404,6 +434,8 @@ def plan_merge_insert(
     joined = target.select([*ctx.on, *ctx.meta_columns, "__tpos"]).join(keys, keys=list(ctx.on), join_type=how)
     has_target, has_source = pc.is_valid(joined.column(ROW_ADDR)), pc.is_valid(joined.column(_SRC))
     results: list[MergeTaskResult] = []
+    matched_rows: pa.Table | None = None
+    inserted: pa.Table | None = None
     updates: dict[int, list[np.ndarray]] = {}
     deletes: dict[int, list[np.ndarray]] = {}
     try:
@@ -417,12 +449,12 @@ def plan_merge_insert(
             for c in ctx.meta_columns:
                 rows = rows.append_column(c, matched.column(c))
             check_unambiguous(ctx, rows)
-            if rows.num_rows:
-                results.append(MergeTaskResult(new_fragments=tuple(_write_rows(store, ctx, rows, keep_ids=True))))
+            matched_rows = rows.take(pc.sort_indices(rows.column(ROW_ADDR)))  # target order, as pylance
             _group(rows.column(ROW_ADDR), updates)
         if params.insert_not_matched:
             idx = np.sort(joined.filter(pc.invert(has_target)).column(_SRC).to_numpy())
-            results.append(write_inserted_rows(store, ctx, source.take(pa.array(idx, pa.int64()))))
+            inserted = source.take(pa.array(idx, pa.int64()))
+        results.append(_write_merged(store, ctx, matched_rows, inserted))
         if params.delete_not_matched_by_source:
             gone = joined.filter(pc.invert(has_source))
             if params.delete_condition is not None:

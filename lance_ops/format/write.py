@@ -7,7 +7,7 @@ by cleanup).
 
 import io
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -119,9 +119,11 @@ def write_fragment_files(
     *,
     version: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    file_rows: Sequence[int] | None = None,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
-    rows; one fragment per file.
+    rows; one fragment per file. ``file_rows`` (compaction) gives the row count of each file
+    instead, in order, its last entry repeating.
 
     Durability: data files are written without ``fsync``, as pylance writes them (its local
     object store, ``object_store::LocalFileSystem``, did not sync files before the opt-in
@@ -166,10 +168,11 @@ def write_fragment_files(
                     name = random_data_file_name()
                     sink = store.open_output(f"{DATA_DIR}/{name}")
                     writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name))
-                take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
+                limit = file_rows[min(len(frags), len(file_rows) - 1)] if file_rows else max_rows_per_file
+                take = min(batch.num_rows - pos, limit - writer.num_rows)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
-                if writer.num_rows >= max_rows_per_file:
+                if writer.num_rows >= limit:
                     close()
         if writer is not None and writer.num_rows > 0:
             close()

@@ -1,10 +1,13 @@
 """Compaction streams row ids and versions per output file: tasks whose rows span several output
 files keep every row's _rowid and versions, as pylance reads them, and pylance keeps maintaining."""
 
+import shutil
+
 import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 import lance_ops.format as lf
 from lance_ops.format import rowids
@@ -29,8 +32,9 @@ def test_a_task_writing_several_files_keeps_ids_and_versions(uri):
     """pylance builds the history (its default file format 2.2, stable row ids): a 100-row
     fragment loses 25 rows to a delete and 10 to an update (pylance moves updated rows to a new
     fragment, same row ids), then three 10-row fragments are appended.  A target of 30 rows
-    rewrites the big fragment alone into three files (30, 30, 5 rows) and bins the updated
-    fragment with two appended ones; the last appended one stays."""
+    rewrites the big fragment alone into two balanced files (33, 32 rows) and the updated fragment
+    with the three appended ones into one file of 40 (the 10 left after 30 are too few for a bin
+    of their own), as pylance 14 plans and cuts them (docs/FORMAT.md §16)."""
     n = 100
     lance.write_dataset(pa.table({"id": np.arange(n), "s": [f"r{i}" for i in range(n)]}), uri,
                         enable_stable_row_ids=True)
@@ -44,14 +48,12 @@ def test_a_task_writing_several_files_keeps_ids_and_versions(uri):
     assert {r["_row_last_updated_at_version"] for r in before} == {1, 3, 4, 5, 6}
 
     metrics = lf.dataset(uri).compact_files(target_rows_per_fragment=30)
-    assert (metrics.rows_rewritten, metrics.fragments_removed, metrics.fragments_added) == (95, 4, 4)  # 65 + 30
+    assert (metrics.rows_rewritten, metrics.fragments_removed, metrics.fragments_added) == (105, 5, 3)  # 65 + 40
     assert snapshot(uri) == before  # pylance: same rows, ids and both versions
     frags = lf.dataset(uri).manifest.fragments
-    assert sorted(f.physical_rows for f in frags) == [5, 10, 30, 30, 30]
-    ids = {f.id: rowids.decode_row_ids(f.row_ids, expected_len=f.physical_rows) for f in frags}
-    binned = [f for f in frags if f.physical_rows == 30 and ids[f.id].max() >= 100]
-    assert len(binned) == 1  # the updated rows' fragment + two appended ones: one segment per old fragment
-    assert len(segments(binned[0])) == 3 and segments(binned[0])[1:] == ["range", "range"]
+    assert [f.physical_rows for f in frags] == [33, 32, 40]
+    binned = frags[2]  # the updated rows' fragment + three appended ones: one segment per old fragment
+    assert len(segments(binned)) == 4 and segments(binned)[1:] == ["range", "range", "range"]
     # pylance keeps maintaining the result
     lance.dataset(uri).delete("id = 1002")
     lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
@@ -81,3 +83,42 @@ def test_row_meta_stream_cuts_at_file_boundaries_like_the_writer():
     seq.ParseFromString(files[1][0])
     assert [s.WhichOneof("segment") for s in seq.segments] == ["range_with_bitmap", "range"]  # as encode_segment picks
     assert pc.sum(pa.array([len(rowids.decode_row_ids(f[0])) for f in files])).as_py() == 9
+
+
+PLANS = {  # (fragment sizes, delete predicate, compact_files options)
+    "two_small_make_one_bin": ([3, 2], None, {"target_rows_per_fragment": 4}),  # lance_ops left both
+    "bins_reach_the_target": ([3, 3, 3, 3], None, {"target_rows_per_fragment": 4}),
+    "the_rest_joins_the_last_bin": ([10] * 7, None, {"target_rows_per_fragment": 30}),
+    "balanced_files": ([100], "id % 4 = 1", {"target_rows_per_fragment": 30}),
+    "physical_rows_decide_smallness": ([3, 3, 3], "id = 0 OR id = 4", {"target_rows_per_fragment": 3}),
+    "threshold_is_strict": ([10, 10], "id = 0", {"target_rows_per_fragment": 5,
+                                                 "materialize_deletions_threshold": 0.1}),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANS))
+@pytest.mark.parametrize("stable", [True, False], ids=["stable_ids", "address_ids"])
+def test_compaction_plans_and_cuts_files_as_pylance(tmp_path, case, stable):
+    """Found by tests/interop/test_model_based.py: bins (manifest order, physical rows, deletions
+    strictly above the threshold, split for size) and balanced output files as pylance 14's
+    (docs/FORMAT.md §16), on copies of one dataset pylance wrote."""
+    sizes, predicate, options = PLANS[case]
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    start = 0
+    for n in sizes:
+        lance.write_dataset(pa.table({"id": pa.array(np.arange(start, start + n), pa.int64())}), theirs,
+                            mode="append" if start else "create", enable_stable_row_ids=stable)
+        start += n
+    if predicate:
+        lance.dataset(theirs).delete(predicate)
+    shutil.copytree(theirs, ours)
+    expected = lance.dataset(theirs).optimize.compact_files(**options)
+    got = lf.dataset(ours).optimize.compact_files(**options)
+    assert (got.fragments_removed, got.fragments_added) == (expected.fragments_removed, expected.fragments_added)
+    for reader in (lance, lf):
+        assert [f.count_rows() for f in reader.dataset(ours).get_fragments()] == \
+            [f.count_rows() for f in lance.dataset(theirs).get_fragments()]
+    assert lance.dataset(ours).version == lance.dataset(theirs).version
+    cols = ["id"] + (META if stable else [])
+    assert lance.dataset(ours).to_table(columns=cols).sort_by("id") == \
+        lance.dataset(theirs).to_table(columns=cols).sort_by("id")

@@ -215,3 +215,32 @@ def test_lost_commit_leaves_no_files(pair):
             .when_not_matched_by_source_delete(pc.field("id") > 50).execute(source_table())
     assert lance.dataset(ours).version == 3
     assert unreferenced_files(ours) == set()
+
+
+def layout(uri: str) -> list[list]:
+    """Per fragment (manifest order): its ids in row-address order."""
+    t = lance.dataset(uri).to_table(columns=["id"], with_row_address=True)
+    frags: dict[int, list] = {}
+    for i, addr in sorted(zip(t["id"].to_pylist(), t["_rowaddr"].to_pylist(), strict=True), key=lambda p: p[1]):
+        frags.setdefault(addr >> 32, []).append(i)
+    return list(frags.values())
+
+
+def test_matched_and_inserted_rows_share_the_new_fragments_as_pylance_writes_them(pair):
+    """Found by tests/interop/test_model_based.py: pylance 14 writes the matched rows (target order
+    here) and then the inserted rows (source order) into one new fragment; with stable row ids the
+    transaction's fragment carries the matched rows' ids only and the commit numbers the rest
+    (docs/FORMAT.md §16). lance_ops wrote two fragments, so later compactions planned otherwise."""
+    theirs, ours = pair
+    src = pa.table({"id": pa.array([41, 100, 3, 101], pa.int64()), "val": ["a", "b", "c", "d"],
+                    "score": [1.0, 2.0, 3.0, 4.0]})
+    for lib, uri in ((lance, theirs), (lf, ours)):
+        lib.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    assert layout(ours) == layout(theirs)
+    assert layout(ours)[-1] == [3, 41, 100, 101]
+    ds = lance.dataset(ours)
+    got = ds.to_table(columns=["id"] + META, filter="id >= 100").sort_by("id").to_pylist()
+    assert got == lance.dataset(theirs).to_table(columns=["id"] + META, filter="id >= 100").sort_by("id").to_pylist()
+    if ds.has_stable_row_ids:  # fresh ids after the 60 the dataset had, created at the merge's version
+        assert [(r["_rowid"], r["_row_created_at_version"]) for r in got] == [(60, 3), (61, 3)]
+    assert_same(theirs, ours)

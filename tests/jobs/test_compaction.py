@@ -31,37 +31,39 @@ def test_compaction_keeps_rows_ids_and_versions(spark, fragmented):
     uri = fragmented
     before, n_before = multiset(uri), len(lance.dataset(uri).get_fragments())
     assert deletion_files(uri) > 0
-    r = jobs.compact(spark, uri, target_rows_per_fragment=70)
-    assert r.failed_tasks == () and r.tasks_succeeded == r.tasks_planned >= 2
+    # pylance's plan (docs/FORMAT.md §16): 11 fragments of 12-14 live rows and one of 4 -> bins of
+    # 38, 39 and 56 rows (a bin reaches the target; the last one takes what is left)
+    r = jobs.compact(spark, uri, target_rows_per_fragment=30)
+    assert r.failed_tasks == () and r.tasks_succeeded == r.tasks_planned == 3
     assert r.version == 6  # ReserveFragments (5) then Rewrite (6), as pylance
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) < n_before
     assert r.fragments_removed == n_before and r.rows_rewritten == ds.count_rows()
     assert multiset(uri) == before
     assert deletion_files(uri) == 0
-    assert all(f.count_rows() <= 70 for f in ds.get_fragments())
+    assert [f.count_rows() for f in ds.get_fragments()] == [38, 39, 56]  # as pylance's compaction
     # nothing left to do
-    again = jobs.compact(spark, uri, target_rows_per_fragment=70)
+    again = jobs.compact(spark, uri, target_rows_per_fragment=30)
     assert (again.tasks_planned, again.version) == (0, None)
     assert data_files(uri) == referenced_files(uri)
 
 
 def test_table_config_overrides_defaults_and_dry_run(spark, fragmented):
     uri = fragmented
-    lf.dataset(uri).update_config({"lance.compaction.target_rows_per_fragment": "40"})
+    lf.dataset(uri).update_config({"lance.compaction.target_rows_per_fragment": "20"})
     dry = jobs.compact(spark, uri, dry_run=True)
     assert dry.dry_run and dry.version is None and dry.tasks_planned >= 3
     assert lance.dataset(uri).version == 5  # nothing committed
-    r = jobs.compact(spark, uri)  # the table config (40), not the default 1_048_576
-    assert r.tasks_planned == dry.tasks_planned
-    assert all(f.count_rows() <= 40 for f in lance.dataset(uri).get_fragments())
+    r = jobs.compact(spark, uri)  # the table config (20), not the default 1_048_576
+    assert r.tasks_planned == dry.tasks_planned == 5
+    assert all(f.count_rows() < 40 for f in lance.dataset(uri).get_fragments())  # a file < 2 x target
 
 
 def test_partial_progress_commits_finished_groups(spark, fragmented):
     uri = fragmented
     before = multiset(uri)
     frags_before = {f.fragment_id for f in lance.dataset(uri).get_fragments()}
-    r = jobs.compact(spark, uri, target_rows_per_fragment=50, inject_task_failures={1})
+    r = jobs.compact(spark, uri, target_rows_per_fragment=25, inject_task_failures={1})
     assert r.tasks_planned >= 3 and r.tasks_succeeded == r.tasks_planned - 1
     assert len(r.failed_tasks) == 1 and r.failed_tasks[0].startswith("task 1 (fragments [")
     assert "injected failure" in r.failed_tasks[0]

@@ -1,8 +1,9 @@
 """Compaction that keeps stable row ids and row versions (pylance ``optimize.compact_files``).
 
-Plan: adjacent fragments that are small (fewer than ``target_rows_per_fragment`` rows) or carry
-enough deletions (``materialize_deletions_threshold``) are binned into tasks, as pylance plans;
-a bin of one fragment without deletions to materialise is dropped.  Execute: read the live rows
+Plan: adjacent fragments (manifest order) that are small (fewer than ``target_rows_per_fragment``
+physical rows) or carry enough deletions (``materialize_deletions_threshold``) are binned and split
+into tasks as pylance plans (docs/FORMAT.md §16); a bin of one fragment without deletions to
+materialise is dropped.  Execute: read the live rows
 of a task's fragments and write them into new fragments; with stable row ids each new fragment
 carries the rows' ids (one segment per old fragment) and both version sequences.  Commit:
 reserve fragment ids (ReserveFragments), then one Rewrite of every finished task.
@@ -137,15 +138,77 @@ class CompactionMetrics:
 
 
 def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
-    """(is a candidate, has deletions worth materialising)."""
+    """(is a candidate, compacts even alone), as pylance: deletions above the threshold
+    (strictly) make a fragment compact itself; fewer *physical* rows than the target make it a
+    candidate to merge with candidate neighbours (docs/FORMAT.md §16)."""
     deleted_ratio = frag.num_deleted_rows / frag.physical_rows if frag.physical_rows else 0.0
-    has_deletions = opts.materialize_deletions and frag.num_deleted_rows > 0 and (
-        deleted_ratio >= opts.materialize_deletions_threshold
+    itself = opts.materialize_deletions and frag.num_deleted_rows > 0 and (
+        deleted_ratio > opts.materialize_deletions_threshold
     )
     if opts.only_deletions:
-        return has_deletions, has_deletions
-    small = frag.num_rows < opts.target_rows_per_fragment
-    return small or has_deletions, has_deletions
+        return itself, itself
+    return itself or frag.physical_rows < opts.target_rows_per_fragment, itself
+
+
+def _split_for_size(bin_: list[tuple[FragmentMetadata, bool]], target: int) -> list[list[FragmentMetadata]]:
+    """pylance's ``split_for_size``: take fragments until their live rows reach ``target``; cut
+    there only when what is left holds ``target`` rows too, else the rest joins the last bin."""
+    frags = [f for f, _ in bin_]
+    out: list[list[FragmentMetadata]] = []
+    while True:
+        taken = rows = 0
+        while rows < target and taken < len(frags):
+            rows += frags[taken].num_rows
+            taken += 1
+        if sum(f.num_rows for f in frags[taken:]) >= target:
+            out.append(frags[:taken])
+            frags = frags[taken:]
+        else:
+            out.append(frags)
+            return out
+
+
+def output_file_rows(rows: int, target: int) -> list[int]:
+    """Row counts of a task's output files, as pylance 14 cuts them: ``max(1, rows // target)``
+    files of balanced sizes, the larger first (75 rows, target 30: 38 and 37; docs/FORMAT.md §16)."""
+    n = max(1, rows // target)
+    q, r = divmod(rows, n)
+    return [q + 1] * r + [q] * (n - r) if rows else [target]
+
+
+def _candidate_bins(
+    manifest: Manifest, opts: CompactionOptions, constraints: Any, skipped: list[int]
+) -> list[list[FragmentMetadata]]:
+    """Runs of adjacent candidates (manifest order) covered by the same indices, noop runs (one
+    fragment that only wanted neighbours) dropped, each split for size, as pylance plans."""
+    runs: list[list[tuple[FragmentMetadata, bool]]] = []
+    current: list[tuple[FragmentMetadata, bool]] = []
+    current_key: frozenset[str] = frozenset()
+
+    def flush() -> None:
+        nonlocal current
+        if len(current) > 1 or (len(current) == 1 and current[0][1]):
+            runs.append(current)
+        current = []
+
+    for frag in manifest.fragments:
+        is_candidate, itself = _candidate(frag, opts)
+        if not is_candidate or frag.id in constraints.blocked:
+            if is_candidate:
+                skipped.append(frag.id)
+            flush()
+            continue
+        key = constraints.key.get(frag.id, frozenset())
+        if opts.only_deletions or (current and key != current_key):
+            flush()
+        current_key = key
+        current.append((frag, itself))
+        if opts.only_deletions:
+            flush()
+    flush()
+    if opts.only_deletions:
+        return [[f for f, _ in run] for run in runs]
+    return [b for run in runs for b in _split_for_size(run, opts.target_rows_per_fragment)]
 
 
 def plan_compaction(
@@ -156,7 +219,8 @@ def plan_compaction(
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: Any = None,
 ) -> CompactionPlan:
-    """Bin adjacent candidate fragments into tasks of about ``target_rows_per_fragment`` rows.
+    """Bin adjacent candidate fragments into tasks of at least ``target_rows_per_fragment`` rows
+    (pylance's plan: a last bin takes what is left when that is fewer).
 
     As pylance, a bin never mixes fragments covered by different sets of indices; fragments
     covered by an index lance_ops cannot carry stay out unless ``options.ignore_remap``
@@ -169,40 +233,8 @@ def plan_compaction(
     opts = options
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
-    bins: list[list[FragmentMetadata]] = []
-    current: list[FragmentMetadata] = []
-    current_rows = 0
-    current_has_del = False
-    current_key: frozenset[str] = frozenset()
     skipped: list[int] = []
-
-    def flush() -> None:
-        nonlocal current, current_rows, current_has_del
-        if len(current) > 1 or (len(current) == 1 and current_has_del):
-            bins.append(current)
-        current, current_rows, current_has_del = [], 0, False
-
-    for frag in sorted(manifest.fragments, key=lambda f: f.id):
-        is_candidate, has_del = _candidate(frag, opts)
-        if not is_candidate:
-            flush()
-            continue
-        if frag.id in constraints.blocked:
-            skipped.append(frag.id)
-            flush()
-            continue
-        key = constraints.key.get(frag.id, frozenset())
-        if opts.only_deletions:
-            current, current_has_del = [frag], True
-            flush()
-            continue
-        if current and (current_rows + frag.num_rows > opts.target_rows_per_fragment or key != current_key):
-            flush()
-        current_key = key
-        current.append(frag)
-        current_rows += frag.num_rows
-        current_has_del = current_has_del or has_del
-    flush()
+    bins = _candidate_bins(manifest, opts, constraints, skipped)
     if opts.max_source_fragments is not None:
         limited, used = [], 0
         for b in bins:
@@ -266,19 +298,20 @@ class _PieceIds:
 class _RowMetaStream:
     """``_rowid`` and both version sequences of the output files, built batch by batch.
 
-    Output file ``k`` holds rows ``[k*T, (k+1)*T)`` of the stream (``write_fragment_files`` fills
-    each file to ``max_rows_per_file`` before it opens the next), so the metadata of every batch is
-    cut at the same places.  Per file it keeps one row-id segment per old fragment (encoded when
+    Output file ``k`` holds the next ``rows_per_file[k]`` rows of the stream (the last entry
+    repeating; ``write_fragment_files`` fills each file to its count before it opens the next), so
+    the metadata of every batch is cut at the same places.  Per file it keeps one row-id segment per old fragment (encoded when
     that fragment's rows in the file end) and the version runs: memory is bounded by one old
     fragment's rows, never by ``target_rows_per_fragment``.
     """
 
-    def __init__(self, rows_per_file: int) -> None:
-        self.limit = rows_per_file
+    def __init__(self, rows_per_file: int | Sequence[int]) -> None:
+        self.sizes = [rows_per_file] if isinstance(rows_per_file, int) else list(rows_per_file)
         self.files: list[tuple[bytes, bytes, bytes]] = []  # (row ids, created, updated) per output file
         self._new_file()
 
     def _new_file(self) -> None:
+        self.limit = self.sizes[min(len(self.files), len(self.sizes) - 1)]
         self.rows = 0
         self.segments: list[Any] = []
         self.piece_key: int | None = None
@@ -406,7 +439,8 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
     plan = plan_scan(manifest.schema, names + meta, None, False, False)
-    stream = _RowMetaStream(task.target_rows_per_fragment) if stable else None
+    sizes = output_file_rows(sum(f.num_rows for f in task.fragments), task.target_rows_per_fragment)
+    stream = _RowMetaStream(sizes) if stable else None
 
     blobs = has_blob_columns(manifest)
     data_plan = plan_scan(manifest.schema, names, None, False, False) if stable and not blobs else None
@@ -466,7 +500,7 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
 
     # (blob payloads are laid out per batch as pylance lays them out: their batches pass as they are)
     frags = write_fragment_files(store, rows() if blobs else _coalesced(rows()), manifest.schema, version=file_version,
-                                 max_rows_per_file=task.target_rows_per_fragment)
+                                 max_rows_per_file=task.target_rows_per_fragment, file_rows=sizes)
     total = sum(f.physical_rows for f in frags)
     if stream is not None and frags:
         metas = stream.finish()
