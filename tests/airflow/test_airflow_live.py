@@ -229,7 +229,8 @@ def test_backfill_runs_one_mapped_task_per_version_of_each_hour(live, backfill):
                    (run_b, "new_versions", -1, "success"), (run_b, "versions", -1, "success"),
                    (run_b, "write_change_feed", -1, "skipped")]  # an hour without commits maps no task
     xcom = {(r, t, m): json.loads(v) for r, t, m, v in query(
-        "SELECT run_id, task_id, map_index, value FROM xcom WHERE dag_id=? AND key='return_value'", DAG_ID)}
+        "SELECT run_id, task_id, map_index, value FROM xcom WHERE dag_id=? AND key='return_value' "
+        "AND run_id IN (?, ?)", DAG_ID, run_a, run_b)}
     assert xcom[(run_a, "new_versions", -1)] == {
         "version": 2, "after_version": 0, "new_versions": [1, 2],
         "data_interval": [(a - timedelta(hours=1)).isoformat(), a.isoformat()]}
