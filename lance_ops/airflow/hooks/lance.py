@@ -126,7 +126,8 @@ class LanceHook(BaseHook):
         commit timestamps, and the newest one committed at or before ``start`` (0: none).
 
         Naive datetimes are UTC.  A time window of a data interval (a backfill run's) maps to
-        the versions of that window; consecutive windows never share a version.
+        the versions of that window; consecutive windows never share a version.  Reads every
+        version's manifest (``LanceDataset.versions()``).
         """
         lo, hi = _utc_naive(start), _utc_naive(end)
         if hi < lo:
