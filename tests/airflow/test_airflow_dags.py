@@ -50,6 +50,20 @@ def test_append_dag(airflow_db, fresh_dataset, spark):
     assert txn_props[-1]["version"] == 1
 
 
+def history(uri: str, *sizes: int) -> None:
+    """Versions 1.. of the dataset, one append of ``size`` rows each, written in process (the
+    append DAG's own run is ``test_append_dag``'s; the other DAGs only need the versions)."""
+    for size in sizes:
+        exists = Path(uri).exists()
+        start = lf.dataset(uri).manifest.next_row_id if exists else 0
+        table = pa.table({"id": pa.array(range(start, start + size), pa.int64()),
+                          "kind": pa.array(["click"] * size), "amount": pa.array([1.0] * size)})
+        if exists:
+            lf.write_dataset(table, uri, mode="append")
+        else:
+            lf.write_dataset(table, uri, enable_stable_row_ids=True)  # as the append job creates it
+
+
 def append_later(uri: str, rows: int, delay: float) -> threading.Thread:
     """Append ``rows`` rows in another thread after ``delay`` seconds (what a trigger waits for)."""
 
@@ -66,9 +80,7 @@ def append_later(uri: str, rows: int, delay: float) -> threading.Thread:
 
 
 def test_change_feed_dag_maps_one_task_per_version_and_defers(airflow_db, fresh_dataset, spark):
-    append = load_dag("lance_append")
-    for _ in range(2):
-        assert str(append.test().state) == "success"
+    history(fresh_dataset, 500, 500)
     feed = load_dag("lance_change_feed")
     run = feed.test()
     assert str(run.state) == "success", task_states(run)
@@ -99,9 +111,7 @@ def test_change_feed_dag_maps_one_task_per_version_and_defers(airflow_db, fresh_
 
 
 def test_maintenance_dag_waits_for_the_policy_then_compacts(airflow_db, fresh_dataset, spark):
-    append = load_dag("lance_append")
-    for _ in range(2):
-        assert str(append.test().state) == "success"
+    history(fresh_dataset, 500, 500)
     before = lf.dataset(fresh_dataset)
     assert len(before.get_fragments()) >= 2
     # Fragments are small (< 10000 rows); compaction is due at 3.  The third arrives while the
@@ -141,10 +151,9 @@ with DAG("lance_optimize_indices", schedule=None, start_date=START, catchup=Fals
 def test_optimize_indices_operator_indexes_the_new_rows(airflow_db, fresh_dataset, spark):
     import lance
 
-    append = load_dag("lance_append")
-    assert str(append.test().state) == "success"
+    history(fresh_dataset, 500)
     lance.dataset(fresh_dataset).create_scalar_index("id", "BTREE", name="id_idx")
-    assert str(append.test().state) == "success"  # 500 rows no segment covers
+    history(fresh_dataset, 500)  # 500 rows no segment covers
     assert lance.dataset(fresh_dataset).index_statistics("id_idx")["num_unindexed_rows"] == 500
     run = load_dag("lance_optimize_indices", OPTIMIZE_DAG).test()
     assert str(run.state) == "success", task_states(run)

@@ -98,3 +98,34 @@ def test_version_trigger_watches_new_versions_with_backoff(tmp_path: Path):
 
     watched = Asset(f"file://{uri}", watchers=[AssetWatcher(name="lance_versions", trigger=trigger)])
     assert watched.watchers[0].trigger is trigger
+
+
+def test_versions_committed_in_a_window_by_commit_time(monkeypatch, tmp_path: Path):
+    """What a backfill run of the change feed covers: the versions of ``(start, end]``; an
+    interval that covers an instant is refused by the sensor."""
+    from datetime import UTC, datetime, timedelta
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    import lance_ops.format as lf
+    import lance_ops.format.build as build
+    from lance_ops.airflow import LanceConfigError, LanceHook, LanceVersionSensor
+
+    uri, t = str(tmp_path / "ds"), datetime(2026, 3, 1, 10, tzinfo=UTC)
+    table = pa.table({"id": pa.array([1, 2], pa.int64())})
+    for minutes in (5, 30, 60, 61):  # v1..v4
+        monkeypatch.setattr(build, "time", SimpleNamespace(time_ns=lambda m=minutes: int(
+            (t + timedelta(minutes=m)).timestamp() * 1e9)))
+        lf.write_dataset(table, uri, mode="append", enable_stable_row_ids=True)
+    hook, hour = LanceHook(None), timedelta(hours=1)
+    assert hook.versions_committed(uri, t, t + hour) == (0, [1, 2, 3])  # the end is inclusive
+    assert hook.versions_committed(uri, t + hour, t + 2 * hour) == (3, [4])
+    assert hook.versions_committed(uri, t + 2 * hour, t + 3 * hour) == (4, [])
+    assert hook.versions_committed(uri, (t + hour).replace(tzinfo=None), t + 2 * hour) == (3, [4])  # naive = UTC
+    sensor = LanceVersionSensor(task_id="s", uri=uri, lance_conn_id=None, data_interval=True)
+    context = {"dag_run": SimpleNamespace(run_type="backfill"), "data_interval_start": t, "data_interval_end": t}
+    with pytest.raises(LanceConfigError, match="data_interval.*is empty"):
+        sensor.execute(context)
+    context["data_interval_end"] = t + hour
+    assert sensor.execute(context)["new_versions"] == [1, 2, 3]

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -119,6 +120,24 @@ class LanceHook(BaseHook):
         except (DatasetNotFoundError, FileNotFoundError):
             return None
 
+    def versions_committed(self, uri: str, start: datetime, end: datetime,
+                           storage_options: Mapping[str, Any] | None = None) -> tuple[int, list[int]]:
+        """``(after, versions)``: the versions committed in ``(start, end]`` by their manifests'
+        commit timestamps, and the newest one committed at or before ``start`` (0: none).
+
+        Naive datetimes are UTC.  A time window of a data interval (a backfill run's) maps to
+        the versions of that window; consecutive windows never share a version.  Reads every
+        version's manifest (``LanceDataset.versions()``).
+        """
+        lo, hi = _utc_naive(start), _utc_naive(end)
+        if hi < lo:
+            raise LanceConfigError(uri, "data_interval", f"the window ({start}, {end}] ends before it starts",
+                                   "pass a window whose end is not before its start")
+        history = [(int(v["version"]), v["timestamp"]) for v in self.open_dataset(
+            uri, storage_options=storage_options).versions()]
+        before = [v for v, ts in history if ts <= lo]
+        return max(before, default=0), sorted(v for v, ts in history if lo < ts <= hi)
+
     def run_task(self, task: Mapping[str, Any], spark: Mapping[str, Any]) -> dict[str, Any]:
         """Run a :mod:`lance_ops.jobs.tasks` task: in this worker, or through spark-submit."""
         if spark.get("spark_submit"):
@@ -149,3 +168,8 @@ class LanceHook(BaseHook):
                                    f"{proc.stderr.strip().splitlines()[-1:]}")
             with open(result_path) as fh:
                 return dict(json.load(fh))
+
+
+def _utc_naive(when: datetime) -> datetime:
+    """``when`` as a naive UTC datetime (how ``LanceDataset.versions()`` reports commit times)."""
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when

@@ -7,7 +7,7 @@ no worker slot.  ``deferrable=False`` pokes in the worker instead (``mode="resch
 
 import os
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
@@ -34,11 +34,22 @@ def _dataset(name: str, config_path: str | None) -> DatasetSettings:
         raise LanceConfigError(e.dataset, e.field, e.problem, e.fix) from e
 
 
+#: run types whose data interval is a window of the past (a manual run's is inferred, not chosen)
+INTERVAL_RUN_TYPES = ("scheduled", "backfill")
+
+
 class LanceVersionSensor(BaseSensorOperator):
     """Wait until the dataset has a version beyond ``after_version``; without one, beyond the
     version this task saw in its previous run (its XCom), or any version on the first run.
 
     Returns (XCom) ``{"version": latest, "after_version": a, "new_versions": [a+1, ..., latest]}``.
+
+    ``data_interval=True``: a scheduled or backfill run does not wait; it returns the versions
+    committed in its data interval ``(data_interval_start, data_interval_end]`` by their commit
+    timestamps (``after_version``: the newest committed at or before the start, 0 if none;
+    ``new_versions`` may be empty), plus ``"data_interval": [start, end]`` (ISO 8601).  So each
+    run of a backfill covers its own hour (or day) of versions and consecutive runs never share
+    one.  Manual and asset-triggered runs wait as above.
     """
 
     template_fields: Sequence[str] = ("dataset", "uri", "after_version")
@@ -46,12 +57,12 @@ class LanceVersionSensor(BaseSensorOperator):
     def __init__(self, *, dataset: str | None = None, uri: str | None = None, after_version: int | str | None = None,
                  lance_conn_id: str | None = LanceHook.default_conn_name, config_path: str | None = None,
                  deferrable: bool = True, poll_interval: float = 5.0, max_poll_interval: float = 60.0,
-                 **kwargs: Any) -> None:
+                 data_interval: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         if dataset is None and uri is None:
             raise ValueError("LanceVersionSensor: give dataset (a name in lance_ops.yaml) or uri")
-        self.dataset, self.uri, self.after_version = dataset, uri, after_version
+        self.dataset, self.uri, self.after_version, self.data_interval = dataset, uri, after_version, data_interval
         self.lance_conn_id, self.config_path, self.deferrable = lance_conn_id, config_path, deferrable
         self.poll_interval, self.max_poll_interval = poll_interval, max_poll_interval
 
@@ -75,7 +86,30 @@ class LanceVersionSensor(BaseSensorOperator):
         return {"version": latest, "after_version": after,
                 "new_versions": list(range((after or 0) + 1, latest + 1))}
 
+    def _window(self, context: Context) -> tuple[datetime, datetime] | None:
+        """The run's data interval when this run covers it (``data_interval=True``, scheduled or backfill)."""
+        if not self.data_interval:
+            return None
+        run_type = getattr(context["dag_run"], "run_type", None)
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        if str(getattr(run_type, "value", run_type)) not in INTERVAL_RUN_TYPES or start is None or end is None:
+            return None
+        if not start < end:  # a cron trigger timetable without ``interval=``: its runs cover an instant
+            raise LanceConfigError(str(self.dataset or self.uri), "data_interval",
+                                   f"the run's data interval [{start}, {end}] is empty, so it covers no versions",
+                                   "schedule the DAG with data intervals, e.g. CronTriggerTimetable('@hourly', "
+                                   "timezone='UTC', interval=timedelta(hours=1)), or pass data_interval=False")
+        return start, end
+
+    def _interval_result(self, uri: str, so: dict[str, Any], window: tuple[datetime, datetime]) -> dict[str, Any]:
+        after, versions = LanceHook(self.lance_conn_id).versions_committed(uri, *window, so)
+        self.log.info("%s: versions %s committed in (%s, %s]", uri, versions, window[0], window[1])
+        return {"version": versions[-1] if versions else after, "after_version": after, "new_versions": versions,
+                "data_interval": [window[0].isoformat(), window[1].isoformat()]}
+
     def poke(self, context: Context) -> bool:
+        if self._window(context) is not None:
+            return True
         uri, so = self._target()
         latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
         after = self._after(context)
@@ -83,6 +117,9 @@ class LanceVersionSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         uri, so = self._target()
+        window = self._window(context)
+        if window is not None:
+            return self._interval_result(uri, so, window)
         after = self._after(context)
         latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
         if latest is not None and (after is None or latest > after):
