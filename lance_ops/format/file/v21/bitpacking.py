@@ -192,8 +192,11 @@ class PagePacker:
         n = len(self.values)
         self.n = n
         nblocks = -(-n // BLOCK)
-        padded = np.zeros(nblocks * BLOCK, dtype=self.dt)
-        padded[:n] = self.values
+        if n % BLOCK:
+            padded = np.zeros(nblocks * BLOCK, dtype=self.dt)
+            padded[:n] = self.values
+        else:  # whole blocks: no padded copy
+            padded = self.values
         blocks = padded.reshape(nblocks, BLOCK)
         top = blocks.max(axis=1) if nblocks else np.zeros(0, self.dt)
         widths = _bit_lengths(top)
@@ -203,9 +206,10 @@ class PagePacker:
         sizes = word + widths * (BLOCK // 8)
         self.cum = np.zeros(nblocks + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.cum[1:])
-        buf = np.zeros(int(self.cum[-1]), dtype=np.uint8)
-        heads = widths.astype(self.dt).view(np.uint8).reshape(nblocks, word)
         groups = np.unique(widths).tolist()
+        # (one width: every byte is assigned below)
+        buf = (np.empty if len(groups) == 1 else np.zeros)(int(self.cum[-1]), dtype=np.uint8)
+        heads = widths.astype(self.dt).view(np.uint8).reshape(nblocks, word)
         if len(groups) == 1:  # one width (the usual case): the blocks are rows of one matrix
             rows = buf.reshape(nblocks, -1) if nblocks else buf.reshape(0, word)
             rows[:, :word] = heads

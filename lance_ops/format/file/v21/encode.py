@@ -479,6 +479,9 @@ def _write_chunks(
     value buffer sizes), then the buffers, each padded to the chunk alignment.  The chunks come
     back joined, as one buffer."""
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
+    packed = _packed_block_chunks(chunks, vals, level_bufs, large, meta)
+    if packed is not None:
+        return meta, [packed]
     head = struct.Struct("<" + "H" * (1 + len(level_bufs)) + ("I" if large else "H") * vals.num_buffers())
     head_pad = _ZEROS[_pad(head.size) - head.size]
     out: list[Any] = []
@@ -501,6 +504,34 @@ def _write_chunks(
         words.append(((size // _ALIGN - 1) << 4) | log)
     meta[:] = words
     return meta, [b"".join(out)]
+
+
+def _packed_block_chunks(
+    chunks: list[tuple[int, int, int, int]], vals: "_Values", level_bufs: list["_LevelBuffer"], large: bool,
+    meta: np.ndarray,
+) -> np.ndarray | None:
+    """:func:`_write_chunks` at once for the usual bit-packed page (no levels, one chunk per
+    1024-value block, every block of one width): the chunks are rows of one byte matrix,
+    ``[header][block][padding]``; None for any other page.  Fills ``meta``."""
+    packer = vals.packer
+    if level_bufs or packer is None or vals.num_buffers() != 1 or not chunks:
+        return None
+    nblocks = len(packer.cum) - 1
+    if len(chunks) != nblocks or any(v0 != i * 1024 for i, (v0, _, _, _) in enumerate(chunks)):
+        return None
+    block = int(packer.cum[1])
+    if nblocks * block != int(packer.cum[-1]):  # blocks of different widths
+        return None
+    head = struct.pack("<HI" if large else "<HH", 0, block)
+    size = _pad(len(head)) + _pad(block)
+    start = _pad(len(head))
+    rows = np.empty((nblocks, size), dtype=np.uint8)
+    rows[:, :start] = np.frombuffer(head + _ZEROS[start - len(head)], dtype=np.uint8)
+    rows[:, start : start + block] = packer.buf.reshape(nblocks, block)
+    rows[:, start + block :] = 0
+    meta[:] = ((size // _ALIGN - 1) << 4) | 10  # 1024 = 2^10 values a chunk
+    meta[-1] = (size // _ALIGN - 1) << 4  # the last chunk: log 0
+    return rows.reshape(-1)
 
 
 #: zero padding of each length below the alignment
