@@ -207,15 +207,17 @@ class PagePacker:
         self.cum = np.zeros(nblocks + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.cum[1:])
         groups = np.unique(widths).tolist()
-        # (one width: every byte is assigned below)
-        buf = (np.empty if len(groups) == 1 else np.zeros)(int(self.cum[-1]), dtype=np.uint8)
         heads = widths.astype(self.dt).view(np.uint8).reshape(nblocks, word)
-        if len(groups) == 1:  # one width (the usual case): the blocks are rows of one matrix
-            rows = buf.reshape(nblocks, -1) if nblocks else buf.reshape(0, word)
-            rows[:, :word] = heads
-            if groups[0]:
-                rows[:, word:] = pack_blocks(blocks, groups[0], t_bits).reshape(nblocks, -1)
-        for width in groups if len(groups) > 1 else ():
+        #: one width (the usual case): the width words and the packed blocks as two matrices,
+        #: joined into :attr:`buf` only when a chunk asks for its bytes
+        self.uniform: tuple[np.ndarray, np.ndarray] | None = None
+        self._buf: np.ndarray | None = None
+        if len(groups) == 1:
+            packed = pack_blocks(blocks, groups[0], t_bits) if groups[0] else np.zeros(0, np.uint8)
+            self.uniform = (heads, packed.reshape(nblocks, -1))
+            return
+        buf = np.zeros(int(self.cum[-1]), dtype=np.uint8)
+        for width in groups:
             ids = np.flatnonzero(widths == width)
             packed = pack_blocks(blocks[ids], width, t_bits).reshape(len(ids), -1) if width else None
             for j, b in enumerate(ids.tolist()):  # a slice copy per block
@@ -223,7 +225,19 @@ class PagePacker:
                 buf[at : at + word] = heads[b]
                 if packed is not None:
                     buf[at + word : int(self.cum[b + 1])] = packed[j]
-        self.buf = buf
+        self._buf = buf
+
+    @property
+    def buf(self) -> np.ndarray:
+        """Every block in page order, ``[T-bit width][packed]`` each."""
+        if self._buf is None:
+            assert self.uniform is not None
+            heads, packed = self.uniform
+            rows = np.empty((len(heads), heads.shape[1] + packed.shape[1]), dtype=np.uint8)
+            rows[:, : heads.shape[1]] = heads
+            rows[:, heads.shape[1] :] = packed
+            self._buf = rows.reshape(-1)
+        return self._buf
 
     def _aligned(self, v0: int, k: int) -> bool:
         return v0 % BLOCK == 0 and (k % BLOCK == 0 or v0 + k == self.n)

@@ -519,15 +519,17 @@ def _packed_block_chunks(
     nblocks = len(packer.cum) - 1
     if len(chunks) != nblocks or any(v0 != i * 1024 for i, (v0, _, _, _) in enumerate(chunks)):
         return None
-    block = int(packer.cum[1])
-    if nblocks * block != int(packer.cum[-1]):  # blocks of different widths
+    if packer.uniform is None:  # blocks of different widths
         return None
+    heads, packed = packer.uniform
+    block = heads.shape[1] + packed.shape[1]
     head = struct.pack("<HI" if large else "<HH", 0, block)
     size = _pad(len(head)) + _pad(block)
     start = _pad(len(head))
     rows = np.empty((nblocks, size), dtype=np.uint8)
     rows[:, :start] = np.frombuffer(head + _ZEROS[start - len(head)], dtype=np.uint8)
-    rows[:, start : start + block] = packer.buf.reshape(nblocks, block)
+    rows[:, start : start + heads.shape[1]] = heads
+    rows[:, start + heads.shape[1] : start + block] = packed
     rows[:, start + block :] = 0
     meta[:] = ((size // _ALIGN - 1) << 4) | 10  # 1024 = 2^10 values a chunk
     meta[-1] = (size // _ALIGN - 1) << 4  # the last chunk: log 0
