@@ -14,6 +14,7 @@ skipped; filters run single-threaded in Acero (its pool hand-off costs more than
 import re
 from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -457,8 +458,10 @@ def _open_fragment(
     plan: ScanPlan,
     batch_size: int,
     prefetch: PagePrefetcher | None,
+    filters: ThreadPoolExecutor | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`scan_fragment`, with the opening done eagerly (so a scan can open ahead)."""
+    """:func:`scan_fragment`, with the opening done eagerly (so a scan can open ahead);
+    ``filters``: a pool the filter runs in, a few batches ahead of the consumer."""
     first_reader = None
     if frag.files:
         # Trust physical_rows for per-row allocations only once a data file confirms it
@@ -500,7 +503,7 @@ def _open_fragment(
             return iter(())
         plan = replace(plan, filter=None)
     data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, first_reader=first_reader)
-    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u)
+    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u, filters=filters)
 
 
 def _metadata_filter(
@@ -612,8 +615,10 @@ def _fragment_batches(
     versions_c: np.ndarray | None,
     versions_u: np.ndarray | None,
     first: int = 0,
+    filters: ThreadPoolExecutor | None = None,
 ) -> Iterator[pa.RecordBatch]:
     out_names = list(plan.output)
+    ahead: deque[Future[pa.RecordBatch | None]] = deque()  # batches being filtered in ``filters``
     data_names = list(plan.data_columns)
     passthrough = out_names == data_names and not meta
     start = first  # physical row of the first row of ``data``
@@ -638,11 +643,29 @@ def _fragment_batches(
             if not mask.all():
                 out = out.filter(pa.array(mask))
         start = stop
+        if plan.filter is not None and filters is not None:
+            if out.num_rows:
+                ahead.append(filters.submit(_filtered_shaped, out, plan, out_names))
+            while len(ahead) > FILTER_AHEAD or (ahead and ahead[0].done()):
+                done = ahead.popleft().result()
+                if done is not None:
+                    yield done
+            continue
         if plan.filter is not None and out.num_rows:
             out = _filter_batch(out, plan.filter_chain)
         if out.num_rows == 0:
             continue
         yield _shaped(out, out_names, plan.out_schema)
+    while ahead:
+        done = ahead.popleft().result()
+        if done is not None:
+            yield done
+
+
+def _filtered_shaped(batch: pa.RecordBatch, plan: ScanPlan, names: list[str]) -> pa.RecordBatch | None:
+    """The rows of ``batch`` that pass the filter, shaped as the scan's output (None: no row)."""
+    out = _filter_batch(batch, plan.filter_chain)
+    return _shaped(out, names, plan.out_schema) if out.num_rows else None
 
 
 def _shaped(batch: pa.RecordBatch, names: list[str], schema: pa.Schema) -> pa.RecordBatch:
@@ -688,6 +711,9 @@ def _add_metadata_columns(
 PREFETCH_BYTES = 64 * 1024 * 1024
 #: fragments a scan opens ahead of the one being consumed, so reads continue across files
 FRAGMENT_LOOKAHEAD = 1
+#: threads a filtered scan evaluates its filter in, and batches each fragment keeps in them
+FILTER_THREADS = 2
+FILTER_AHEAD = 4
 
 
 def scan(
@@ -728,12 +754,17 @@ def scan(
             cut += 1
         todo = todo[:cut]
     prefetch = PagePrefetcher(budget_bytes=prefetch_bytes) if prefetch_bytes and todo else None
+    # a filter on data columns runs in its own threads, a few batches ahead of the consumer,
+    # while the prefetch threads decode the next pages (Arrow's kernels release the GIL)
+    filters = None
+    if prefetch is not None and plan.filter is not None and not plan.filter_is_metadata_only:
+        filters = ThreadPoolExecutor(FILTER_THREADS, thread_name_prefix="lance_ops-filter")
     opened: deque[Iterator[pa.RecordBatch]] = deque()
     nxt = 0
     try:
         while opened or nxt < len(todo):
             while nxt < len(todo) and len(opened) <= (FRAGMENT_LOOKAHEAD if prefetch else 0):
-                opened.append(_open_fragment(store, manifest, todo[nxt], plan, batch_size, prefetch))
+                opened.append(_open_fragment(store, manifest, todo[nxt], plan, batch_size, prefetch, filters))
                 nxt += 1
             for b in opened.popleft():
                 if skip:
@@ -751,3 +782,5 @@ def scan(
     finally:
         if prefetch is not None:
             prefetch.close()
+        if filters is not None:
+            filters.shutdown(wait=False, cancel_futures=True)
