@@ -502,8 +502,13 @@ def _open_fragment(
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
-    data = _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, first_reader=first_reader)
-    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u, filters=filters)
+    # a filter in the pool reads bigger batches (fewer, larger filter calls); what passes is cut
+    # back to ``batch_size``
+    pooled = filters is not None and plan.filter is not None
+    read_size = max(batch_size, FILTER_BATCH_ROWS) if pooled else batch_size
+    data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
+    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u, filters=filters,
+                             batch_size=batch_size)
 
 
 def _metadata_filter(
@@ -616,6 +621,7 @@ def _fragment_batches(
     versions_u: np.ndarray | None,
     first: int = 0,
     filters: ThreadPoolExecutor | None = None,
+    batch_size: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     out_names = list(plan.output)
     ahead: deque[Future[pa.RecordBatch | None]] = deque()  # batches being filtered in ``filters``
@@ -647,9 +653,7 @@ def _fragment_batches(
             if out.num_rows:
                 ahead.append(filters.submit(_filtered_shaped, out, plan, out_names))
             while len(ahead) > FILTER_AHEAD or (ahead and ahead[0].done()):
-                done = ahead.popleft().result()
-                if done is not None:
-                    yield done
+                yield from _cut(ahead.popleft().result(), batch_size)
             continue
         if plan.filter is not None and out.num_rows:
             out = _filter_batch(out, plan.filter_chain)
@@ -657,9 +661,14 @@ def _fragment_batches(
             continue
         yield _shaped(out, out_names, plan.out_schema)
     while ahead:
-        done = ahead.popleft().result()
-        if done is not None:
-            yield done
+        yield from _cut(ahead.popleft().result(), batch_size)
+
+
+def _cut(batch: pa.RecordBatch | None, size: int | None) -> Iterator[pa.RecordBatch]:
+    """``batch`` in slices of at most ``size`` rows (nothing for None)."""
+    if batch is not None:
+        step = size or max(batch.num_rows, 1)
+        yield from (batch.slice(a, step) for a in range(0, batch.num_rows, step))
 
 
 def _filtered_shaped(batch: pa.RecordBatch, plan: ScanPlan, names: list[str]) -> pa.RecordBatch | None:
@@ -713,7 +722,9 @@ PREFETCH_BYTES = 64 * 1024 * 1024
 FRAGMENT_LOOKAHEAD = 1
 #: threads a filtered scan evaluates its filter in, and batches each fragment keeps in them
 FILTER_THREADS = 2
-FILTER_AHEAD = 4
+FILTER_AHEAD = 2
+#: rows a filtered scan reads and filters at a time (its output is cut to ``batch_size``)
+FILTER_BATCH_ROWS = 262_144
 
 
 def scan(
