@@ -720,8 +720,9 @@ def _add_metadata_columns(
 PREFETCH_BYTES = 64 * 1024 * 1024
 #: fragments a scan opens ahead of the one being consumed, so reads continue across files
 FRAGMENT_LOOKAHEAD = 1
-#: threads a filtered scan evaluates its filter in, and batches each fragment keeps in them
-FILTER_THREADS = 2
+#: threads a filtered scan evaluates its filter in (one measured ~10% less CPU than two, as
+#: quick), and batches each fragment keeps in them
+FILTER_THREADS = 1
 FILTER_AHEAD = 2
 #: rows a filtered scan reads and filters at a time (its output is cut to ``batch_size``)
 FILTER_BATCH_ROWS = 262_144
@@ -765,7 +766,7 @@ def scan(
             cut += 1
         todo = todo[:cut]
     prefetch = PagePrefetcher(budget_bytes=prefetch_bytes) if prefetch_bytes and todo else None
-    # a filter on data columns runs in its own threads, a few batches ahead of the consumer,
+    # a filter on data columns runs in its own thread, a few batches ahead of the consumer,
     # while the prefetch threads decode the next pages (Arrow's kernels release the GIL)
     filters = None
     if prefetch is not None and plan.filter is not None and not plan.filter_is_metadata_only:
