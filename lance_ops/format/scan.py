@@ -502,13 +502,13 @@ def _open_fragment(
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
-    # a filter in the pool reads bigger batches (fewer, larger filter calls); what passes is cut
-    # back to ``batch_size``
-    pooled = filters is not None and plan.filter is not None
+    # a filter in the pool reads bigger batches (fewer, larger filter calls; what passes is cut
+    # back to ``batch_size``); small fragments filter inline (a hand-off per tiny batch costs more)
+    pooled = filters is not None and plan.filter is not None and frag.physical_rows >= FILTER_BATCH_ROWS // 4
     read_size = max(batch_size, FILTER_BATCH_ROWS) if pooled else batch_size
     data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
-    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u, filters=filters,
-                             batch_size=batch_size)
+    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u,
+                             filters=filters if pooled else None, batch_size=batch_size)
 
 
 def _metadata_filter(
