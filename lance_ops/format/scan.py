@@ -504,7 +504,7 @@ def _open_fragment(
         plan = replace(plan, filter=None)
     # a filter in the pool reads bigger batches (fewer, larger filter calls; what passes is cut
     # back to ``batch_size``); small fragments filter inline (a hand-off per tiny batch costs more)
-    pooled = filters is not None and plan.filter is not None and frag.physical_rows >= FILTER_BATCH_ROWS // 4
+    pooled = plan.filter is not None and frag.physical_rows >= FILTER_BATCH_ROWS // 4
     read_size = max(batch_size, FILTER_BATCH_ROWS) if pooled else batch_size
     data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
     return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u,
@@ -655,11 +655,12 @@ def _fragment_batches(
             while len(ahead) > FILTER_AHEAD or (ahead and ahead[0].done()):
                 yield from _cut(ahead.popleft().result(), batch_size)
             continue
-        if plan.filter is not None and out.num_rows:
-            out = _filter_batch(out, plan.filter_chain)
-        if out.num_rows == 0:
+        if plan.filter is not None:
+            if out.num_rows:
+                yield from _cut(_filtered_shaped(out, plan, out_names), batch_size)
             continue
-        yield _shaped(out, out_names, plan.out_schema)
+        if out.num_rows:
+            yield _shaped(out, out_names, plan.out_schema)
     while ahead:
         yield from _cut(ahead.popleft().result(), batch_size)
 
@@ -769,7 +770,7 @@ def scan(
     # a filter on data columns runs in its own thread, a few batches ahead of the consumer,
     # while the prefetch threads decode the next pages (Arrow's kernels release the GIL)
     filters = None
-    if prefetch is not None and plan.filter is not None and not plan.filter_is_metadata_only:
+    if FILTER_THREADS and prefetch is not None and plan.filter is not None and not plan.filter_is_metadata_only:
         filters = ThreadPoolExecutor(FILTER_THREADS, thread_name_prefix="lance_ops-filter")
     opened: deque[Iterator[pa.RecordBatch]] = deque()
     nxt = 0
