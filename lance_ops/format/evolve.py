@@ -202,7 +202,7 @@ def _project(table: pa.Table, exprs: Mapping[str, pc.Expression], where: str) ->
         return acero.Declaration.from_sequence([
             acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
             acero.Declaration("project", acero.ProjectNodeOptions(list(exprs.values()), list(exprs))),
-        ]).to_table()
+        ]).to_table(use_threads=False)  # (callers run fragments in parallel; one output chunk)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         msg = str(e).split("\n", 1)[0]
         shown = {k: str(v) for k, v in exprs.items()}
@@ -330,8 +330,10 @@ def add_column_files(
         parts = [compute(part) for part in _batches_of(live, batch_size)]
         values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
         full = _to_physical(values, offsets, frag.physical_rows)
+        # encoded on this worker's thread: the two workers are the parallelism (through the
+        # one shared encoder thread they waited for each other)
         new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
-                                   max_rows_per_file=max(frag.physical_rows, 1))
+                                   max_rows_per_file=max(frag.physical_rows, 1), background=False)
         return frag.with_changes(files=(*frag.files, new[0].files[0]))
 
     workers = max(1, min(2, os.cpu_count() or 1, len(manifest.fragments)))

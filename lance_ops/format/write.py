@@ -120,10 +120,12 @@ def write_fragment_files(
     version: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     file_rows: Sequence[int] | None = None,
+    background: bool = True,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
     rows; one fragment per file. ``file_rows`` (compaction) gives the row count of each file
-    instead, in order, its last entry repeating.
+    instead, in order, its last entry repeating (``background=False``: pages are encoded on the
+    calling thread, for callers that write from several threads).
 
     Durability: data files are written without ``fsync``, as pylance writes them (its local
     object store, ``object_store::LocalFileSystem``, did not sync files before the opt-in
@@ -167,7 +169,8 @@ def write_fragment_files(
                 if writer is None:
                     name = random_data_file_name()
                     sink = store.open_output(f"{DATA_DIR}/{name}")
-                    writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name))
+                    writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name),
+                                            background=background)
                 limit = file_rows[min(len(frags), len(file_rows) - 1)] if file_rows else max_rows_per_file
                 take = min(batch.num_rows - pos, limit - writer.num_rows)
                 writer.write_batch(batch.slice(pos, take))

@@ -126,8 +126,12 @@ class DataFileWriter:
         version: str = "2.0",
         max_page_bytes: int = 8 * 1024 * 1024,
         sidecar: SidecarOpener | None = None,
+        background: bool = True,
     ) -> None:
-        self._sidecar = sidecar  # opens data/<stem>/<name> beside this file (blob v2 payloads)
+        self._sidecar = sidecar
+        #: large 2.1+ pages may be encoded on the process's encoder thread (False: callers that
+        #: write from several threads of their own keep each file's encoding on its thread)
+        self._background = background  # opens data/<stem>/<name> beside this file (blob v2 payloads)
         self._column_encodings: dict[int, bytes] = {}
         if version not in FOOTER_VERSION:
             raise UnsupportedFeatureError(
@@ -142,6 +146,8 @@ class DataFileWriter:
         self._num_rows = 0
         self._finished = False
         self._pending: deque[tuple[int, int, Future[Any]]] = deque()
+        #: pages of the final flush, collected to be shared out (see :meth:`_encode_final`)
+        self._final: list[tuple[int, int, Any, str]] | None = None
         self._global_buffers: list[bytes] = []
         self._arrow_schema = schema.to_arrow()
         if version == "2.0":
@@ -308,7 +314,11 @@ class DataFileWriter:
         """Encode a page of ``column`` and emit it; with the compiled kernels the encoding runs
         on a background thread (FSST and NumPy release the GIL, so it overlaps the caller's
         next batch), at most :data:`_MAX_PENDING_PAGES` pages ahead of the file."""
-        pool = _encode_pool() if kernels.get() is not None and length >= _INLINE_PAGE_ROWS else None
+        if self._final is not None:
+            self._final.append((column, length, levels, where))
+            return
+        use_pool = self._background and kernels.get() is not None and length >= _INLINE_PAGE_ROWS
+        pool = _encode_pool() if use_pool else None
         if pool is None:
             while self._pending:  # pages go into the file in order
                 self._emit_pending()
@@ -318,6 +328,22 @@ class DataFileWriter:
         self._pending.append((column, length, pool.submit(encode_page, levels, self.version, where)))
         while len(self._pending) > _MAX_PENDING_PAGES:
             self._emit_pending()
+
+    def _encode_final(self, pages: list[tuple[int, int, Any, str]]) -> None:
+        """The pages left at :meth:`finish`, in order: there is no next batch to overlap with, so
+        the encoder thread takes every other large page and this thread encodes the rest (a
+        single page is encoded here: handing it over and waiting only adds a wait)."""
+        big = [i for i, (_, length, _, _) in enumerate(pages) if length >= _INLINE_PAGE_ROWS]
+        share = set(big[0::2]) if len(big) > 1 and self._background and kernels.get() is not None else set()
+        futures = {i: _encode_pool().submit(encode_page, pages[i][2], self.version, pages[i][3]) for i in sorted(share)}
+        for i, (column, length, levels, where) in enumerate(pages):
+            fut = futures.get(i)
+            if fut is None:
+                fut = Future()
+                fut.set_result(encode_page(levels, self.version, where))
+            self._pending.append((column, length, fut))
+            while self._pending and self._pending[0][2].done():
+                self._emit_pending()
 
     def _emit_pending(self) -> None:
         column, length, fut = self._pending.popleft()
@@ -345,8 +371,14 @@ class DataFileWriter:
         if self._finished:
             raise ValueError("finish() called twice")
         self._finished = True
-        for e in self._encoders:
-            e.flush(final=True)
+        self._final = []
+        try:
+            for e in self._encoders:
+                e.flush(final=True)
+            pages = self._final
+        finally:
+            self._final = None
+        self._encode_final(pages)
         while self._pending:
             self._emit_pending()
         sink = self._sink

@@ -336,7 +336,12 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
     plan = plan_scan(manifest.schema, [task.column], None, task.stable_row_ids, True)
     wanted = set(task.fragment_ids)
     frags = [f for f in manifest.fragments if f.id in wanted]
-    table = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=frags)), schema=plan.out_schema)
+    # fixed-width values (numbers, vectors) decode at memory speed: read inline, as the hand-offs
+    # to prefetch threads cost more CPU than they overlap (create_btree of 1M floats in 50
+    # fragments: 47 -> 31 ms CPU); strings and lists keep the background decoders
+    inline = _fixed_width(plan.out_schema.field(task.column).type)
+    batches = scan(store, manifest, plan, fragments=frags, **({"prefetch_bytes": None} if inline else {}))
+    table = pa.Table.from_batches(list(batches), schema=plan.out_schema)
     addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
     ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
@@ -382,6 +387,12 @@ def _live_offsets(store: ObjectStore, manifest: Manifest, frag: Any) -> np.ndarr
     plan = plan_scan(manifest.schema, [], None, False, True)
     t = pa.Table.from_batches(list(scan(store, manifest, plan, fragments=[frag])), schema=plan.out_schema)
     return (t[ROW_ADDR].to_numpy().astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint64)
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    if pa.types.is_fixed_size_list(t):
+        return _fixed_width(t.value_type)
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t) or pa.types.is_boolean(t)
 
 
 def execute_index_task(store: ObjectStore, manifest: Manifest, task: IndexTask) -> IndexMetadata:

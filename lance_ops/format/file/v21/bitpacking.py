@@ -192,23 +192,52 @@ class PagePacker:
         n = len(self.values)
         self.n = n
         nblocks = -(-n // BLOCK)
-        padded = np.zeros(nblocks * BLOCK, dtype=self.dt)
-        padded[:n] = self.values
+        if n % BLOCK:
+            padded = np.zeros(nblocks * BLOCK, dtype=self.dt)
+            padded[:n] = self.values
+        else:  # whole blocks: no padded copy
+            padded = self.values
         blocks = padded.reshape(nblocks, BLOCK)
         top = blocks.max(axis=1) if nblocks else np.zeros(0, self.dt)
-        widths = np.array([int(x).bit_length() for x in top.tolist()], dtype=np.int64)
+        widths = _bit_lengths(top)
         self.max_width = int(widths.max(initial=0))
-        self.blobs: list[bytes] = [b""] * nblocks
-        for width in np.unique(widths).tolist():
-            ids = np.flatnonzero(widths == width)
-            packed = pack_blocks(blocks[ids], width, t_bits).reshape(len(ids), -1) if width else \
-                np.zeros((len(ids), 0), np.uint8)
-            head = np.asarray([width], dtype=self.dt).tobytes()
-            for i, row in zip(ids.tolist(), packed, strict=True):  # one bytes object per block
-                self.blobs[i] = head + row.tobytes()
-        sizes = np.array([len(b) for b in self.blobs], dtype=np.int64)
+        word = t_bits // 8
+        # every block packed up front into one buffer, in page order: ``[T-bit width][packed]``
+        sizes = word + widths * (BLOCK // 8)
         self.cum = np.zeros(nblocks + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.cum[1:])
+        groups = np.unique(widths).tolist()
+        heads = widths.astype(self.dt).view(np.uint8).reshape(nblocks, word)
+        #: one width (the usual case): the width words and the packed blocks as two matrices,
+        #: joined into :attr:`buf` only when a chunk asks for its bytes
+        self.uniform: tuple[np.ndarray, np.ndarray] | None = None
+        self._buf: np.ndarray | None = None
+        if len(groups) == 1:
+            packed = pack_blocks(blocks, groups[0], t_bits) if groups[0] else np.zeros(0, np.uint8)
+            self.uniform = (heads, packed.reshape(nblocks, -1))
+            return
+        buf = np.zeros(int(self.cum[-1]), dtype=np.uint8)
+        for width in groups:
+            ids = np.flatnonzero(widths == width)
+            packed = pack_blocks(blocks[ids], width, t_bits).reshape(len(ids), -1) if width else None
+            for j, b in enumerate(ids.tolist()):  # a slice copy per block
+                at = int(self.cum[b])
+                buf[at : at + word] = heads[b]
+                if packed is not None:
+                    buf[at + word : int(self.cum[b + 1])] = packed[j]
+        self._buf = buf
+
+    @property
+    def buf(self) -> np.ndarray:
+        """Every block in page order, ``[T-bit width][packed]`` each."""
+        if self._buf is None:
+            assert self.uniform is not None
+            heads, packed = self.uniform
+            rows = np.empty((len(heads), heads.shape[1] + packed.shape[1]), dtype=np.uint8)
+            rows[:, : heads.shape[1]] = heads
+            rows[:, heads.shape[1] :] = packed
+            self._buf = rows.reshape(-1)
+        return self._buf
 
     def _aligned(self, v0: int, k: int) -> bool:
         return v0 % BLOCK == 0 and (k % BLOCK == 0 or v0 + k == self.n)
@@ -218,7 +247,20 @@ class PagePacker:
             return int(self.cum[-(-(v0 + k) // BLOCK)] - self.cum[v0 // BLOCK])
         return -(-k // BLOCK) * (self.t_bits // 8 + BLOCK * self.max_width // 8)  # an upper bound
 
-    def chunk(self, v0: int, k: int) -> bytes:
+    def chunk(self, v0: int, k: int) -> bytes | memoryview:
+        """The packed bytes of values ``[v0, v0 + k)`` (a view of the page's buffer when the
+        chunk is block-aligned)."""
         if self._aligned(v0, k):
-            return b"".join(self.blobs[v0 // BLOCK : -(-(v0 + k) // BLOCK)])
+            return memoryview(self.buf[int(self.cum[v0 // BLOCK]) : int(self.cum[-(-(v0 + k) // BLOCK)])])
         return inline_pack(self.values[v0 : v0 + k], self.t_bits)
+
+
+def _bit_lengths(top: np.ndarray) -> np.ndarray:
+    """``int(x).bit_length()`` of every unsigned value (int64)."""
+    out = np.zeros(len(top), dtype=np.int64)
+    v = top.astype(np.uint64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = v >= np.uint64(1) << np.uint64(shift)
+        out[big] += shift
+        v = np.where(big, v >> np.uint64(shift), v)
+    return out + (v > 0)

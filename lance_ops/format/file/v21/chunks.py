@@ -180,11 +180,18 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
 
 
 def _fit(buf: np.ndarray, used: int) -> np.ndarray:
-    """``buf[:used]``, copied when that is under half of ``buf``: FSST output is written into room
+    """``buf[:used]``, shrunk (or else copied) when that is under half of ``buf``: FSST output is written into room
     for 8 bytes per code (:func:`fsst.output_buffer`), and a view would keep all of it alive with the
     decoded strings; allocators that reuse touched memory (glibc above its dynamic mmap threshold)
     then count the slack too (a change feed's traced peak: 8 slack buffers of 8.7 MB)."""
-    return buf[:used] if 2 * used >= len(buf) else buf[:used].copy()
+    if 2 * used >= len(buf):
+        return buf[:used]
+    if buf.flags.owndata and buf.base is None:
+        # shrunk in place (realloc: a large buffer is a mapping, cut by mremap), no copy; no
+        # view of ``buf`` exists (it comes straight from the decoder)
+        buf.resize(used, refcheck=False)
+        return buf
+    return buf[:used].copy()
 
 
 def _rle_levels(w: Where, rle: pb.Rle, raw: np.ndarray, start: np.ndarray, size: np.ndarray,

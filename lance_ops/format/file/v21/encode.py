@@ -15,6 +15,7 @@ repetition index records per chunk the rows that finish in it and the levels lef
 last row start.
 """
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -282,6 +283,14 @@ def _plan_chunks(
     max_values = 1024 if packed else _MAX_CHUNK_VALUES
     out = []
     v0 = l0 = 0
+    full = _full_chunk(vals, level_bufs, header, max_values)
+    if full:  # every chunk but the tail holds ``full`` values: cut them at once
+        count = max(0, (n - max_values - 1) // full + 1)  # chunks taken while more than max_values remain
+        starts = np.arange(count, dtype=np.int64) * full
+        ends = (vis_pos[starts + full - 1] + 1).tolist() if count else []
+        out = [(v, full, a, e) for v, a, e in zip(starts.tolist(), [0, *ends[:-1]], ends, strict=True)]
+        if count:
+            v0, l0 = count * full, ends[-1]
     while v0 < n:
         rem = n - v0
         chosen = None
@@ -314,6 +323,22 @@ def _plan_chunks(
         v0 += k
         l0 = l1
     return out
+
+
+def _full_chunk(vals: _Values, level_bufs: list[_LevelBuffer], header: int, max_values: int) -> int:
+    """Values per chunk while more than ``max_values`` remain, when that is one number for the
+    whole page (fixed-width values without levels: flat, or bit-packed in 1024-value blocks
+    that each fit a chunk); 0 otherwise (each chunk is sized on its own)."""
+    if level_bufs or vals.kind != "fixed" or vals.bits == 1 or vals.n <= max_values:
+        return 0
+    if vals.packer is not None:
+        sizes = np.diff(vals.packer.cum)
+        fits = max_values == 1024 and header + _pad(int(sizes.max(initial=0))) <= _MAX_CHUNK_BYTES
+        return 1024 if fits else 0
+    k = max_values
+    while k >= 2 and header + _pad(k * vals.width) > _MAX_CHUNK_BYTES:
+        k //= 2
+    return k if k >= 2 else 0
 
 
 def _rep_index(chunk_reps: list[np.ndarray], max_rep: int) -> np.ndarray:
@@ -449,31 +474,70 @@ def _visible_positions(levels: Levels, where: str) -> np.ndarray:
 
 def _write_chunks(
     chunks: list[tuple[int, int, int, int]], vals: "_Values", level_bufs: list["_LevelBuffer"], large: bool
-) -> tuple[np.ndarray, list[bytearray]]:
+) -> tuple[np.ndarray, list[bytes]]:
     """Mini-block chunk metadata words and chunk bytes: per chunk a header (level count, level and
-    value buffer sizes), then the buffers, each padded to the chunk alignment."""
+    value buffer sizes), then the buffers, each padded to the chunk alignment.  The chunks come
+    back joined, as one buffer."""
     meta = np.empty(len(chunks), dtype="<u4" if large else "<u2")
-    parts: list[bytearray] = []
+    packed = _packed_block_chunks(chunks, vals, level_bufs, large, meta)
+    if packed is not None:
+        return meta, [packed]
+    head = struct.Struct("<" + "H" * (1 + len(level_bufs)) + ("I" if large else "H") * vals.num_buffers())
+    head_pad = _ZEROS[_pad(head.size) - head.size]
+    out: list[Any] = []
+    words = []
+    last = len(chunks) - 1
     for i, (v0, k, l0, l1) in enumerate(chunks):
-        last = i == len(chunks) - 1
-        head = [l1 - l0 if level_bufs else 0]
-        body = []
-        for b in level_bufs:
-            lb = b.chunk(l0, l1)
-            head.append(len(lb))
-            body.append(lb)
+        body = [b.chunk(l0, l1) for b in level_bufs]
         vbs = vals.chunk(v0, k)
-        body.extend(vbs)
-        hb = np.asarray(head, dtype="<u2").tobytes() + np.asarray([len(b) for b in vbs], dtype="<u4" if large else "<u2").tobytes()
-        blob = bytearray(hb)
-        blob += b"\0" * (_pad(len(blob)) - len(blob))
-        for part in body:
-            blob += part
-            blob += b"\0" * (_pad(len(blob)) - len(blob))
-        log = 0 if last else k.bit_length() - 1
-        meta[i] = ((len(blob) // _ALIGN - 1) << 4) | log
-        parts.append(blob)
-    return meta, parts
+        sizes = [len(x) for x in body] + [len(x) for x in vbs]
+        out.append(head.pack(l1 - l0 if level_bufs else 0, *sizes))
+        out.append(head_pad)
+        size = head.size + len(head_pad)
+        for part, n in zip((*body, *vbs), sizes, strict=True):
+            out.append(part)
+            pad = -n % _ALIGN
+            if pad:
+                out.append(_ZEROS[pad])
+            size += n + pad
+        log = 0 if i == last else k.bit_length() - 1
+        words.append(((size // _ALIGN - 1) << 4) | log)
+    meta[:] = words
+    return meta, [b"".join(out)]
+
+
+def _packed_block_chunks(
+    chunks: list[tuple[int, int, int, int]], vals: "_Values", level_bufs: list["_LevelBuffer"], large: bool,
+    meta: np.ndarray,
+) -> np.ndarray | None:
+    """:func:`_write_chunks` at once for the usual bit-packed page (no levels, one chunk per
+    1024-value block, every block of one width): the chunks are rows of one byte matrix,
+    ``[header][block][padding]``; None for any other page.  Fills ``meta``."""
+    packer = vals.packer
+    if level_bufs or packer is None or vals.num_buffers() != 1 or not chunks:
+        return None
+    nblocks = len(packer.cum) - 1
+    if len(chunks) != nblocks or any(v0 != i * 1024 for i, (v0, _, _, _) in enumerate(chunks)):
+        return None
+    if packer.uniform is None:  # blocks of different widths
+        return None
+    heads, packed = packer.uniform
+    block = heads.shape[1] + packed.shape[1]
+    head = struct.pack("<HI" if large else "<HH", 0, block)
+    size = _pad(len(head)) + _pad(block)
+    start = _pad(len(head))
+    rows = np.empty((nblocks, size), dtype=np.uint8)
+    rows[:, :start] = np.frombuffer(head + _ZEROS[start - len(head)], dtype=np.uint8)
+    rows[:, start : start + heads.shape[1]] = heads
+    rows[:, start + heads.shape[1] : start + block] = packed
+    rows[:, start + block :] = 0
+    meta[:] = ((size // _ALIGN - 1) << 4) | 10  # 1024 = 2^10 values a chunk
+    meta[-1] = (size // _ALIGN - 1) << 4  # the last chunk: log 0
+    return rows.reshape(-1)
+
+
+#: zero padding of each length below the alignment
+_ZEROS = [b"\0" * i for i in range(_ALIGN)]
 
 
 def _fsst_encode(vals: _Values) -> bytes | None:
