@@ -51,7 +51,7 @@ from lance_ops.format.distributed import (
 from lance_ops.format.errors import CommitStateUnknownError, UnsupportedFeatureError
 
 from ._common import version_number
-from ._options import source_options
+from ._options import manifest_store_option, source_options
 from .mutations import committed_files, plan_deletions, write_fragments_df
 from .results import ChangeFeedWriteResult
 from .source import sweep_staging
@@ -115,7 +115,7 @@ def change_feed(
     # The lance_changes source plans the rows from metadata (one task per fragment range holding
     # changes) and its tasks decode only the spans holding them.
     opts = source_options(storage_options=so, startingVersion=b + 1, endingVersion=e,
-                          on_schema_change=on_schema_change)
+                          on_schema_change=on_schema_change, manifest_store=manifest_store_option(manifest_store))
     return spark.read.format("lance_changes").schema(out_schema).options(**opts).load(uri)
 
 

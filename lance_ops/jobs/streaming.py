@@ -36,9 +36,10 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from lance_ops.format.distributed import (
+    CommitHandler,
     ObjectStore,
+    commit_handler_for,
     execute_change_feed_task,
-    list_versions,
     open_manifest,
     plan_change_feed,
     resolve_uri,
@@ -72,6 +73,8 @@ CHANGES_OPTIONS = {
     "on_schema_change": "evolve (default: rows of earlier versions mapped onto the end version's columns) or fail",
     "storage_options": "JSON object for the storage",
     "storage.<key>": "one storage option",
+    "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL): "
+    "the latest version is its latest, and a commit whose writer stopped before finalising is finalised",
 }
 
 
@@ -115,6 +118,11 @@ def _on_schema_change(options: Any) -> str:
     return value
 
 
+def _handler(options: Any, uri: str, so: dict[str, Any]) -> CommitHandler:
+    """The dataset's commit handler (the ``manifest_store`` option's store, else the listing)."""
+    return commit_handler_for(ObjectStore(uri, so), options.get("manifest_store") or None)
+
+
 class _ChangeReading:
     uri: str
     storage_options: dict[str, Any]
@@ -145,7 +153,8 @@ class LanceChangesBatchReader(_ChangeReading, DataSourceReader):
         self.schema = schema
         self.on_schema_change = _on_schema_change(options)
         store = ObjectStore(self.uri, self.storage_options)
-        end, _ = open_manifest(store, get_int(options, "endingversion", None))
+        end, _ = open_manifest(store, get_int(options, "endingversion", None),
+                               _handler(options, self.uri, self.storage_options))
         self.end = end.version
         start = get_int(options, "startingversion", 1)
         assert start is not None
@@ -171,10 +180,12 @@ class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsT
         if self.max_versions is not None and self.max_versions <= 0:
             raise ValueError(f"maxVersionsPerTrigger must be positive, got {self.max_versions}")
         self.target: int | None = None
+        # a string, not the handler: the reader is pickled into the driver's Python worker
+        self.manifest_store: str | None = options.get("manifest_store") or None
 
     def _latest(self) -> int:
-        _, versions = list_versions(ObjectStore(self.uri, self.storage_options))
-        return versions[-1] if versions else 0
+        store = ObjectStore(self.uri, self.storage_options)
+        return commit_handler_for(store, self.manifest_store).latest_version()
 
     def initialOffset(self) -> dict:
         if self.starting is None:

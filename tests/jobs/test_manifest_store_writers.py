@@ -209,3 +209,33 @@ def test_commit_options_carry_the_store_and_the_idempotency_key(spark, dataset, 
     check(dataset, db, pa.concat_tables([table(0, 40), table(50, 3)]))
     with pytest.raises(lf.InvalidArgumentError):
         lf.CommitOptions(max_retries=-1)
+
+
+def test_change_feed_reads_a_commit_whose_writer_stopped_before_finalising(spark, tmp_path, monkeypatch):
+    """A version committed in the store whose manifest never reached ``_versions/`` (the writer
+    stopped after the store's put): told about the store, the streaming and the batch change
+    feed read it (and finalise it); the listing alone ends one version earlier."""
+    import lance_ops.format.manifest_store as ms
+
+    uri, db = str(tmp_path / "ds"), str(tmp_path / "m.db")
+    lf.write_dataset(table(0, 10), uri, enable_stable_row_ids=True, manifest_store=db)
+    lf.write_dataset(table(10, 5), uri, mode="append", manifest_store=db)
+
+    def stop(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("writer stopped before finalising")
+
+    with monkeypatch.context() as m:
+        m.setattr(ms, "_finish", stop)
+        lf.write_dataset(table(15, 3), uri, mode="append", manifest_store=db)  # version 3, in the store only
+    assert list_versions(ObjectStore(uri))[1] == [1, 2]
+
+    q = (spark.readStream.format("lance_changes").option("startingVersion", 2).option("manifest_store", db)
+         .load(uri).writeStream.format("memory").queryName("stopped_commit_feed").trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    rows = spark.sql("SELECT id, _commit_version FROM stopped_commit_feed").toPandas()
+    assert sorted(zip(rows["id"], rows["_commit_version"], strict=True)) == (
+        [(i, 2) for i in range(10, 15)] + [(i, 3) for i in range(15, 18)])
+    assert list_versions(ObjectStore(uri))[1] == [1, 2, 3]  # the reader finalised it
+
+    batch = jobs.change_feed(spark, uri, 2, manifest_store=db).toPandas()
+    assert sorted(batch["id"]) == list(range(15, 18))
