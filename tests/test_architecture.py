@@ -240,3 +240,64 @@ def test_operations_dispatched_not_tested_with_isinstance() -> None:
                 found[rel] = found.get(rel, 0) + 1
     extra = {rel: n for rel, n in found.items() if n > OPERATION_ISINSTANCE_ALLOWED.get(rel, 0)}
     assert not extra, f"isinstance on operation classes (register a singledispatch handler instead): {extra}"
+
+
+def _format_imports() -> tuple[dict[str, set[str]], set[str]]:
+    """(module -> the lance_ops.format modules it imports, at any depth: function-level and
+    TYPE_CHECKING imports included; the packages), as dotted names under ``lance_ops.format``."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "lance_ops" / "format"
+    mods = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__") or "__init__": p
+            for p in root.rglob("*.py") if "_proto" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        pkg = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else list(pkg)
+                mod = ".".join(base + ([node.module] if node.module else []))
+                targets = [mod] + [f"{mod}.{a.name}".lstrip(".") for a in node.names]
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                targets = [n.removeprefix("lance_ops.format.") for n in names if n and n.startswith("lance_ops.format.")]
+            out |= {t.lstrip(".") for t in targets if t.lstrip(".") in mods and t.lstrip(".") != name}
+        graph[name] = out
+    return graph, {n for n, p in mods.items() if p.name == "__init__.py"}
+
+
+def test_no_import_cycles_inside_format() -> None:
+    """Imports inside lance_ops/format flow downward only: no module reaches itself again through
+    its imports (function-level imports included; package ``__init__`` files aside)."""
+    imports, packages = _format_imports()
+    graph = {m: ts - packages for m, ts in imports.items() if m not in packages}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []

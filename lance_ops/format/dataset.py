@@ -64,6 +64,7 @@ from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
 )
+from .write_commit import write_and_commit
 
 
 class LanceDataset:
@@ -703,9 +704,7 @@ class LanceDataset:
         pylance's ``insert``; the handle moves to the new version."""
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
-        from .top_level import write_dataset  # the module-level API sits beside the handle
-
-        self._advance(write_dataset(data, self.uri, mode=mode, **kwargs).manifest)
+        self._advance(write_and_commit(data, self.uri, mode=mode, **kwargs)[1])
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names

@@ -7,7 +7,7 @@ delegates to it; none commits on its own.
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,14 +16,33 @@ from .data_stats import DataStatistics, data_statistics
 from .errors import InvalidArgumentError
 from .fragment import FragmentMetadata
 from .maintenance.compaction import CompactionMetrics
+from .manifest import Manifest
 from .manifest_store import ManifestStore
 from .mutate import plan_delete
 from .projection import plan_projection
 from .scan import META_COLUMNS, plan_scan
+from .schema import LanceSchema
+from .store import ObjectStore
 from .write import write_fragments
 
-if TYPE_CHECKING:
-    from .dataset import LanceDataset
+
+class DatasetHandle(Protocol):
+    """What these views use of the :class:`.dataset.LanceDataset` that hands them out (the
+    handle sits above this module: imports flow downward)."""
+
+    _store: ObjectStore
+
+    @property
+    def manifest(self) -> Manifest: ...
+    @property
+    def lance_schema(self) -> LanceSchema: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    def to_batches(self, columns: Any = None, filter: Any = None, **kwargs: Any) -> Iterator[pa.RecordBatch]: ...
+    def to_table(self, columns: Any = None, filter: Any = None, **kwargs: Any) -> pa.Table: ...
+    def index_statistics(self, index_name: str) -> dict[str, Any]: ...
+    def compact_files(self, **options: Any) -> CompactionMetrics: ...
+    def optimize_indices(self, **kwargs: Any) -> None: ...
 
 
 #: ``LanceFragment.create`` writes one fragment (one data file), whatever its size
@@ -33,7 +52,7 @@ _ONE_FILE = 1 << 62
 class LanceFragment:
     """One fragment of a dataset version (read-only view)."""
 
-    def __init__(self, ds: "LanceDataset", meta: FragmentMetadata) -> None:
+    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata) -> None:
         self._ds = ds
         self.metadata = meta
 
@@ -123,7 +142,7 @@ class LanceFragment:
 class Scanner:
     """A deferred scan (``ds.scanner(...).to_table()``), as in pylance."""
 
-    def __init__(self, ds: "LanceDataset", columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
+    def __init__(self, ds: DatasetHandle, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
         self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
 
     @property
@@ -155,7 +174,7 @@ class Scanner:
 class LanceStats:
     """``LanceDataset.stats``, as pylance's ``LanceStats``."""
 
-    def __init__(self, ds: "LanceDataset") -> None:
+    def __init__(self, ds: DatasetHandle) -> None:
         self._ds = ds
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
@@ -180,7 +199,7 @@ class LanceStats:
 class _Optimize:
     """``LanceDataset.optimize`` (as in pylance)."""
 
-    def __init__(self, ds: "LanceDataset") -> None:
+    def __init__(self, ds: DatasetHandle) -> None:
         self._ds = ds
 
     def compact_files(self, **options: Any) -> CompactionMetrics:

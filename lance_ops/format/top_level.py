@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .commit import DEFAULT_MAX_RETRIES, commit_transaction, find_earlier_commit
+from .commit import DEFAULT_MAX_RETRIES, commit_transaction
 from .commit_handler import (
     commit_handler_for,
     try_open_latest,
@@ -17,30 +17,21 @@ from .commit_handler import (
 from .dataset import LanceDataset
 from .errors import (
     ArgumentTypeError,
-    DatasetAlreadyExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    UnsupportedFeatureError,
 )
-from .idempotency import idempotency_key
-from .inputs import blobs_as_v2, check_fits
-from .manifest import check_flags
 from .manifest_store import ManifestStore
-from .operations import Append, Operation, Overwrite
+from .operations import Operation
 from .refs import (
     VersionRef,
 )
 from .store import ObjectStore
 from .transaction import Transaction
-from .versions import normalize_storage_version, require_writable
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
-    conform_batch,
-    iter_batches,
-    new_schema,
-    write_fragment_files,
 )
+from .write_commit import write_and_commit
 
 
 def dataset(
@@ -125,55 +116,14 @@ def write_dataset(
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     """
-    if mode not in ("create", "append", "overwrite"):
-        raise InvalidArgumentError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
-    if enable_v2_manifest_paths is False:
-        raise UnsupportedFeatureError(f"{uri}: enable_v2_manifest_paths=False (V1 manifest names) is not written "
-                                      "by lance_ops; new datasets use V2 manifest paths")
-    transaction_properties = _with_commit_message(transaction_properties, commit_message)
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
-    store = ObjectStore(uri, storage_options)
-    handler = commit_handler_for(store, manifest_store)
-    existing = try_open_latest(store, handler)
-    if existing is not None and mode == "create":
-        done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
-        if done is not None:  # a retried create whose first attempt committed
-            return LanceDataset._from_manifest(store, done, handler)
-        raise DatasetAlreadyExistsError(f"{uri}: a dataset already exists (version {existing.version}); use mode='append' or 'overwrite'")
-    data_schema, batches = iter_batches(data, schema)
-    props = dict(transaction_properties or {})
-    idempotency_key(props)  # refused before any file is written
-    if existing is not None and mode == "append":
-        check_flags(existing.reader_feature_flags, existing.writer_feature_flags, path=uri, for_write=True)
-        file_version = require_writable(existing.data_storage_version, uri)
-        lance_schema = existing.schema
-        check_fits(data_schema, lance_schema.to_arrow(), uri)
-        frags = write_fragment_files(store, batches, lance_schema, version=file_version,
-                                     max_rows_per_file=max_rows_per_file)
-        txn = Transaction(existing.version, Append(frags), properties=props)
-        manifest = commit_transaction(store, txn, handler=handler, known=existing)
-        return LanceDataset._from_manifest(store, manifest, handler)
-    version = (
-        require_writable(existing.data_storage_version, uri)
-        if existing is not None and data_storage_version is None
-        else normalize_storage_version(data_storage_version)
-    )
-    target = blobs_as_v2(schema or data_schema, version)
-    lance_schema = new_schema(target)
-    frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
-                                 version=version, max_rows_per_file=max_rows_per_file)
-    read_version = existing.version if existing is not None else 0
-    txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
-    manifest = commit_transaction(
-        store,
-        txn,
-        create=existing is None and mode == "create",
-        enable_stable_row_ids=enable_stable_row_ids,
-        data_storage_version=version,
-        handler=handler,
-    )
-    return LanceDataset._from_manifest(store, manifest, handler)
+    return LanceDataset._from_manifest(*write_and_commit(
+        data, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
+        enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
+        storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
+        commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
+    ))
 
 
 def commit(
@@ -222,19 +172,6 @@ def commit(
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
-
-
-def _with_commit_message(properties: Mapping[str, str] | None, message: str | None) -> Mapping[str, str] | None:
-    """``properties`` with ``commit_message`` under pylance's key (the message wins a clash)."""
-    if message is None:
-        return properties
-    if not isinstance(message, str):
-        raise ArgumentTypeError(f"commit_message must be a string, got {type(message).__name__} {message!r}")
-    return {**dict(properties or {}), COMMIT_MESSAGE_KEY: message}
-
-
-#: the transaction property pylance stores ``commit_message`` under
-COMMIT_MESSAGE_KEY = "__lance_commit_message"
 
 
 def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
