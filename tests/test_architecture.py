@@ -34,13 +34,13 @@ def _above_format_files() -> list[Path]:
     "where, line, imported",
     [
         # a later top layer (the Airflow provider) reaching for the commit loop
-        ("lance_ops/airflow/__init__.py", "from lance_ops.format.commit import commit_transaction\n",
-         "lance_ops.format.commit"),
+        ("lance_ops/airflow/__init__.py", "from lance_ops.format.txn.commit_loop import commit_transaction\n",
+         "lance_ops.format.txn.commit_loop"),
         # a private module imported through the package namespace
-        ("lance_ops/jobs/_private_reach.py", "from lance_ops.format import rowids\n", "lance_ops.format.rowids"),
+        ("lance_ops/jobs/_private_reach.py", "from lance_ops.format import txn\n", "lance_ops.format.txn"),
         # a module below a private package
-        ("lance_ops/assets/_private_reach.py", "from lance_ops.format.maintenance.scan_tasks import row_ranges\n",
-         "lance_ops.format.maintenance.scan_tasks"),
+        ("lance_ops/assets/_private_reach.py", "from lance_ops.format.ops.change_feed.tasks import row_ranges\n",
+         "lance_ops.format.ops.change_feed.tasks"),
     ],
 )
 def test_private_import_above_format_breaks_the_contract(tmp_path: Path, where: str, line: str, imported: str) -> None:
@@ -106,7 +106,7 @@ def test_public_face_names_resolve() -> None:
 
 def test_format_package_imports_without_spark_or_dagster() -> None:
     code = (
-        "import sys, lance_ops.format, lance_ops.format.maintenance; "
+        "import sys, lance_ops.format, lance_ops.format.ops; "
         "bad = [m for m in ('pyspark', 'dagster', 'lance', 'lancedb') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -222,7 +222,7 @@ OPERATION_CLASSES = {"Append", "Overwrite", "Delete", "Update", "Rewrite", "Crea
 # isinstance tests on operation classes allowed for now (file -> count): per-operation behaviour
 # is one singledispatch table per concern (docs/ARCHITECTURE.md), not isinstance ladders.
 OPERATION_ISINSTANCE_ALLOWED = {
-    "lance_ops/format/commit.py": 2,  # "only an Overwrite creates a dataset" (and replaces any history)
+    "lance_ops/format/txn/commit_loop.py": 2,  # "only an Overwrite creates a dataset" (and replaces any history)
     "lance_ops/jobs/writes.py": 1,  # rows an append added, read back from its own committed transaction
 }
 

@@ -14,7 +14,7 @@ rows are evaluated on the ``end`` version (docs/FORMAT.md §13):
 
 It is read through the ``lance_changes`` data source: the rows are chosen from manifest
 metadata when Spark plans the read (version runs, deletion-vector diffs, the row ids of the
-fragments written since ``begin``: :mod:`lance_ops.format.maintenance.feed_rows`), one task per
+fragments written since ``begin``: :mod:`lance_ops.format.ops.change_feed.rows`), one task per
 fragment range holding changes, and each task decodes only the user columns of the spans
 holding its rows.  Nothing scans whole versions or joins by ``_rowid``, and the planning memory
 grows with the changes, not with the dataset.  It equals the in-process
@@ -49,13 +49,12 @@ from lance_ops.format.distributed import (
     scan_schema,
 )
 from lance_ops.format.errors import CommitStateUnknownError, UnsupportedFeatureError
-
-from ._common import version_number
-from ._options import manifest_store_option, source_options
-from .mutations import committed_files, plan_deletions, write_fragments_df
-from .results import ChangeFeedWriteResult
-from .source import sweep_staging
-from .streaming import change_feed_spark_schema
+from lance_ops.jobs._common import version_number
+from lance_ops.jobs._options import manifest_store_option, source_options
+from lance_ops.jobs.mutations import committed_files, plan_deletions, write_fragments_df
+from lance_ops.jobs.results import ChangeFeedWriteResult
+from lance_ops.jobs.source import sweep_staging
+from lance_ops.jobs.streaming import change_feed_spark_schema
 
 COMMIT_VERSION = "_commit_version"
 #: ``_rowid`` is reserved in Lance (it is the sink's own row id), so a Lance sink stores the
@@ -180,7 +179,7 @@ def write_change_feed(
     sink = ObjectStore(sink_uri, sink_so)
     handler = commit_handler_for(sink, sink_manifest_store)
     if not handler.latest_version():
-        from .writes import append
+        from lance_ops.jobs.writes import append
 
         res = append(spark, sink_uri, df, max_rows_per_file=max_rows_per_file, storage_options=sink_so,
                      manifest_store=sink_manifest_store)

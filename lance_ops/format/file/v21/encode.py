@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from ...errors import UnsupportedFeatureError
-from . import fsst
-from .bitpacking import PagePacker
-from .repdef import Levels, def_counts, is_list_layer, max_visible_level
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.file.v21 import fsst
+from lance_ops.format.file.v21.bitpacking import PagePacker
+from lance_ops.format.file.v21.repdef import Levels, def_counts, is_list_layer, max_visible_level
 
 __all__ = ["encode_page", "leaf_kind"]
 

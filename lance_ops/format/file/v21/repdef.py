@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
 
 __all__ = ["Levels", "build_levels", "unravel", "def_counts", "max_visible_level", "is_list_layer"]
 
