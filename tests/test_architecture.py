@@ -301,3 +301,60 @@ def test_no_import_cycles_inside_format() -> None:
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+# ------------------------------------------------------------------ names and the error tree
+def _all_modules() -> list:
+    """Every module of the package (all extras are installed in the dev environment)."""
+    import importlib
+    import pkgutil
+
+    import lance_ops
+
+    out = [lance_ops]
+    for info in pkgutil.walk_packages(lance_ops.__path__, "lance_ops."):
+        if "._proto" in info.name or info.name.endswith("__main__"):
+            continue
+        out.append(importlib.import_module(info.name))
+    return out
+
+
+def test_no_module_shares_a_name_with_what_its_package_exports() -> None:
+    """``import lance_ops.format.X as m`` always gives the module X: no package re-exports a
+    function or class over one of its own submodules (``lance_ops.format.dataset`` once did)."""
+    import importlib
+    import pkgutil
+
+    shadowed = []
+    for pkg in _all_modules():
+        if not hasattr(pkg, "__path__"):
+            continue
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name.startswith("__"):
+                continue
+            full = f"{pkg.__name__}.{info.name}"
+            if full.endswith("._proto"):
+                continue
+            mod = importlib.import_module(full)
+            attr = getattr(pkg, info.name, mod)
+            if attr is not mod:
+                shadowed.append(f"{full} is shadowed by {type(attr).__name__} {pkg.__name__}.{info.name}")
+    assert not shadowed, "\n".join(shadowed)
+
+
+# The one error tree: format's errors, and above format one ``errors`` module per layer.
+ERROR_MODULES = re.compile(r"lance_ops(\.format|\.jobs|\.orchestration|\.assets|\.airflow)?\.errors$")
+ERRORS_NOT_YET_MOVED = {"lance_ops.settings"}  # DatasetConfigError moves with the settings loader
+
+
+def test_every_exception_class_lives_in_an_errors_module() -> None:
+    """Every exception class of the project is defined in ``format/errors.py`` or in the ``errors``
+    module of the layer above that raises it, so errors cross process boundaries by type."""
+    stray = []
+    for mod in _all_modules():
+        if ERROR_MODULES.match(mod.__name__) or mod.__name__ in ERRORS_NOT_YET_MOVED:
+            continue
+        for name, obj in vars(mod).items():
+            if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
+                stray.append(f"{mod.__name__}.{name}")
+    assert not stray, "exception classes outside the error modules:\n" + "\n".join(stray)

@@ -16,6 +16,8 @@ from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
+    BranchError,
+    CastError,
     CommitConflictError,
     CommitError,
     CommitFailedError,
@@ -27,13 +29,16 @@ from lance_ops.format.errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    ManifestStoreConflict,
     ManifestStoreRequiredError,
+    RefError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
     SQLParseError,
     SQLTypeError,
     SQLUnknownColumnError,
+    TagError,
     UnsupportedFeatureError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
@@ -50,7 +55,6 @@ from lance_ops.format.ops.index_build import (
     plan_create_scalar_index,
     plan_optimize_indices,
 )
-from lance_ops.format.ops.inputs import CastError
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
 from lance_ops.format.ops.schema_evolution import schema_with_new_columns
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
@@ -58,9 +62,9 @@ from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_I
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
-from lance_ops.format.table.refs import BranchError, RefError, TagError, Tags
+from lance_ops.format.table.refs import Tags
 from lance_ops.format.txn.lance_operation import LanceOperation
-from lance_ops.format.txn.manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
+from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
 from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,

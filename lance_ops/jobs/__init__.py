@@ -25,9 +25,9 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 """
 
 from lance_ops.jobs import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
-from lance_ops.jobs._options import InvalidOptionError
-from lance_ops.jobs.change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
-from lance_ops.jobs.compaction import InjectedTaskFailure, compact, materialize_deletions
+from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location, write_change_feed
+from lance_ops.jobs.compaction import compact, materialize_deletions
+from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
 from lance_ops.jobs.indices import create_scalar_index, optimize_indices
 from lance_ops.jobs.mutations import delete, upsert
 from lance_ops.jobs.results import (

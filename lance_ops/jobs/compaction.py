@@ -26,13 +26,10 @@ from lance_ops.format.distributed import (
     resolve_uri,
 )
 from lance_ops.jobs._common import commit_options
+from lance_ops.jobs.errors import InjectedTaskFailure
 from lance_ops.jobs.results import CompactResult
 
 TaskOutcome = tuple[int, RewriteResult | None, str | None]
-
-
-class InjectedTaskFailure(RuntimeError):
-    """Raised on an executor by a task listed in ``inject_task_failures`` (fault tests)."""
 
 
 def execute_task_safely(payload: tuple[int, CompactionTask, bool]) -> TaskOutcome:

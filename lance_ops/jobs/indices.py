@@ -37,7 +37,7 @@ from lance_ops.format.distributed import (
     resolve_uri,
 )
 from lance_ops.jobs._common import commit_options
-from lance_ops.jobs.compaction import InjectedTaskFailure
+from lance_ops.jobs.errors import InjectedTaskFailure
 from lance_ops.jobs.results import IndexBuildResult
 
 

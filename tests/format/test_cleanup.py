@@ -17,8 +17,8 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
+from lance_ops.format.errors import TagError
 from lance_ops.format.io.object_store import ObjectStore
-from lance_ops.format.ops.cleanup import TagError
 from lance_ops.format.table.deletion import write_deletion_file
 
 COLS = ["id", "val", "score"]

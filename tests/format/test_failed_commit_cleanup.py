@@ -19,10 +19,10 @@ from lance_ops.format.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
+    ConditionalPutError,
     IncompatibleTransactionError,
     RetryableCommitConflictError,
 )
-from lance_ops.format.io.object_store import ConditionalPutError
 from lance_ops.format.txn.manifest_store import SQLiteManifestStore
 
 DIRS = ("data", "_deletions", "_indices", "_transactions")

@@ -16,7 +16,13 @@ from datagen import simple_table
 
 import lance_ops.format as lf
 from lance_ops.format._proto import transaction_pb2
-from lance_ops.format.errors import CommitConflictError, CorruptFileError, DatasetNotFoundError
+from lance_ops.format.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    ManifestStoreConflict,
+    ManifestStoreNotFoundError,
+)
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.manifest import (
     NamingScheme,
@@ -33,8 +39,6 @@ from lance_ops.format.txn.handlers import (
 from lance_ops.format.txn.manifest_store import (
     ManifestLocation,
     ManifestStore,
-    ManifestStoreConflict,
-    ManifestStoreNotFoundError,
     SQLiteManifestStore,
     base_uri_of,
     commit_external,

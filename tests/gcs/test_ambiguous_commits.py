@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.io.object_store import ObjectStore, ObjectStoreError
+from lance_ops.format.errors import ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.manifest import list_versions
 from lance_ops.format.txn.idempotency import TXN_APP_ID, TXN_VERSION
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import lance_ops.format as lf
 from lance_ops.format._proto import transaction_pb2
+from lance_ops.format.errors import TagError
 from lance_ops.format.io.object_store import ObjectStore
-from lance_ops.format.ops.cleanup import TagError
 from lance_ops.format.table.fragment import DataFile
 from lance_ops.format.table.manifest import decode_manifest_file, encode_manifest_file
 from lance_ops.format.txn.transaction import Transaction, decode_transaction

@@ -16,6 +16,7 @@ from lance_ops.format.errors import (
     ArgumentTypeError,
     InvalidArgumentError,
     RetryableCommitConflictError,
+    TagError,
     UnsupportedFeatureError,
 )
 from lance_ops.format.index import describe as _describe
@@ -50,7 +51,6 @@ from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
 from lance_ops.format.table.refs import (
     Branches,
-    TagError,
     Tags,
     VersionRef,
     branch_store,

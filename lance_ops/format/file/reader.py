@@ -29,7 +29,12 @@ from google.protobuf.message import DecodeError
 from lance_ops.format._proto import encodings_v2_0_pb2 as epb
 from lance_ops.format._proto import encodings_v2_1_pb2 as e21
 from lance_ops.format._proto import file2_pb2, file_pb2
-from lance_ops.format.errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    CorruptFileError,
+    ObjectNotFoundError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format.file import blob_columns as blobs
 from lance_ops.format.file import parts, v21
 from lance_ops.format.file.columns import (
@@ -50,7 +55,7 @@ from lance_ops.format.file.encodings import (
 )
 from lance_ops.format.file.maps import MapView, contains_map, map_as_list
 from lance_ops.format.file.prefetch import PagePrefetcher
-from lance_ops.format.io.object_store import ObjectNotFoundError, ObjectStore, open_regular
+from lance_ops.format.io.object_store import ObjectStore, open_regular
 from lance_ops.format.schema import LanceField, LanceSchema
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]

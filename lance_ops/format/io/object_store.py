@@ -30,34 +30,21 @@ import fsspec
 import fsspec.asyn
 import fsspec.spec
 
-from lance_ops.format.errors import ArgumentTypeError, CorruptFileError, InvalidURIError, LanceOpsError
+from lance_ops.format.errors import (
+    ArgumentTypeError,
+    ConditionalPutError,
+    CorruptFileError,
+    InvalidURIError,
+    LanceOpsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+)
 
 _MEMORY_LOCK = threading.Lock()
 
 if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" not in os.environ:
     # Without it gcsfs probes a gRPC endpoint before every bucket call (60 s against emulators).
     os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
-
-
-class ObjectStoreError(LanceOpsError):
-    """A storage call failed (names the path and the operation)."""
-
-
-class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
-    """The object does not exist.  Also a ``FileNotFoundError``, so callers may catch either."""
-
-
-class ConditionalPutError(ObjectStoreError):
-    """A create-if-absent failed in transport and the read-back could not settle it all.
-
-    ``applied`` is False when the object was read back and is absent (the create did not
-    happen; retrying is safe), None when the read-back failed too (unknown).
-    """
-
-    def __init__(self, message: str, *, path: str, applied: bool | None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.applied = applied
 
 
 #: storage option: deadline (seconds) of a conditional create, retries included

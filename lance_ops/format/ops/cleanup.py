@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from lance_ops.format.errors import DatasetNotFoundError, InvalidArgumentError
+from lance_ops.format.errors import DatasetNotFoundError, InvalidArgumentError, ObjectStoreError, TagError
 from lance_ops.format.index.unreferenced import prune_empty_index_dirs, unreferenced_index_files
-from lance_ops.format.io.object_store import ObjectStore, ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.deletion import deletion_file_path
 from lance_ops.format.table.lineage import Pins, external_pins
 from lance_ops.format.table.manifest import (
@@ -35,7 +35,7 @@ from lance_ops.format.table.manifest import (
     parse_manifest_name,
     read_manifest,
 )
-from lance_ops.format.table.refs import TagError, Tags
+from lance_ops.format.table.refs import Tags
 
 HINT_FILE = "latest_version_hint.json"
 _DETACHED = re.compile(r"d\d+\.manifest")

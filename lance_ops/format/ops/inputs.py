@@ -26,17 +26,13 @@ import pyarrow as pa
 
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    CastError,
     InvalidArgumentError,
     MissingDependencyError,
     SchemaError,
 )
 from lance_ops.format.file.blob_columns import as_blob_storage, is_blob_field
 from lance_ops.format.schema import types_equivalent
-
-
-class CastError(SchemaError, InvalidArgumentError):
-    """Data of one column cannot be cast to the type it must have (names the column and both
-    types); a ``ValueError`` too, as pylance's error for a batch that does not match ``schema=``."""
 
 
 def coerce_batches(data: Any, schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:

@@ -27,13 +27,14 @@ from lance_ops.format.errors import (
     ArgumentTypeError,
     CorruptFileError,
     InvalidArgumentError,
+    ObjectStoreError,
     SchemaError,
     UnsupportedFeatureError,
 )
 from lance_ops.format.file.blob_columns import scan_schema
 from lance_ops.format.file.field_encoders import concat_batches
 from lance_ops.format.file.reader import DataFileReader, PagePrefetcher
-from lance_ops.format.io.object_store import ObjectStore, ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_conjuncts, sql_filter
 from lance_ops.format.table import rowids

@@ -31,10 +31,12 @@ from typing import Any
 from lance_ops.format._proto import table_pb2, transaction_pb2
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    BranchError,
     CorruptFileError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    LanceOpsError,
+    RefError,
+    TagError,
 )
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.bases import BasePath, location_key, store_location
@@ -77,21 +79,6 @@ __all__ = [
     "validate_branch_name",
     "validate_tag_name",
 ]
-
-
-class RefError(LanceOpsError, ValueError):
-    """A tag or branch does not exist, already exists, or points at a missing version.
-
-    Also a ``ValueError``, as pylance raises for refs.
-    """
-
-
-class TagError(RefError):
-    """A tag does not exist, already exists, or names a missing version."""
-
-
-class BranchError(RefError):
-    """A branch does not exist, already exists, or cannot be deleted."""
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")

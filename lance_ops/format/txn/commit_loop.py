@@ -20,12 +20,14 @@ from lance_ops.format.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
+    ConditionalPutError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    ObjectStoreError,
     RetryableCommitConflictError,
 )
-from lance_ops.format.io.object_store import ConditionalPutError, ObjectStore, ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.manifest import (
     Manifest,
     NamingScheme,

@@ -48,13 +48,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from lance_ops.format.errors import (
     ArgumentTypeError,
-    CommitConflictError,
     CorruptFileError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    LanceOpsError,
+    ManifestStoreConflict,
+    ManifestStoreError,
+    ManifestStoreNotFoundError,
+    ObjectStoreError,
 )
-from lance_ops.format.io.object_store import ObjectStore, ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.manifest import (
     VERSIONS_DIR,
     NamingScheme,
@@ -70,18 +72,6 @@ _STAGING_MARK = MANIFEST_SUFFIX + "-"
 # SQLite INTEGER is a signed 64-bit value; Lance versions are u64 but never get near 2**63.
 _MAX_VERSION = 2**63 - 1
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class ManifestStoreConflict(CommitConflictError):
-    """``put_if_not_exists`` found the version already committed: the commit lost the race."""
-
-
-class ManifestStoreNotFoundError(DatasetNotFoundError):
-    """``put_if_exists`` found no entry for the version."""
-
-
-class ManifestStoreError(LanceOpsError):
-    """The manifest store itself failed (locked past the busy timeout, unreadable database, ...)."""
 
 
 @dataclass(frozen=True)
