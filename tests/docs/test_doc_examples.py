@@ -29,7 +29,8 @@ FRAGMENT_NOTE = re.compile(r"<!--\s*fragment\b:?\s*(?P<why>.*?)\s*-->")
 NEEDS = {
     "airflow": re.compile(r"\bairflow\b", re.I),
     "dagster": re.compile(r"\bdagster\b"),
-    "spark": re.compile(r"\bpyspark\b|\bspark_session\b|\bspark\.(read|sql|table|createDataFrame)|\bjobs\.\w+\(spark"),
+    "spark": re.compile(r"\bpyspark\b|\bSparkSession\b|\bspark_session\b|\bspark\.(read|sql|table|range|createDataFrame)"
+                        r"|\bjobs\.\w+\(spark"),
 }
 
 
