@@ -1,0 +1,46 @@
+"""The maintenance planner: what every table needs, from its metadata, within a budget.
+
+    from lance_ops.orchestration.planner import plan, plan_fleet, maintain, history
+    p = plan("/data/events")                 # MaintenancePlan: actions with reasons and estimates
+    fleet = plan_fleet(settings, FleetBudget(max_bytes=10 << 30, max_runs=8))
+
+See docs/ARCHITECTURE.md, "The maintenance planner", for the thresholds, scores and budget rules.
+"""
+
+from .execute import ActionResult, MaintainReport, maintain, run_action
+from .fleet import discover_tables, fleet_members, plan_fleet
+from .ledger import history, stamps
+from .model import (
+    OPERATIONS,
+    Action,
+    Estimate,
+    FleetBudget,
+    FleetPlan,
+    MaintenancePlan,
+    Reason,
+    Skipped,
+    TableRef,
+)
+from .plan import plan
+
+__all__ = [
+    "OPERATIONS",
+    "Action",
+    "ActionResult",
+    "Estimate",
+    "FleetBudget",
+    "FleetPlan",
+    "MaintainReport",
+    "MaintenancePlan",
+    "Reason",
+    "Skipped",
+    "TableRef",
+    "discover_tables",
+    "fleet_members",
+    "history",
+    "maintain",
+    "plan",
+    "plan_fleet",
+    "run_action",
+    "stamps",
+]
