@@ -36,8 +36,8 @@ def small_fragments(uri: str, n: int = 20, each: int = 100) -> None:
 
 
 def deleted(uri: str) -> None:
-    """4 full fragments (pylance), 30% of each deleted."""
-    lance.write_dataset(rows(0, 4 * TARGET), uri, max_rows_per_file=TARGET)
+    """4 fragments of twice the target (pylance), 30% of each deleted: still full after."""
+    lance.write_dataset(rows(0, 8 * TARGET), uri, max_rows_per_file=2 * TARGET)
     lance.dataset(uri).delete("id % 10 < 3")
 
 

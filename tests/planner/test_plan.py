@@ -59,9 +59,9 @@ def test_deleted_rows_are_materialised_per_fragment(tmp_path):
     (a,) = p.actions
     assert a.parameters == {"threshold": 0.1}
     assert a.details["bins"] == [[0], [1], [2], [3]]
-    assert [(r.metric, r.value) for r in a.reasons] == [("deleted_ratio", 0.3), ("deleted_rows_dropped", 1200)]
+    assert [(r.metric, r.value) for r in a.reasons] == [("deleted_ratio", 0.3), ("deleted_rows_dropped", 2400)]
     e = a.estimate
-    assert (e.rows_read, e.rows_written, e.files_removed, e.files_added) == (4000, 2800, 8, 4)
+    assert (e.rows_read, e.rows_written, e.files_removed, e.files_added) == (8000, 5600, 8, 4)
     assert e.bytes_read == _file_bytes(uri, range(4))
 
 
@@ -110,6 +110,15 @@ def test_old_versions_cleanup_keeps_tags_and_the_branch(tmp_path):
     # 120 versions: the newest, the tagged 10 and 50 and the branch's 30 stay
     assert a.estimate.versions_removed == 116
     assert a.details == {"protected_by_tags": ["fifty", "ten"], "protected_by_branches": ["dev"]}
+
+
+def test_deletions_that_leave_small_fragments_compact_them(tmp_path):
+    uri = str(tmp_path / "deleted")
+    lance.write_dataset(T.rows(0, 4 * T.TARGET), uri, max_rows_per_file=T.TARGET)
+    lance.dataset(uri).delete("id % 10 < 3")  # 700 live rows each: small once materialised
+    (a,) = plan(uri, T.POLICY).actions
+    assert a.operation == "compact" and a.details["bins"] == [[0, 1], [2, 3]]
+    assert [(r.metric, r.value) for r in a.reasons] == [("small_fragments", 4), ("deleted_rows_dropped", 1200)]
 
 
 def test_healthy_table_plans_nothing_and_the_plan_is_json(tmp_path):

@@ -122,10 +122,29 @@ def cmd_history(args: argparse.Namespace, out: Any) -> int:
         out.write(json.dumps(rows, indent=1) + "\n")
         return 0
     flat = [{**{k: v for k, v in r.items() if k not in ("metrics", "lance_operation", "reasons")},
-             "metrics": ", ".join(f"{k.removeprefix('num_')}={v}" for k, v in r["metrics"].items() if v)}
-            for r in rows]
+             "metrics": _short_metrics(r["metrics"])} for r in rows]
     console_for(out).print(render_table(flat, title=f"history of {args.uri}"))
     return 0
+
+
+_SHORT = (("removed", "-"), ("added", "+"))
+
+
+def _short_metrics(m: dict[str, int]) -> str:
+    """``-4 frags (8000 rows), +4 frags (5600 rows, 77.1 KiB), 2400 deleted rows dropped``."""
+    from lance_ops.cli import _human_bytes
+
+    parts, seen = [], set()
+    for what, sign in _SHORT:
+        if m.get(f"num_{what}_fragments"):
+            size = f", {_human_bytes(m[f'num_{what}_bytes'])}" if what == "added" else ""
+            parts.append(f"{sign}{m[f'num_{what}_fragments']} frags ({m[f'num_{what}_rows']} rows{size})")
+        seen |= {f"num_{what}_{k}" for k in ("fragments", "rows", "files", "bytes")}
+    if m.get("num_deleted_rows_dropped"):
+        parts.append(f"{m['num_deleted_rows_dropped']} deleted rows dropped")
+    seen.add("num_deleted_rows_dropped")
+    parts += [f"{k.removeprefix('num_')}={v}" for k, v in m.items() if v and k not in seen]
+    return ", ".join(parts)
 
 
 def add_commands(sub: Any) -> None:

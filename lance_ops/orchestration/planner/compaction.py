@@ -3,7 +3,7 @@
 the fragments the run rewrites.
 
 Compaction is due when ``min_small_fragments`` fragments have fewer physical rows than
-``target_rows_per_fragment`` or ``max_versions_since_compaction`` data versions were committed
+``target_rows_per_fragment`` (or fewer live rows once their deletions are materialised) or ``max_versions_since_compaction`` data versions were committed
 since the last one; deletion materialisation (fragments rewritten alone) when only the deleted
 ratio reaches ``deleted_ratio_threshold``.  Either is proposed only when its plan has bins.
 """
@@ -72,13 +72,23 @@ def _action(ctx: TableContext, operation: str, parameters: dict[str, Any], plan:
     )
 
 
+def _small_fragments(ctx: TableContext) -> int:
+    """Fragments with fewer physical rows than the target, and fragments whose deletions would be
+    materialised into fewer live rows than that (they would be small right after)."""
+    p = ctx.policy
+    target, threshold = p.target_rows_per_fragment, p.deleted_ratio_threshold
+    return sum(1 for f in ctx.manifest.fragments if f.physical_rows < target or (
+        f.num_deleted_rows > threshold * f.physical_rows and f.num_rows < target))
+
+
 def compaction_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, ...]]:
     """The compaction or deletion-materialisation action the table needs (at most one), and notes."""
     p, stats = ctx.policy, ctx.fragment_stats
     reasons: list[Reason] = []
-    if stats["small_fragments"] >= p.min_small_fragments:
-        reasons.append(Reason("small_fragments", stats["small_fragments"], p.min_small_fragments,
-                              f"{stats['small_fragments']} small fragments (< {p.target_rows_per_fragment} rows) "
+    small = _small_fragments(ctx)
+    if small >= p.min_small_fragments:
+        reasons.append(Reason("small_fragments", small, p.min_small_fragments,
+                              f"{small} small fragments (< {p.target_rows_per_fragment} rows, after deletions) "
                               f">= {p.min_small_fragments}"))
     if len(ctx.versions) > 1:
         since = ctx.versions_since_compaction(p.max_versions_since_compaction)

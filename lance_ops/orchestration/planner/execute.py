@@ -21,7 +21,7 @@ from typing import Any
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
 
-from .fleet import Member, fleet_members
+from .fleet import Member, fleet_members, within_budget
 from .ledger import stamps
 from .model import Action, Skipped, TableRef, _Json
 from .plan import plan
@@ -158,7 +158,7 @@ def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run:
                     on_action: Callable[[ActionResult], None] | None) -> None:
     tried: set[tuple[str, tuple[str, ...]]] = set()
     for _ in range(MAX_ROUNDS):
-        todo = [a for a in plan(ref, policy, max_bytes=left[0]).actions if _key(a) not in tried]
+        todo = [a for a in plan(ref, policy).actions if _key(a) not in tried]
         if not todo:
             return
         action = todo[0]
@@ -167,8 +167,13 @@ def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run:
             skipped.append(Skipped(action, NOT_RUN[action.operation]))
             continue
         if left[0] is not None and action.budget_bytes > left[0]:
-            skipped.append(Skipped(action, f"byte budget: needs {action.budget_bytes} bytes, {left[0]} left"))
-            continue
+            smaller = within_budget((ref, policy), action, left[0])
+            if smaller is None:
+                skipped.append(Skipped(action, f"byte budget: needs {action.budget_bytes} bytes, {left[0]} left"))
+                continue
+            skipped.append(Skipped(action, f"byte budget: {action.budget_bytes - smaller.budget_bytes} of its "
+                                           f"{action.budget_bytes} bytes left for the next run"))
+            action = smaller
         result = ActionResult(action, "planned") if dry_run else run_action(ref, action, run_id=run_id,
                                                                              orchestrator=orchestrator)
         if left[0] is not None and result.status != "failed":

@@ -136,7 +136,7 @@ def plan_fleet(tables_or_roots: Any, budget: FleetBudget | None = None) -> Fleet
         elif budget.max_runs is not None and len(selected) >= budget.max_runs:
             why = f"run budget: {budget.max_runs} runs chosen"
         elif left is not None and action.budget_bytes > left:
-            smaller = _within(policies[action.table], action, left)
+            smaller = within_budget(policies[action.table], action, left)
             if smaller is None:
                 why = f"byte budget: needs {action.budget_bytes} bytes, {left} left"
             action = smaller or action
@@ -150,7 +150,7 @@ def plan_fleet(tables_or_roots: Any, budget: FleetBudget | None = None) -> Fleet
     return FleetPlan(tuple(plans), tuple(selected), tuple(skipped), budget, tuple(errors))
 
 
-def _within(member: Member, action: Action, left: int) -> Action | None:
+def within_budget(member: Member, action: Action, left: int) -> Action | None:
     """``action`` re-planned to read at most ``left`` bytes (a rewrite's most valuable bins), or None."""
     if action.operation not in _REWRITES or left <= 0:
         return None
