@@ -7,7 +7,7 @@
 See docs/ARCHITECTURE.md, "The maintenance planner", for the thresholds, scores and budget rules.
 """
 
-from .execute import ActionResult, MaintainReport, maintain, run_action
+from .execute import ActionResult, MaintainReport, maintain, run_action, run_planned
 from .fleet import discover_tables, fleet_members, plan_fleet
 from .ledger import history, stamps
 from .model import (
@@ -42,5 +42,6 @@ __all__ = [
     "plan",
     "plan_fleet",
     "run_action",
+    "run_planned",
     "stamps",
 ]

@@ -31,7 +31,7 @@ MAX_ROUNDS = 16
 
 @dataclass(frozen=True)
 class ActionResult(_Json):
-    """One action of a ``maintain`` run: ``status`` is ran, planned (dry run) or failed."""
+    """One action of a ``maintain`` run: ``status`` is ran, planned (dry run), skipped or failed."""
 
     action: Action
     status: str
@@ -117,6 +117,27 @@ def run_action(ref: TableRef, action: Action, *, run_id: str, orchestrator: str 
     except (lf.LanceOpsError, OSError, KeyError, ValueError) as e:
         return ActionResult(action, "failed", seconds=time.perf_counter() - start, error=f"{type(e).__name__}: {e}")
     return ActionResult(action, "ran", version, metrics, time.perf_counter() - start)
+
+
+def run_planned(source: Any, action: Action | Mapping[str, Any], *, run_id: str, orchestrator: str) -> ActionResult:
+    """Run an action a scheduler carried (its dict, or the Action) on its table, found in
+    ``source`` by its label (so storage options and secrets are resolved here, in the worker,
+    never carried in run config).  A table whose version moved on since planning is re-planned:
+    the action of the same operation (and index) on the current version runs, or nothing.
+
+    Raises:
+        KeyError: no table of that name in ``source``.
+    """
+    a = action if isinstance(action, Action) else Action.from_dict(action)
+    members = {m[0].label: m for m in fleet_members(source)}
+    if a.table not in members:
+        raise KeyError(f"no table {a.table!r} in the fleet (known: {sorted(members)[:5]}...)")
+    ref, policy = members[a.table]
+    bound = a.budget_bytes if a.operation in ("compact", "materialize_deletions") else None
+    current = {_key(x): x for x in plan(ref, policy, max_bytes=bound).actions}
+    if _key(a) not in current:
+        return ActionResult(a, "skipped", error="nothing to do any more: the table's plan no longer has it")
+    return run_action(ref, current[_key(a)], run_id=run_id, orchestrator=orchestrator)
 
 
 def _key(a: Action) -> tuple[str, tuple[str, ...]]:

@@ -105,6 +105,14 @@ class Action(_Json):
     def explain(self) -> str:
         return "; ".join(r.text for r in self.reasons)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Action":
+        """The action ``to_dict`` gave (as run config, an XCom or a run tag carry it)."""
+        return cls(table=d["table"], operation=d["operation"], version=int(d["version"]),
+                   parameters=dict(d["parameters"]), reasons=tuple(Reason(**r) for r in d["reasons"]),
+                   estimate=Estimate(**d["estimate"]), priority=float(d["priority"]),
+                   details=dict(d.get("details") or {}))
+
 
 @dataclass(frozen=True)
 class MaintenancePlan(_Json):
