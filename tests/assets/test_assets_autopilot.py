@@ -6,12 +6,12 @@ import json
 import os
 
 from dagster import SensorResult, SkipReason, build_sensor_context
+from planner import tables as T
 
 import lance_ops.format as lf
 from lance_ops.assets.autopilot import JOB_NAME, SENSOR_NAME, autopilot_definitions
 from lance_ops.orchestration.planner import FleetBudget, history
 from lance_ops.settings import parse_settings
-from planner import tables as T
 
 
 def _fleet(root):
