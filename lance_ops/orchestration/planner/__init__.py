@@ -7,10 +7,16 @@
 See docs/ARCHITECTURE.md, "The maintenance planner", for the thresholds, scores and budget rules.
 """
 
-from .execute import ActionResult, MaintainReport, maintain, run_action, run_planned
-from .fleet import discover_tables, fleet_members, plan_fleet
-from .ledger import history, stamps
-from .model import (
+from lance_ops.orchestration.planner.execute import (
+    ActionResult,
+    MaintainReport,
+    maintain,
+    run_action,
+    run_planned,
+)
+from lance_ops.orchestration.planner.fleet import discover_tables, fleet_members, plan_fleet
+from lance_ops.orchestration.planner.ledger import history, stamps
+from lance_ops.orchestration.planner.model import (
     OPERATIONS,
     Action,
     Estimate,
@@ -21,7 +27,7 @@ from .model import (
     Skipped,
     TableRef,
 )
-from .plan import plan
+from lance_ops.orchestration.planner.plan import plan
 
 __all__ = [
     "OPERATIONS",

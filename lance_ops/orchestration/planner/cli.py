@@ -15,12 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from lance_ops.format import COMMIT_DEFAULTS
-
-from .execute import ActionResult, maintain
-from .fleet import fleet_members
-from .ledger import history
-from .model import Action, FleetBudget, TableRef
-from .plan import DEFAULT_POLICY
+from lance_ops.orchestration.planner.execute import ActionResult, maintain
+from lance_ops.orchestration.planner.fleet import fleet_members
+from lance_ops.orchestration.planner.ledger import history
+from lance_ops.orchestration.planner.model import Action, FleetBudget, TableRef
+from lance_ops.orchestration.planner.plan import DEFAULT_POLICY
 
 Command = Callable[[argparse.Namespace, Any], int]
 

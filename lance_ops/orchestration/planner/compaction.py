@@ -13,9 +13,8 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format.distributed import CompactionPlan, bin_bytes, bin_value, plan_compaction
-
-from .context import TableContext
-from .model import Action, Estimate, Reason
+from lance_ops.orchestration.planner.context import TableContext
+from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 
 def _budget(ctx: TableContext) -> dict[str, int]:

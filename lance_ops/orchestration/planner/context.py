@@ -10,8 +10,7 @@ from typing import Any, Protocol
 
 import lance_ops.format as lf
 from lance_ops.format.distributed import CommitHandler, Manifest, ObjectStore, commit_handler_for
-
-from .model import TableRef
+from lance_ops.orchestration.planner.model import TableRef
 
 #: transaction property naming the lance_ops operation of a commit (shared with lance_ops.policy)
 OPERATION_PROPERTY = "lance_ops/operation"

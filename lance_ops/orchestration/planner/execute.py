@@ -20,11 +20,10 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
-
-from .fleet import Member, fleet_members, within_budget
-from .ledger import stamps
-from .model import Action, Skipped, TableRef, _Json
-from .plan import plan
+from lance_ops.orchestration.planner.fleet import Member, fleet_members, within_budget
+from lance_ops.orchestration.planner.ledger import stamps
+from lance_ops.orchestration.planner.model import Action, Skipped, TableRef, _Json
+from lance_ops.orchestration.planner.plan import plan
 
 MAX_ROUNDS = 16
 

@@ -16,11 +16,17 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore
+from lance_ops.orchestration.planner.context import Policy
+from lance_ops.orchestration.planner.model import (
+    Action,
+    FleetBudget,
+    FleetPlan,
+    MaintenancePlan,
+    Skipped,
+    TableRef,
+)
+from lance_ops.orchestration.planner.plan import DEFAULT_POLICY, plan
 from lance_ops.settings import DatasetSettings, RootSettings, Settings
-
-from .context import Policy
-from .model import Action, FleetBudget, FleetPlan, MaintenancePlan, Skipped, TableRef
-from .plan import DEFAULT_POLICY, plan
 
 Member = tuple[TableRef, Policy]
 _REWRITES = frozenset({"compact", "materialize_deletions"})

@@ -19,9 +19,8 @@ segments they replace.
 from typing import Any
 
 import lance_ops.format as lf
-
-from .context import TableContext
-from .model import Action, Estimate, Reason
+from lance_ops.orchestration.planner.context import TableContext
+from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 
 def _blocked_small_fragments(ctx: TableContext, desc: Any) -> int:

@@ -14,8 +14,7 @@ from functools import singledispatch
 from typing import Any
 
 import lance_ops.format as lf
-
-from .model import Action, TableRef
+from lance_ops.orchestration.planner.model import Action, TableRef
 
 RUN_ID = "lance_ops/run_id"
 ORCHESTRATOR = "lance_ops/orchestrator"

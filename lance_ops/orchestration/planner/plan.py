@@ -7,13 +7,12 @@ rewrites first, so indices and cleanup see their result).
 
 from collections.abc import Callable
 
+from lance_ops.orchestration.planner.compaction import compaction_actions
+from lance_ops.orchestration.planner.context import Policy, TableContext
+from lance_ops.orchestration.planner.indices import index_actions
+from lance_ops.orchestration.planner.model import Action, MaintenancePlan, TableRef
+from lance_ops.orchestration.planner.retention import cleanup_actions, orphan_actions
 from lance_ops.settings import PolicySettings
-
-from .compaction import compaction_actions
-from .context import Policy, TableContext
-from .indices import index_actions
-from .model import Action, MaintenancePlan, TableRef
-from .retention import cleanup_actions, orphan_actions
 
 Proposer = Callable[[TableContext], tuple[tuple[Action, ...], tuple[str, ...]]]
 

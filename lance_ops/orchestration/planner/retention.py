@@ -16,9 +16,8 @@ import time
 from datetime import timedelta
 
 import lance_ops.format as lf
-
-from .context import TableContext
-from .model import Action, Estimate, Reason
+from lance_ops.orchestration.planner.context import TableContext
+from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 GIB = 1 << 30
 
