@@ -27,7 +27,7 @@ from lance_ops.orchestration.planner.model import (
     Skipped,
     TableRef,
 )
-from lance_ops.orchestration.planner.plan import plan
+from lance_ops.orchestration.planner.table_plan import plan
 
 __all__ = [
     "OPERATIONS",

@@ -19,7 +19,7 @@ from lance_ops.orchestration.planner.execute import ActionResult, maintain
 from lance_ops.orchestration.planner.fleet import fleet_members
 from lance_ops.orchestration.planner.ledger import history
 from lance_ops.orchestration.planner.model import Action, FleetBudget, TableRef
-from lance_ops.orchestration.planner.plan import DEFAULT_POLICY
+from lance_ops.orchestration.planner.table_plan import DEFAULT_POLICY
 
 Command = Callable[[argparse.Namespace, Any], int]
 

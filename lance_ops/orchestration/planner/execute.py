@@ -23,7 +23,7 @@ from lance_ops.format.distributed import ObjectStore, commit_handler_for, discar
 from lance_ops.orchestration.planner.fleet import Member, fleet_members, within_budget
 from lance_ops.orchestration.planner.ledger import stamps
 from lance_ops.orchestration.planner.model import Action, Skipped, TableRef, _Json
-from lance_ops.orchestration.planner.plan import plan
+from lance_ops.orchestration.planner.table_plan import plan
 
 MAX_ROUNDS = 16
 

@@ -25,7 +25,7 @@ from lance_ops.orchestration.planner.model import (
     Skipped,
     TableRef,
 )
-from lance_ops.orchestration.planner.plan import DEFAULT_POLICY, plan
+from lance_ops.orchestration.planner.table_plan import DEFAULT_POLICY, plan
 from lance_ops.settings import DatasetSettings, RootSettings, Settings
 
 Member = tuple[TableRef, Policy]
