@@ -199,3 +199,26 @@ def test_plan_round_trips_a_pyarrow_table_of_its_actions(tmp_path):
     T.small_fragments(uri)
     rows = [a.to_dict() for a in plan(uri, T.POLICY).actions]
     assert pa.Table.from_pylist([{"op": r["operation"], "priority": r["priority"]} for r in rows]).num_rows == 1
+
+
+def test_a_store_backed_table_is_planned_maintained_and_its_history_read_through_the_store(tmp_path):
+    uri, db = str(tmp_path / "stored"), str(tmp_path / "store.db")
+    for i in range(6):
+        lf.write_dataset(T.rows(i * 100, 100), uri, mode="append" if i else "create", manifest_store=db)
+    ref = TableRef(uri, manifest_store=db)
+    (a,) = plan(ref, T.POLICY).actions
+    assert a.operation == "compact" and a.details["bins"] == [list(range(6))]
+    report = maintain([(ref, T.POLICY)], run_id="stored")
+    assert [r.status for r in report.results] == ["ran"] and plan(ref, T.POLICY).healthy
+    (latest,) = history(ref, limit=1)
+    assert latest["run_id"] == "stored" and latest["metrics"]["num_removed_fragments"] == 6
+    assert lf.dataset(uri, manifest_store=db).count_rows() == 600
+
+
+def test_an_action_round_trips_through_json(tmp_path):
+    from lance_ops.orchestration.planner import Action
+
+    uri = str(tmp_path / "unindexed")
+    T.unindexed(uri)
+    for a in plan(uri, T.POLICY).actions:
+        assert Action.from_dict(json.loads(a.to_json())) == a
