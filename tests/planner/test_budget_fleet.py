@@ -156,3 +156,9 @@ def test_cli_plan_maintain_history(tmp_path):
     assert main(["history", f"{root}/b"], out=out) == 0
     assert "-4 frags (5600 rows), +4 frags (5600 rows" in out.getvalue()
     assert "2400 deleted rows dropped" in out.getvalue()
+
+
+def test_cli_without_a_table_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", str(tmp_path / "nothing")], out=io.StringIO())
+    assert e.value.code == 2 and "no Lance table at or below" in capsys.readouterr().err

@@ -39,6 +39,9 @@ def _source(args: argparse.Namespace) -> Any:
     if args.uri:
         so = dict(args.storage_option)
         uris = discover_tables(args.uri, so)
+        if not uris:
+            print(f"lance-ops: no Lance table at or below {args.uri} (no folder holding _versions/)", file=sys.stderr)
+            raise SystemExit(2)
         return [(TableRef(uri=u, storage_options=so, manifest_store=args.manifest_store, name=u), DEFAULT_POLICY)
                 for u in uris]
     return load_settings(args.config)

@@ -101,7 +101,10 @@ def history(table: TableRef | str, *, limit: int | None = None) -> list[dict[str
         v = entry["version"]
         if limit is not None and len(rows) >= limit:
             break
-        txn = ds.read_transaction(v)
+        try:
+            txn = ds.read_transaction(v)
+        except (lf.LanceOpsError, FileNotFoundError):  # a transaction file removed meanwhile
+            txn = None
         props = dict(txn.properties) if txn is not None else {}
         who, run = _who(props)
         name = txn.operation.name if txn is not None else "unknown"
