@@ -162,3 +162,18 @@ def test_cli_without_a_table_says_so(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["plan", str(tmp_path / "nothing")], out=io.StringIO())
     assert e.value.code == 2 and "no Lance table at or below" in capsys.readouterr().err
+
+
+def test_history_reads_other_orchestrators_stamps(tmp_path):
+    uri = str(tmp_path / "t")
+    lf.write_dataset(T.rows(0, 10), uri)
+    ds = lf.dataset(uri)
+    ds.delete("id < 2")  # no stamps
+    lf.write_dataset(T.rows(10, 10), uri, mode="append",
+                     transaction_properties={"airflow/run_id": "manual__1", "airflow/dag_id": "lance_append"})
+    lf.write_dataset(T.rows(20, 10), uri, mode="append", transaction_properties={"dagster/run_id": "abc"})
+    rows = history(uri)
+    assert [(r["version"], r["operation"], r["who"], r["run_id"]) for r in rows] == [
+        (4, "append", "dagster", "abc"), (3, "append", "airflow:lance_append", "manual__1"),
+        (2, "delete", "", ""), (1, "overwrite", "", "")]  # (a create is an Overwrite, as in pylance)
+    assert rows[0]["metrics"]["num_added_rows"] == 10

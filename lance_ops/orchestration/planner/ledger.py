@@ -5,7 +5,8 @@ Every commit ``maintain`` makes carries commit stamps in its transaction propert
 history (:func:`history`, ``lance-ops history``) is one row per version, as Delta's ``DESCRIBE
 HISTORY``: version, time, operation, who, run, and metrics derived from the transaction's
 operation (fragments and rows added / removed, segments), so it survives a lost orchestrator
-database.  Runs stamped by Dagster (``dagster/run_id``) are read too.
+database.  Commits stamped by the Dagster assets (``dagster/run_id``) and the Airflow operators
+(``airflow/run_id``, ``airflow/dag_id``) are read too.
 """
 
 import getpass
@@ -23,6 +24,7 @@ OPERATION = "lance_ops/operation"
 REASONS = "lance_ops/reasons"
 PRIORITY = "lance_ops/priority"
 DAGSTER_RUN_ID = "dagster/run_id"
+AIRFLOW_RUN_ID = "airflow/run_id"  # the stamps of the orchestration layer's Airflow operators
 
 
 def stamps(action: Action, *, run_id: str, orchestrator: str) -> dict[str, str]:
@@ -88,6 +90,8 @@ def _who(props: dict[str, str]) -> tuple[str, str]:
         return f"{props.get(ORCHESTRATOR, '?')}:{props.get(USER, '?')}", props[RUN_ID]
     if DAGSTER_RUN_ID in props:
         return "dagster", props[DAGSTER_RUN_ID]
+    if AIRFLOW_RUN_ID in props:
+        return f"airflow:{props.get('airflow/dag_id', '?')}", props[AIRFLOW_RUN_ID]
     return "", ""
 
 
