@@ -4,8 +4,9 @@ As a new user would run them: a ``##`` section's blocks in order (its ``###`` su
 included), one Python namespace per section, in a fresh working directory. A block marked
 ``<!-- fragment: why -->`` on the line before its fence (or with the info string
 ``python fragment``) is not run; keep those to what cannot run in a test (a cluster, a bucket,
-a server). Sections whose blocks use Spark, Dagster or Airflow carry those marks, so the fast
-tier (a bare ``pytest``) runs only the format examples.
+a server). Sections whose blocks use Spark, Dagster or Airflow carry those marks (and ``slow``
+where a shell block starts the ``lance-ops`` CLI), so the fast tier (a bare ``pytest``) runs
+only the format examples.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ NEEDS = {
     "dagster": re.compile(r"\bdagster\b"),
     "spark": re.compile(r"\bpyspark\b|\bSparkSession\b|\bspark_session\b|\bspark\.(read|sql|table|range|createDataFrame)"
                         r"|\bjobs\.\w+\(spark"),
+    # each start of the CLI imports the package (about 2.5 s of CPU): kept out of the fast tier
+    "slow": re.compile(r"(?m)^\s*lance-ops\s"),
 }
 
 
@@ -127,8 +130,8 @@ def _run_bash(block: Block, cwd: Path) -> None:
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     if done.returncode:
-        raise AssertionError(f"{block.path.name}:{block.line}: exit {done.returncode}\n{block.code}\n"
-                             f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}")
+        pytest.fail(f"{block.path.name}:{block.line}: bash exited {done.returncode}\n{block.code}\n"
+                    f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}", pytrace=False)
 
 
 @pytest.mark.parametrize("section", [_param(s) for s in SECTIONS])
