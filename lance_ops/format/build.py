@@ -18,7 +18,7 @@ from .errors import IncompatibleTransactionError, UnsupportedFeatureError
 from .fragment import FragmentMetadata
 from .index import coverage
 from .index.metadata import decode_index_section, encode_index_section
-from .manifest import FLAG_STABLE_ROW_IDS, Manifest
+from .manifest import FLAG_MIXED_FILE_VERSIONS, FLAG_STABLE_ROW_IDS, Manifest
 from .operations import (
     Append,
     CreateIndex,
@@ -34,7 +34,7 @@ from .operations import (
     UpdateConfig,
 )
 from .transaction import Transaction
-from .versions import normalize_storage_version
+from .versions import READABLE_FILE_VERSIONS, normalize_storage_version
 
 
 class _Ids:
@@ -141,7 +141,8 @@ def build_manifest(
     )
     b = _Build(prev, txn, version, stable, ids, data_storage_version, load_version)
     new, frags = _apply(txn.operation, b)
-    _check_file_versions(frags, prev, new.data_storage_version)
+    if _check_file_versions(frags, prev, new.data_storage_version, mixing=_may_mix_file_versions(txn.operation)):
+        new = new.with_changes(reader_feature_flags=new.reader_feature_flags | FLAG_MIXED_FILE_VERSIONS)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
     new = new.with_changes(
         fragments=tuple(sorted(frags, key=lambda f: f.id)),
@@ -371,10 +372,30 @@ def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | N
     return normalize_storage_version(asked)
 
 
-def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | None, version: str) -> None:
-    """Every data file new in this version must have the dataset's file version (no mixing)."""
+@singledispatch
+def _may_mix_file_versions(op: Operation) -> bool:
+    """Whether ``op`` may bring data files of another 2.x version than the dataset's default.
+
+    Only a compaction's rewrite (``compact_files(data_storage_version=...)``, as pylance 14's):
+    the manifest then gets feature flag 256 (docs/FORMAT.md §17).
+    """
+    return False
+
+
+@_may_mix_file_versions.register
+def _(op: Rewrite) -> bool:
+    return True
+
+
+def _check_file_versions(
+    frags: Sequence[FragmentMetadata], base: Manifest | None, version: str, *, mixing: bool = False
+) -> bool:
+    """Every data file new in this version must have the dataset's file version, unless
+    ``mixing`` (a rewrite to another 2.x file version); returns whether a new file has another
+    version (the manifest then needs flag 256)."""
     carried = {id(f) for f in base.fragments} if base is not None else set()
     old: set[str] | None = None
+    mixed = False
     for f in frags:
         if id(f) in carried:  # the previous version's fragment object, unchanged
             continue
@@ -383,11 +404,16 @@ def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | Non
                 continue
             if old is None:  # a changed fragment may keep its old files
                 old = {d.path for g in base.fragments for d in g.files} if base is not None else set()
-            if df.path not in old:
-                raise UnsupportedFeatureError(
-                    f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
-                    "mixed file versions are not allowed (pylance refuses them too)"
-                )
+            if df.path in old:
+                continue
+            if mixing and df.version in READABLE_FILE_VERSIONS and version in READABLE_FILE_VERSIONS:
+                mixed = True
+                continue
+            raise UnsupportedFeatureError(
+                f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
+                "only a compaction (compact_files(data_storage_version=...)) writes files of another version"
+            )
+    return mixed
 
 
 def _replace(

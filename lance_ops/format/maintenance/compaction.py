@@ -20,7 +20,7 @@ from .. import rowids
 from ..blobs import has_blob_columns, with_payloads
 from ..commit import DEFAULT_MAX_RETRIES, commit_transaction
 from ..commit_handler import CommitHandler, checkout_manifest, commit_handler_for
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..file.field_encoders import concat_batches
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
@@ -29,7 +29,7 @@ from ..orphans import remove_fragment_files
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
-from ..versions import require_writable
+from ..versions import normalize_storage_version, require_writable
 from ..write import DEFAULT_MAX_ROWS_PER_FILE, check_writable, write_fragment_files
 from .index_remap import IndexRemap, index_constraints, remap_indices, summarize
 from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
@@ -50,6 +50,14 @@ class CompactionOptions:
     #: rewrite fragments covered by an index lance_ops cannot carry and drop that coverage
     #: (pylance's ``IgnoreRemap``); by default such fragments stay out of the plan
     ignore_remap: bool = False
+    #: file version of the rewritten fragments (pylance's option: "2.0", "2.1", "2.2", "stable");
+    #: None = the dataset's default.  Other fragments and the default stay (docs/FORMAT.md §17)
+    data_storage_version: str | None = None
+    #: clustered compaction (lance_ops): rewrite the fragments not yet clustered by these columns
+    #: with their rows ordered by them (docs/FORMAT.md §18); () = plain compaction
+    cluster_by: tuple[str, ...] = ()
+    #: "sort" (lexicographic by ``cluster_by``) or "zorder" (bit-interleaved keys)
+    strategy: str = "sort"
 
     @classmethod
     def resolve(cls, config: Mapping[str, str], **overrides: Any) -> "CompactionOptions":
@@ -64,6 +72,10 @@ class CompactionOptions:
                         values[f.name] = raw.strip().lower() in ("1", "true", "yes")
                     elif f.name == "materialize_deletions_threshold":
                         values[f.name] = float(raw)
+                    elif f.name in ("data_storage_version", "strategy"):
+                        values[f.name] = raw
+                    elif f.name == "cluster_by":
+                        values[f.name] = tuple(c.strip() for c in raw.split(",") if c.strip())
                     else:
                         values[f.name] = int(raw)
                 except ValueError:
@@ -71,7 +83,15 @@ class CompactionOptions:
                         f"dataset config {key}={raw!r} is not a valid {f.name} (fix it with update_config)"
                     ) from None
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("cluster_by"), str):
+            values["cluster_by"] = (values["cluster_by"],)
+        if "cluster_by" in values:
+            values["cluster_by"] = tuple(values["cluster_by"])
+        if values.get("data_storage_version") is not None:  # release names fixed to versions, as pylance's planner
+            values["data_storage_version"] = normalize_storage_version(values["data_storage_version"])
         opts = cls(**values)
+        if opts.strategy not in ("sort", "zorder"):
+            raise InvalidArgumentError(f"strategy must be 'sort' or 'zorder', got {opts.strategy!r}")
         if opts.target_rows_per_fragment <= 0:
             raise InvalidArgumentError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
         if not 0 <= opts.materialize_deletions_threshold <= 1:
@@ -94,6 +114,11 @@ class CompactionTask:
     fragments: tuple[FragmentMetadata, ...]
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     target_rows_per_fragment: int = COMPACTION_DEFAULTS.target_rows_per_fragment
+    #: file version the task writes (None: the dataset's default)
+    file_version: str | None = None
+    #: clustered rewrite: order the rows by these columns (``strategy``), see :mod:`.clustering`
+    cluster_by: tuple[str, ...] = ()
+    strategy: str = "sort"
 
 
 @dataclass(frozen=True)
@@ -211,6 +236,22 @@ def _candidate_bins(
     return [b for run in runs for b in _split_for_size(run, opts.target_rows_per_fragment)]
 
 
+def target_file_version(manifest: Manifest, options: CompactionOptions, uri: str) -> str:
+    """The file version a compaction writes: ``options.data_storage_version`` or the dataset's.
+
+    A version other than the dataset's makes the table mixed (flag 256, docs/FORMAT.md §17);
+    blob columns are refused then (their layout differs between 2.0/2.1 and 2.2).
+    """
+    default = require_writable(manifest.data_storage_version, uri)
+    target = options.data_storage_version or default
+    if target != default and has_blob_columns(manifest):
+        raise UnsupportedFeatureError(
+            f"{uri}: compaction to file version {target} of a {default} dataset with blob columns "
+            "(blob layouts differ between file versions); compact without data_storage_version"
+        )
+    return target
+
+
 def plan_compaction(
     manifest: Manifest,
     uri: str,
@@ -229,7 +270,7 @@ def plan_compaction(
     Raises:
         UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written).
     """
-    check_writable(manifest.schema, require_writable(manifest.data_storage_version, uri))
+    check_writable(manifest.schema, target_file_version(manifest, options, uri))
     opts = options
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
@@ -243,8 +284,11 @@ def plan_compaction(
             limited.append(b)
             used += len(b)
         bins = limited
+    version = opts.data_storage_version
     tasks = tuple(
-        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
+        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment,
+                       None if version == manifest.data_storage_version else version, opts.cluster_by, opts.strategy)
+        for b in bins
     )
     planned = [f.id for b in bins for f in b]
     return CompactionPlan(
@@ -434,7 +478,7 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     store = ObjectStore(task.uri, task.storage_options)
     if manifest is None:
         manifest, _ = checkout_manifest(store, task.read_version)
-    file_version = require_writable(manifest.data_storage_version, task.uri)
+    file_version = task.file_version or require_writable(manifest.data_storage_version, task.uri)
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
@@ -605,12 +649,15 @@ def compact_files(
     max_source_fragments: int | None = None,
     only_deletions: bool | None = None,
     ignore_remap: bool | None = None,
+    data_storage_version: str | None = None,
+    cluster_by: Sequence[str] | str | None = None,
+    strategy: str | None = None,
     dry_run: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
     """In-process compaction of the dataset at ``uri`` checked out at ``manifest`` (plan, execute
     every task, commit); ``manifest_store`` as for :func:`~lance_ops.format.commit_handler.commit_handler_for`."""
-    require_writable(manifest.data_storage_version, uri)
+    require_writable(manifest.data_storage_version, uri)  # (the default; a 2.x target is checked by the plan)
     if not dry_run:  # a dataset committing through a manifest store refuses before any file is written
         commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
     opts = CompactionOptions.resolve(
@@ -622,6 +669,9 @@ def compact_files(
         max_source_fragments=max_source_fragments,
         only_deletions=only_deletions,
         ignore_remap=ignore_remap,
+        data_storage_version=data_storage_version,
+        cluster_by=cluster_by,
+        strategy=strategy,
     )
     plan = plan_compaction(manifest, uri, opts, storage_options=storage_options, manifest_store=manifest_store)
     if dry_run or not plan.tasks:
