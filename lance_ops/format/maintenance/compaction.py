@@ -24,13 +24,16 @@ from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..file.field_encoders import concat_batches
 from ..fragment import FragmentMetadata
 from ..manifest import Manifest
-from ..operations import ReserveFragments, Rewrite, RewriteGroup
+from ..index.metadata import decode_index_section, user_indices
+from ..operations import ReserveFragments, Rewrite, RewriteGroup, UpdateConfig
 from ..orphans import remove_fragment_files
 from ..scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from ..store import ObjectStore
 from ..transaction import Transaction
 from ..versions import normalize_storage_version, require_writable
 from ..write import DEFAULT_MAX_ROWS_PER_FILE, check_writable, write_fragment_files
+from ..ops.compaction.clustering import check_cluster_columns, clustered_fragments, marker, rewrite_clustered
+from .index_build import build_indices, plan_optimize_indices
 from .index_remap import IndexRemap, index_constraints, remap_indices, summarize
 from .small_fragments import GROUP_BYTES, GROUP_ROWS, open_small_fragment, ranged_meta, read_small_group
 
@@ -145,6 +148,9 @@ class RewriteResult:
     task: CompactionTask
     new_fragments: tuple[FragmentMetadata, ...]
     rows: int
+    #: a clustered rewrite's row order (``row_order[j]``: the old position, in fragment order,
+    #: of the row now at position ``j``); None when the rows kept their order
+    row_order: Any = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,7 @@ class CompactionMetrics:
     indices_remapped: tuple[str, ...] = ()  # names of the indices rewritten for the new row addresses
     index_coverage_dropped: tuple[str, ...] = ()  # coverage the rewrite dropped, and why
     fragments_skipped: tuple[str, ...] = ()  # fragments kept out of the plan, and why
+    zone_maps_refreshed: tuple[str, ...] = ()  # ZONEMAP indices extended over a clustered rewrite
 
 
 def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
@@ -236,6 +243,26 @@ def _candidate_bins(
     return [b for run in runs for b in _split_for_size(run, opts.target_rows_per_fragment)]
 
 
+def _cluster_bins(
+    manifest: Manifest, opts: CompactionOptions, constraints: Any, skipped: list[int], uri: str
+) -> list[list[FragmentMetadata]]:
+    """The fragments not yet clustered by ``opts.cluster_by``, one bin per set of covering
+    indices (manifest order); clustered fragments stay as they are (docs/FORMAT.md §18)."""
+    check_cluster_columns(manifest.schema.to_arrow(), opts.cluster_by, uri)
+    if has_blob_columns(manifest):
+        raise UnsupportedFeatureError(f"{uri}: clustered compaction of a dataset with blob columns")
+    done = clustered_fragments(manifest.config, opts.cluster_by, opts.strategy)
+    bins: dict[frozenset[str], list[FragmentMetadata]] = {}
+    for frag in manifest.fragments:
+        if frag.id in done:
+            continue
+        if frag.id in constraints.blocked:
+            skipped.append(frag.id)
+            continue
+        bins.setdefault(constraints.key.get(frag.id, frozenset()), []).append(frag)
+    return list(bins.values())
+
+
 def target_file_version(manifest: Manifest, options: CompactionOptions, uri: str) -> str:
     """The file version a compaction writes: ``options.data_storage_version`` or the dataset's.
 
@@ -275,7 +302,10 @@ def plan_compaction(
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
     skipped: list[int] = []
-    bins = _candidate_bins(manifest, opts, constraints, skipped)
+    if opts.cluster_by:
+        bins = _cluster_bins(manifest, opts, constraints, skipped, uri)
+    else:
+        bins = _candidate_bins(manifest, opts, constraints, skipped)
     if opts.max_source_fragments is not None:
         limited, used = [], 0
         for b in bins:
@@ -484,6 +514,11 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
     plan = plan_scan(manifest.schema, names + meta, None, False, False)
     sizes = output_file_rows(sum(f.num_rows for f in task.fragments), task.target_rows_per_fragment)
+    if task.cluster_by:
+        new, order = rewrite_clustered(store, manifest, task.fragments, columns=task.cluster_by, strategy=task.strategy,
+                                       file_version=file_version, target_rows_per_fragment=task.target_rows_per_fragment,
+                                       file_rows=sizes)
+        return RewriteResult(task, tuple(new), sum(f.physical_rows for f in new), order)
     stream = _RowMetaStream(sizes) if stable else None
 
     blobs = has_blob_columns(manifest)
@@ -587,6 +622,9 @@ def commit_compaction(
         store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler,
         max_retries=max_retries,
     )
+    refreshed: tuple[str, ...] = ()
+    if plan.options.cluster_by:
+        manifest, refreshed = _after_clustering(store, handler, manifest, plan.options, groups, props, max_retries)
     rewritten = {f.id for r in done for f in r.task.fragments}
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
@@ -602,7 +640,32 @@ def commit_compaction(
             line for line in plan.coverage_dropped if _mentions(line, rewritten)
         ),
         fragments_skipped=plan.skipped,
+        zone_maps_refreshed=refreshed,
     )
+
+
+def _after_clustering(
+    store: ObjectStore, handler: CommitHandler, manifest: Manifest, opts: CompactionOptions,
+    groups: Sequence[RewriteGroup], props: dict[str, str], max_retries: int,
+) -> tuple[Manifest, tuple[str, ...]]:
+    """Record the new fragments as clustered (an UpdateConfig commit), then extend the ZONEMAP
+    indices over them (a CreateIndex commit, lance_ops' optimize_indices); returns the latest
+    manifest and the zone maps extended.  If either commit fails after the Rewrite landed, the
+    data stays correct: the next run clusters those fragments again, optimize_indices extends
+    the zone maps."""
+    new_ids = [f.id for g in groups for f in g.new_fragments]
+    config = marker(manifest.config, (f.id for f in manifest.fragments), new_ids, opts.cluster_by, opts.strategy)
+    manifest = commit_transaction(
+        store, Transaction(manifest.version, UpdateConfig(upsert_values=config), properties=props), handler=handler,
+        max_retries=max_retries,
+    )
+    zone_maps = tuple(sorted({i.name for i in user_indices(decode_index_section(manifest.index_section, store.uri))
+                              if i.kind == "ZONEMAP"}))
+    if zone_maps:
+        built = build_indices(store, manifest, plan_optimize_indices(manifest, index_names=list(zone_maps)),
+                              handler=handler)
+        manifest = built if built is not None else manifest
+    return manifest, zone_maps
 
 
 def _reserve_and_remap(
@@ -626,7 +689,8 @@ def _reserve_and_remap(
             next_id += 1
         groups.append(RewriteGroup(r.task.fragments, new_frags))
     read = handler.read_manifest(plan.read_version).manifest
-    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups])
+    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups],
+                          [r.row_order for r in done])
     return groups, remap
 
 

@@ -1,0 +1,1 @@
+"""Planners of operations that write data (the layout of issue 30)."""

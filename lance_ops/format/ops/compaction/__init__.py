@@ -1,0 +1,1 @@
+"""Compaction: rewrites of fragments."""
