@@ -45,7 +45,7 @@ import pytest
 from conftest import AIRFLOW, DATA, HOME
 
 import lance_ops.format as lf
-import lance_ops.format.build as manifest_build
+import lance_ops.format.txn.apply as manifest_build
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

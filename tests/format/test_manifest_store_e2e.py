@@ -5,8 +5,8 @@ import pyarrow.compute as pc
 from datagen import simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.manifest_store import SQLiteManifestStore, base_uri_of
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.manifest_store import SQLiteManifestStore, base_uri_of
 
 
 def test_e2e(tmp_path):

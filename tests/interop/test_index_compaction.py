@@ -22,9 +22,9 @@ from index_support import (
 )
 
 import lance_ops.format as lf
-from lance_ops.format.commit import load_transaction
-from lance_ops.format.manifest import NamingScheme
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import NamingScheme
+from lance_ops.format.txn.commit_loop import load_transaction
 
 _TEMPLATES: dict[tuple[str, bool], str] = {}
 

@@ -18,9 +18,9 @@ import pytest
 from index_support import copy
 
 import lance_ops.format as lf
-from lance_ops.format import rowids
 from lance_ops.format.errors import UnsupportedFeatureError
-from lance_ops.format.manifest import FLAG_MIXED_FILE_VERSIONS
+from lance_ops.format.table import rowids
+from lance_ops.format.table.manifest import FLAG_MIXED_FILE_VERSIONS
 
 ROWS, PER_FILE = 900, 100
 

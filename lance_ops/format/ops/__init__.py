@@ -1,1 +1,1 @@
-"""Planners of operations that write data (the layout of issue 30)."""
+"""Operations planned and executed: writes, delete/update, merge_insert, schema evolution, cleanup, compaction, change feed, index builds."""

@@ -1,1 +1,1 @@
-"""Compaction: rewrites of fragments."""
+"""Compaction: plans, rewrite tasks, small-file groups, what happens to indices."""

@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ... import rowids
-from ...errors import InvalidArgumentError, SchemaError
-from ...fragment import FragmentMetadata
-from ...manifest import Manifest
-from ...scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
-from ...store import ObjectStore
-from ...write import write_fragment_files
+from lance_ops.format.errors import InvalidArgumentError, SchemaError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.write import write_fragment_files
+from lance_ops.format.read.scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
+from lance_ops.format.table import rowids
+from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.manifest import Manifest
 
 COLUMNS_KEY = "lance_ops.clustering.columns"
 STRATEGY_KEY = "lance_ops.clustering.strategy"
