@@ -780,5 +780,8 @@ SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
 from .cases_22 import CASES_22, SPARK_CASES_22  # noqa: E402  (it builds on the classes above)
 
 CASES.update(CASES_22)
+from .cases_layout import CASES_LAYOUT  # noqa: E402
+
+CASES.update(CASES_LAYOUT)
 SPARK_CASES = SPARK_CASES | SPARK_CASES_22
 

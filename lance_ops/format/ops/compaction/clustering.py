@@ -4,11 +4,11 @@ Order (docs/FORMAT.md §18):
 
 - ``"sort"``: lexicographic by the ``cluster_by`` columns, ascending, nulls first, then NaN,
   then the numbers (Arrow's sort with nulls at the start; strings by their UTF-8 bytes).
-- ``"zorder"``: each column is replaced by its dense rank among the rewritten rows (the same
-  order as ``"sort"``: nulls, NaN, values; ``-0.0`` equals ``0.0``),
-  scaled to ``64 // len(cluster_by)`` bits, and the bits interleaved, most significant first
-  (Delta's Z-order works on range ids the same way).  Ranks make every type comparable and
-  spread skewed values evenly.
+- ``"zorder"``: each column is replaced by a range id (Delta's Z-order works on range ids
+  too): the row's position in the column's sort order (nulls and NaN first, then
+  values; strings by bytes) scaled to 4,096 equal ranges.  The ids'
+  bits are interleaved, most significant first, the first column's bit leading.  Ranges make
+  every type comparable and spread skewed values evenly.
 
 Which fragments are clustered is table config written after the Rewrite commits:
 ``lance_ops.clustering.columns`` (comma-separated), ``lance_ops.clustering.strategy`` and
@@ -51,30 +51,70 @@ def check_cluster_columns(schema: pa.Schema, columns: Sequence[str], where: str)
             raise SchemaError(f"{where}: cluster_by column {c!r} has type {t}, which has no order")
 
 
-def _dense_rank(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """0-based dense ranks: nulls first, then NaN, then the values, as Arrow sorts them."""
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    ranks = pc.rank(col, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense")
-    return ranks.to_numpy().astype(np.uint64) - np.uint64(1)
+#: range ids per column for Z-order (Delta's ``rangeId.max`` idea): enough to tell apart far
+#: more fragments than a compaction writes, few enough bits to interleave cheaply
+RANGE_IDS = 4096
+
+
+def _numeric(col: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """The column as float64 / int64 NumPy values when it is numeric or temporal (nulls as NaN
+    for floats; None for other types)."""
+    t = col.type
+    if pa.types.is_floating(t):
+        return pc.fill_null(col.cast(pa.float64()), float("nan")).to_numpy()
+    if pa.types.is_integer(t) or pa.types.is_temporal(t) or pa.types.is_boolean(t):
+        if pa.types.is_temporal(t):
+            col = col.cast(pa.int64()) if not pa.types.is_date32(t) else col.cast(pa.int32()).cast(pa.int64())
+        return pc.fill_null(col.cast(pa.float64()), float("nan")).to_numpy()
+    return None
+
+
+def range_ids(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Order-preserving range ids in ``[0, RANGE_IDS)``: the row's position in the column's
+    sort order (nulls and NaN first, then the values) scaled to ``RANGE_IDS``
+    equal ranges, so every id holds as many rows (skewed values spread evenly)."""
+    n = len(col)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    values = _numeric(col)
+    if values is None:  # strings, binaries, decimals: Arrow's sort (bytes order)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        order = pc.sort_indices(col, sort_keys=[("", "ascending", "at_start")]).to_numpy()
+    else:  # nulls and NaN first
+        order = np.argsort(np.where(np.isnan(values), -np.inf, values))
+    rank = np.empty(n, dtype=np.uint64)
+    rank[order] = np.arange(n, dtype=np.uint64)
+    if n <= RANGE_IDS:
+        return rank
+    return (rank * np.uint64(RANGE_IDS)) // np.uint64(n)
+
+
+def _spread_table(k: int) -> np.ndarray:
+    """For each byte value, its 8 bits spread ``k`` apart (bit i -> bit i*k)."""
+    b = np.arange(256, dtype=np.uint64)
+    out = np.zeros(256, dtype=np.uint64)
+    for i in range(8):
+        out |= ((b >> np.uint64(i)) & np.uint64(1)) << np.uint64(i * k)
+    return out
 
 
 def zorder_keys(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """One ``uint64`` Z-value per row: the columns' scaled ranks, bits interleaved."""
+    """One ``uint64`` Z-value per row: the columns' range ids, bits interleaved (the first
+    column's bit the most significant of each group)."""
     k = len(columns)
-    bits = 64 // k
-    scaled = []
-    for c in columns:
-        r = _dense_rank(table.column(c))
-        top = int(r.max()) + 1 if r.size else 1
-        if top > 1 << bits:  # more distinct values than bits: keep the rank's high bits
-            r = (r.astype(np.float64) * ((1 << bits) / top)).astype(np.uint64)
-        scaled.append(r)
+    ids = [range_ids(table.column(c)) for c in columns]
+    bits = max(1, max(int(v.max()).bit_length() if v.size else 1 for v in ids))
+    if bits * k > 64:  # more columns than 64 bits hold at this resolution: keep the high bits
+        drop = bits - 64 // k
+        ids = [v >> np.uint64(drop) for v in ids]
+        bits = 64 // k
+    spread = _spread_table(k)
     z = np.zeros(table.num_rows, dtype=np.uint64)
-    one = np.uint64(1)
-    for b in range(bits - 1, -1, -1):  # most significant bit of each column first
-        for v in scaled:
-            z = (z << one) | ((v >> np.uint64(b)) & one)
+    for j, v in enumerate(ids):
+        for byte in range((bits + 7) // 8):
+            chunk = spread[((v >> np.uint64(8 * byte)) & np.uint64(255)).astype(np.intp)]
+            z |= chunk << np.uint64(8 * byte * k + (k - 1 - j))
     return z
 
 
@@ -84,7 +124,7 @@ def cluster_order(table: pa.Table, columns: Sequence[str], strategy: str) -> np.
         keys = [(c, "ascending", "at_start") for c in columns]
         return pc.sort_indices(table, sort_keys=keys).to_numpy()
     if strategy == "zorder":
-        return np.argsort(zorder_keys(table, columns), kind="stable")
+        return np.argsort(zorder_keys(table, columns))
     raise InvalidArgumentError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
 
 
@@ -168,11 +208,10 @@ def rewrite_clustered(
     """
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
-    table = _read_rows(store, manifest, fragments, names, stable)
+    table = _read_rows(store, manifest, fragments, names, stable).combine_chunks()  # (take is faster on one chunk)
     order = cluster_order(table, columns, strategy)
     ordered = table.take(order)
-    data = ordered.select(names).combine_chunks()
-    frags = write_fragment_files(store, iter(data.to_batches(max_chunksize=65536)), manifest.schema,
+    frags = write_fragment_files(store, iter(ordered.select(names).to_batches(max_chunksize=65536)), manifest.schema,
                                  version=file_version, max_rows_per_file=target_rows_per_fragment, file_rows=file_rows)
     if stable:
         ids = ordered.column(ROW_ID).to_numpy()
