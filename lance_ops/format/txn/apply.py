@@ -46,9 +46,12 @@ class _Ids:
         self.stable = stable
         self.version = version
 
-    def new_fragment(self, frag: FragmentMetadata) -> FragmentMetadata:
-        self.next_fragment_id += 1
-        changes: dict[str, object] = {"id": self.next_fragment_id}
+    def new_fragment(self, frag: FragmentMetadata, *, keep_id: bool = False) -> FragmentMetadata:
+        """``frag`` with the next fragment id (or its own, ``keep_id``) and, with stable row ids,
+        ids for its rows past its row-id sequence and both version sequences."""
+        if not keep_id:
+            self.next_fragment_id += 1
+        changes: dict[str, object] = {"id": frag.id if keep_id else self.next_fragment_id}
         if self.stable:
             n = frag.physical_rows
             kept = np.empty(0, np.uint64) if frag.row_ids is None else rowids.decode_row_ids(frag.row_ids)
@@ -177,7 +180,9 @@ def _(op: Overwrite, b: _Build) -> _Applied:
     config = dict(prev.config) if prev is not None else {}
     if op.config_upsert_values:
         config.update(op.config_upsert_values)
-    flags = FLAG_STABLE_ROW_IDS if b.stable else 0
+    if op.enable_stable_row_ids:  # migration in place: every fragment gets row ids from here on
+        b.ids.stable = True
+    flags = FLAG_STABLE_ROW_IDS if b.stable or op.enable_stable_row_ids else 0
     new = Manifest(
         schema=op.schema,
         fragments=(),
@@ -193,7 +198,8 @@ def _(op: Overwrite, b: _Build) -> _Applied:
         base_paths=prev.base_paths if prev is not None else (),
         branch=prev.branch if prev is not None else None,
     )
-    return new, [b.ids.new_fragment(f) for f in op.fragments]
+    # a migration keeps the fragments (their deletion files are named by fragment id)
+    return new, [b.ids.new_fragment(f, keep_id=op.enable_stable_row_ids) for f in op.fragments]
 
 
 @_apply.register

@@ -110,6 +110,11 @@ def change_feed_batches(
             lut[v] = in_range[v].timestamp_ns // 1000
     if begin_version > 0:
         in_range[begin_version] = checkout_manifest(store, begin_version, handler)[0]
+        if not in_range[begin_version].uses_stable_row_ids:
+            raise UnsupportedFeatureError(
+                f"{store.uri}: version {begin_version} has no stable row ids (the dataset was migrated to them "
+                "later): the change feed starts at the migration version (docs/FORMAT.md §19)"
+            )
         if on_schema_change == "fail":
             refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 

@@ -496,6 +496,11 @@ def plan_change_feed(
         raise UnsupportedFeatureError(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
+    if begin_version > 0 and not open_manifest(store, begin_version)[0].uses_stable_row_ids:
+        raise UnsupportedFeatureError(
+            f"{uri}: version {begin_version} has no stable row ids (the dataset was migrated to them "
+            "later): the change feed starts at the migration version (docs/FORMAT.md §19)"
+        )
     user_schema = scan_schema(end_m.schema.to_arrow())
     schema = change_feed_schema(end_m.schema.to_arrow())
     if begin_version == end_version:
