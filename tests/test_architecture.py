@@ -358,3 +358,20 @@ def test_every_exception_class_lives_in_an_errors_module() -> None:
             if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
                 stray.append(f"{mod.__name__}.{name}")
     assert not stray, "exception classes outside the error modules:\n" + "\n".join(stray)
+
+
+def test_fast_tier_is_pyprojects_default() -> None:
+    """A bare ``pytest`` deselects exactly what ``conftest.FAST_TIER`` names, and every folder marker
+    is declared (so ``--strict-markers`` holds)."""
+    import importlib.util
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("tests_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert f"-m '{conftest.FAST_TIER}'" in ini["addopts"]
+    declared = {m.split(":")[0] for m in ini["markers"]}
+    used = {m for ms in conftest.FOLDER_MARKERS.values() for m in ms} | {"pylance", "slow", "soak"}
+    assert used <= declared, used - declared

@@ -222,6 +222,7 @@ def _race_worker(root, mstore, proc, attempts, barrier, results):
     results.put((proc, os.getpid(), won))
 
 
+@pytest.mark.slow  # several processes race for versions
 def test_processes_race_for_consecutive_versions(tmp_path, mstore):
     root, procs, attempts = str(tmp_path / "ds"), 4, 20
     ctx = mp.get_context("spawn")

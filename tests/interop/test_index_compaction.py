@@ -50,7 +50,7 @@ def _pylance_same_change(uri: str, op: str) -> None:
         ds.optimize.compact_files(target_rows_per_fragment=1, materialize_deletions_threshold=0.05)
 
 
-def _lance_ops_change(uri: str, op: str) -> lf.maintenance.CompactionMetrics:
+def _lance_ops_change(uri: str, op: str) -> lf.CompactionMetrics:
     ds = lf.dataset(uri)
     if op == "compact":
         return ds.compact_files(target_rows_per_fragment=1200)
