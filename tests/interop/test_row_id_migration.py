@@ -7,6 +7,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pytest
+from index_support import ALL_KINDS, build, index_name, indices_used, wrong_answers
 
 import lance_ops.format as lf
 from lance_ops.format.errors import UnsupportedFeatureError
@@ -58,11 +59,30 @@ def test_migration_keeps_rows_and_numbers_them(tmp_path, file_version):
 
 
 @pytest.mark.interop
-def test_migration_refuses_indexed_tables(tmp_path, file_version):
-    uri = str(tmp_path / "ds")
-    _write(uri)
-    lance.dataset(uri).create_scalar_index("id", "BTREE")
-    version = lance.dataset(uri).version
-    with pytest.raises(UnsupportedFeatureError, match="'id_idx' .*row addresses"):
-        lf.dataset(uri).migrate_to_stable_row_ids()
-    assert lance.dataset(uri).version == version and not lance.dataset(uri).has_stable_row_ids
+def test_migration_carries_every_index_kind(tmp_path, file_version):
+    """A pylance table with row addresses and all 13 index kinds, 10% deleted: after the
+    migration pylance answers every index query exactly (and uses the indices it used before),
+    lancedb too, and both keep maintaining it."""
+    uri = str(tmp_path / "t.lance")
+    build(uri, stable=False, file_version=file_version)
+    lance.dataset(uri).delete("id % 10 = 0")
+    used = indices_used(lance.dataset(uri))
+    ds = lf.dataset(uri)
+    ds.migrate_to_stable_row_ids()
+    theirs = lance.dataset(uri)
+    assert theirs.has_stable_row_ids
+    assert {i.name for i in theirs.describe_indices()} == {index_name(k) for k in ALL_KINDS}
+    assert wrong_answers(theirs) == []
+    assert indices_used(theirs) == used
+    got = theirs.to_table(columns=["id", "_rowid"])
+    assert got["_rowid"].to_pylist() == got["id"].to_pylist()  # one fragment order, ids from 0
+    db = lancedb.connect(str(tmp_path))
+    t = db.open_table("t")
+    for q in ("cat = 'red'", "id < 50", "val = 300"):
+        expect = sorted(theirs.to_table(columns=["id"], filter=q, use_scalar_index=False)["id"].to_pylist())
+        assert sorted(t.search().where(q).select(["id"]).limit(None).to_arrow()["id"].to_pylist()) == expect
+    # maintained afterwards by both libraries
+    lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=1200)
+    lance.dataset(uri).delete("id % 10 = 1")
+    lance.dataset(uri).optimize.optimize_indices()
+    assert wrong_answers(lance.dataset(uri)) == []

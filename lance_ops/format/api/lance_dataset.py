@@ -599,9 +599,9 @@ class LanceDataset:
 
     def migrate_to_stable_row_ids(self, *, transaction_properties: Mapping[str, str] | None = None) -> None:
         """Switch this dataset (the latest version) from row addresses to stable row ids in
-        place: one commit, no data file rewritten (docs/FORMAT.md §19).  A dataset with indices
-        is refused (their files hold row addresses); one already stable is left alone.  The
-        handle moves to the new version."""
+        place: one commit, no data file rewritten, indices carried (files holding row ids
+        rewritten; docs/FORMAT.md §19).  Indices lance_ops cannot rewrite are refused; a
+        dataset already stable is left alone.  The handle moves to the new version."""
         self._check_mutable()
         self._handler.check_writable()
         self._advance(migrate_to_stable_row_ids(self._store, self._manifest, self._handler,

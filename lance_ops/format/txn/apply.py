@@ -183,6 +183,9 @@ def _(op: Overwrite, b: _Build) -> _Applied:
     if op.enable_stable_row_ids:  # migration in place: every fragment gets row ids from here on
         b.ids.stable = True
     flags = FLAG_STABLE_ROW_IDS if b.stable or op.enable_stable_row_ids else 0
+    migrating = op.enable_stable_row_ids and prev is not None
+    if migrating:  # the same files: a mixed table stays mixed
+        flags |= prev.reader_feature_flags & FLAG_MIXED_FILE_VERSIONS
     new = Manifest(
         schema=op.schema,
         fragments=(),
@@ -191,12 +194,14 @@ def _(op: Overwrite, b: _Build) -> _Applied:
         writer_feature_flags=flags,
         max_fragment_id=prev.max_fragment_id if prev is not None else None,
         next_row_id=prev.next_row_id if prev is not None else 0,
-        data_storage_version=_overwrite_file_version(op, prev, b.data_storage_version),
+        data_storage_version=prev.data_storage_version if migrating else _overwrite_file_version(
+            op, prev, b.data_storage_version),
         config=config,
         table_metadata=dict(prev.table_metadata) if prev is not None else {},
         # a branch stays a branch: its name and the base paths its history may still use
         base_paths=prev.base_paths if prev is not None else (),
         branch=prev.branch if prev is not None else None,
+        index_section=op.index_section if op.enable_stable_row_ids else None,
     )
     # a migration keeps the fragments (their deletion files are named by fragment id)
     return new, [b.ids.new_fragment(f, keep_id=op.enable_stable_row_ids) for f in op.fragments]
