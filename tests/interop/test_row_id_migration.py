@@ -50,8 +50,12 @@ def test_migration_keeps_rows_and_numbers_them(tmp_path, file_version):
     feed = lf.dataset(uri).change_feed(begin_version=v, end_version=lf.dataset(uri).version)
     assert sorted(zip(feed["id"].to_pylist(), feed["_change_type"].to_pylist(), strict=True)) == [
         (5, "update_postimage"), (5, "update_preimage"), (7, "delete"), (2000, "insert")]
+    # the migration changed no row: its own feed is empty, and a range from the version it read
+    # equals the range from it; from earlier the rows had no ids: refused
+    assert lf.dataset(uri).change_feed(begin_version=v - 1, end_version=v).num_rows == 0
+    assert lf.dataset(uri).change_feed(begin_version=v - 1).equals(feed)
     with pytest.raises(UnsupportedFeatureError, match="migration"):
-        lf.dataset(uri).change_feed(begin_version=v - 1, end_version=v)
+        lf.dataset(uri).change_feed(begin_version=v - 2, end_version=v)
     db = lancedb.connect(str(tmp_path))
     assert db.open_table("t").count_rows() == lance.dataset(uri).count_rows()
     assert lf.dataset(uri).migrate_to_stable_row_ids() is None  # already stable: nothing committed

@@ -19,6 +19,7 @@ reuse index.  Already stable: nothing to do.
 """
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -104,3 +105,34 @@ def migrate_to_stable_row_ids(
     except BaseException:
         written.discard(store)
         raise
+
+
+def is_migration(before: Manifest, after: Manifest) -> bool:
+    """Whether ``after`` is ``before`` migrated to stable row ids (same fragments, same files)."""
+    if before.uses_stable_row_ids or not after.uses_stable_row_ids or len(before.fragments) != len(after.fragments):
+        return False
+    return all(
+        a.id == b.id and a.files == b.files and a.deletion_file == b.deletion_file
+        for a, b in zip(before.fragments, after.fragments, strict=True)
+    )
+
+
+def feed_begin(uri: str, begin_version: int, read: Callable[[int], Manifest]) -> int:
+    """The version a change feed of ``(begin_version, ...]`` starts from: ``begin_version``, or
+    the migration right after it (which changed no row).
+
+    Raises:
+        UnsupportedFeatureError: ``begin_version`` has no stable row ids and is not the version
+            a migration read.
+    """
+    if begin_version == 0:
+        return 0
+    begin = read(begin_version)
+    if begin.uses_stable_row_ids:
+        return begin_version
+    if is_migration(begin, read(begin_version + 1)):  # (begin < end, and end has stable row ids)
+        return begin_version + 1
+    raise UnsupportedFeatureError(
+        f"{uri}: version {begin_version} has no stable row ids and the next version is not its migration to "
+        "them: the change feed starts at the version a migration read (docs/FORMAT.md §19)"
+    )

@@ -49,6 +49,7 @@ from lance_ops.format.ops.change_feed.schema_history import (
     conform,
     refuse_schema_changes,
 )
+from lance_ops.format.ops.row_id_migration import feed_begin
 from lance_ops.format.read.scan import PREFETCH_BYTES, ROW_ID, ScanPlan, open_fragment_rows, plan_scan
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
@@ -97,6 +98,8 @@ def change_feed_batches(
         )
     schema = change_feed_schema(end.schema.to_arrow())
     user = schema.names[: len(schema.names) - 4]
+    # a migration to stable row ids changes no row: a range starting just before it starts at it
+    begin_version = feed_begin(store.uri, begin_version, lambda v: checkout_manifest(store, v, handler)[0])
     if begin_version == end_version:
         return
 
@@ -110,11 +113,6 @@ def change_feed_batches(
             lut[v] = in_range[v].timestamp_ns // 1000
     if begin_version > 0:
         in_range[begin_version] = checkout_manifest(store, begin_version, handler)[0]
-        if not in_range[begin_version].uses_stable_row_ids:
-            raise UnsupportedFeatureError(
-                f"{store.uri}: version {begin_version} has no stable row ids (the dataset was migrated to them "
-                "later): the change feed starts at the migration version (docs/FORMAT.md §19)"
-            )
         if on_schema_change == "fail":
             refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 
