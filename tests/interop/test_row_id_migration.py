@@ -85,8 +85,14 @@ def test_migration_carries_every_index_kind(tmp_path, file_version):
     for q in ("cat = 'red'", "id < 50", "val = 300"):
         expect = sorted(theirs.to_table(columns=["id"], filter=q, use_scalar_index=False)["id"].to_pylist())
         assert sorted(t.search().where(q).select(["id"]).limit(None).to_arrow()["id"].to_pylist()) == expect
+    # then upgraded to 2.2 files by compaction: every index still exact, and the change feed
+    # across migration and upgrade is empty (neither changed a row)
+    m = lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=1200, data_storage_version="2.2")
+    assert m.fragments_removed == 4
+    assert {d.file_minor_version for f in lance.dataset(uri).get_fragments() for d in f.metadata.files} == {2}
+    assert wrong_answers(lance.dataset(uri)) == []
+    assert lf.dataset(uri).change_feed(begin_version=ds.version - 1).num_rows == 0
     # maintained afterwards by both libraries
-    lf.dataset(uri).optimize.compact_files(target_rows_per_fragment=1200)
     lance.dataset(uri).delete("id % 10 = 1")
     lance.dataset(uri).optimize.optimize_indices()
     assert wrong_answers(lance.dataset(uri)) == []
