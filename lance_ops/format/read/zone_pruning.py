@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from lance_ops.format.errors import SQLParseError
+from lance_ops.format.errors import LanceOpsError
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section, user_indices
 from lance_ops.format.io.object_store import ObjectStore
@@ -51,7 +51,10 @@ def zone_maps(store: ObjectStore, manifest: Manifest) -> dict[str, dict[int, lis
     for idx in user_indices(decode_index_section(manifest.index_section, store.uri)):
         if idx.kind != "ZONEMAP" or len(idx.fields) != 1 or idx.fragment_ids is None:
             continue
-        name = manifest.schema.field_by_id(idx.fields[0]).name
+        top = {f.id: f.name for f in manifest.schema.top_level()}
+        if idx.fields[0] not in top:  # a nested or dropped field (e.g. cast to a new id): no pruning by it
+            continue
+        name = top[idx.fields[0]]
         per = out.setdefault(name, {})
         covered = idx.fragment_ids & live
         for z in _zones_of(store, idx):
@@ -171,11 +174,11 @@ def prune_fragments(
     """The fragments of ``fragments`` whose zones may match ``filter_text`` (all when the
     dataset has no zone map on a column the filter constrains)."""
     frags = list(fragments)
-    maps = zone_maps(store, manifest)
-    if not maps:
-        return frags
     try:
+        maps = zone_maps(store, manifest)
+        if not maps:
+            return frags
         tree = parse_sql(filter_text)
-    except SQLParseError:
+    except LanceOpsError:  # pruning only saves reads: a zone map it cannot use reads everything
         return frags
     return [f for f in frags if _may_match(tree, maps, f.id)]
