@@ -36,8 +36,8 @@ from .errors import (
 from .file.blobs import scan_schema
 from .file.field_encoders import concat_batches
 from .file.reader import DataFileReader, PagePrefetcher
-from .fragment import DataFile, FragmentMetadata
 from .file.take import RowTaker
+from .fragment import DataFile, FragmentMetadata
 from .manifest import Manifest
 from .read.late_materialization import AUTO, LateMaterialization, late_columns, late_materialization_option
 from .schema import LanceSchema
