@@ -11,15 +11,18 @@ from datagen import kinds_table
 
 import lance_ops.format as lf
 from lance_ops.format.errors import ArgumentTypeError, SchemaError
+from lance_ops.format.file import parts
 
 pytestmark = pytest.mark.interop
+N = 2400
 
 FILTERS = {
     "none": "id < 0",
     "one": "id = 37",
     "some": "id % 3 = 1",
+    "sparse": "id % 401 = 7",
     "all": "id >= 0",
-    "narrow_and": "id > 5 AND f64 < 20.0",
+    "narrow_and": "id > 5 AND f64 < 20.0 AND id != 1000",
 }
 
 
@@ -33,18 +36,21 @@ def values(t: pa.Table) -> pa.Table:
 def kinds_uri(request, tmp_path_factory) -> str:
     version = request.param
     uri = str(tmp_path_factory.mktemp(f"late{version}") / "ds")
-    t = kinds_table(version, range(60))
-    lance.write_dataset(t, uri, schema=t.schema, data_storage_version=version, max_rows_per_file=16)
+    t = kinds_table(version, range(N))
+    # files of 1,200 rows: pages of several mini-block chunks, so a sparse filter's rows are
+    # decoded from their chunks alone
+    lance.write_dataset(t, uri, schema=t.schema, data_storage_version=version, max_rows_per_file=1200)
     lance.dataset(uri).delete("id % 7 = 3 OR id = 40")  # deletion files, one of them in the "one" row's file
     return uri
 
 
 @pytest.mark.parametrize("which", sorted(FILTERS))
-def test_every_kind_same_as_full_decode(kinds_uri, which):
+def test_every_kind_same_as_full_decode(kinds_uri, which, monkeypatch):
     ds = lf.dataset(kinds_uri)
     names = ds.schema.names
     full = ds.to_table(filter=FILTERS[which], late_materialization=False, with_row_id=True)
-    expected_rows = {"none": 0, "one": 1, "all": 60 - 9 - 1}.get(which)
+    deleted = len([i for i in range(N) if i % 7 == 3 or i == 40])
+    expected_rows = {"none": 0, "one": 1, "all": N - deleted, "sparse": len(range(7, N, 401)) - 1}.get(which)
     if expected_rows is not None:
         assert full.num_rows == expected_rows
     assert full.num_rows > 0 or which == "none"
@@ -53,6 +59,9 @@ def test_every_kind_same_as_full_decode(kinds_uri, which):
         got = ds.to_table(filter=FILTERS[which], late_materialization=late, with_row_id=True)
         assert got.schema.equals(full.schema, check_metadata=True)
         assert got.equals(full), f"late_materialization={late!r}, filter {FILTERS[which]!r}"
+    # every mini-block page taken from its chunks alone, however many of them the rows need
+    monkeypatch.setattr(parts, "TAKE_CHUNK_SHARE", 1.0)
+    assert ds.to_table(filter=FILTERS[which], late_materialization=True, with_row_id=True).equals(full)
     # and what pylance's own late materialisation reads from the same files
     theirs = lance.dataset(kinds_uri).to_table(filter=FILTERS[which], late_materialization=True, with_row_id=True)
     assert values(full).equals(values(theirs))

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .columns import Column, LeafColumn, PagedColumn, concat_chunks
+from .parts import chunked, take_chunks
 
 __all__ = ["RowTaker", "take_column", "SPAN_GAP"]
 
@@ -36,8 +37,12 @@ def _take_leaf(col: LeafColumn, rows: np.ndarray) -> pa.Array:
     out = []
     for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         i = int(which[a])
-        arr = col._decoded(i)
         local = rows[a:b] - starts[i]
+        got = _from_chunks(col, i, local) if i not in col._cache else None
+        if got is not None:
+            out.append(got)
+            continue
+        arr = col._decoded(i)
         if local.size == len(arr):  # every row of the page (offsets ascend and are unique)
             out.append(arr)
         else:
@@ -45,6 +50,20 @@ def _take_leaf(col: LeafColumn, rows: np.ndarray) -> pa.Array:
     last = int(which[-1])
     _keep_only(col, last)
     return concat_chunks(out, col.dtype)
+
+
+def _from_chunks(col: LeafColumn, i: int, local: np.ndarray) -> pa.Array | None:
+    """Rows ``local`` of page ``i`` decoded from only the mini-block chunks holding them (2.1+
+    files); None where the page has no such chunks or the rows need most of them."""
+    if not hasattr(col.reader, "read_buffers"):
+        return None
+    memo = col.__dict__.setdefault("_chunk_parts", {})
+    if i not in memo:
+        memo[i] = chunked(col.pages[i], col.dtype)
+    part = memo[i]
+    if part is None:
+        return None
+    return take_chunks(col.reader, col.column, part, col.dtype, local + part.lo)
 
 
 def _keep_only(col: PagedColumn, i: int) -> None:
