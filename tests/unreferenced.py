@@ -1,11 +1,11 @@
 """Files of a dataset that no version references, found by reading every manifest."""
 
-from lance_ops.format.cleanup import blob_sidecar_owner
-from lance_ops.format.commit_handler import ConditionalPutCommitHandler
-from lance_ops.format.index.cleanup import index_uuids
-from lance_ops.format.manifest import read_manifest
-from lance_ops.format.orphans import manifest_files
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.index.unreferenced import index_uuids
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.cleanup import blob_sidecar_owner
+from lance_ops.format.table.manifest import read_manifest
+from lance_ops.format.txn.handlers import ConditionalPutCommitHandler
+from lance_ops.format.txn.orphans import manifest_files
 
 
 def referenced(uri: str, storage_options: dict | None = None) -> tuple[set[str], set[str], set[str]]:

@@ -14,7 +14,7 @@ from unreferenced import listing, unreferenced_files
 
 import lance_ops.format as lf
 from lance_ops.format.errors import CommitConflictError, RetryableCommitConflictError
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 DIRS = ("data", "_deletions", "_indices")
 

@@ -133,7 +133,7 @@ def test_materialize_deletions_job_losing_to_a_delete(spark, uri):
 def lose_every_race(monkeypatch) -> list[int]:
     """From now on every manifest put on the driver loses its race (a rival always got there
     first); returns the list of versions it was asked to put."""
-    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
+    from lance_ops.format.txn.handlers import ConditionalPutCommitHandler
 
     puts: list[int] = []
 

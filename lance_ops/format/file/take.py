@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .columns import Column, LeafColumn, PagedColumn, concat_chunks
-from .parts import chunked, take_chunks
+from lance_ops.format.file.columns import Column, LeafColumn, PagedColumn, concat_chunks
+from lance_ops.format.file.parts import chunked, take_chunks
 
 __all__ = ["RowTaker", "take_column", "SPAN_GAP"]
 

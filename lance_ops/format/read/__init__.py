@@ -1,1 +1,1 @@
-"""Reading a dataset: scan options and the pieces a scan is built of."""
+"""The read path: scans, projections, blob payloads, data statistics."""

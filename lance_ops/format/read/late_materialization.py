@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..errors import ArgumentTypeError, SchemaError
-from ..file.blobs import is_blob_field
+from lance_ops.format.errors import ArgumentTypeError, SchemaError
+from lance_ops.format.file.blob_columns import is_blob_field
 
 __all__ = ["LateMaterialization", "late_materialization_option", "late_columns"]
 
