@@ -799,7 +799,8 @@ def _add_metadata_columns(
     versions_u: np.ndarray | None,
 ) -> None:
     """The metadata columns of physical rows ``[start, stop)`` of fragment ``frag_id``."""
-    addr = (np.uint64(frag_id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
+    base = frag_id << 32
+    addr = np.arange(base + start, base + stop, dtype=np.uint64)  # one pass, no temporary
     if ROW_ADDR in meta:
         cols[ROW_ADDR] = pa.array(addr, type=pa.uint64())
     if ROW_ID in meta:
