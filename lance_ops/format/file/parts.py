@@ -322,10 +322,20 @@ def take_chunks(reader: Any, column: int, part: PagePart, dtype: pa.DataType, ro
     breaks = np.flatnonzero(np.diff(sel) != 1) + 1
     run_a = sel[np.concatenate([[0], breaks])]
     run_b = sel[np.concatenate([breaks - 1, [sel.size - 1]])] + 1
-    ranges = [(data_pos + int(starts[a]), int(starts[b] - starts[a])) for a, b in zip(run_a, run_b, strict=True)]
-    parts = reader.read_buffers(ranges + list(src.ranges[2:]))
-    data = parts[0] if len(ranges) == 1 else pa.py_buffer(b"".join(parts[: len(ranges)]))
-    buffers = [pa.py_buffer(words[sel]), data, *parts[len(ranges):]]
+    lo_b, hi_b = starts[run_a], starts[run_b]
+    span = int(hi_b[-1] - lo_b[0])
+    if run_a.size > 8 and span <= 8 * int((hi_b - lo_b).sum()):
+        # many runs close together: one read of their whole span, the chunks gathered from it
+        whole, *extra = reader.read_buffers([(data_pos + int(lo_b[0]), span), *src.ranges[2:]])
+        view = np.frombuffer(whole, dtype=np.uint8)
+        rel_a, rel_b = (lo_b - lo_b[0]).tolist(), (hi_b - lo_b[0]).tolist()
+        data = pa.py_buffer(np.concatenate([view[a:b] for a, b in zip(rel_a, rel_b, strict=True)]))
+    else:
+        ranges = [(data_pos + int(a), int(b - a)) for a, b in zip(lo_b, hi_b, strict=True)]
+        got = reader.read_buffers(ranges + list(src.ranges[2:]))
+        data = got[0] if len(ranges) == 1 else pa.py_buffer(b"".join(got[: len(ranges)]))
+        extra = got[len(ranges):]
+    buffers = [pa.py_buffer(words[sel]), data, *extra]
     where = f"chunks of the page at row {src.row_start} of column {column}"
     out = checked_decode(reader.path, where, total, lambda: v21.decode_page(
         reader.path, column, part.chunks.layout(total), total, buffers, dtype, _version(reader)))

@@ -524,9 +524,11 @@ def _open_fragment(
         # ones taken afterwards at the offsets of the rows that passed
         early = _early_plan(plan, late)
         data = _fragment_data(store, manifest, frag, early.data_columns, read_size, prefetch, first_reader=first_reader)
-        passed = _fragment_batches(frag, early, data, live, set(early.meta_columns), ids, versions_c, versions_u,
-                                   filters=filters if pooled else None, batch_size=batch_size)
-        return _late_batches(passed, _late_taker(store, manifest, frag, late, first_reader), plan, late)
+        take = _late_taker(store, manifest, frag, late, first_reader)
+        # completed in the filter thread (one thread: batches in row order, as the taker needs)
+        return _fragment_batches(frag, early, data, live, set(early.meta_columns), ids, versions_c, versions_u,
+                                 filters=filters if pooled and FILTER_THREADS == 1 else None,
+                                 batch_size=batch_size, finish=lambda b: _completed(b, take, plan, late))
     data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
     return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u,
                              filters=filters if pooled else None, batch_size=batch_size)
@@ -594,18 +596,14 @@ def _late_taker(
     return take
 
 
-def _late_batches(
-    passed: Iterator[pa.RecordBatch],
-    take: Callable[[np.ndarray], list[pa.Array]],
-    plan: ScanPlan,
-    late: tuple[str, ...],
-) -> Iterator[pa.RecordBatch]:
-    """The filtered early batches completed with the late columns, in ``plan.output`` order."""
-    for b in passed:
-        rows = (b.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        got = dict(zip(late, take(rows), strict=True))
-        cols = [got[n] if n in got else b.column(n) for n in plan.output]
-        yield pa.RecordBatch.from_arrays(cols, schema=plan.out_schema)
+def _completed(
+    b: pa.RecordBatch, take: Callable[[np.ndarray], list[pa.Array]], plan: ScanPlan, late: tuple[str, ...]
+) -> pa.RecordBatch:
+    """A filtered early batch completed with the late columns, in ``plan.output`` order."""
+    rows = (b.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    got = dict(zip(late, take(rows), strict=True))
+    cols = [got[n] if n in got else b.column(n) for n in plan.output]
+    return pa.RecordBatch.from_arrays(cols, schema=plan.out_schema)
 
 
 def _metadata_filter(
@@ -719,7 +717,10 @@ def _fragment_batches(
     first: int = 0,
     filters: ThreadPoolExecutor | None = None,
     batch_size: int | None = None,
+    finish: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """``finish``: applied to every filtered batch (in the filter thread when there is one),
+    in row order."""
     out_names = list(plan.output)
     ahead: deque[Future[pa.RecordBatch | None]] = deque()  # batches being filtered in ``filters``
     data_names = list(plan.data_columns)
@@ -748,13 +749,13 @@ def _fragment_batches(
         start = stop
         if plan.filter is not None and filters is not None:
             if out.num_rows:
-                ahead.append(filters.submit(_filtered_shaped, out, plan, out_names))
+                ahead.append(filters.submit(_filtered_shaped, out, plan, out_names, finish))
             while len(ahead) > FILTER_AHEAD or (ahead and ahead[0].done()):
                 yield from _cut(ahead.popleft().result(), batch_size)
             continue
         if plan.filter is not None:
             if out.num_rows:
-                yield from _cut(_filtered_shaped(out, plan, out_names), batch_size)
+                yield from _cut(_filtered_shaped(out, plan, out_names, finish), batch_size)
             continue
         if out.num_rows:
             yield _shaped(out, out_names, plan.out_schema)
@@ -769,10 +770,19 @@ def _cut(batch: pa.RecordBatch | None, size: int | None) -> Iterator[pa.RecordBa
         yield from (batch.slice(a, step) for a in range(0, batch.num_rows, step))
 
 
-def _filtered_shaped(batch: pa.RecordBatch, plan: ScanPlan, names: list[str]) -> pa.RecordBatch | None:
-    """The rows of ``batch`` that pass the filter, shaped as the scan's output (None: no row)."""
+def _filtered_shaped(
+    batch: pa.RecordBatch,
+    plan: ScanPlan,
+    names: list[str],
+    finish: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+) -> pa.RecordBatch | None:
+    """The rows of ``batch`` that pass the filter, shaped as the scan's output (None: no row),
+    then ``finish``-ed."""
     out = _filter_batch(batch, plan.filter_chain)
-    return _shaped(out, names, plan.out_schema) if out.num_rows else None
+    if not out.num_rows:
+        return None
+    shaped = _shaped(out, names, plan.out_schema)
+    return finish(shaped) if finish is not None else shaped
 
 
 def _shaped(batch: pa.RecordBatch, names: list[str], schema: pa.Schema) -> pa.RecordBatch:
