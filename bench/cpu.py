@@ -9,6 +9,7 @@ selective filter with and without late materialisation), the deletes and the cha
 
 import argparse
 import gc
+import inspect
 import os
 import shutil
 import statistics
@@ -42,9 +43,12 @@ def cases(work: str) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], Ca
         out["scan_sql_filter"] = (
             lambda: sum(b.num_rows for b in lf.dataset(scan).to_batches(filter=SCAN_SQL_FILTER)),
             lambda: sum(b.num_rows for b in lance.dataset(scan).to_batches(filter=SCAN_SQL_FILTER)), None)
-        for late in (None, False):
+        # (a lance_ops without the option decodes every column of every row: "late_False")
+        has_late = "late_materialization" in inspect.signature(lf.LanceDataset.to_table).parameters
+        for late in (None, False) if has_late else (False,):
+            kw = {"late_materialization": late} if has_late else {}
             out[f"scan_selective_late_{late}"] = (
-                lambda late=late: lf.dataset(scan).to_table(filter=SELECTIVE, late_materialization=late).num_rows,
+                lambda kw=kw: lf.dataset(scan).to_table(filter=SELECTIVE, **kw).num_rows,
                 lambda late=late: lance.dataset(scan).to_table(filter=SELECTIVE, late_materialization=late).num_rows,
                 None)
     for name, src in (("delete_10pct", "frags_ds"), ("delete_22", "py_frags22_ds")):
