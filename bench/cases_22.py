@@ -1,5 +1,5 @@
 """Benchmark cases on datasets pylance wrote at file format 2.2 with stable row ids (issue 17):
-what users' datasets are, maintained by lance_ops.  Registered into ``cases.CASES``."""
+what users' datasets are, maintained by lance_ops.  Listed after ``cases.CASES`` by ``registry.py``."""
 
 import os
 from typing import Any

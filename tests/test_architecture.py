@@ -363,9 +363,12 @@ def test_every_exception_class_lives_in_an_errors_module() -> None:
 def test_fast_tier_is_pyprojects_default() -> None:
     """A bare ``pytest`` deselects exactly what ``conftest.FAST_TIER`` names, and every folder marker
     is declared (so ``--strict-markers`` holds)."""
+    import importlib.util
     import tomllib
 
-    import conftest
+    spec = importlib.util.spec_from_file_location("tests_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
 
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert f"-m '{conftest.FAST_TIER}'" in ini["addopts"]

@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 import pytest
 from datagen import simple_table
 from index_support import build
-from unreferenced import listing, unreferenced_files
 
 import lance_ops.format as lf
 from lance_ops.format.errors import (
@@ -23,6 +22,7 @@ from lance_ops.format.errors import (
     IncompatibleTransactionError,
     RetryableCommitConflictError,
 )
+from lance_ops.format.testing.files import listing, unreferenced_files
 from lance_ops.format.txn.manifest_store import SQLiteManifestStore
 
 DIRS = ("data", "_deletions", "_indices", "_transactions")

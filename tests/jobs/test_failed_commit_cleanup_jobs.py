@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from datagen import simple_table
-from unreferenced import unreferenced_files
 
 import lance_ops.format as lf
 from lance_ops import jobs
 from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.testing.files import unreferenced_files
 
 
 @pytest.fixture

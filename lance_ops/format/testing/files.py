@@ -39,4 +39,5 @@ def unreferenced_files(uri: str, storage_options: dict | None = None) -> list[st
 
 
 def listing(uri: str, prefix: str, storage_options: dict | None = None) -> set[str]:
+    """The files under ``prefix`` of the dataset at ``uri``."""
     return {rel for rel, _s, _m in ObjectStore(uri, storage_options).list_files(prefix)}
