@@ -807,4 +807,3 @@ CASES: dict[str, Callable[..., Case]] = {
     "merge_insert": case_merge_insert,
 }
 SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
-

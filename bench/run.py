@@ -44,6 +44,8 @@ class Params:
     reps: int = 7
     small_reps: int = 3
     spark_reps: int = 5
+    fleet_tables: int = 1000  # plan_fleet_1000: tables under the root (and a tenth as many)
+    fleet_fragments: int = 100
 
 
 QUICK = {
@@ -204,6 +206,10 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
         ex = _executor_peak(case, ["local1", "local2"], samples)
         if ex is not None:
             entry["executor_peak_mb"] = ex
+    elif case.kind == "solo":  # lance_ops alone (no pylance counterpart); other variants reported beside
+        entry.update(lance_ops_s=_round(med["lance_ops"]), lance_ops_peak_mb=_peak(case, "lance_ops"), unit=case.unit,
+                     lance_ops_throughput=_round(work / med["lance_ops"]) if med["lance_ops"] > 0 else None,
+                     **{f"{v}_s": _round(t) for v, t in med.items() if v != "lance_ops"})
     elif case.kind == "memory":
         # one run per variant (the untimed first one: Arrow's cache released, fresh Spark workers);
         # its peak memory is the result, its time is reported alongside
@@ -331,6 +337,8 @@ def markdown(entries: list[dict[str, Any]], skipped: dict[str, str], header: str
             notes.append(f"dataset written by {e['written_by']}" + (", stable row ids" if e.get("stable_row_ids") else ""))
         if e.get("data_storage_version"):
             notes.append(f"file format {e['data_storage_version']}")
+        if e.get("per_table_ms"):
+            notes.append(f"CPU {e['cpu_s']} s; per table {e['per_table_ms']} ms, growth {e['per_table_growth']}x")
         if e.get("measured"):
             notes.append(f"measured {e['measured']}")
         if e["name"] in ("append_commit", "open_latest", "open_many_fragments"):
@@ -580,6 +588,8 @@ def _progress(e: dict[str, Any]) -> str:
         return f"ipc {_fmt_s(e['ipc_s'])}"
     if "speedup" in e:
         return f"local[1] {_fmt_s(e['local1_s'])}, local[2] {_fmt_s(e['local2_s'])}, speedup {e['speedup']}"
+    if "pylance_s" not in e:  # a solo case
+        return f"lance_ops {_fmt_s(e['lance_ops_s'])}, cpu {e.get('cpu_s')} s, target met: {e.get('target_met')}"
     return (
         f"lance_ops {_fmt_s(e['lance_ops_s'])}, pylance {_fmt_s(e['pylance_s'])}, ratio {e['ratio']}, "
         f"lance_ops peak {e['lance_ops_peak_mb']} MB, pylance peak {e.get('pylance_peak_mb')} MB"

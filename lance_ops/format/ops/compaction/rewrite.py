@@ -56,7 +56,11 @@ class CompactionOptions:
     max_rows_per_group: int = 1024
     materialize_deletions: bool = True
     materialize_deletions_threshold: float = 0.1
+    #: per-run budget (pylance's newer names): the most valuable bins that fit go first
+    #: (:func:`select_bins`), the rest stay for the next run
     max_source_fragments: int | None = None
+    max_source_rows: int | None = None
+    max_source_bytes: int | None = None
     only_deletions: bool = False  # deletion materialisation: rewrite each qualifying fragment alone
     #: rewrite fragments covered by an index lance_ops cannot carry and drop that coverage
     #: (pylance's ``IgnoreRemap``); by default such fragments stay out of the plan
@@ -222,6 +226,38 @@ def _candidate_bins(
     return [b for run in runs for b in _split_for_size(run, opts.target_rows_per_fragment)]
 
 
+def bin_bytes(frags: Sequence[FragmentMetadata]) -> int:
+    """Bytes a bin reads: its data files (as the manifest records their sizes)."""
+    return sum(df.file_size_bytes or 0 for f in frags for df in f.files)
+
+
+def bin_value(frags: Sequence[FragmentMetadata], target: int) -> float:
+    """What rewriting a bin is worth: fragments it removes net of the files it writes, plus
+    the deleted rows it drops in units of ``target`` rows (docs/ARCHITECTURE.md, the planner)."""
+    live = sum(f.num_rows for f in frags)
+    deleted = sum(f.num_deleted_rows for f in frags)
+    return len(frags) - len(output_file_rows(live, target)) + deleted / target
+
+
+def select_bins(bins: list[list[FragmentMetadata]], opts: CompactionOptions) -> list[list[FragmentMetadata]]:
+    """The bins a run rewrites under ``max_source_fragments`` / ``_rows`` / ``_bytes``: the most
+    valuable first (:func:`bin_value`, then fewer bytes, then manifest order), each taken when it
+    fits what is left of every limit; kept in manifest order.  No limit: every bin."""
+    limits = (opts.max_source_fragments, opts.max_source_rows, opts.max_source_bytes)
+    if all(v is None for v in limits):
+        return bins
+    order = sorted(range(len(bins)), key=lambda i: (-bin_value(bins[i], opts.target_rows_per_fragment),
+                                                    bin_bytes(bins[i]), i))
+    left = [float("inf") if v is None else v for v in limits]
+    chosen = []
+    for i in order:
+        need = (len(bins[i]), sum(f.physical_rows for f in bins[i]), bin_bytes(bins[i]))
+        if all(n <= room for n, room in zip(need, left, strict=True)):
+            chosen.append(i)
+            left = [room - n for n, room in zip(need, left, strict=True)]
+    return [bins[i] for i in sorted(chosen)]
+
+
 def plan_compaction(
     manifest: Manifest,
     uri: str,
@@ -245,15 +281,7 @@ def plan_compaction(
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
     skipped: list[int] = []
-    bins = _candidate_bins(manifest, opts, constraints, skipped)
-    if opts.max_source_fragments is not None:
-        limited, used = [], 0
-        for b in bins:
-            if used + len(b) > opts.max_source_fragments:
-                break
-            limited.append(b)
-            used += len(b)
-        bins = limited
+    bins = select_bins(_candidate_bins(manifest, opts, constraints, skipped), opts)
     tasks = tuple(
         CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
     )
@@ -614,6 +642,8 @@ def compact_files(
     materialize_deletions: bool | None = None,
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
     only_deletions: bool | None = None,
     ignore_remap: bool | None = None,
     dry_run: bool = False,
@@ -631,6 +661,8 @@ def compact_files(
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
+        max_source_rows=max_source_rows,
+        max_source_bytes=max_source_bytes,
         only_deletions=only_deletions,
         ignore_remap=ignore_remap,
     )
