@@ -313,12 +313,20 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns.
+
+        ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
+        only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
+        ``None`` pylance's heuristic (strings, lists and wide values late; narrow fixed-width
+        values early).  The rows are the same either way.
+        """
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         return batches if finish is None else map(finish, batches)
 
@@ -335,12 +343,14 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
