@@ -41,6 +41,8 @@ class Params:
     indexed_rows: int = 1_000_000  # compact_indexed (BTREE + IVF_PQ)
     scaling_rows: int = 10_000_000  # compact_scaling: local[1] vs local[2] at this many rows
     memory_rows: int = 20_000_000  # compact_memory: targets of memory_rows / 20, / 4 and / 1 rows
+    layout_rows: int = 1_000_000  # upgrade_20_to_22 / compact_zorder_2cols
+    layout_fragments: int = 100
     reps: int = 7
     small_reps: int = 3
     spark_reps: int = 5
@@ -60,6 +62,8 @@ QUICK = {
     "indexed_rows": 200_000,
     "scaling_rows": 2_000_000,
     "memory_rows": 4_000_000,
+    "layout_rows": 200_000,
+    "layout_fragments": 50,
     "reps": 3,
     "small_reps": 2,
     "spark_reps": 3,

@@ -32,6 +32,7 @@ from lance_ops.format.ops.index_build import (
     plan_optimize_indices,
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.schema_evolution import (
     NewColumns,
     plan_add_columns,
@@ -605,6 +606,16 @@ class LanceDataset:
         if metrics.version is not None and not metrics.dry_run:
             self._advance(self._handler.read_manifest(metrics.version).manifest)
         return metrics
+
+    def migrate_to_stable_row_ids(self, *, transaction_properties: Mapping[str, str] | None = None) -> None:
+        """Switch this dataset (the latest version) from row addresses to stable row ids in
+        place: one commit, no data file rewritten, indices carried (files holding row ids
+        rewritten; docs/FORMAT.md §19).  Indices lance_ops cannot rewrite are refused; a
+        dataset already stable is left alone.  The handle moves to the new version."""
+        self._check_mutable()
+        self._handler.check_writable()
+        self._advance(migrate_to_stable_row_ids(self._store, self._manifest, self._handler,
+                                                transaction_properties=dict(transaction_properties or {})))
 
     def materialize_deletions(
         self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any

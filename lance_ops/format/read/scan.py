@@ -42,6 +42,7 @@ from lance_ops.format.read.late_materialization import (
     late_columns,
     late_materialization_option,
 )
+from lance_ops.format.read.zone_pruning import prune_fragments
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_conjuncts, sql_filter
 from lance_ops.format.table import rowids
@@ -73,6 +74,8 @@ class ScanPlan:
     filter_steps: tuple[pc.Expression, ...] = ()
     #: pylance's ``late_materialization`` (which columns are decoded only for passing rows)
     late: LateMaterialization = AUTO
+    #: the filter as SQL text, when it was given so (zone maps prune fragments by it)
+    filter_text: str | None = None
 
     @property
     def filter_chain(self) -> tuple[pc.Expression, ...]:
@@ -115,6 +118,7 @@ def plan_scan(
     needed = set(output)
     filter_cols: tuple[str, ...] = ()
     steps: tuple[pc.Expression, ...] = ()
+    sql_text = filter if isinstance(filter, str) else None
     if isinstance(filter, str):
         text = filter
         filter = resolve_filter(schema, text)
@@ -135,7 +139,7 @@ def plan_scan(
     out_schema = pa.schema(
         [pa.field(n, pa.uint64()) if n in META_COLUMNS else arrow.field(n) for n in output], metadata=arrow.metadata
     )
-    return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema, filter_cols, steps, late)
+    return ScanPlan(data_cols, meta_cols, tuple(output), filter, out_schema, filter_cols, steps, late, sql_text)
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -861,7 +865,10 @@ def scan(
     if remaining is not None and remaining <= 0:
         return
     todo = []
-    for frag in fragments if fragments is not None else manifest.fragments:
+    candidates = fragments if fragments is not None else manifest.fragments
+    if plan.filter_text is not None and manifest.index_section:
+        candidates = prune_fragments(store, manifest, plan.filter_text, candidates)  # ZONEMAP indices
+    for frag in candidates:
         # (a fragment without live rows is still opened: its data file must confirm physical_rows)
         if plan.filter is None and skip > 0 and skip >= frag.num_rows:
             skip -= frag.num_rows

@@ -49,6 +49,7 @@ from lance_ops.format.ops.change_feed.schema_history import (
     conform,
     refuse_schema_changes,
 )
+from lance_ops.format.ops.row_id_migration import feed_begin
 from lance_ops.format.read.scan import (
     DEFAULT_BATCH_SIZE,
     PREFETCH_BYTES,
@@ -104,6 +105,8 @@ def change_feed_batches(
         )
     schema = change_feed_schema(end.schema.to_arrow())
     user = schema.names[: len(schema.names) - 4]
+    # a migration to stable row ids changes no row: a range starting just before it starts at it
+    begin_version = feed_begin(store.uri, begin_version, lambda v: checkout_manifest(store, v, handler)[0])
     if begin_version == end_version:
         return
 
