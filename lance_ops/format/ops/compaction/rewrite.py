@@ -64,11 +64,14 @@ class CompactionOptions:
     max_rows_per_group: int = 1024
     materialize_deletions: bool = True
     materialize_deletions_threshold: float = 0.1
-    #: per-run budget (pylance's newer names): the most valuable bins that fit go first
+    #: per-run budget (pylance's newer names): bins are taken in ``bin_order`` while they fit
     #: (:func:`select_bins`), the rest stay for the next run
     max_source_fragments: int | None = None
     max_source_rows: int | None = None
     max_source_bytes: int | None = None
+    #: "manifest": pylance's order (oldest bins first, the run stops at the first bin that does not
+    #: fit); "value" (lance_ops, the maintenance planner's budgets): the most valuable bins that fit
+    bin_order: str = "manifest"
     only_deletions: bool = False  # deletion materialisation: rewrite each qualifying fragment alone
     #: rewrite fragments covered by an index lance_ops cannot carry and drop that coverage
     #: (pylance's ``IgnoreRemap``); by default such fragments stay out of the plan
@@ -95,7 +98,7 @@ class CompactionOptions:
                         values[f.name] = raw.strip().lower() in ("1", "true", "yes")
                     elif f.name == "materialize_deletions_threshold":
                         values[f.name] = float(raw)
-                    elif f.name in ("data_storage_version", "strategy"):
+                    elif f.name in ("data_storage_version", "strategy", "bin_order"):
                         values[f.name] = raw
                     elif f.name == "cluster_by":
                         values[f.name] = tuple(c.strip() for c in raw.split(",") if c.strip())
@@ -115,6 +118,8 @@ class CompactionOptions:
         opts = cls(**values)
         if opts.strategy not in ("sort", "zorder"):
             raise InvalidArgumentError(f"strategy must be 'sort' or 'zorder', got {opts.strategy!r}")
+        if opts.bin_order not in ("manifest", "value"):
+            raise InvalidArgumentError(f"bin_order must be 'manifest' or 'value', got {opts.bin_order!r}")
         if opts.target_rows_per_fragment <= 0:
             raise InvalidArgumentError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
         if not 0 <= opts.materialize_deletions_threshold <= 1:
@@ -313,14 +318,16 @@ def bin_value(frags: Sequence[FragmentMetadata], target: int) -> float:
 
 
 def select_bins(bins: list[list[FragmentMetadata]], opts: CompactionOptions) -> list[list[FragmentMetadata]]:
-    """The bins a run rewrites under ``max_source_fragments`` / ``_rows`` / ``_bytes``: the most
-    valuable first (:func:`bin_value`, then fewer bytes, then manifest order), each taken when it
-    fits what is left of every limit; kept in manifest order.  No limit: every bin."""
+    """The bins a run rewrites under ``max_source_fragments`` / ``_rows`` / ``_bytes``, kept in
+    manifest order.  ``bin_order="manifest"`` (pylance): oldest first, stopping at the first bin
+    that does not fit; ``"value"``: the most valuable first (:func:`bin_value`, then fewer bytes,
+    then manifest order), each taken when it fits what is left.  No limit: every bin."""
     limits = (opts.max_source_fragments, opts.max_source_rows, opts.max_source_bytes)
     if all(v is None for v in limits):
         return bins
-    order = sorted(range(len(bins)), key=lambda i: (-bin_value(bins[i], opts.target_rows_per_fragment),
-                                                    bin_bytes(bins[i]), i))
+    by_value = opts.bin_order == "value"
+    order = range(len(bins)) if not by_value else sorted(
+        range(len(bins)), key=lambda i: (-bin_value(bins[i], opts.target_rows_per_fragment), bin_bytes(bins[i]), i))
     left = [float("inf") if v is None else v for v in limits]
     chosen = []
     for i in order:
@@ -328,6 +335,8 @@ def select_bins(bins: list[list[FragmentMetadata]], opts: CompactionOptions) -> 
         if all(n <= room for n, room in zip(need, left, strict=True)):
             chosen.append(i)
             left = [room - n for n, room in zip(need, left, strict=True)]
+        elif not by_value:
+            break
     return [bins[i] for i in sorted(chosen)]
 
 
@@ -758,6 +767,7 @@ def compact_files(
     max_source_fragments: int | None = None,
     max_source_rows: int | None = None,
     max_source_bytes: int | None = None,
+    bin_order: str | None = None,
     only_deletions: bool | None = None,
     ignore_remap: bool | None = None,
     data_storage_version: str | None = None,
@@ -780,6 +790,7 @@ def compact_files(
         max_source_fragments=max_source_fragments,
         max_source_rows=max_source_rows,
         max_source_bytes=max_source_bytes,
+        bin_order=bin_order,
         only_deletions=only_deletions,
         ignore_remap=ignore_remap,
         data_storage_version=data_storage_version,
