@@ -76,6 +76,7 @@ from .schema import LanceSchema
 from .sql import sql_expression, sql_filter, transpile_sql
 from .top_level import commit, dataset, resolve_version, write_dataset
 from .transaction import Transaction
+from .versions import stable_version
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
 __all__ = [
@@ -160,6 +161,7 @@ __all__ = [
     "resolve_version",
     "sql_expression",
     "sql_filter",
+    "stable_version",
     "transpile_sql",
     "schema_with_new_columns",
     "write_dataset",

@@ -182,7 +182,9 @@ class SQLParseError(InvalidArgumentError):
 
     def __init__(self, message: str, expression: str, position: int, *, column: str | None = None) -> None:
         caret = f"\n    {expression}\n    {' ' * position}^"
-        super().__init__(f"{message} (at position {position} of {expression!r}){caret}")
+        # "Invalid user input: " is how pylance's errors for a bad predicate start (code written
+        # for pylance matches on it)
+        super().__init__(f"Invalid user input: {message} (at position {position} of {expression!r}){caret}")
         self.reason = message
         self.expression = expression
         self.position = position
