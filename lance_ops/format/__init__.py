@@ -29,6 +29,7 @@ from .errors import (
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
+    SchemaEvolutionError,
     SQLParseError,
     SQLTypeError,
     SQLUnknownColumnError,
@@ -76,6 +77,7 @@ from .schema import LanceSchema
 from .sql import sql_expression, sql_filter, transpile_sql
 from .top_level import commit, dataset, resolve_version, write_dataset
 from .transaction import Transaction
+from .vector import vec_to_table
 from .versions import stable_version
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
@@ -141,6 +143,7 @@ __all__ = [
     "RewriteGroup",
     "Scanner",
     "SchemaChangeError",
+    "SchemaEvolutionError",
     "SchemaError",
     "SQLParseError",
     "SQLTypeError",
@@ -162,6 +165,7 @@ __all__ = [
     "sql_expression",
     "sql_filter",
     "stable_version",
+    "vec_to_table",
     "transpile_sql",
     "schema_with_new_columns",
     "write_dataset",

@@ -212,10 +212,11 @@ class LanceDataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
-    ) -> None:
+    ) -> "LanceDataset":
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
         on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
-        to the new version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+        to the new version.  Arguments and return value (this dataset) as pylance's ``create_index``
+        (``replace`` defaults to False).
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.
@@ -226,6 +227,7 @@ class LanceDataset:
         plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
                                  num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+        return self
 
     def optimize_indices(
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
@@ -307,8 +309,10 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns.
+        Rows come in fragment order whatever ``scan_in_order`` says (pylance's ``True``)."""
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
@@ -329,6 +333,7 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         check_scan_args(limit, offset, batch_size)
@@ -441,7 +446,7 @@ class LanceDataset:
 
     def update(
         self,
-        values: Mapping[str, Any],
+        updates: Mapping[str, Any],
         where: pc.Expression | str | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -466,9 +471,9 @@ class LanceDataset:
         def attempt(manifest: Manifest) -> Manifest:
             nonlocal updated_rows
             removed, updated, new, updated_rows = plan_update(
-                self._store, manifest, values, where, max_rows_per_file=max_rows_per_file
+                self._store, manifest, updates, where, max_rows_per_file=max_rows_per_file
             )
-            field_ids = [manifest.schema.field(n).id for n in values]
+            field_ids = [manifest.schema.field(n).id for n in updates]
             op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids)
             return self._commit_on(manifest, op, transaction_properties)
 

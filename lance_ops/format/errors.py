@@ -198,3 +198,9 @@ class SQLUnknownColumnError(SQLParseError, SchemaError):
 class SQLTypeError(SQLParseError, SchemaError):
     """A SQL expression's operands do not fit (a literal that does not convert to the column's
     type, a string function on a number, a filter that is not boolean)."""
+
+
+class SchemaEvolutionError(InvalidArgumentError, OSError):
+    """An ``alter_columns`` pylance refuses with an ``OSError`` ("Invalid user input: ..."): an
+    unknown column, a cast Lance does not allow, a value the cast cannot hold, a cast of an
+    indexed column.  Also a ``ValueError``, as every invalid argument here."""

@@ -30,12 +30,13 @@ import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
-from .errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from .errors import InvalidArgumentError, SchemaError, SchemaEvolutionError, UnsupportedFeatureError
+from .index.metadata import decode_index_section
 from .fragment import FragmentMetadata
 from .manifest import Manifest
 from .operations import Merge, Project
 from .scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
-from .schema import LanceField, LanceSchema
+from .schema import LanceField, LanceSchema, rust_type_name
 from .store import ObjectStore
 from .write import RESERVED_COLUMNS, discard_files, write_fragment_files
 
@@ -385,10 +386,15 @@ def plan_alter_columns(
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
             raise InvalidArgumentError(f"alter_columns: each alteration is a dict with a 'path', got {alt!r}")
-        extra = set(alt) - {"path", "name", "nullable", "data_type"}
-        if extra:
-            raise InvalidArgumentError(f"alter_columns: unknown key(s) {sorted(extra)} in {alt!r}")
-        src = field_at(schema, alt["path"])
+        extra = sorted(set(alt) - {"path", "name", "nullable", "data_type"})
+        if extra:  # pylance's messages
+            raise InvalidArgumentError(f"Unknown key: {extra[0]}. Valid keys are name, nullable, and data_type.")
+        if all(alt.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise InvalidArgumentError("At least one of name, nullable, or data_type must be specified")
+        try:
+            src = field_at(schema, alt["path"])
+        except InvalidArgumentError:
+            raise SchemaEvolutionError(f'Invalid user input: Column "{alt["path"]}" does not exist in the dataset') from None
         f = fields[src.id]
         if alt.get("name") is not None:
             f = dataclasses.replace(f, name=str(alt["name"]))
@@ -425,9 +431,42 @@ def _check_no_nulls(store: ObjectStore, manifest: Manifest, path: str) -> None:
             raise InvalidArgumentError(f'Column "{path}" contains NULL values and cannot be made non-nullable')
 
 
+def _cast_column(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
+    """``col`` cast to ``to`` without loss; else pylance's "Can't cast value 1024 to type Int8"."""
+    try:
+        return col.cast(to, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = None
+        try:  # the first value that does not survive the round trip
+            back = col.cast(to, safe=False).cast(col.type, safe=False)
+            diff = pc.fill_null(pc.not_equal(back, col), False)
+            bad = col.filter(diff)[0].as_py() if pc.any(diff).as_py() else None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        what = f"value {bad}" if bad is not None else "a value"
+        raise SchemaEvolutionError(f"Cast error: Can't cast {what} to type {rust_type_name(to)} ({e})") from None
+
+
+def _check_not_indexed(manifest: Manifest, casts: list[tuple[LanceField, pa.DataType]]) -> None:
+    """pylance refuses to cast a column an index covers (the cast would invalidate it)."""
+    if not manifest.index_section:
+        return
+    ids = {src.id for src, _ in casts}
+    names = sorted({i.name for i in decode_index_section(manifest.index_section, f"version {manifest.version}")
+                    if ids.intersection(i.fields)})
+    if names:
+        cols = ", ".join(src.name for src, _ in casts)
+        raise SchemaEvolutionError(
+            f"Invalid user input: Cannot cast column(s) [{cols}] to a new type: they have {len(names)} index(es) "
+            f"attached: [{', '.join(names)}]. Cast rewrites column data and invalidates any index on the affected "
+            "column(s). Drop the index(es) with drop_index() before altering, then recreate them after the cast "
+            "completes.")
+
+
 def _cast_merge(
     store: ObjectStore, manifest: Manifest, schema: LanceSchema, casts: list[tuple[LanceField, pa.DataType]]
 ) -> Merge:
+    _check_not_indexed(manifest, casts)
     next_id = manifest_max_field_id(manifest) + 1
     replaced: dict[int, tuple[LanceField, ...]] = {}
     reads: list[str] = []
@@ -436,7 +475,8 @@ def _cast_merge(
             raise UnsupportedFeatureError(f"alter_columns: casting nested field {src.name!r} is not supported")
         old_type = manifest.schema.arrow_field(src.id).type
         if not (_castable(old_type, dtype)):
-            raise InvalidArgumentError(f'Cannot cast column "{src.name}" from {old_type} to {dtype}')
+            raise SchemaEvolutionError(f'Invalid user input: Cannot cast column "{src.name}" from '
+                                       f'{rust_type_name(old_type)} to {rust_type_name(dtype)}')
         cur = schema.field_by_id(src.id)
         new = LanceSchema.from_arrow(pa.schema([pa.field(cur.name, dtype, cur.nullable)]), start_id=next_id)
         next_id = new.max_field_id() + 1
@@ -455,11 +495,8 @@ def _cast_merge(
     names = dict(zip(reads, target.names, strict=True))
 
     def compute(t: pa.Table) -> pa.Table:
-        try:
-            cols = [t.column(r).cast(target.field(names[r]).type, safe=True) for r in reads]
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise InvalidArgumentError(f"alter_columns: cast of {reads} to {target} failed: {e}") from None
-        return pa.Table.from_arrays(cols, schema=target)
+        return pa.Table.from_arrays([_cast_column(t.column(r), target.field(names[r]).type) for r in reads],
+                                    schema=target)
 
     frags = add_column_files(store, manifest, added, compute, reads)
     keep = set(new_schema.field_ids())
