@@ -35,7 +35,7 @@ from .errors import (
     SQLUnknownColumnError,
     UnsupportedFeatureError,
 )
-from .evolve import schema_with_new_columns
+from .evolve import BatchUDF, batch_udf, schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
 from .handle_views import LanceFragment, Scanner
 from .index.describe import format_fragment_ids
@@ -168,6 +168,8 @@ __all__ = [
     "vec_to_table",
     "transpile_sql",
     "schema_with_new_columns",
+    "BatchUDF",
+    "batch_udf",
     "write_dataset",
     "write_fragments",
 ]

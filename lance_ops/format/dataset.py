@@ -549,15 +549,14 @@ class LanceDataset:
         """Add columns, as pylance's ``add_columns``; the handle moves to the new version.
 
         ``transforms``: ``{name: SQL string or pc.Expression}`` (one new data file per
-        fragment), a ``pa.Field`` / list of fields / ``pa.Schema`` of all-null columns
-        (metadata only), or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
+        fragment; all-null ones such as ``CAST(NULL AS INT)`` metadata only), a ``pa.Field`` /
+        list of fields / ``pa.Schema`` of all-null columns (metadata only), a
+        ``RecordBatchReader`` (or batches with ``reader_schema``) of the new values, or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
         and returning a RecordBatch of the new columns.  Committed as a ``Merge``.
         """
-        if reader_schema is not None:
-            raise UnsupportedFeatureError("add_columns: reader_schema (a RecordBatchReader of new values) is not supported")
         self._handler.check_writable()
         self._commit(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
-                                      sql=sql_translator()))
+                                      sql=sql_translator(), reader_schema=reader_schema))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Rename, change nullability or cast columns, as pylance's ``alter_columns``: each

@@ -31,8 +31,8 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from .errors import InvalidArgumentError, SchemaError, SchemaEvolutionError, UnsupportedFeatureError
-from .index.metadata import decode_index_section
 from .fragment import FragmentMetadata
+from .index.metadata import decode_index_section
 from .manifest import Manifest
 from .operations import Merge, Project
 from .scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
@@ -79,6 +79,7 @@ def plan_add_columns(
     *,
     batch_size: int | None = None,
     sql: Callable[[str, pa.Schema], pc.Expression] | None = None,
+    reader_schema: pa.Schema | None = None,
 ) -> Merge:
     """The ``Merge`` adding the columns ``transforms`` defines (see the module docstring).
 
@@ -86,7 +87,9 @@ def plan_add_columns(
         transforms: ``{name: SQL string or pc.Expression}``; a ``pa.Field``, list of fields or
             ``pa.Schema`` of all-null columns; or a callable taking a RecordBatch of
             ``read_columns`` (live rows only, as pylance) and returning a RecordBatch (or Table)
-            of the new columns, same row count.
+            of the new columns, same row count; or a ``RecordBatchReader`` (or an iterable of
+            RecordBatches with ``reader_schema``) of the new columns, one row per live row in
+            scan order.
         sql: translates a SQL string over the dataset's Arrow schema to an expression.
 
     Raises:
@@ -98,6 +101,8 @@ def plan_add_columns(
         return _all_null_merge(manifest, _as_schema(transforms))
     if isinstance(transforms, Mapping):
         return _sql_merge(store, manifest, transforms, batch_size, sql)
+    if isinstance(transforms, pa.RecordBatchReader) or (reader_schema is not None and not callable(transforms)):
+        return _reader_merge(store, manifest, transforms, reader_schema)
     if callable(transforms):
         return _udf_merge(store, manifest, transforms, read_columns, batch_size)
     raise InvalidArgumentError(
@@ -181,6 +186,8 @@ def _sql_merge(
             )
     reads = referenced_columns(manifest.schema, exprs.values())
     out_schema = _project(arrow.empty_table(), exprs, "").schema
+    if not reads and _all_null(exprs):  # ``CAST(NULL AS INT)``: metadata only, as pylance
+        return _all_null_merge(manifest, pa.schema([pa.field(f.name, f.type, True) for f in out_schema]))
     # DataFusion's rule: nullable if an input column is (pylance: ``x * 2`` of a non-nullable x is
     # not nullable); an expression naming a null literal may produce nulls whatever its inputs
     nullable = {
@@ -226,16 +233,99 @@ def _udf_merge(
     first = next((f for f in manifest.fragments if f.num_rows > 0), None)
     if first is None:
         raise InvalidArgumentError("add_columns: a batch UDF needs at least one row to learn its output schema")
-    probe = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1))
-    _check_new_names(manifest, probe.schema.names)
-    added = _new_fields(manifest, probe.schema)
+    out_schema = getattr(udf, "output_schema", None)
+    if out_schema is None:  # learnt from one row, as pylance
+        out_schema = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1)).schema
+    _check_new_names(manifest, out_schema.names)
+    added = _new_fields(manifest, out_schema)
     target = added.to_arrow()
 
     def compute(t: pa.Table) -> pa.Table:
-        return _call_udf(udf, t).cast(target)
+        out = _call_udf(udf, t)
+        if out.schema.names != target.names:
+            raise InvalidArgumentError(f"Output schema of function does not match the expected schema: the UDF "
+                                       f"returned columns {out.schema.names}, expected {target.names}")
+        return out.cast(target)
 
     frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size or DEFAULT_BATCH_SIZE)
     return Merge(frags, _merged(manifest, added))
+
+
+def _all_null(exprs: Mapping[str, pc.Expression]) -> bool:
+    """Every expression (reading no column) evaluates to null."""
+    one = _project(pa.table({"__one": [0]}), exprs, "")
+    return all(c.null_count == len(c) for c in one.columns)
+
+
+class _RowStream:
+    """Consecutive slices of a stream of record batches, ``take(n)`` rows at a time."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> None:
+        self._batches, self._schema, self._pending = batches, schema, pa.Table.from_batches([], schema=schema)
+
+    def take(self, n: int) -> pa.Table:
+        parts, have = [self._pending], self._pending.num_rows
+        while have < n:
+            b = next(self._batches, None)
+            if b is None:
+                raise SchemaEvolutionError("Invalid user input: Stream ended before producing values for all rows "
+                                           f"in dataset (after {have} rows of a fragment)")
+            parts.append(pa.Table.from_batches([b]).cast(self._schema))
+            have += b.num_rows
+        t = pa.concat_tables(parts)
+        self._pending = t.slice(n)
+        return t.slice(0, n)
+
+    def check_exhausted(self) -> None:
+        if self._pending.num_rows or next(self._batches, None) is not None:
+            raise SchemaEvolutionError("Invalid user input: Stream produced more values than expected for dataset")
+
+
+def _reader_merge(store: ObjectStore, manifest: Manifest, data: Any, reader_schema: pa.Schema | None) -> Merge:
+    """New columns from a stream of batches: fragment by fragment, in scan order (streamed)."""
+    schema = reader_schema if reader_schema is not None else data.schema
+    _check_new_names(manifest, schema.names)
+    added = _new_fields(manifest, schema)
+    stream = _RowStream(iter(data), added.to_arrow())
+    frags, written = [], []
+    try:
+        for frag in manifest.fragments:
+            _, offsets = _read_live(store, manifest, frag, [], None)
+            live = frag.physical_rows if offsets is None else len(offsets)
+            full = _to_physical(stream.take(live), offsets, frag.physical_rows)
+            new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added,
+                                       version=manifest.data_storage_version,
+                                       max_rows_per_file=max(frag.physical_rows, 1), background=False)
+            written.append(new[0])
+            frags.append(frag.with_changes(files=(*frag.files, new[0].files[0])))
+        stream.check_exhausted()
+    except BaseException:
+        discard_files(store, written)
+        raise
+    return Merge(frags, _merged(manifest, added))
+
+
+class BatchUDF:
+    """A batch function for ``add_columns`` with its output schema, as pylance's ``BatchUDF``."""
+
+    def __init__(self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None) -> None:
+        self.func, self.output_schema = func, output_schema
+
+    def __call__(self, batch: pa.RecordBatch) -> Any:
+        return self.func(batch)
+
+
+def batch_udf(
+    output_schema: pa.Schema | None = None, checkpoint_file: Any = None
+) -> Callable[[Callable[[pa.RecordBatch], Any]], BatchUDF]:
+    """pylance's ``@lance.batch_udf(output_schema=...)`` decorator.
+
+    Raises:
+        UnsupportedFeatureError: ``checkpoint_file`` (pylance's resumable UDF cache).
+    """
+    if checkpoint_file is not None:
+        raise UnsupportedFeatureError("batch_udf: checkpoint_file (a resumable UDF cache) is not supported")
+    return lambda func: BatchUDF(func, output_schema)
 
 
 def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
