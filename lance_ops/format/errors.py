@@ -204,3 +204,8 @@ class SchemaEvolutionError(InvalidArgumentError, OSError):
     """An ``alter_columns`` pylance refuses with an ``OSError`` ("Invalid user input: ..."): an
     unknown column, a cast Lance does not allow, a value the cast cannot hold, a cast of an
     indexed column.  Also a ``ValueError``, as every invalid argument here."""
+
+
+class MergeInsertMatchedError(InvalidArgumentError, OSError):
+    """A ``merge_insert`` with ``when_matched_fail()`` found a source row matching a target row
+    (pylance raises an ``OSError`` "Merge insert failed: found matching row ..."); nothing is written."""

@@ -90,9 +90,9 @@ def resolve_version(
 def write_dataset(
     data: Any,
     uri: str,
-    *,
-    mode: WriteMode = "create",
     schema: pa.Schema | None = None,
+    mode: WriteMode = "create",
+    *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     enable_stable_row_ids: bool = False,
     data_storage_version: str | None = None,
