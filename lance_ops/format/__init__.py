@@ -81,6 +81,7 @@ from .transaction import Transaction
 from .vector import vec_to_table
 from .versions import stable_version
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from .write_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 
 __all__ = [
     "AmbiguousMergeInsertError",
@@ -128,6 +129,7 @@ __all__ = [
     "OptimizeIndicesOptions",
     "InvalidURIError",
     "LanceDataset",
+    "LANCE_COMMIT_MESSAGE_KEY",
     "LanceFragment",
     "LanceOpsError",
     "LanceSchema",

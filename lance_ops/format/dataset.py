@@ -44,6 +44,7 @@ from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
 from .operations import Delete, Restore, Update, UpdateConfig
 from .projection import plan_projection
+from .read.take import take_offsets, take_row_ids
 from .refs import (
     Branches,
     TagError,
@@ -709,6 +710,21 @@ class LanceDataset:
         kwargs.setdefault("storage_options", self._storage_options)
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
         self._advance(write_and_commit(data, self.uri, mode=mode, **kwargs)[1])
+
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """The transactions of the newest ``recent_transactions`` versions up to this one,
+        newest first (None for a version whose manifest names no transaction), as pylance's."""
+        first = max(1, self.version - recent_transactions + 1)
+        return [self.read_transaction(v) for v in range(self.version, first - 1, -1)]
+
+    def take(self, indices: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows at positions ``indices`` among this version's live rows, in the order asked."""
+        return take_offsets(self, indices, columns)
+
+    def _take_rows(self, row_ids: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows by row id (stable row ids) or row address, in the order asked (pylance's
+        unstable ``_take_rows``; deleted rows are left out)."""
+        return take_row_ids(self, row_ids, columns)
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names

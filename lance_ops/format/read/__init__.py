@@ -1,0 +1,1 @@
+"""Reading a dataset version: scans, projections, takes."""
