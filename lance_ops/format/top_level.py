@@ -3,6 +3,7 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 :class:`.dataset.LanceDataset`."""
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -112,18 +113,32 @@ def write_dataset(
     stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
     external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
     the object store's conditional put; every writer of the dataset must use the same one.
+    ``mode="create"`` on a ``memory://`` URI starts from an empty store (pylance gives each new
+    in-memory dataset its own), replacing what an earlier write left there; a bare ``memory://``
+    gets a unique name.
     ``commit_message`` is stored in the transaction's properties under pylance's key
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
+    if mode == "create" and str(uri).startswith("memory://"):  # a fresh in-memory store, as pylance
+        uri = _fresh_memory_uri(str(uri), storage_options)
     return LanceDataset._from_manifest(*write_and_commit(
         data, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
     ))
+
+
+def _fresh_memory_uri(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    """``memory://name`` emptied for a new dataset; a bare ``memory://`` (no name, the whole
+    in-memory filesystem) becomes a new unique ``memory://lance_ops-<uuid>`` instead."""
+    if not uri[len("memory://"):].strip("/"):
+        return f"memory://lance_ops-{uuid.uuid4().hex}"
+    ObjectStore(uri, storage_options).clear_memory()
+    return uri
 
 
 def commit(
