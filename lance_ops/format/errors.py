@@ -209,3 +209,7 @@ class SchemaEvolutionError(InvalidArgumentError, OSError):
 class MergeInsertMatchedError(InvalidArgumentError, OSError):
     """A ``merge_insert`` with ``when_matched_fail()`` found a source row matching a target row
     (pylance raises an ``OSError`` "Merge insert failed: found matching row ..."); nothing is written."""
+
+
+class DetachedCommitError(UnsupportedFeatureError, OSError):
+    """A detached commit the dataset cannot take (V1 manifest paths), as pylance's ``OSError``."""

@@ -28,11 +28,12 @@ from .refs import (
 )
 from .store import ObjectStore
 from .transaction import Transaction
+from .txn.detached import commit_detached
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
 )
-from .write_commit import write_and_commit
+from .write_commit import COMMIT_MESSAGE_KEY, write_and_commit
 
 
 def dataset(
@@ -153,6 +154,8 @@ def commit(
     manifest_store: ManifestStore | str | None = None,
     create: bool = False,
     data_storage_version: str | None = None,
+    detached: bool = False,
+    commit_message: str | None = None,
 ) -> LanceDataset:
     """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
     ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
@@ -162,7 +165,14 @@ def commit(
     ``data_storage_version`` apply to a dataset this commit creates.
     ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
     path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    ``detached``: write a detached version (outside the lineage, never the latest; pylance's
+    ``detached=True``) on ``read_version``, which may itself be detached.  ``uri`` may be a
+    LanceDataset (its URI is used), and ``commit_message`` is stored as by ``write_dataset``.
     """
+    if isinstance(uri, LanceDataset):
+        uri = uri.uri
+    if commit_message is not None:
+        transaction_properties = {**dict(transaction_properties or {}), COMMIT_MESSAGE_KEY: commit_message}
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
     if isinstance(operation, Transaction):
@@ -177,6 +187,8 @@ def commit(
                           properties=dict(transaction_properties or {}))
     else:
         txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    if detached:
+        return LanceDataset._from_manifest(store, commit_detached(store, handler, txn), handler)
     manifest = commit_transaction(
         store,
         txn,
@@ -187,6 +199,10 @@ def commit(
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
+
+
+#: pylance's ``LanceDataset.commit`` is a static method (set here: the handle module cannot import this one)
+LanceDataset.commit = staticmethod(commit)  # type: ignore[attr-defined]
 
 
 def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:

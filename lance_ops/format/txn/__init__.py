@@ -1,0 +1,1 @@
+"""Transactions and the commit protocol."""
