@@ -14,6 +14,7 @@ from .dataset import LanceDataset
 from .errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
+    ColumnNotFoundError,
     CommitConflictError,
     CommitError,
     CommitFailedError,
@@ -21,6 +22,7 @@ from .errors import (
     CorruptFileError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    DetachedCommitError,
     IncompatibleTransactionError,
     InvalidArgumentError,
     InvalidURIError,
@@ -35,6 +37,7 @@ from .errors import (
     SQLTypeError,
     SQLUnknownColumnError,
     UnsupportedFeatureError,
+    UnsupportedIndexTypeError,
 )
 from .evolve import BatchUDF, batch_udf, schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
@@ -112,6 +115,9 @@ __all__ = [
     "CommitError",
     "CommitFailedError",
     "CommitStateUnknownError",
+    "ColumnNotFoundError",
+    "DetachedCommitError",
+    "UnsupportedIndexTypeError",
     "CorruptFileError",
     "CreateIndex",
     "DataFile",

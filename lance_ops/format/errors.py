@@ -213,3 +213,13 @@ class MergeInsertMatchedError(InvalidArgumentError, OSError):
 
 class DetachedCommitError(UnsupportedFeatureError, OSError):
     """A detached commit the dataset cannot take (V1 manifest paths), as pylance's ``OSError``."""
+
+
+class ColumnNotFoundError(SchemaError, KeyError):
+    """An index call names a column the dataset does not have (pylance raises a ``KeyError``)."""
+
+    __str__ = Exception.__str__  # the message as written, not KeyError's quoted repr
+
+
+class UnsupportedIndexTypeError(UnsupportedFeatureError, NotImplementedError):
+    """An index type lance_ops does not build (pylance raises ``NotImplementedError`` for unknown ones)."""
