@@ -90,7 +90,7 @@ def resolve_version(
 
 
 def write_dataset(
-    data: Any,
+    data_obj: Any,
     uri: str,
     schema: pa.Schema | None = None,
     mode: WriteMode = "create",
@@ -104,9 +104,9 @@ def write_dataset(
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
 ) -> LanceDataset:
-    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
+    """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
-    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
+    ``data_obj``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
     datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
     of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
     bring types that widen losslessly to the dataset's.
@@ -126,7 +126,7 @@ def write_dataset(
     if mode == "create" and str(uri).startswith("memory://"):  # a fresh in-memory store, as pylance
         uri = _fresh_memory_uri(str(uri), storage_options)
     return LanceDataset._from_manifest(*write_and_commit(
-        data, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
+        data_obj, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
