@@ -755,6 +755,11 @@ class LanceDataset:
         self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
         return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
 
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema's metadata as strings (pylance's ``schema_metadata``)."""
+        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
+
     def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
         """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
         return self.update_schema_metadata(new_metadata, replace=True)

@@ -404,6 +404,15 @@ class LanceSchema:
         md = {k.decode(): bytes(v) for k, v in (schema.metadata or {}).items()}
         return cls(fields=tuple(out), metadata=md)
 
+    @classmethod
+    def from_pyarrow(cls, schema: pa.Schema) -> "LanceSchema":
+        """pylance's name: :meth:`from_arrow` with ids from 0 (``LanceSchema.from_pyarrow``)."""
+        return cls.from_arrow(schema)
+
+    def to_pyarrow(self) -> pa.Schema:
+        """pylance's name for :meth:`to_arrow`."""
+        return self.to_arrow()
+
     def to_arrow(self) -> pa.Schema:
         """Arrow schema with types, nullability and field/schema metadata of this schema."""
         fields = [self._arrow_field(f) for f in self.top_level()]

@@ -21,6 +21,7 @@ from .errors import (
     DatasetNotFoundError,
     InvalidArgumentError,
 )
+from .handle_args import pop_ignored
 from .manifest_store import ManifestStore
 from .operations import Operation
 from .refs import (
@@ -103,6 +104,7 @@ def write_dataset(
     manifest_store: "ManifestStore | str | None" = None,
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
+    max_rows_per_group: int | None = None,
 ) -> LanceDataset:
     """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
@@ -120,9 +122,11 @@ def write_dataset(
     ``commit_message`` is stored in the transaction's properties under pylance's key
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
+    ``max_rows_per_group`` (a layout knob of pylance's writer) is checked and ignored.
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
+    pop_ignored({"max_rows_per_group": max_rows_per_group}, ("max_rows_per_group",))
     if mode == "create" and str(uri).startswith("memory://"):  # a fresh in-memory store, as pylance
         uri = _fresh_memory_uri(str(uri), storage_options)
     return LanceDataset._from_manifest(*write_and_commit(
