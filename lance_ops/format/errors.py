@@ -223,3 +223,8 @@ class ColumnNotFoundError(SchemaError, KeyError):
 
 class UnsupportedIndexTypeError(UnsupportedFeatureError, NotImplementedError):
     """An index type lance_ops does not build (pylance raises ``NotImplementedError`` for unknown ones)."""
+
+
+class DeletedRowsTakeError(InvalidArgumentError, NotImplementedError):
+    """A take (``take_blobs``) of rows that are deleted or do not exist; pylance raises
+    ``NotImplementedError`` ("A take operation that includes row addresses must not target deleted rows")."""
