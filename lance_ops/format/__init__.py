@@ -8,12 +8,16 @@ The API mirrors pylance where they overlap::
     ds.to_table(columns=["id", "_rowid"], filter="id > 10 AND name LIKE 'a%'")
 """
 
-from ._version import __version__ as __version__
-from .commit_options import COMMIT_DEFAULTS, CommitOptions
-from .dataset import LanceDataset
-from .errors import (
+from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.functions import commit, dataset, resolve_version, write_dataset
+from lance_ops.format.api.lance_dataset import LanceDataset
+from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.views import LanceFragment, Scanner
+from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
+    BranchError,
+    CastError,
     ColumnNotFoundError,
     CommitConflictError,
     CommitError,
@@ -28,8 +32,10 @@ from .errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    ManifestStoreConflict,
     ManifestStoreRequiredError,
     MergeInsertMatchedError,
+    RefError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
@@ -37,17 +43,13 @@ from .errors import (
     SQLParseError,
     SQLTypeError,
     SQLUnknownColumnError,
+    TagError,
     UnsupportedFeatureError,
     UnsupportedIndexTypeError,
 )
-from .evolve import BatchUDF, batch_udf, schema_with_new_columns
-from .fragment import DataFile, DeletionFile, FragmentMetadata
-from .handle_views import LanceFragment, Scanner
-from .index.describe import format_fragment_ids
-from .inputs import CastError
-from .lance_operation import LanceOperation
-from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
-from .maintenance.index_build import (
+from lance_ops.format.index.describe import format_fragment_ids
+from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
+from lance_ops.format.ops.index_build import (
     OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
     IndexTask,
@@ -59,9 +61,19 @@ from .maintenance.index_build import (
     plan_create_scalar_index,
     plan_optimize_indices,
 )
-from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
-from .merge_insert import MergeInsertBuilder
-from .operations import (
+from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.schema_evolution import BatchUDF, batch_udf, schema_with_new_columns
+from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
+from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_ops.format.table.file_versions import stable_version
+from lance_ops.format.table.refs import Tags
+from lance_ops.format.txn.lance_operation import LanceOperation
+from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
+from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
     Delete,
@@ -75,19 +87,22 @@ from .operations import (
     Update,
     UpdateConfig,
 )
-from .refs import BranchError, RefError, TagError, Tags
-from .results import DeleteResult, UpdateResult
-from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
-from .schema import LanceSchema
-from .sql import sql_expression, sql_filter, transpile_sql
-from .top_level import commit, dataset, resolve_version, write_dataset
-from .transaction import Transaction
-from .vector import vec_to_table
-from .versions import stable_version
-from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
-from .write_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+from lance_ops.format.txn.options import COMMIT_DEFAULTS, CommitOptions
+from lance_ops.format.txn.transaction import Transaction
+from lance_ops.format.vector import vec_to_table
 
 __all__ = [
+    "ColumnNotFoundError",
+    "DetachedCommitError",
+    "UnsupportedIndexTypeError",
+    "DeletedRowsTakeError",
+    "LANCE_COMMIT_MESSAGE_KEY",
+    "MergeInsertMatchedError",
+    "SchemaEvolutionError",
+    "stable_version",
+    "vec_to_table",
+    "BatchUDF",
+    "batch_udf",
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
     "COMPACTION_DEFAULTS",
@@ -116,15 +131,11 @@ __all__ = [
     "CommitError",
     "CommitFailedError",
     "CommitStateUnknownError",
-    "ColumnNotFoundError",
-    "DetachedCommitError",
-    "UnsupportedIndexTypeError",
     "CorruptFileError",
     "CreateIndex",
     "DataFile",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
-    "DeletedRowsTakeError",
     "Delete",
     "Merge",
     "Project",
@@ -137,13 +148,11 @@ __all__ = [
     "OptimizeIndicesOptions",
     "InvalidURIError",
     "LanceDataset",
-    "LANCE_COMMIT_MESSAGE_KEY",
     "LanceFragment",
     "LanceOpsError",
     "LanceSchema",
     "ManifestStore",
     "MergeInsertBuilder",
-    "MergeInsertMatchedError",
     "ManifestStoreConflict",
     "SQLiteManifestStore",
     "Overwrite",
@@ -155,7 +164,6 @@ __all__ = [
     "RewriteGroup",
     "Scanner",
     "SchemaChangeError",
-    "SchemaEvolutionError",
     "SchemaError",
     "SQLParseError",
     "SQLTypeError",
@@ -176,12 +184,8 @@ __all__ = [
     "resolve_version",
     "sql_expression",
     "sql_filter",
-    "stable_version",
-    "vec_to_table",
     "transpile_sql",
     "schema_with_new_columns",
-    "BatchUDF",
-    "batch_udf",
     "write_dataset",
     "write_fragments",
 ]

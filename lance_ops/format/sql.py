@@ -41,8 +41,8 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
-from .errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
-from .sql_kernels import list_kernel
+from lance_ops.format.errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
+from lance_ops.format.sql_kernels import list_kernel
 
 __all__ = ["parse_sql", "sql_expression", "sql_filter"]
 

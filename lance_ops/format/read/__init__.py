@@ -1,1 +1,1 @@
-"""Reading a dataset version: scans, projections, takes."""
+"""The read path: scans, projections, takes, blob payloads, data statistics."""
