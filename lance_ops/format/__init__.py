@@ -68,8 +68,8 @@ from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_CO
 from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
-from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
 from lance_ops.format.table.file_versions import stable_version
+from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
 from lance_ops.format.table.refs import Tags
 from lance_ops.format.txn.lance_operation import LanceOperation
 from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import ArgumentTypeError, InvalidArgumentError
+from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["vec_to_table"]
 

@@ -210,7 +210,10 @@ def test_take_take_rows_and_head(tmp_path):
             ids = ds.to_table(columns=["_rowid" if stable else "_rowaddr"]).column(0).to_pylist()
             out += [ds.take([5, 0, 20, 5], columns=["a"]).to_pydict(),
                     ds._take_rows([ids[3], ids[0], ids[10]], columns=["a"]).to_pydict(),
-                    ds.get_fragments()[1].head(3).to_pydict()]
+                    ds.get_fragments()[1].head(3).to_pydict(),
+                    ds.take([2, 0], columns={"a2": "a * 2"}).to_pydict(),
+                    ds._take_rows([ids[1]], columns={"a2": "a * 2"}).to_pydict(),
+                    ds.get_fragments()[0].take([0, 4]).to_pydict(), len(ds)]
         return out
     got = both(tmp_path, run)
     assert got[0] == got[1]

@@ -10,13 +10,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.api.lance_dataset import LanceDataset
 from lance_ops.format.errors import (
     ArgumentTypeError,
     DatasetNotFoundError,
     InvalidArgumentError,
 )
-from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -26,8 +26,8 @@ from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY, write_and_
 from lance_ops.format.table.refs import (
     VersionRef,
 )
-from lance_ops.format.txn.detached import commit_detached
 from lance_ops.format.txn.commit_loop import DEFAULT_MAX_RETRIES, commit_transaction
+from lance_ops.format.txn.detached import commit_detached
 from lance_ops.format.txn.handlers import (
     commit_handler_for,
     try_open_latest,

@@ -45,8 +45,8 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
+from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
@@ -296,6 +296,10 @@ class LanceDataset:
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         f = self._manifest.fragment(fragment_id)
         return LanceFragment(self._pinned(), f) if f is not None else None
+
+    def __len__(self) -> int:
+        """Live rows of this version (pylance's ``len(ds)``)."""
+        return self.count_rows()
 
     def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:

@@ -40,7 +40,6 @@ from lance_ops.format.errors import (
     ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
-    SchemaError,
     UnsupportedFeatureError,
     UnsupportedIndexTypeError,
 )

@@ -30,7 +30,12 @@ import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
-from lance_ops.format.errors import InvalidArgumentError, SchemaError, SchemaEvolutionError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    InvalidArgumentError,
+    SchemaError,
+    SchemaEvolutionError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files

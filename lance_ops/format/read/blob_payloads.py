@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_ops.format.errors import CorruptFileError, DeletedRowsTakeError, SchemaError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    CorruptFileError,
+    DeletedRowsTakeError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format.file.blob_columns import (
     KIND_DEDICATED,
     KIND_EXTERNAL,

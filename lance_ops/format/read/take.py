@@ -5,15 +5,15 @@ requested columns, then rows are picked with one Arrow ``take``), and return row
 asked, repeats included.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgumentError
-from ..manifest import Manifest
+from lance_ops.format.errors import InvalidArgumentError
+from lance_ops.format.table.manifest import Manifest
 
 __all__ = ["take_offsets", "take_row_ids"]
 
@@ -36,7 +36,10 @@ def _ints(values: Any, what: str) -> np.ndarray:
     return arr
 
 
-def _names(ds: _Readable, columns: Sequence[str] | None) -> list[str]:
+def _names(ds: _Readable, columns: Any) -> Any:
+    """The projection: a list of names, or a dict of name -> SQL expression kept as given."""
+    if isinstance(columns, Mapping):
+        return dict(columns)
     return list(columns) if columns is not None else list(ds.schema.names)
 
 
@@ -86,7 +89,8 @@ def take_row_ids(ds: _Readable, row_ids: Any, columns: Sequence[str] | None = No
         frags = [f for f in frags if f.id in wanted]
     if not frags or not len(ids):
         return ds.to_table(columns=cols, limit=0)
-    found = ds.to_table(columns=[*cols, key] if key not in cols else cols, fragments=frags,
+    with_key = {**cols, key: key} if isinstance(cols, dict) else [*cols, key]
+    found = ds.to_table(columns=with_key if key not in cols else cols, fragments=frags,
                         filter=pc.field(key).isin(pa.array(np.unique(ids), pa.uint64())))
     at = pc.index_in(pa.array(ids, pa.uint64()), value_set=found.column(key).combine_chunks())
     out = found.take(at.drop_null())

@@ -8,12 +8,17 @@ pylance, only datasets with V2 manifest paths take them.
 
 import secrets
 
-from ..build import build_manifest
-from ..commit_handler import CommitHandler, checkout_manifest
-from ..errors import DetachedCommitError
-from ..manifest import DETACHED_VERSION_MASK, Manifest, NamingScheme, write_manifest_if_absent
-from ..store import ObjectStore
-from ..transaction import Transaction, write_transaction_file
+from lance_ops.format.errors import DetachedCommitError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import (
+    DETACHED_VERSION_MASK,
+    Manifest,
+    NamingScheme,
+    write_manifest_if_absent,
+)
+from lance_ops.format.txn.apply import build_manifest
+from lance_ops.format.txn.handlers import CommitHandler, checkout_manifest
+from lance_ops.format.txn.transaction import Transaction, write_transaction_file
 
 __all__ = ["commit_detached"]
 
