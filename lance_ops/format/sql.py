@@ -28,6 +28,7 @@ sqlglot's tree is the simpler one to walk; the parse is done once per call, not 
 """
 
 import datetime as _dt
+import decimal as _decimal
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -206,8 +207,9 @@ class _Translator:
             raise self.parse_error(f"bad number {text!r}: {e}", node) from None
         return _Typed(pc.scalar(v), node, v, "int" if pa.types.is_integer(v.type) else "float")
 
-    def list_literal(self, node: exp.Array) -> _Typed:
-        """``[1.0, 2.0]`` / ``Array['a', 'b']``: a list scalar (its items must be literals)."""
+    def list_literal(self, node: exp.Expr) -> _Typed:
+        """``[1.0, 2.0]`` / ``Array['a', 'b']`` / ``make_array(...)``: a list scalar (its items must
+        be literals)."""
         items = [self.visit(i) for i in node.expressions]
         if any(i.kind is None for i in items):
             raise self.parse_error("an array literal takes literal items only", node)
@@ -257,6 +259,8 @@ class _Translator:
             if kind == "timestamp" and pa.types.is_date(target):
                 return v  # the column is cast to the literal's type instead (see compare)
             try:
+                if kind == "int" and pa.types.is_decimal(to):  # exact, whatever the column's precision allows
+                    return _int_to_decimal(v, to)
                 return v.cast(to, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
                 pass
@@ -318,7 +322,9 @@ class _Translator:
         }.get(fn)
         if extra is None:  # not_equal: NaN <> NaN is false
             return pc.Expression._call("and_kleene", [out, pc.Expression._call("invert", [both])])
-        return pc.Expression._call("or_kleene", [out, extra])
+        # a null operand keeps the comparison null (``null <= NaN`` is not true)
+        valid = pc.Expression._call("and", [pc.Expression._call("is_valid", [a]), pc.Expression._call("is_valid", [b])])
+        return pc.Expression._call("or_kleene", [out, pc.Expression._call("and_kleene", [extra, valid])])
 
     def nan_of(self, node: exp.Expr, expr: pc.Expression) -> pc.Expression | None:
         """``is_nan(expr)`` when ``node`` is a floating-point column or expression (None otherwise)."""
@@ -335,6 +341,11 @@ class _Translator:
 
     def _coerce(self, col: _Typed, lit: _Typed) -> tuple[pc.Expression, pc.Expression]:
         typ = self.type_of(col)
+        if lit.kind == "float" and pa.types.is_decimal(typ) and isinstance(col.node, exp.Column | exp.Dot):
+            # pylance converts a literal compared with a column to the column's type and has no
+            # float -> decimal conversion (``dc > 1.2`` is refused; ``CAST(x AS DECIMAL) > 1.2`` is not)
+            raise self.type_error(f"literal {lit.node.sql(dialect=LanceSQL)} (a float) cannot be converted to "
+                                  f"{typ}; write CAST({lit.node.sql(dialect=LanceSQL)} AS DECIMAL(p, s))", lit.node)
         scalar = self.fit(lit, typ)
         if pa.types.is_date(typ) and lit.kind == "timestamp":
             return col.expr.cast(scalar.type), pc.scalar(scalar)
@@ -646,6 +657,12 @@ def _lower_upper(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
     return _string_fn(fn)
 
 
+def _int_to_decimal(v: pa.Scalar, to: pa.DataType) -> pa.Scalar:
+    """An integer literal as a decimal of the column's type (Arrow's int64 -> decimal(10, 2) cast
+    wants precision for any int64); raises ArrowInvalid when the value does not fit."""
+    return pa.scalar(_decimal.Decimal(v.as_py()).scaleb(0), to)
+
+
 def _is_binary(t: pa.DataType) -> bool:
     return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
             or pa.types.is_binary_view(t))
@@ -824,13 +841,14 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Expr], _Typed]] = {
     "list_has_any": _array_has("any"),
     "list_has_all": _array_has("all"),
     "arrow_cast": _arrow_cast,
+    "make_array": lambda t, n: t.list_literal(n),
 }
 
 
 # --------------------------------------------------------------------------- public
 
 def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
-                   metadata_columns: Sequence[str] = ()) -> pc.Expression:
+                   metadata_columns: Sequence[str] = (), target: pa.DataType | None = None) -> pc.Expression:
     """Translate one SQL value expression (``"b + 1"``, ``"lower(s)"``) over ``schema``.
 
     Args:
@@ -838,6 +856,8 @@ def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
         schema: the columns names may refer to (nested fields as ``a.b``).
         what: what the text is, for error messages (``"filter"``, ``"update value of 'b'"``).
         metadata_columns: names in ``schema`` that messages list apart (``_rowid``, ...).
+        target: the type the value is for (an update's column): an integer literal for a decimal
+            column is converted exactly (``SET dc = 2``), as pylance converts it.
 
     Raises:
         SQLParseError: bad syntax or an unsupported construct (names the text and position).
@@ -852,6 +872,8 @@ def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
         raise SQLParseError(f"{what}: {e.reason}", text, e.position) from None
     t = _Translator(text, schema, what, metadata_columns)
     out = t.visit(tree)
+    if out.kind == "int" and target is not None and pa.types.is_decimal(target):
+        return pc.scalar(t.fit(out, target))
     if out.kind is not None:
         return pc.scalar(out.literal)
     return out.expr
