@@ -43,7 +43,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from lance_ops.format.errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
-from lance_ops.format.sql_kernels import list_kernel
+from lance_ops.format.sql_kernels import list_kernel, nan_rank_kernel
 
 __all__ = ["parse_sql", "sql_expression", "sql_filter"]
 
@@ -305,29 +305,32 @@ class _Translator:
         return a.expr, b.expr
 
     def compare(self, fn: str, left: exp.Expr, right: exp.Expr) -> pc.Expression:
-        """``left <fn> right`` with DataFusion's float order: NaN equals NaN and sorts above every
-        number (``x > 0`` holds for a NaN ``x``), where Arrow's comparisons are false on NaN."""
+        """``left <fn> right`` in DataFusion's float order (IEEE ``totalOrder``): a NaN equals a
+        NaN of its sign, a positive NaN sorts above every number and a negative one below
+        (``x > 0`` holds for NaN), where Arrow's comparisons are false on any NaN."""
         a, b = self.pair(left, right)
         out = pc.Expression._call(fn, [a, b])
-        a_nan, b_nan = self.nan_of(left, a), self.nan_of(right, b)
-        if a_nan is None and b_nan is None:
+        ra, rb = self.nan_of(left, a), self.nan_of(right, b)
+        if ra is None and rb is None:
             return out
-        false = pc.scalar(False)
-        a_nan, b_nan = a_nan if a_nan is not None else false, b_nan if b_nan is not None else false
-        both = pc.Expression._call("and_kleene", [a_nan, b_nan])
+        zero = pc.scalar(pa.scalar(0, pa.int8()))
+        ra, rb = ra if ra is not None else zero, rb if rb is not None else zero
+        call = pc.Expression._call
+        same_nan = call("and_kleene", [call("equal", [ra, rb]), call("not_equal", [ra, zero])])
+        gt, lt = call("greater", [ra, rb]), call("less", [ra, rb])
         extra = {
-            "greater": pc.Expression._call("and_kleene", [a_nan, pc.Expression._call("invert", [b_nan])]),
-            "less": pc.Expression._call("and_kleene", [b_nan, pc.Expression._call("invert", [a_nan])]),
-            "greater_equal": a_nan, "less_equal": b_nan, "equal": both,
+            "greater": gt, "less": lt, "equal": same_nan,
+            "greater_equal": call("or_kleene", [gt, same_nan]), "less_equal": call("or_kleene", [lt, same_nan]),
         }.get(fn)
-        if extra is None:  # not_equal: NaN <> NaN is false
-            return pc.Expression._call("and_kleene", [out, pc.Expression._call("invert", [both])])
+        if extra is None:  # not_equal: a NaN is not unequal to a NaN of its sign
+            return call("and_kleene", [out, call("invert", [same_nan])])
         # a null operand keeps the comparison null (``null <= NaN`` is not true)
-        valid = pc.Expression._call("and", [pc.Expression._call("is_valid", [a]), pc.Expression._call("is_valid", [b])])
-        return pc.Expression._call("or_kleene", [out, pc.Expression._call("and_kleene", [extra, valid])])
+        valid = call("and", [call("is_valid", [a]), call("is_valid", [b])])
+        return call("or_kleene", [out, call("and_kleene", [extra, valid])])
 
     def nan_of(self, node: exp.Expr, expr: pc.Expression) -> pc.Expression | None:
-        """``is_nan(expr)`` when ``node`` is a floating-point column or expression (None otherwise)."""
+        """The NaN rank (1 positive NaN, -1 negative NaN, 0 number) of a floating-point operand,
+        None for other types and plain number literals."""
         if isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.HexString | exp.Array) \
                 or (isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)):
             return None
@@ -337,7 +340,7 @@ class _Translator:
             return None
         if not pa.types.is_floating(typ):
             return None
-        return pc.Expression._call("is_nan", [expr])
+        return pc.Expression._call(nan_rank_kernel(typ), [expr])
 
     def _coerce(self, col: _Typed, lit: _Typed) -> tuple[pc.Expression, pc.Expression]:
         typ = self.type_of(col)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["list_kernel"]
+__all__ = ["list_kernel", "nan_rank_kernel"]
 
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, str] = {}
@@ -94,6 +94,35 @@ def list_kernel(name: str, list_type: pa.DataType, arg_type: pa.DataType) -> str
                     fn, fn_name, {"summary": f"lance_ops SQL {name}", "description": key},
                     {"list": list_type, "arg": arg_type}, out(list_type))
             except pa.ArrowKeyError:  # registered by an earlier import of this module
+                pass
+            _REGISTERED[key] = fn_name
+    return fn_name
+
+
+def _nan_rank(ctx: object, x: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
+    """1 for a NaN with the sign bit clear, -1 for one with it set, 0 for a number: where IEEE
+    754 ``totalOrder`` (DataFusion's float order) puts it against every number."""
+    if isinstance(x, pa.Scalar):
+        v = x.as_py()
+        r = None if v is None else (0 if v == v else (-1 if np.signbit(v) else 1))
+        return pa.scalar(r, pa.int8())
+    vals = x.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    nan = np.isnan(vals)
+    rank = np.where(nan, np.where(np.signbit(vals), -1, 1), 0).astype(np.int8)
+    return pa.array(rank, mask=x.is_null().to_numpy(zero_copy_only=False))
+
+
+def nan_rank_kernel(float_type: pa.DataType) -> str:
+    """The compute-function name of the NaN rank of a float type (registered on first use)."""
+    key = f"nan_rank|{float_type}"
+    with _LOCK:
+        fn_name = _REGISTERED.get(key)
+        if fn_name is None:
+            fn_name = f"lance_ops_nan_rank_{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+            try:
+                pc.register_scalar_function(_nan_rank, fn_name, {"summary": "lance_ops NaN rank", "description": key},
+                                            {"x": float_type}, pa.int8())
+            except pa.ArrowKeyError:
                 pass
             _REGISTERED[key] = fn_name
     return fn_name

@@ -314,3 +314,21 @@ def test_take_blobs_of_a_deleted_row(tmp_path, file_version):
         return isinstance(e, NotImplementedError), "must not target deleted" in str(e)
     got = both(tmp_path, run)
     assert got[0] == got[1] == (True, True)
+
+
+NAN_FILTERS = ["x > 0", "x < 5", "x >= 0", "x <= 5", "x = x", "x <> x", "x != 1", "x = CAST('NaN' AS DOUBLE)",
+               "x > CAST('NaN' AS DOUBLE)", "x < CAST('NaN' AS DOUBLE)", "x BETWEEN -10 AND 10", "x > y", "x = y",
+               "x < y", "x <> y", "y > 0", "NOT (x > 0)"]
+
+
+def test_float_order_is_datafusions_total_order(tmp_path):
+    """Positive NaN above every number, negative NaN below (IEEE totalOrder), as DataFusion."""
+    t = pa.table({"x": [1.0, float("-nan"), float("inf"), float("-inf"), 2.0, float("nan"), 3.0, None],
+                  "y": pa.array([float("nan"), float("-nan"), 1, 2, None, float("nan"), -1, 0], pa.float32()),
+                  "i": list(range(8))})
+    def run(impl, uri):
+        ds = impl.write_dataset(t, uri)
+        return [sorted(ds.to_table(filter=f)["i"].to_pylist()) for f in NAN_FILTERS]
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+    assert got[0][0] == [0, 2, 4, 5, 6]  # x > 0: the positive NaN matches, the negative one does not
