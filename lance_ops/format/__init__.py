@@ -29,6 +29,7 @@ from lance_ops.format.errors import (
     DeletedRowsTakeError,
     DetachedCommitError,
     IncompatibleTransactionError,
+    IndexNotFoundError,
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
@@ -92,6 +93,7 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import vec_to_table
 
 __all__ = [
+    "IndexNotFoundError",
     "ColumnNotFoundError",
     "DetachedCommitError",
     "UnsupportedIndexTypeError",

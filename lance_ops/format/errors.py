@@ -295,3 +295,7 @@ class ChunksTooLargeError(LanceOpsError):
     def __init__(self, levels: bool) -> None:
         super().__init__()
         self.levels = levels
+
+
+class IndexNotFoundError(InvalidArgumentError, RuntimeError):
+    """No index of that name (pylance's ``drop_index`` raises a ``RuntimeError``, "Lance index not found")."""

@@ -332,3 +332,15 @@ def test_float_order_is_datafusions_total_order(tmp_path):
     got = both(tmp_path, run)
     assert got[0] == got[1]
     assert got[0][0] == [0, 2, 4, 5, 6]  # x > 0: the positive NaN matches, the negative one does not
+
+
+def test_drop_index(tmp_path):
+    def run(impl, uri):
+        ds = _indexed(impl, uri)
+        missing = raised(lambda: ds.drop_index("nope"))
+        ds.drop_index("a_idx")
+        ds.alter_columns({"path": "a", "data_type": pa.int32()})  # no index left on it: the cast is allowed
+        return (isinstance(missing, RuntimeError), "Lance index not found" in str(missing), _indices(uri),
+                lance.dataset(uri).schema.field("a").type, lance.dataset(uri).to_table(filter="a = 3").num_rows)
+    got = both(tmp_path, run)
+    assert got[0] == got[1] and got[0][2] == [("b_idx", (1,)), ("c_idx", (2,))]

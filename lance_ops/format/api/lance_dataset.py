@@ -14,12 +14,14 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    IndexNotFoundError,
     InvalidArgumentError,
     RetryableCommitConflictError,
     TagError,
     UnsupportedFeatureError,
 )
 from lance_ops.format.index import describe as _describe
+from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
 from lance_ops.format.ops.cleanup import CleanupStats, cleanup_old_versions
@@ -69,7 +71,7 @@ from lance_ops.format.txn.handlers import (
 )
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
-from lance_ops.format.txn.operations import Delete, Restore, Update, UpdateConfig
+from lance_ops.format.txn.operations import CreateIndex, Delete, Restore, Update, UpdateConfig
 from lance_ops.format.txn.transaction import Transaction, read_transaction_file
 
 
@@ -246,6 +248,22 @@ class LanceDataset:
         self._check_mutable()
         plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def drop_index(self, name: str) -> None:
+        """Remove every segment of index ``name`` in a new version (a ``CreateIndex`` removing
+        them, as pylance's ``drop_index``); the handle moves to it.  Index files stay until
+        ``cleanup_old_versions``.
+
+        Raises:
+            IndexNotFoundError: no index of that name (a ``RuntimeError`` too, as pylance's).
+        """
+        self._check_mutable()
+        section = self._manifest.index_section
+        segments = [i for i in decode_index_section(section, f"{self.uri} version {self.version}")
+                    if i.name == name] if section else []
+        if not segments:
+            raise IndexNotFoundError(f"Lance index not found: name={name} ({self.uri} version {self.version})")
+        self._commit(CreateIndex((), segments))
 
     @property
     def has_index(self) -> bool:
