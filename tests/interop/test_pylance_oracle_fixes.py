@@ -344,3 +344,17 @@ def test_drop_index(tmp_path):
                 lance.dataset(uri).schema.field("a").type, lance.dataset(uri).to_table(filter="a = 3").num_rows)
     got = both(tmp_path, run)
     assert got[0] == got[1] and got[0][2] == [("b_idx", (1,)), ("c_idx", (2,))]
+
+
+def test_batch_udf_returning_a_dataframe(tmp_path):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": [1, 2, 3]}), uri)
+
+        @impl.batch_udf(output_schema=pa.schema([("b", pa.int64())]))
+        def double(batch):
+            return batch.to_pandas().assign(b=lambda x: x.a * 2)[["b"]]
+
+        ds.add_columns(double)
+        return impl.dataset(uri).to_table().to_pydict()
+    got = both(tmp_path, run)
+    assert got[0] == got[1] == {"a": [1, 2, 3], "b": [2, 4, 6]}

@@ -336,7 +336,8 @@ def batch_udf(
 def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
     batch = t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=t.schema)
     out = getattr(udf, "func", udf)(batch)  # pylance's @batch_udf keeps the function as ``func``
-    if hasattr(out, "to_batches") and not isinstance(out, pa.Table):  # a pandas DataFrame
+    if (hasattr(out, "to_batches") or hasattr(out, "to_records")) and not isinstance(out, pa.Table | pa.RecordBatch):
+        # a pandas DataFrame (pylance's batch UDFs may return one)
         out = pa.Table.from_pandas(out, preserve_index=False)
     if isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
