@@ -755,8 +755,14 @@ def _arrow_type(t: _Translator, text: str, node: exp.Expr) -> pa.DataType:
     m = re.fullmatch(r"FixedSizeBinary\((\d+)\)", name)
     if m:
         return pa.binary(int(m.group(1)))
+    m = re.fullmatch(r"FixedSizeList\((\d+),\s*(.+)\)", name)
+    if m:
+        return pa.list_(_arrow_type(t, m.group(2), node), int(m.group(1)))
+    m = re.fullmatch(r"(Large)?List\((.+)\)", name)
+    if m:
+        return (pa.large_list if m.group(1) else pa.list_)(_arrow_type(t, m.group(2), node))
     raise t.type_error(f"arrow_cast: unsupported type {text!r}; known: {sorted(_ARROW_TYPES)}, "
-                       "Timestamp(unit, None), Decimal128(p, s), FixedSizeBinary(n)", node)
+                       "Timestamp(unit, None), Decimal128(p, s), FixedSizeBinary(n), FixedSizeList(n, T), List(T)", node)
 
 
 def _arrow_cast(t: _Translator, node: exp.Expr) -> _Typed:

@@ -358,3 +358,18 @@ def test_batch_udf_returning_a_dataframe(tmp_path):
         return impl.dataset(uri).to_table().to_pydict()
     got = both(tmp_path, run)
     assert got[0] == got[1] == {"a": [1, 2, 3], "b": [2, 4, 6]}
+
+
+def test_scanner_over_lance_fragments_and_arrow_cast_lists(tmp_path):
+    def run(impl, uri):
+        for _ in range(3):
+            impl.write_dataset(pa.table({"a": range(100)}), uri, mode="append")
+        ds = impl.dataset(uri)
+        frags = list(ds.get_fragments())
+        counts = (ds.scanner(fragments=frags[0:2]).to_table().num_rows,
+                  ds.scanner(fragments=iter(frags[0:2]), scan_in_order=False).to_table().num_rows)
+        ds.add_columns({"v": "arrow_cast(NULL, 'FixedSizeList(4, Float32)')"})
+        r = impl.dataset(uri)
+        return counts, r.schema.field("v").type, r.to_table()["v"].null_count
+    got = both(tmp_path, run)
+    assert got[0] == got[1] == ((200, 200), pa.list_(pa.float32(), 4), 300)

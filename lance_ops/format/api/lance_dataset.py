@@ -382,6 +382,8 @@ class LanceDataset:
         offset: int | None,
         batch_size: int | None,
     ) -> Iterator[pa.RecordBatch]:
+        if fragments is not None:  # pylance also takes LanceFragments, and any iterable of them
+            fragments = [f.metadata if isinstance(f, LanceFragment) else f for f in fragments]
         return scan(
             self._store,
             self._manifest,
