@@ -120,6 +120,23 @@ def test_drop_rename_and_cast_of_indexed_columns(tmp_path):
     assert got[0][0] == [("b_idx", (1,)), ("c_idx", (2,))]
 
 
+def test_lancedb_reads_the_indices_after_schema_changes(tmp_path):
+    """lancedb (Lance core 13) as the reader: the index list and indexed filters after a drop and
+    a rename by lance_ops are those after the same calls by pylance."""
+    import lancedb
+
+    def run(impl, uri):
+        ds = _indexed(impl, f"{uri}/t.lance")
+        ds.drop_columns(["a"])
+        ds.alter_columns({"path": "c", "name": "cc"})
+        tbl = lancedb.connect(uri).open_table("t")
+        return (sorted(i.name for i in tbl.list_indices()),
+                tbl.search().where("cc = '7'").select(["b"]).limit(100).to_arrow()["b"].to_pylist(),
+                tbl.search().where("b > 45").select(["b"]).limit(100).to_arrow()["b"].to_pylist())
+    got = both(tmp_path, run)
+    assert got[0] == got[1] == (["b_idx", "c_idx"], [7], [46, 47, 48, 49])
+
+
 def test_alter_columns_errors_as_pylance(tmp_path):
     alts = [{"path": "x", "data_type": pa.int8()}, {"path": "x", "data_type": pa.string()},
             {"path": "q", "name": "z"}, {"path": "x", "type": "string"}, {"path": "x"}]
