@@ -34,6 +34,7 @@ from lance_ops.format.ops.index_build import (
     plan_optimize_indices,
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.schema_evolution import (
     NewColumns,
     plan_add_columns,
@@ -337,14 +338,22 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
         scan_in_order: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns.
-        Rows come in fragment order whatever ``scan_in_order`` says (pylance's ``True``)."""
+        Rows come in fragment order whatever ``scan_in_order`` says (pylance's ``True``).
+
+        ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
+        only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
+        ``None`` pylance's heuristic (strings, lists and wide values late; narrow fixed-width
+        values early).  The rows are the same either way.
+        """
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         return batches if finish is None else map(finish, batches)
 
@@ -361,13 +370,15 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
         scan_in_order: bool | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
@@ -624,6 +635,16 @@ class LanceDataset:
         if metrics.version is not None and not metrics.dry_run:
             self._advance(self._handler.read_manifest(metrics.version).manifest)
         return metrics
+
+    def migrate_to_stable_row_ids(self, *, transaction_properties: Mapping[str, str] | None = None) -> None:
+        """Switch this dataset (the latest version) from row addresses to stable row ids in
+        place: one commit, no data file rewritten, indices carried (files holding row ids
+        rewritten; docs/FORMAT.md §19).  Indices lance_ops cannot rewrite are refused; a
+        dataset already stable is left alone.  The handle moves to the new version."""
+        self._check_mutable()
+        self._handler.check_writable()
+        self._advance(migrate_to_stable_row_ids(self._store, self._manifest, self._handler,
+                                                transaction_properties=dict(transaction_properties or {})))
 
     def materialize_deletions(
         self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
