@@ -144,6 +144,7 @@ def build_manifest(
     )
     b = _Build(prev, txn, version, stable, ids, data_storage_version, load_version)
     new, frags = _apply(txn.operation, b)
+    new = _without_dropped_field_indices(new)
     if _check_file_versions(frags, prev, new.data_storage_version, mixing=_may_mix_file_versions(txn.operation)):
         new = new.with_changes(reader_feature_flags=new.reader_feature_flags | FLAG_MIXED_FILE_VERSIONS)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
@@ -359,6 +360,23 @@ def _(op: Project, b: _Build) -> _Applied:
         files = tuple(df for df in f.files if keep.intersection(df.fields))
         frags.append(f if files == tuple(f.files) else f.with_changes(files=files))
     return base.with_changes(schema=op.schema), frags
+
+
+#: indices of the table itself, not of a column (kept whatever the schema, as Lance keeps them)
+_SYSTEM_INDEX_NAMES = ("__lance_frag_reuse", "__lance_mem_wal")
+
+
+def _without_dropped_field_indices(m: Manifest) -> Manifest:
+    """``m`` without the index segments of a field its schema no longer has (a dropped column,
+    a cast that gave the column a new field id), as Lance's ``retain_relevant_indices``."""
+    if not m.index_section:
+        return m
+    ids = set(m.schema.field_ids())
+    before = decode_index_section(m.index_section, f"index section of version {m.version}")
+    after = tuple(i for i in before if set(i.fields) <= ids or i.name in _SYSTEM_INDEX_NAMES)
+    if len(after) == len(before):
+        return m
+    return m.with_changes(index_section=encode_index_section(after) if after else None)
 
 
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:
