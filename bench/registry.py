@@ -1,10 +1,13 @@
 """Every benchmark case in run order: ``cases.CASES`` (lance_ops' own datasets), then
-``cases_22.CASES_22`` (pylance-written 2.2 datasets), then ``cases_fleet.CASES_FLEET`` (the planner); the Spark cases take a session too."""
+``cases_22.CASES_22`` (pylance-written 2.2 datasets), then ``cases_fleet.CASES_FLEET`` (the
+planner), then ``cases_layout.CASES_LAYOUT`` (upgrade and Z-order clustering, issue 36); the Spark
+cases take a session too."""
 
 from .cases import CASES as _CASES
 from .cases import SPARK_CASES as _SPARK_CASES
 from .cases_22 import CASES_22, SPARK_CASES_22
 from .cases_fleet import CASES_FLEET
+from .cases_layout import CASES_LAYOUT
 
-CASES = {**_CASES, **CASES_22, **CASES_FLEET}
+CASES = {**_CASES, **CASES_22, **CASES_FLEET, **CASES_LAYOUT}
 SPARK_CASES = _SPARK_CASES | SPARK_CASES_22

@@ -73,6 +73,22 @@ def test_skipped_for_budget_says_why(tmp_path):
     ({"max_source_fragments": 30}, [list(range(10)), list(range(20, 40))]),
 ])
 def test_compact_files_source_limits_take_the_most_valuable_bins(tmp_path, limits, rewritten):
+    """``bin_order="value"`` (what the planner passes) takes the most valuable bins that fit."""
+    uri = str(tmp_path / "t")
+    _uneven(uri)
+    m = lf.dataset(uri).compact_files(target_rows_per_fragment=T.TARGET, bin_order="value", **limits)
+    txn = lf.dataset(uri).read_transaction(m.version)
+    assert [[f.id for f in g.old_fragments] for g in txn.operation.groups] == rewritten
+
+
+@pytest.mark.parametrize(("limits", "rewritten"), [
+    ({"max_source_fragments": 10}, [list(range(10))]),
+    ({"max_source_rows": 2000}, [list(range(10)), list(range(10, 20))]),
+    ({"max_source_fragments": 30}, [list(range(10)), list(range(10, 20))]),  # [20..39] does not fit: stop
+])
+def test_compact_files_source_limits_default_to_pylances_order(tmp_path, limits, rewritten):
+    """Without ``bin_order`` the limits take bins oldest first and stop at the first that does not
+    fit, as pylance's ``max_source_fragments``."""
     uri = str(tmp_path / "t")
     _uneven(uri)
     m = lf.dataset(uri).compact_files(target_rows_per_fragment=T.TARGET, **limits)

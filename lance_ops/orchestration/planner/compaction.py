@@ -17,14 +17,17 @@ from lance_ops.orchestration.planner.context import TableContext
 from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 
-def _budget(ctx: TableContext) -> dict[str, int]:
+def _budget(ctx: TableContext) -> dict[str, Any]:
     p = ctx.policy
     limits = {"max_source_fragments": p.max_source_fragments, "max_source_rows": p.max_source_rows,
               "max_source_bytes": p.max_source_bytes}
     if ctx.max_bytes is not None:
         have = limits["max_source_bytes"]
         limits["max_source_bytes"] = ctx.max_bytes if have is None else min(have, ctx.max_bytes)
-    return {k: v for k, v in limits.items() if v is not None}
+    out: dict[str, Any] = {k: v for k, v in limits.items() if v is not None}
+    if out:
+        out["bin_order"] = "value"  # the most valuable bins first (pylance's order stops at the first misfit)
+    return out
 
 
 def _plan(ctx: TableContext, options: Mapping[str, Any]) -> CompactionPlan | str:
