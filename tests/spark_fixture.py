@@ -12,8 +12,8 @@ prepare_environment()  # PYSPARK_PYTHON etc. before any JVM starts (the env is f
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def start_session(tmp_path_factory):
+    """The tests' SparkSession (or the one already running in this process: ``getOrCreate``)."""
     from lance_ops.jobs import spark_session
 
     d = tmp_path_factory.mktemp("spark")
@@ -30,5 +30,11 @@ def spark(tmp_path_factory):
         app_name="lance_ops-tests",
     )
     s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    s = start_session(tmp_path_factory)
     yield s
     s.stop()
