@@ -576,7 +576,7 @@ class MergeInsertBuilder:
         return self._with(delete_not_matched_by_source=True, delete_condition=cond)
 
     def execute_uncommitted(self, data: Any, *, schema: pa.Schema | None = None) -> tuple[Transaction, dict[str, int]]:
-        """Write every file and return ``(transaction, stats)``; ``lance_ops.format.txn.commit_loop(uri,
+        """Write every file and return ``(transaction, stats)``; ``lance_ops.format.commit(uri,
         transaction)`` commits it."""
         results = plan_merge_insert(self._store, self._manifest, self._params, data, schema=schema,
                                     max_rows_per_file=self._max_rows_per_file)
