@@ -18,7 +18,6 @@ FOLDER_MARKERS = {
     "gcs": ("gcs",),
     "reliability": ("stress",),
     "interop": ("interop",),
-    "orchestration": ("orchestration",),
 }
 _TESTS = Path(__file__).resolve().parent
 
