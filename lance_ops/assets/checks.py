@@ -35,12 +35,12 @@ from dagster import (
 )
 
 from lance_ops.format.errors import DatasetNotFoundError
+from lance_ops.orchestration.settings import DatasetSettings
 
 from .change_feed import change_feed_asset_name, partition_change_counts, partitions_def_name
 from .metadata import REWRITE_KEY, timestamp
 from .operations import OPERATION_TAG, resource_key
 from .resources import LanceDatasetResource
-from .settings import DatasetSettings
 from .stats import MAINTENANCE_OPERATIONS, rewrite_fingerprints, rewrite_without_deletions, transaction_of
 
 #: Transactions that add rows (an append, or the overwrite that creates a dataset).
@@ -82,10 +82,10 @@ def freshness_condition(d: DatasetSettings) -> AutomationCondition:
 def last_append(res: LanceDatasetResource) -> tuple[int, int] | None:
     """(version, commit timestamp ns) of the newest version that added rows; None if none is left."""
 
-    store = res.store()
+    table = res.table()
     versions = res.versions()
     for v in reversed(versions[-APPEND_SCAN_LIMIT:]):
-        txn = transaction_of(store, v)
+        txn = transaction_of(table, v)
         if txn is not None and txn.operation.name in APPENDING_OPERATIONS:
             return v, res.open(v).manifest.timestamp_ns
     return None
@@ -145,7 +145,7 @@ def _compaction_preserves_rows(d: DatasetSettings) -> AssetChecksDefinition:
                 passed=True, severity=AssetCheckSeverity.WARN,
                 metadata={"verified": False, "version": version, "reason": "version removed by cleanup"},
             )
-        fp = rewrite_fingerprints(ds, res.store(), after_only=True)
+        fp = rewrite_fingerprints(ds, res.table(), after_only=True)
         rows_now = ds.count_rows()
         rows_before = int(evidence["rows_before"])
         return AssetCheckResult(
@@ -169,7 +169,7 @@ def _deletions_materialized(d: DatasetSettings) -> AssetChecksDefinition:
         res: LanceDatasetResource = getattr(context.resources, rk)
         ds = res.open()
         recorded = _events_versions(context, key, "materialize_deletions")
-        checked, problems = rewrite_without_deletions(res.store(), ds, extra_versions=recorded)
+        checked, problems = rewrite_without_deletions(res.table(), ds, extra_versions=recorded)
         return AssetCheckResult(
             passed=not problems,
             metadata={"versions_checked": checked, "problems": problems[:20], "latest_version": ds.version},
@@ -217,11 +217,11 @@ def _maintenance_versions_empty(d: DatasetSettings) -> AssetChecksDefinition:
                              "materialisation) hold no change.")
     def maintenance_versions_empty(context: AssetCheckExecutionContext) -> AssetCheckResult:
         res: LanceDatasetResource = getattr(context.resources, rk)
-        store = res.store()
+        table = res.table()
         keys = context.instance.get_dynamic_partitions(partitions_def_name(d.name))
         checked: dict[str, int] = {}
         for k in sorted(keys, key=int):
-            txn = transaction_of(store, int(k))
+            txn = transaction_of(table, int(k))
             if txn is None or txn.operation.name not in MAINTENANCE_OPERATIONS:
                 continue
             counts = partition_change_counts(d, k, res.resolved_storage_options())

@@ -15,11 +15,11 @@ from dagster import AssetExecutionContext, AssetsDefinition, MetadataValue, asse
 
 import lance_ops.format as lf
 from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
+from lance_ops.orchestration.settings import DatasetSettings
 
 from .configs import Operation, dataset_config_class
 from .metadata import TABLE_NAME_KEY, URI_KEY
 from .operations import job_name, pool_name, resource_key, run_dataset_operation
-from .settings import DatasetSettings
 
 GROUP = "lance"
 

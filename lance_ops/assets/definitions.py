@@ -31,6 +31,8 @@ from dagster import (
     in_process_executor,
 )
 
+from lance_ops.orchestration.settings import DatasetSettings, Settings, load_settings
+
 from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from .checks import build_checks
 from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
@@ -40,7 +42,6 @@ from .operations import resource_key
 from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
 from .schedules import build_schedules
 from .sensors import build_sensors
-from .settings import DatasetSettings, Settings, load_settings
 
 
 def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:

@@ -26,12 +26,14 @@ from dagster import (
     op,
 )
 
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.operations import ChangeFeedParams
+from lance_ops.orchestration.settings import DatasetSettings, Settings
+
 from .configs import ChangeFeedConfig, ObserveConfig, Operation
-from .errors import DatasetConfigError
 from .metadata import job_metadata, version_metadata
 from .operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
 from .resources import LanceDatasetResource
-from .settings import DatasetSettings, Settings
 from .versions import pick, resolve_range
 
 CHECKS_JOB = "lance_checks"
@@ -89,10 +91,9 @@ def build_jobs(settings: Settings, check_selection: AssetSelection) -> dict[str,
         base = f"{d.change_feed.sink_uri.rstrip('/')}_ranges"
         sink = config.sink_uri or (base if rng.branch is None else f"{base}_{rng.branch.replace('/', '-')}")
         fmt = config.format.value if config.format else d.change_feed.format
-        result = run_spark(context, d, res, context.resources.spark, "write_change_feed",
-                           {"begin_version": rng.begin, "end_version": rng.end, "sink_uri": sink, "format": fmt},
-                           uri=rng.uri)
-        (written,) = result["ranges"]
+        params = ChangeFeedParams(ranges=((rng.begin, rng.end),), sink_uri=sink, format=fmt)
+        result = run_spark(context, d, res, context.resources.spark, "write_change_feed", params, uri=rng.uri)
+        (written,) = result.metrics["ranges"]
         named = "".join(f" {k}={v!r}" for k, v in (("begin_tag", config.begin_tag), ("end_tag", config.end_tag),
                                                      ("branch", rng.branch)) if v is not None)
         context.log.info(f"change feed of {d.name} ({rng.begin}, {rng.end}]{named} -> {written['location']}: "

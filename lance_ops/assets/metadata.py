@@ -63,12 +63,12 @@ def table_metadata(uri: str, table_name: str, ds: lf.LanceDataset) -> dict[str, 
     }
 
 
-def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, store: Any, *,
+def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, table: Any, *,
                      small_fragment_rows: int) -> dict[str, Any]:
     """Standard keys plus the version's fragment stats and who committed it (manifest and transaction only)."""
     m = ds.manifest
     st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
-    txn = transaction_of(store, m.version)
+    txn = transaction_of(table, m.version)
     return {
         **table_metadata(uri, table_name, ds),
         "fragments": MetadataValue.int(st["fragments"]),

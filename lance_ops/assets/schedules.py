@@ -20,9 +20,10 @@ from dagster import (
     schedule,
 )
 
+from lance_ops.orchestration.settings import DatasetSettings, PolicySettings, Settings
+
 from .configs import Operation
 from .operations import DATASET_TAG, job_name
-from .settings import DatasetSettings, PolicySettings, Settings
 
 # (schedule name, operation, the policy's cron, its "enabled" flag)
 KINDS: list[tuple[str, Operation, Callable[[PolicySettings], str], Callable[[PolicySettings], bool]]] = [

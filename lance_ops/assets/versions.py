@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import lance_ops.format as lf
 from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
+from lance_ops.orchestration.errors import DatasetConfigError
 
-from .errors import DatasetConfigError
 from .resources import LanceDatasetResource
 
 

@@ -26,6 +26,7 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 
 from . import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
 from ._options import InvalidOptionError
+from ._types import spark_schema
 from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from .compaction import InjectedTaskFailure, compact, materialize_deletions
 from .indices import create_scalar_index, optimize_indices
@@ -41,6 +42,7 @@ from .results import (
 from .session import prepare_environment, register, spark_session
 from .source import LanceDataSource
 from .streaming import LanceChangesDataSource
+from .time_travel import latest_at_or_before, version_at
 from .writes import append
 
 __all__ = [
@@ -62,10 +64,13 @@ __all__ = [
     "delete",
     "materialize_deletions",
     "optimize_indices",
+    "latest_at_or_before",
     "prepare_environment",
     "range_location",
     "register",
+    "spark_schema",
     "spark_session",
     "upsert",
+    "version_at",
     "write_change_feed",
 ]
