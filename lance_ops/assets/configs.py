@@ -78,7 +78,7 @@ def config_class(params: type, name: str, defaults: Mapping[str, Any] | None = N
         kw: dict[str, Any] = {"description": f.metadata.get("help") or None, **_bounds(f.metadata)}
         if isinstance(default, dict):
             kw["default_factory"] = lambda v=default: dict(v)
-        else:
+        elif not f.metadata.get("required") or f.name in optional:
             kw["default"] = default
         fields[f.name] = (ann, Field(**kw))
     return create_model(name, __base__=Config, __doc__=params.__doc__, **fields)

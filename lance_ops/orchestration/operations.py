@@ -33,10 +33,14 @@ INDEX_KINDS = "BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, IVF_PQ, INVERTED"
 
 
 def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,
-       policy: str | None = None, **bounds: Any) -> Any:
-    """A parameter field: ``help`` text, numeric ``bounds`` (gt/ge/le) and the policy key that
-    fills it when unset (shown as "default: from the dataset's policy")."""
-    meta = {"help": help, "bounds": bounds, "policy": policy}
+       policy: str | None = None, required: bool = False, **bounds: Any) -> Any:
+    """A parameter field: ``help`` text, numeric ``bounds`` (gt/ge/le), whether a run must set it,
+    and the settings key that fills it when unset (``upsert_on`` is ``policy.upsert_on``,
+    ``source.path`` the dataset's ``source.path``)."""
+    if policy and "default:" not in help:
+        where = policy if "." in policy else f"policy.{policy}"
+        help = f"{help} (default: the dataset's {where})"
+    meta = {"help": help, "bounds": bounds, "policy": policy, "required": required}
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -75,7 +79,7 @@ class UpsertParams(SourceParams):
 class DeleteParams:
     """Delete the rows matching a SQL predicate (pylance's dialect, validated before Spark runs)."""
 
-    where: str = _f("", "SQL predicate as pylance takes it, e.g. \"id < 100\" (required)")
+    where: str = _f("", "SQL predicate as pylance takes it, e.g. \"id < 100\"", required=True)
 
 
 @dataclass(frozen=True)

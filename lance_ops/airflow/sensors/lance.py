@@ -13,7 +13,9 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from lance_ops.settings import CONFIG_ENV, DatasetConfigError, DatasetSettings, load_settings
+from lance_ops.orchestration import TableRef
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.settings import CONFIG_ENV, DatasetSettings, PolicySettings, load_settings
 
 from ..errors import LanceConfigError
 from ..hooks.lance import LanceHook
@@ -143,25 +145,29 @@ class LanceVersionSensor(BaseSensorOperator):
 
 
 class LanceMaintenanceSensor(BaseSensorOperator):
-    """Wait until the dataset's policy (``lance_ops.yaml``) asks for compaction or deletion
-    materialisation; returns ``{"operation", "reasons", "version"}``."""
+    """Wait until the dataset's policy asks for maintenance (the decision of
+    :func:`lance_ops.orchestration.maintain.decide_maintenance`: compaction or deletion
+    materialisation, or optimize_indices); returns ``{"operation", "reasons", "version"}``.
 
-    template_fields: Sequence[str] = ("dataset",)
+    The dataset is ``dataset`` (a name in ``lance_ops.yaml``: its policy) or ``uri`` (lance_ops'
+    default policy), as for the operators.
+    """
 
-    def __init__(self, *, dataset: str, lance_conn_id: str | None = LanceHook.default_conn_name,
+    template_fields: Sequence[str] = ("dataset", "uri")
+
+    def __init__(self, *, dataset: str | None = None, uri: str | None = None,
+                 lance_conn_id: str | None = LanceHook.default_conn_name,
                  config_path: str | None = None, deferrable: bool = True, poll_interval: float = 5.0,
                  max_poll_interval: float = 300.0, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
-        self.dataset, self.lance_conn_id, self.config_path = dataset, lance_conn_id, config_path
+        if dataset is None and uri is None:
+            raise ValueError("LanceMaintenanceSensor: give dataset (a name in lance_ops.yaml) or uri")
+        self.dataset, self.uri, self.lance_conn_id, self.config_path = dataset, uri, lance_conn_id, config_path
         self.deferrable, self.poll_interval, self.max_poll_interval = deferrable, poll_interval, max_poll_interval
 
     def _due(self) -> dict[str, Any] | None:
-        d = _dataset(self.dataset, self.config_path)
-        hook = LanceHook(self.lance_conn_id)
-        if hook.latest_version(d.uri, d.storage_options) is None:
-            return None
-        return maintenance_due(d.uri, d, {**d.storage_options, **hook.storage_options})
+        return due_now(self.dataset, self.uri, self.config_path, self.lance_conn_id)
 
     def poke(self, context: Context) -> bool:
         return self._due() is not None
@@ -177,12 +183,31 @@ class LanceMaintenanceSensor(BaseSensorOperator):
             return due
         self.defer(
             trigger=LanceMaintenanceTrigger(self.dataset, _config_path(self.config_path), lance_conn_id=self.lance_conn_id,
-                                            poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
+                                            poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval,
+                                            uri=self.uri),
             method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
         )
         raise AssertionError("defer() raises")  # pragma: no cover
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
-            raise AirflowException(f"LanceMaintenanceSensor on {self.dataset}: {event.get('message')}")
+            raise AirflowException(f"LanceMaintenanceSensor on {self.dataset or self.uri}: {event.get('message')}")
         return {k: event[k] for k in ("operation", "reasons", "version")}
+
+
+def due_now(dataset: str | None, uri: str | None, config_path: str | None,
+            lance_conn_id: str | None) -> dict[str, Any] | None:
+    """What the policy asks for now at the dataset (``dataset`` in lance_ops.yaml, or ``uri``
+    under the default policy), through the connection; None when nothing (or no dataset yet)."""
+    hook = LanceHook(lance_conn_id)
+    if dataset is not None:
+        d = _dataset(dataset, config_path)
+        table = TableRef.from_settings(d, storage_options=hook.storage_options, manifest_store=hook.manifest_store)
+        if uri:
+            table = table.with_uri(uri)
+        policy = d.policy
+    else:
+        table, policy = hook.table(str(uri)), PolicySettings()
+    if not table.exists():
+        return None
+    return maintenance_due(table, policy)

@@ -4,7 +4,7 @@
 ``watch=True`` it fires once per new version and never ends (an ``AssetWatcher`` for event-driven
 scheduling).  ``LanceMaintenanceTrigger`` fires when the dataset's policy in ``lance_ops.yaml``
 asks for compaction or deletion materialisation (the thresholds of Dagster's compaction sensor,
-:mod:`lance_ops.policy`).  Blocking reads (manifests, the connection) run in a thread.
+:mod:`lance_ops.orchestration.maintain`).  Blocking reads (manifests, the connection) run in a thread.
 """
 
 import asyncio
@@ -82,29 +82,24 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
     """Fire ``{"status": "success", "operation", "reasons", "version"}`` once the policy of
     ``dataset`` (in the ``lance_ops.yaml`` at ``config_path``) asks for maintenance."""
 
-    def __init__(self, dataset: str, config_path: str | None = None, *, lance_conn_id: str | None = None,
-                 poll_interval: float = 5.0, max_poll_interval: float = 300.0, backoff: float = 2.0) -> None:
+    def __init__(self, dataset: str | None, config_path: str | None = None, *, lance_conn_id: str | None = None,
+                 poll_interval: float = 5.0, max_poll_interval: float = 300.0, backoff: float = 2.0,
+                 uri: str | None = None) -> None:
         super().__init__()
-        self.dataset, self.config_path, self.lance_conn_id = dataset, config_path, lance_conn_id
+        self.dataset, self.config_path, self.lance_conn_id, self.uri = dataset, config_path, lance_conn_id, uri
         self.poll_interval, self.max_poll_interval, self.backoff = poll_interval, max_poll_interval, backoff
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{PACKAGE}.LanceMaintenanceTrigger", {
             "dataset": self.dataset, "config_path": self.config_path, "lance_conn_id": self.lance_conn_id,
             "poll_interval": self.poll_interval, "max_poll_interval": self.max_poll_interval, "backoff": self.backoff,
+            "uri": self.uri,
         }
 
     def _due(self) -> dict[str, Any] | None:
-        from lance_ops.settings import load_settings
+        from ..sensors.lance import due_now
 
-        from ..hooks.lance import LanceHook
-        from ..operators.lance import maintenance_due
-
-        d = load_settings(self.config_path).dataset(self.dataset)
-        hook = LanceHook(self.lance_conn_id)
-        if hook.latest_version(d.uri, d.storage_options) is None:
-            return None
-        return maintenance_due(d.uri, d, {**d.storage_options, **hook.storage_options})
+        return due_now(self.dataset, self.uri, self.config_path, self.lance_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         delay = self.poll_interval
@@ -112,11 +107,12 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
             try:
                 due = await asyncio.to_thread(self._due)
             except (LanceOpsError, OSError) as e:
-                yield TriggerEvent({"status": "error", "dataset": self.dataset, "message": f"{type(e).__name__}: {e}"})
+                yield TriggerEvent({"status": "error", "dataset": self.dataset or self.uri,
+                                    "message": f"{type(e).__name__}: {e}"})
                 return
             if due is not None:
-                yield TriggerEvent({"status": "success", "dataset": self.dataset, **due})
+                yield TriggerEvent({"status": "success", "dataset": self.dataset or self.uri, **due})
                 return
-            self.log.info("%s: within the policy (next poll in %.1f s)", self.dataset, delay)
+            self.log.info("%s: within the policy (next poll in %.1f s)", self.dataset or self.uri, delay)
             await asyncio.sleep(delay)
             delay = _backoff(delay, self.backoff, self.max_poll_interval)
