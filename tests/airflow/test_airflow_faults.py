@@ -7,8 +7,8 @@ import pytest
 from conftest import DATA, load_dag
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectStore
-from lance_ops.policy import transaction_of
+from lance_ops.orchestration import TableRef
+from lance_ops.orchestration.policy import transaction_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -55,8 +55,8 @@ def test_task_dying_after_its_commit_is_retried_and_commits_once(airflow_db, fre
     assert ti.try_number == 2
     ds = lf.dataset(fresh_dataset)
     assert (ds.version, ds.count_rows()) == (1, 500)  # committed once, not twice
-    props = transaction_of(ObjectStore(fresh_dataset), 1).properties
-    assert props["txnAppId"] == f"airflow/lance_retry/{run.run_id}/append/-1" and props["txnVersion"] == "1"
+    props = transaction_of(TableRef(fresh_dataset), 1).properties
+    assert props["txnAppId"] == f"airflow/lance_retry/{run.run_id}/append/-1/append" and props["txnVersion"] == "0"
     assert props["airflow/dag_id"] == "lance_retry" and props["lance_ops/operation"] == "append"
 
 
