@@ -399,9 +399,10 @@ def _failure_line(dataset: str, event: Any, debug: bool) -> str:
     while chain[-1].cause is not None:
         chain.append(chain[-1].cause)
     typed = next((e for e in chain if "Fix:" in e.message), chain[-1])
-    message = typed.message.strip().splitlines()[-1] if typed.message.strip() else typed.cls_name
+    message = " ".join(typed.message.split()) or typed.cls_name
+    cause = chain[-1].cls_name if chain[-1] is not typed else typed.cls_name
     where = "" if dataset in message else f" ({dataset})"
-    return f"lance-ops: error{where}: {message} (--debug for the traceback)"
+    return f"lance-ops: error{where}: {cause}: {message} (--debug for the traceback)"
 
 
 # -------------------------------------------------------------------------------- main

@@ -112,7 +112,7 @@ def build_jobs(settings: Settings, check_selection: AssetSelection) -> dict[str,
         if latest is None:
             raise DatasetConfigError(d.name, "dataset", f"no Lance dataset at {res.uri} to observe",
                                      "append to it first, or fix its uri")
-        md = version_metadata(res.uri, d.name, res.open(latest), res.store(),
+        md = version_metadata(res.uri, d.name, res.open(latest), res.table(),
                               small_fragment_rows=d.policy.target_rows_per_fragment)
         yield AssetObservation(asset_key=d.name, metadata=md,
                                tags={DATA_VERSION_TAG: str(latest), OPERATION_TAG: "observe"})

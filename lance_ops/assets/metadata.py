@@ -15,6 +15,7 @@ import pyarrow as pa
 from dagster import MetadataValue, TableColumn, TableSchema
 
 import lance_ops.format as lf
+from lance_ops.orchestration import TableRef
 
 from .indices import index_metadata
 from .stats import manifest_stats, transaction_of
@@ -63,7 +64,7 @@ def table_metadata(uri: str, table_name: str, ds: lf.LanceDataset) -> dict[str, 
     }
 
 
-def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, table: Any, *,
+def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, table: TableRef, *,
                      small_fragment_rows: int) -> dict[str, Any]:
     """Standard keys plus the version's fragment stats and who committed it (manifest and transaction only)."""
     m = ds.manifest
