@@ -75,7 +75,7 @@ CASES = {
     "unknown_dataset": ('LanceDeleteOperator(task_id="t", dataset="nope", where="id < 3")',
                         ["dataset 'nope', field `dataset`", "no dataset 'nope'"]),
     "bad_predicate": ('LanceDeleteOperator(task_id="t", dataset="events", where="no_such_column < 3")',
-                      ["dataset 'events', field `where`", "no_such_column", "no column named 'no_such_column'"]),
+                      ["dataset 'events', field `delete.where`", "no_such_column", "no column named 'no_such_column'"]),
     "bad_range": ('LanceChangeFeedOperator(task_id="t", dataset="events", begin_version="{{ 2 + 3 }}", '
                   'end_version="9")',
                   ["dataset 'events', field `begin_version/end_version`", "(5, 9]", "between 0 and 1"]),
