@@ -26,14 +26,13 @@ from dagster import (
 )
 
 from lance_ops import jobs as lance_jobs
+from lance_ops.assets.datasets import GROUP
+from lance_ops.assets.metadata import ROW_COUNT_KEY, URI_KEY
+from lance_ops.assets.operations import run_spark
+from lance_ops.assets.resources import LanceDatasetResource
 from lance_ops.orchestration.errors import DatasetConfigError
 from lance_ops.orchestration.operations import ChangeFeedParams
 from lance_ops.orchestration.settings import DatasetSettings
-
-from .datasets import GROUP
-from .metadata import ROW_COUNT_KEY, URI_KEY
-from .operations import run_spark
-from .resources import LanceDatasetResource
 
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 

@@ -26,15 +26,14 @@ from dagster import (
     op,
 )
 
+from lance_ops.assets.configs import ChangeFeedConfig, ObserveConfig, Operation
+from lance_ops.assets.metadata import job_metadata, version_metadata
+from lance_ops.assets.operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.versions import pick, resolve_range
 from lance_ops.orchestration.errors import DatasetConfigError
 from lance_ops.orchestration.operations import ChangeFeedParams
 from lance_ops.orchestration.settings import DatasetSettings, Settings
-
-from .configs import ChangeFeedConfig, ObserveConfig, Operation
-from .metadata import job_metadata, version_metadata
-from .operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
-from .resources import LanceDatasetResource
-from .versions import pick, resolve_range
 
 CHECKS_JOB = "lance_checks"
 WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"

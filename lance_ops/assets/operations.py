@@ -23,6 +23,10 @@ from dagster import (
     MaterializeResult,
 )
 
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.metadata import JOB_KEY, REWRITE_KEY, job_metadata, version_metadata
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.stats import rewrite_fingerprints, transaction_of, versions_by
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
 from lance_ops.orchestration import (
     DatasetConfigError,
@@ -35,11 +39,6 @@ from lance_ops.orchestration import (
 from lance_ops.orchestration.maintain import decide_maintenance
 from lance_ops.orchestration.settings import DatasetSettings
 from lance_ops.orchestration.stamps import RUN_ID_PROPERTY
-
-from .configs import Operation
-from .metadata import JOB_KEY, REWRITE_KEY, job_metadata, version_metadata
-from .resources import LanceDatasetResource
-from .stats import rewrite_fingerprints, transaction_of, versions_by
 
 DATA_VERSION_TAG = "dagster/data_version"
 OPERATION_TAG = "lance_ops/operation"

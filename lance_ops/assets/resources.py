@@ -106,7 +106,7 @@ class PipesSparkSubmitResource(ConfigurableResource):  # type: ignore[misc]
     python: str | None = None
 
     def command(self) -> list[str]:
-        from . import spark_pipes_main
+        from lance_ops.assets import spark_pipes_main
 
         python = self.python or _python()
         cmd = [self.spark_submit, "--master", self.master, "--deploy-mode", "client", "--name", "lance_ops",

@@ -20,10 +20,9 @@ from dagster import (
     schedule,
 )
 
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.operations import DATASET_TAG, job_name
 from lance_ops.orchestration.settings import DatasetSettings, PolicySettings, Settings
-
-from .configs import Operation
-from .operations import DATASET_TAG, job_name
 
 # (schedule name, operation, the policy's cron, its "enabled" flag)
 KINDS: list[tuple[str, Operation, Callable[[PolicySettings], str], Callable[[PolicySettings], bool]]] = [

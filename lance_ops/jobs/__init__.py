@@ -24,14 +24,14 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 :func:`lance_ops.format.distributed.resolve_uri` and are resolved once, on the driver.
 """
 
-from . import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
-from ._options import InvalidOptionError
-from ._types import spark_schema
-from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
-from .compaction import InjectedTaskFailure, compact, materialize_deletions
-from .indices import create_scalar_index, optimize_indices
-from .mutations import delete, upsert
-from .results import (
+from lance_ops.jobs import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
+from lance_ops.jobs._types import spark_schema
+from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location, write_change_feed
+from lance_ops.jobs.compaction import compact, materialize_deletions
+from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
+from lance_ops.jobs.indices import create_scalar_index, optimize_indices
+from lance_ops.jobs.mutations import delete, upsert
+from lance_ops.jobs.results import (
     AppendResult,
     ChangeFeedWriteResult,
     CompactResult,
@@ -39,11 +39,11 @@ from .results import (
     IndexBuildResult,
     UpsertResult,
 )
-from .session import prepare_environment, register, spark_session
-from .source import LanceDataSource
-from .streaming import LanceChangesDataSource
-from .time_travel import latest_at_or_before, version_at
-from .writes import append
+from lance_ops.jobs.session import prepare_environment, register, spark_session
+from lance_ops.jobs.source import LanceDataSource
+from lance_ops.jobs.streaming import LanceChangesDataSource
+from lance_ops.jobs.time_travel import latest_at_or_before, version_at
+from lance_ops.jobs.writes import append
 
 __all__ = [
     "SINK_ROW_ID",

@@ -25,8 +25,8 @@ from lance_ops.format.distributed import (
     commit_timestamp_micros,
 )
 from lance_ops.format.errors import DatasetNotFoundError
-
-from ._options import InvalidOptionError, first
+from lance_ops.jobs._options import first
+from lance_ops.jobs.errors import InvalidOptionError
 
 VERSION_KEYS = ("versionAsOf", "version")
 TIMESTAMP_KEYS = ("timestampAsOf", "timestamp")

@@ -18,12 +18,18 @@ This ``__init__`` imports only what needs ``lance_ops.format`` alone; :mod:`.set
 ``orchestration`` extra (pydantic, PyYAML).
 """
 
-from .errors import DatasetConfigError, SettingsError, error_from_json, error_to_json, is_retryable
-from .operations import OPERATIONS, OperationSpec, operation, resolve_params
-from .results import OperationResult
-from .stamps import RunStamp, airflow_stamp, dagster_stamp
-from .table import TableRef
-from .tasks import Task
+from lance_ops.orchestration.errors import (
+    DatasetConfigError,
+    SettingsError,
+    error_from_json,
+    error_to_json,
+    is_retryable,
+)
+from lance_ops.orchestration.operations import OPERATIONS, OperationSpec, operation, resolve_params
+from lance_ops.orchestration.results import OperationResult
+from lance_ops.orchestration.stamps import RunStamp, airflow_stamp, dagster_stamp
+from lance_ops.orchestration.table import TableRef
+from lance_ops.orchestration.tasks import Task
 
 __all__ = [
     "OPERATIONS",

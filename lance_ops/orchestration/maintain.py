@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import lance_ops.format as lf
-
-from .operations import resolve_params
-from .policy import maintenance_request
-from .results import OperationResult
-from .table import TableRef
+from lance_ops.orchestration.operations import resolve_params
+from lance_ops.orchestration.policy import maintenance_request
+from lance_ops.orchestration.results import OperationResult
+from lance_ops.orchestration.table import TableRef
 
 
 @dataclass(frozen=True)

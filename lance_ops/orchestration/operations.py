@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 import lance_ops.format as lf
 from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE, OPTIMIZE_INDICES_DEFAULTS
 from lance_ops.format.errors import SQLParseError
-
-from .errors import DatasetConfigError
-from .table import TableRef
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.table import TableRef
 
 if TYPE_CHECKING:
-    from .tasks import Task
+    from lance_ops.orchestration.tasks import Task
 
 #: pylance's ``cleanup_old_versions`` defaults (older_than 14 days, retain 1 version)
 CLEANUP_OLDER_THAN_DAYS = 14.0
@@ -238,8 +237,7 @@ def _validate_change_feed(table: TableRef, params: ChangeFeedParams, name: str) 
 # ----------------------------------------------------------------------------- runners
 def _run_append(spark: Any, task: "Task") -> dict[str, Any]:
     from lance_ops import jobs
-
-    from .spark_sources import check_source_schema, source_frame
+    from lance_ops.orchestration.spark_sources import check_source_schema, source_frame
 
     p, t = task.params, task.table
     source, fmt, options = source_frame(spark, task)
@@ -250,8 +248,7 @@ def _run_append(spark: Any, task: "Task") -> dict[str, Any]:
 
 def _run_upsert(spark: Any, task: "Task") -> dict[str, Any]:
     from lance_ops import jobs
-
-    from .spark_sources import check_source_schema, source_frame
+    from lance_ops.orchestration.spark_sources import check_source_schema, source_frame
 
     p, t = task.params, task.table
     source, fmt, options = source_frame(spark, task)

@@ -14,9 +14,8 @@ from typing import Any, Literal, Protocol
 
 from lance_ops.format import Transaction
 from lance_ops.format.distributed import Manifest
-
-from .stamps import OPERATION_PROPERTY
-from .table import TableRef
+from lance_ops.orchestration.stamps import OPERATION_PROPERTY
+from lance_ops.orchestration.table import TableRef
 
 # Operations that change files but no row (their change feed is empty).
 MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config"})

@@ -21,8 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS
-
-from .errors import DatasetConfigError, SettingsError
+from lance_ops.orchestration.errors import DatasetConfigError, SettingsError
 
 CONFIG_ENV = "LANCE_OPS_CONFIG"
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
 
 if TYPE_CHECKING:
-    from .tasks import Task
+    from lance_ops.orchestration.tasks import Task
 
 
 def _latest_manifest(task: "Task") -> Any:

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_ops.format import CommitOptions
-
-from .operations import OperationSpec, operation, params_from_json, params_to_json
-from .results import OperationResult
-from .table import TableRef
+from lance_ops.orchestration.operations import OperationSpec, operation, params_from_json, params_to_json
+from lance_ops.orchestration.results import OperationResult
+from lance_ops.orchestration.table import TableRef
 
 FORMAT = 1
 
@@ -67,7 +66,7 @@ class Task:
     def validate(self) -> None:
         """Refuse what can be seen from the parameters and the manifest, before Spark starts
         (DatasetConfigError naming the dataset, the field and the fix)."""
-        from .errors import DatasetConfigError
+        from lance_ops.orchestration.errors import DatasetConfigError
 
         spec = self.spec
         if spec.needs_dataset and not self.table.exists():

@@ -24,7 +24,6 @@ from lance_ops.orchestration import (
     airflow_stamp,
     dagster_stamp,
     error_from_json,
-    error_to_json,
     is_retryable,
     resolve_params,
 )

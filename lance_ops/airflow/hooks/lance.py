@@ -26,10 +26,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 import lance_ops.format as lf
+from lance_ops.airflow.errors import LanceConfigError
 from lance_ops.orchestration import OperationResult, TableRef, Task, error_from_json
 from lance_ops.orchestration.settings import DEFAULT_SPARK_CONF, SparkSettings
-
-from ..errors import LanceConfigError
 
 
 class LanceHook(BaseHook):

@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 from airflow.sdk import Asset, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from lance_ops.airflow.errors import LanceConfigError
+from lance_ops.airflow.hooks.lance import LanceHook
 from lance_ops.format.errors import LanceOpsError, SchemaError, UnsupportedFeatureError
 from lance_ops.orchestration import (
     DatasetConfigError,
@@ -43,9 +45,6 @@ from lance_ops.orchestration.settings import (
     SparkSettings,
     load_settings,
 )
-
-from ..errors import LanceConfigError
-from ..hooks.lance import LanceHook
 
 
 def asset_uri(uri: str) -> str:

@@ -53,7 +53,7 @@ class LanceVersionTrigger(BaseEventTrigger):
         }
 
     def _latest(self) -> int | None:
-        from ..hooks.lance import LanceHook
+        from lance_ops.airflow.hooks.lance import LanceHook
 
         return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options)
 
@@ -97,7 +97,7 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
         }
 
     def _due(self) -> dict[str, Any] | None:
-        from ..sensors.lance import due_now
+        from lance_ops.airflow.sensors.lance import due_now
 
         return due_now(self.dataset, self.uri, self.config_path, self.lance_conn_id)
 
