@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import enum
 import os
+import re
 import sys
 import threading
 import time
@@ -319,7 +320,8 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     from lance_ops.assets.runs import execute
     from lance_ops.orchestration.settings import load_settings
 
-    warnings.filterwarnings("ignore", module="dagster")
+    warnings.filterwarnings("ignore", module=r"dagster(\..*)?")
+    warnings.filterwarnings("ignore", message=r".* is currently in beta")  # backfill_policy, known and accepted
     settings = load_settings(config_path)
     d = settings.dataset(dataset) if dataset else settings.datasets[0]
     if manifest_store:  # --manifest-store overrides the dataset's manifest_store in the config
@@ -399,7 +401,7 @@ def _failure_line(dataset: str, event: Any, debug: bool) -> str:
     while chain[-1].cause is not None:
         chain.append(chain[-1].cause)
     typed = next((e for e in chain if "Fix:" in e.message), chain[-1])
-    message = " ".join(typed.message.split()) or typed.cls_name
+    message = re.sub(r"^[\w.]+(Error|Exception): ", "", " ".join(typed.message.split())) or typed.cls_name
     cause = chain[-1].cls_name if chain[-1] is not typed else typed.cls_name
     where = "" if dataset in message else f" ({dataset})"
     return f"lance-ops: error{where}: {cause}: {message} (--debug for the traceback)"
@@ -519,8 +521,9 @@ def add_run(sub: Any) -> None:
         jp.add_argument("--config", default=None, help="lance_ops.yaml (default: $LANCE_OPS_CONFIG, else the demo)")
         jp.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
                         help=MANIFEST_STORE_HELP + " (default: the dataset's manifest_store in the config)")
-        jp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="Dagster console log level (default: WARNING)")
+        jp.add_argument("--log-level", default="CRITICAL", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                        help="Dagster console log level (default: CRITICAL: a failure is shown as one line; "
+                             "ERROR shows Dagster's own report)")
         _JOB_FIELDS[job] = add_config_options(jp, cls) if cls else []
 
 
@@ -533,7 +536,8 @@ def _run(args: argparse.Namespace, out: Any, runner: Callable[..., int] | None =
     options = {k: dict(v) if isinstance(v, list) and v and isinstance(v[0], tuple) else v for k, v in options.items()}
     extra = {"manifest_store": args.manifest_store} if args.manifest_store else {}
     extra["debug"] = bool(getattr(args, "debug", False))
-    return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level, **extra)
+    level = "ERROR" if extra["debug"] and args.log_level == "CRITICAL" else args.log_level
+    return (runner or run_job)(job, args.dataset, args.config, options, out, level, **extra)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:

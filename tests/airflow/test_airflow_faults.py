@@ -29,11 +29,11 @@ from lance_ops.airflow import *  # noqa: F403
 class DiesAfterCommit(LanceAppendOperator):
     \"\"\"The first try dies after its commit landed, before it reported it (the ambiguous case).\"\"\"
 
-    def record(self, context, hook, uri, d, result):
+    def record(self, context, hook, table, d, result):
         if context["ti"].try_number == 1:
-            assert lf.dataset(uri).version == result["version"]  # the commit is there
+            assert lf.dataset(table.uri).version == result["version"]  # the commit is there
             raise RuntimeError("worker killed after the commit, before the task finished")
-        super().record(context, hook, uri, d, result)
+        super().record(context, hook, table, d, result)
 
 
 with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
