@@ -107,22 +107,26 @@ class LanceHook(BaseHook):
             "spark_submit": mine.get("spark_submit") or (base.submit.spark_submit if base.submit else None),
         }
 
-    def table(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> TableRef:
+    def table(self, uri: str, storage_options: Mapping[str, Any] | None = None,
+              manifest_store: str | None = None) -> TableRef:
         """The dataset at ``uri`` with this connection's storage options (over ``storage_options``)
-        and manifest store."""
-        return TableRef(uri, {**dict(storage_options or {}), **self.storage_options}, {}, self.manifest_store)
+        and manifest store (else ``manifest_store``, lance_ops.yaml's)."""
+        return TableRef(uri, {**dict(storage_options or {}), **self.storage_options}, {},
+                        self.manifest_store or manifest_store)
 
     def open_dataset(self, uri: str, *, version: int | str | None = None,
                      storage_options: Mapping[str, Any] | None = None) -> lf.LanceDataset:
         """The dataset at ``uri`` through this connection's storage options and manifest store."""
         return self.table(uri, storage_options).open(version)
 
-    def latest_version(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> int | None:
+    def latest_version(self, uri: str, storage_options: Mapping[str, Any] | None = None,
+                       manifest_store: str | None = None) -> int | None:
         """The dataset's latest version, or None when there is no dataset at ``uri``."""
-        return self.table(uri, storage_options).latest_version()
+        return self.table(uri, storage_options, manifest_store).latest_version()
 
     def versions_committed(self, uri: str, start: datetime, end: datetime,
-                           storage_options: Mapping[str, Any] | None = None) -> tuple[int, list[int]]:
+                           storage_options: Mapping[str, Any] | None = None,
+                           manifest_store: str | None = None) -> tuple[int, list[int]]:
         """``(after, versions)``: the versions committed in ``(start, end]`` by their manifests'
         commit timestamps, and the newest one committed at or before ``start`` (0: none)
         (:meth:`lance_ops.orchestration.TableRef.versions_between`: two binary searches through
@@ -134,7 +138,7 @@ class LanceHook(BaseHook):
         if _utc_naive(end) < _utc_naive(start):
             raise LanceConfigError(uri, "data_interval", f"the window ({start}, {end}] ends before it starts",
                                    "pass a window whose end is not before its start")
-        return self.table(uri, storage_options).versions_between(start, end)
+        return self.table(uri, storage_options, manifest_store).versions_between(start, end)
 
     def run_task(self, task: Task, spark: Mapping[str, Any]) -> OperationResult:
         """Run ``task``: in this worker, or through spark-submit."""

@@ -67,11 +67,12 @@ class LanceVersionSensor(BaseSensorOperator):
         self.lance_conn_id, self.config_path, self.deferrable = lance_conn_id, config_path, deferrable
         self.poll_interval, self.max_poll_interval = poll_interval, max_poll_interval
 
-    def _target(self) -> tuple[str, dict[str, Any]]:
+    def _target(self) -> tuple[str, dict[str, Any], str | None]:
+        """(uri, storage options, manifest store) from lance_ops.yaml; the connection's win."""
         if self.uri:
-            return str(self.uri), {}
+            return str(self.uri), {}, None
         d = _dataset(str(self.dataset), self.config_path)
-        return d.uri, dict(d.storage_options)
+        return d.uri, dict(d.storage_options), d.manifest_store
 
     def _after(self, context: Context) -> int | None:
         if self.after_version not in (None, "", "None"):
@@ -102,8 +103,9 @@ class LanceVersionSensor(BaseSensorOperator):
                                    "timezone='UTC', interval=timedelta(hours=1)), or pass data_interval=False")
         return start, end
 
-    def _interval_result(self, uri: str, so: dict[str, Any], window: tuple[datetime, datetime]) -> dict[str, Any]:
-        after, versions = LanceHook(self.lance_conn_id).versions_committed(uri, *window, so)
+    def _interval_result(self, uri: str, so: dict[str, Any], ms: str | None,
+                         window: tuple[datetime, datetime]) -> dict[str, Any]:
+        after, versions = LanceHook(self.lance_conn_id).versions_committed(uri, *window, so, ms)
         self.log.info("%s: versions %s committed in (%s, %s]", uri, versions, window[0], window[1])
         return {"version": versions[-1] if versions else after, "after_version": after, "new_versions": versions,
                 "data_interval": [window[0].isoformat(), window[1].isoformat()]}
@@ -111,27 +113,28 @@ class LanceVersionSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         if self._window(context) is not None:
             return True
-        uri, so = self._target()
-        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        uri, so, ms = self._target()
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
         after = self._after(context)
         return latest is not None and (after is None or latest > after)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri, so = self._target()
+        uri, so, ms = self._target()
         window = self._window(context)
         if window is not None:
-            return self._interval_result(uri, so, window)
+            return self._interval_result(uri, so, ms, window)
         after = self._after(context)
-        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
         if latest is not None and (after is None or latest > after):
             return self._result(latest, after)
         if not self.deferrable:
             super().execute(context)
-            latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+            latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
             assert latest is not None
             return self._result(latest, after)
         self.defer(
             trigger=LanceVersionTrigger(uri, after, lance_conn_id=self.lance_conn_id, storage_options=so,
+                                        manifest_store=ms,
                                         poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
             method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
         )

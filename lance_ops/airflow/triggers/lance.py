@@ -34,13 +34,16 @@ class LanceVersionTrigger(BaseEventTrigger):
         poll_interval: first wait between polls (seconds), multiplied by ``backoff`` up to
             ``max_poll_interval`` while nothing changes.
         watch: keep running, one event per new version (AssetWatcher).
+        manifest_store: the dataset's external manifest store (lance_ops.yaml's; the connection's wins).
     """
 
     def __init__(self, uri: str, after_version: int | None = None, *, lance_conn_id: str | None = None,
                  storage_options: dict[str, Any] | None = None, poll_interval: float = 5.0,
-                 max_poll_interval: float = 60.0, backoff: float = 2.0, watch: bool = False) -> None:
+                 max_poll_interval: float = 60.0, backoff: float = 2.0, watch: bool = False,
+                 manifest_store: str | None = None) -> None:
         super().__init__()
         self.uri, self.after_version, self.lance_conn_id = uri, after_version, lance_conn_id
+        self.manifest_store = manifest_store
         self.storage_options = dict(storage_options or {})
         self.poll_interval, self.max_poll_interval, self.backoff = poll_interval, max_poll_interval, backoff
         self.watch = watch
@@ -50,12 +53,13 @@ class LanceVersionTrigger(BaseEventTrigger):
             "uri": self.uri, "after_version": self.after_version, "lance_conn_id": self.lance_conn_id,
             "storage_options": self.storage_options, "poll_interval": self.poll_interval,
             "max_poll_interval": self.max_poll_interval, "backoff": self.backoff, "watch": self.watch,
+            "manifest_store": self.manifest_store,
         }
 
     def _latest(self) -> int | None:
         from lance_ops.airflow.hooks.lance import LanceHook
 
-        return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options)
+        return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options, self.manifest_store)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         after, delay = self.after_version, self.poll_interval
