@@ -338,20 +338,22 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result: dict[str, Any] = {}
 
-    def work() -> None:
-        try:
-            result["r"] = execute(defs, d.name, job, cfg, instance=instance, log_level=log_level)
-        except Exception as e:  # shown below; the bar thread must end either way
-            result["error"] = e
-
     err, console = console_for(sys.stderr), console_for(out)
     err.print(f"running {job_name} on {d.uri}")
-    thread = threading.Thread(target=work, daemon=True)
+    done = threading.Event()
     with progress(job_name) as tick:
-        thread.start()
-        while thread.is_alive():
-            tick(0)
-            thread.join(0.25)
+        # the run stays on the calling thread, where the Spark session was made (a write from a
+        # helper thread did not find the lance data source next to a session of the caller's)
+        ticker = threading.Thread(target=lambda: [tick(0) for _ in iter(lambda: done.wait(0.25), True)],
+                                  daemon=True)
+        ticker.start()
+        try:
+            result["r"] = execute(defs, d.name, job, cfg, instance=instance, log_level=log_level)
+        except Exception as e:  # shown below
+            result["error"] = e
+        finally:
+            done.set()
+            ticker.join()
     if "error" in result:
         if debug:
             raise result["error"]
