@@ -41,7 +41,7 @@ def _root(fx: Fixtures, template: str, name: str, tables: int) -> str:
 
 def case_plan_fleet(fx: Fixtures, p: Any) -> Case:
     from lance_ops.orchestration.planner import plan_fleet
-    from lance_ops.settings import PolicySettings, RootSettings
+    from lance_ops.orchestration.settings import PolicySettings, RootSettings
 
     n, frags = p.fleet_tables, p.fleet_fragments
     template = _template(fx, frags)

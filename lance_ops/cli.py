@@ -1,8 +1,14 @@
 """``lance-ops``: inspect a dataset, or run a maintenance job as the launchpad would.
 
+    lance-ops --version
     lance-ops inspect URI [--version N] [--storage-option KEY=VALUE ...]
     lance-ops run JOB [--dataset NAME] [--config lance_ops.yaml] [job options]
     lance-ops run compact --target-rows-per-fragment 100000 --dry-run
+    lance-ops run maintain            # what the dataset's policy asks for now
+
+Each command is one ``add_<command>`` function registering its parser and its handler
+(``COMMANDS``), so more commands plug in without touching the others.  An error is one line naming
+the dataset and the fix (``--debug`` prints the traceback).
 
 ``inspect`` needs only the base install (``pip install lance_ops``); ``run`` needs the ``dagster``
 extra, and says so when it is missing.  Dagster, Spark and rich are imported only where used (rich
@@ -14,18 +20,18 @@ job's launchpad Config (defaults: the dataset's policy).  Progress goes to stder
 """
 
 import argparse
-import contextlib
 import enum
 import os
+import re
 import sys
 import threading
-import time
 import types
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from lance_ops.console import console_for, human_bytes, progress, render_table, track
 from lance_ops.format.errors import MissingDependencyError
 
 JOB_CONFIGS = {
@@ -37,171 +43,33 @@ JOB_CONFIGS = {
     "optimize_indices": "OptimizeIndicesConfig",
     "write_change_feed": "ChangeFeedConfig",
     "cleanup_old_versions": "CleanupConfig",
+    "maintain": None,
     "observe": None,
     "checks": None,
 }
 ALIASES = {"change_feed": "write_change_feed", "cleanup": "cleanup_old_versions"}
-
-
-# ------------------------------------------------------------------- terminal output
-def _rich() -> types.ModuleType | None:
-    """The ``rich`` package when it is installed (it comes with the extras), else None."""
-    try:
-        import rich.box
-        import rich.console
-        import rich.progress
-        import rich.table
-        import rich.text
-    except ImportError:
-        return None
-    return rich
-
-
-class PlainConsole:
-    """What the CLI needs of a rich Console, as plain text (no rich installed)."""
-
-    is_terminal = False
-
-    def __init__(self, stream: Any) -> None:
-        self.file = stream
-
-    def print(self, obj: Any = "") -> None:
-        self.file.write(f"{obj}\n")
-        self.file.flush()
-
-
-def console_for(stream: Any) -> Any:
-    """A rich Console on ``stream``: colours and live bars on a terminal; plain text otherwise
-    (wide enough that tables are never wrapped, so the output can be parsed and diffed).  Without
-    rich, a :class:`PlainConsole`."""
-    rich = _rich()
-    if rich is None:
-        return PlainConsole(stream)
-    tty = hasattr(stream, "isatty") and stream.isatty()
-    return rich.console.Console(file=stream, force_terminal=tty, width=None if tty else 250, highlight=False,
-                                emoji=False, markup=False, no_color=not tty, soft_wrap=not tty)
-
-
-@contextlib.contextmanager
-def progress(label: str, total: int | None = None, *, stream: Any = None) -> Iterator[Callable[[int], None]]:
-    """A progress bar on ``stream`` (stderr): determinate with ``total``, else a spinner with the
-    elapsed time.  Off a terminal it degrades to plain lines, at most one a second plus the last.
-    Yields ``advance(n)``; the bar finishes when the block ends."""
-    console = console_for(stream or sys.stderr)
-    if console.is_terminal:
-        rp = _rich().progress  # type: ignore[union-attr]  # a terminal console is a rich one
-        columns: list[Any] = [rp.SpinnerColumn(), rp.TextColumn("{task.description}")]
-        if total is not None:
-            columns += [rp.BarColumn(), rp.MofNCompleteColumn()]
-        columns.append(rp.TimeElapsedColumn())
-        with rp.Progress(*columns, console=console, transient=False) as bar:
-            task = bar.add_task(label, total=total)
-            yield lambda n=1: bar.advance(task, n)
-            bar.update(task, completed=total if total is not None else 0)
-        return
-    t0 = time.perf_counter()
-    state = {"done": 0, "last": t0}
-
-    def line() -> str:
-        done = f" {state['done']}/{total}" if total is not None else ""
-        return f"{label}{done} {time.perf_counter() - t0:.1f}s"
-
-    def advance(n: int = 1) -> None:
-        state["done"] += n
-        now = time.perf_counter()
-        if now - state["last"] >= 1.0:
-            state["last"] = now
-            console.print(line())
-
-    yield advance
-    if total is not None:
-        state["done"] = total
-    console.print(line() + " done")
-
 MANIFEST_STORE_HELP = ("external manifest store the dataset commits through (SQLite path or sqlite:/// URL), "
                        "for object stores without conditional put")
-
-
-def track(items: Sequence[Any], label: str) -> Iterator[Any]:
-    """Iterate ``items`` with a progress bar on stderr."""
-    with progress(label, len(items)) as advance:
-        for item in items:
-            yield item
-            advance(1)
-
-
-def render_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None, *, title: str | None = None) -> Any:
-    """A rich Table of ``rows`` (numbers right-aligned), or a "(none)" line; plain text without rich."""
-    rich = _rich()
-    if rich is None:
-        return plain_table(rows, columns, title=title)
-    if not rows:
-        return rich.text.Text("(none)")
-    cols = list(columns or rows[0].keys())
-    table = rich.table.Table(box=rich.box.SIMPLE_HEAD, title=title, title_justify="left", show_edge=False,
-                             pad_edge=False)
-    for c in cols:
-        numeric = all(_is_num(r.get(c)) for r in rows)
-        table.add_column(c, justify="right" if numeric else "left", no_wrap=True)
-    for r in rows:
-        table.add_row(*(_cell(r.get(c, "")) for c in cols))
-    return table
-
-
-def plain_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None, *,
-                title: str | None = None) -> str:
-    """``rows`` as aligned plain text: title, header, a rule, one line per row (as rich lays it out)."""
-    if not rows:
-        return "(none)"
-    cols = list(columns or rows[0].keys())
-    cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(cols)]
-    right = [all(_is_num(r.get(c)) for r in rows) for c in cols]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(values, widths, right, strict=True))
-
-    out = ([title] if title else []) + [line(cols), "  ".join("-" * w for w in widths)]
-    return "\n".join(out + [line(c) for c in cells])
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return str(n)
 
 
 # ----------------------------------------------------------------------------- inspect
 def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int | None,  # a branch: its own uri
                     small_fragment_rows: int, out: Any, manifest_store: str | None = None) -> int:
-    import lance_ops.format as lf
-    from lance_ops.assets.stats import manifest_stats, transaction_of
-    from lance_ops.format.distributed import ObjectStore, commit_handler_for, read_manifest
+    from lance_ops.orchestration.policy import manifest_stats
+    from lance_ops.orchestration.table import TableRef
 
-    store = ObjectStore(uri, storage_options)
+    table = TableRef(uri, storage_options, {}, manifest_store)
     # through the external manifest store when there is one: its latest may not be finalized yet
-    scheme, versions = commit_handler_for(store, manifest_store).list_versions()
+    versions = table.list_versions()
     if not versions:
-        console_for(sys.stderr).print(f"no Lance dataset at {uri}")
+        console_for(sys.stderr).print(f"lance-ops: error: no Lance dataset at {uri}. Fix: check the URI "
+                                      "(and --storage-option / --manifest-store)")
         return 2
-    assert scheme is not None
+    handler = table.handler()
     rows = []
     for v in track(versions, f"reading {len(versions)} manifests"):
-        m = read_manifest(store, v, scheme).manifest
-        txn = transaction_of(store, v)
+        m = handler.read_manifest(v).manifest
+        txn = table.transaction(v)
         st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
         rows.append({
             "version": v,
@@ -211,10 +79,10 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
             "fragments": st["fragments"],
             "small": st["small_fragments"],
             "deleted": st["deleted_rows"],
-            "bytes": _human_bytes(st["bytes"]),
+            "bytes": human_bytes(st["bytes"]),
             "run_id": (txn.properties.get("dagster/run_id", "") if txn else "")[:8],
         })
-    ds = lf.dataset(uri, version=version, storage_options=storage_options, manifest_store=manifest_store)
+    ds = table.open(version)
     m = ds.manifest
     st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
     console = console_for(out)
@@ -224,7 +92,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
     console.print(f"schema    {', '.join(f'{f.name}: {f.type}' for f in ds.schema)}")
     console.print(f"stats     {st['rows']} rows, {st['fragments']} fragments ({st['small_fragments']} smaller than "
                   f"{small_fragment_rows} rows), {st['deleted_rows']} deleted rows (ratio {st['deleted_ratio']:.4f}), "
-                  f"{_human_bytes(st['bytes'])}")
+                  f"{human_bytes(st['bytes'])}")
     console.print()
     console.print(render_table(rows, title="versions"))
     console.print()
@@ -234,7 +102,7 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
         "deleted": f.num_deleted_rows,
         "live_rows": f.num_rows,
         "files": len(f.files),
-        "bytes": _human_bytes(sum(df.file_size_bytes for df in f.files)),
+        "bytes": human_bytes(sum(df.file_size_bytes for df in f.files)),
         "deletion_file": f"{f.deletion_file.id}.{f.deletion_file.extension}" if f.deletion_file else "",
     } for f in m.fragments]
     console.print(render_table(frags, title=f"fragments of version {ds.version}"))
@@ -277,13 +145,17 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list
             continue  # --dataset names it
         typ, _ = _unwrap_optional(field.annotation)
         flag = "--" + name.replace("_", "-")
-        helptext = field.description or ""
+        helptext = field.description or name.replace("_", " ")
         required = field.is_required()
         default = None if required else field.get_default(call_default_factory=True)
-        default_text = "" if default is None else f" (default: {default})"
-        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": helptext + default_text}
+        # a default the dataset's settings replace is named as such, not shown as the class's value
+        default_text = "" if default in (None, {}) or "default:" in helptext else f" (default: {default})"
+        kwargs: dict[str, Any] = {"dest": name, "default": None,
+                                  "help": helptext + default_text + (" (required)" if required else "")}
         if typ is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(typ) is dict:
+            kwargs.update(action="append", type=_kv, metavar="KEY=VALUE")
         elif typing.get_origin(typ) is list:
             kwargs["nargs"] = "+"
         elif isinstance(typ, type) and issubclass(typ, enum.Enum):
@@ -298,7 +170,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: Any) -> list
 
 
 def run_job(job: str, dataset: str | None, config_path: str | None, options: dict[str, Any], out: Any,
-            log_level: str = "WARNING", *, manifest_store: str | None = None) -> int:
+            log_level: str = "WARNING", *, manifest_store: str | None = None, debug: bool = False) -> int:
     import warnings
 
     from dagster import DagsterInstance
@@ -306,9 +178,10 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     from lance_ops.assets import configs
     from lance_ops.assets.definitions import build_definitions
     from lance_ops.assets.runs import execute
-    from lance_ops.assets.settings import load_settings
+    from lance_ops.orchestration.settings import load_settings
 
-    warnings.filterwarnings("ignore", module="dagster")
+    warnings.filterwarnings("ignore", module=r"dagster(\..*)?")
+    warnings.filterwarnings("ignore", message=r".* is currently in beta")  # backfill_policy, known and accepted
     settings = load_settings(config_path)
     d = settings.dataset(dataset) if dataset else settings.datasets[0]
     if manifest_store:  # --manifest-store overrides the dataset's manifest_store in the config
@@ -325,22 +198,26 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result: dict[str, Any] = {}
 
-    def work() -> None:
-        try:
-            result["r"] = execute(defs, d.name, job, cfg, instance=instance, log_level=log_level)
-        except Exception as e:  # shown below; the bar thread must end either way
-            result["error"] = e
-
     err, console = console_for(sys.stderr), console_for(out)
     err.print(f"running {job_name} on {d.uri}")
-    thread = threading.Thread(target=work, daemon=True)
+    done = threading.Event()
     with progress(job_name) as tick:
-        thread.start()
-        while thread.is_alive():
-            tick(0)
-            thread.join(0.25)
+        # the run stays on the calling thread, where the Spark session was made (a write from a
+        # helper thread did not find the lance data source next to a session of the caller's)
+        ticker = threading.Thread(target=lambda: [tick(0) for _ in iter(lambda: done.wait(0.25), True)],
+                                  daemon=True)
+        ticker.start()
+        try:
+            result["r"] = execute(defs, d.name, job, cfg, instance=instance, log_level=log_level)
+        except Exception as e:  # shown below
+            result["error"] = e
+        finally:
+            done.set()
+            ticker.join()
     if "error" in result:
-        err.print(f"error: {result['error']}")
+        if debug:
+            raise result["error"]
+        err.print(error_line(result["error"], argparse.Namespace(dataset=d.name)))
         return 1
     r = result["r"]
     console.print(f"run {r.run_id}: {'SUCCESS' if r.success else 'FAILURE'}")
@@ -370,8 +247,26 @@ def run_job(job: str, dataset: str | None, config_path: str | None, options: dic
     if not r.success:
         for ev in r.all_events:
             if ev.event_type_value == "STEP_FAILURE":
-                err.print(ev.event_specific_data.error.to_string() if ev.event_specific_data.error else ev.message)
+                err.print(_failure_line(d.name, ev, debug))
     return 0 if r.success and all(c.passed for c in checks) else 1
+
+
+def _failure_line(dataset: str, event: Any, debug: bool) -> str:
+    """A failed step as one line (the innermost lance_ops error: type, message with its fix), or
+    Dagster's whole error with ``debug``."""
+    error = event.event_specific_data.error
+    if error is None:
+        return str(event.message)
+    if debug:
+        return str(error.to_string())
+    chain = [error]
+    while chain[-1].cause is not None:
+        chain.append(chain[-1].cause)
+    typed = next((e for e in chain if "Fix:" in e.message), chain[-1])
+    message = re.sub(r"^[\w.]+(Error|Exception): ", "", " ".join(typed.message.split())) or typed.cls_name
+    cause = chain[-1].cls_name if chain[-1] is not typed else typed.cls_name
+    where = "" if dataset in message else f" ({dataset})"
+    return f"lance-ops: error{where}: {cause}: {message} (--debug for the traceback)"
 
 
 # -------------------------------------------------------------------------------- main
@@ -388,37 +283,113 @@ def _missing_module(e: ImportError) -> str | None:
     return None if top in ("", "lance_ops") else top
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
-    """The ``lance-ops`` parser, and the Config fields of each job.  Without the ``dagster`` extra
-    ``run`` still parses, and :func:`main` names the extra to install."""
+EXAMPLES = {
+    "inspect": """examples:
+  lance-ops inspect /data/events
+  lance-ops inspect gs://bucket/events --storage-option token=/secrets/sa.json --version 12
+  lance-ops inspect /data/events --manifest-store /var/lance/manifests.db""",
+    "run": """examples:
+  lance-ops run append --config lance_ops.yaml --dataset events --path /landing/day.parquet --format parquet
+  lance-ops run delete --where "id < 100"
+  lance-ops run compact --dry-run
+  lance-ops run maintain --dataset events""",
+}
+JOB_EXAMPLES = {
+    "append": "lance-ops run append --dataset events --path /landing/day.parquet --format parquet",
+    "delete": 'lance-ops run delete --dataset events --where "id < 100"',
+    "upsert": "lance-ops run upsert --dataset events --path /landing/fix.parquet --format parquet --on id",
+    "compact": "lance-ops run compact --dataset events --target-rows-per-fragment 500000 --dry-run",
+    "materialize_deletions": "lance-ops run materialize_deletions --dataset events --threshold 0.2",
+    "optimize_indices": "lance-ops run optimize_indices --dataset events --num-indices-to-merge 0",
+    "write_change_feed": "lance-ops run change_feed --dataset events --begin-version 3 --end-version 7",
+    "cleanup_old_versions": "lance-ops run cleanup --dataset events --older-than-days 30 --dry-run",
+    "maintain": "lance-ops run maintain --dataset events",
+    "observe": "lance-ops run observe --dataset events",
+    "checks": "lance-ops run checks --dataset events",
+}
+JOB_HELP = {
+    "maintain": "what the dataset's policy asks for now: compaction or deletion materialisation, then "
+                "optimize_indices below policy.min_index_coverage",
+    "observe": "record the latest version as an observation",
+    "checks": "run the dataset's asset checks",
+}
+
+#: command -> (add its parser, handle its parsed arguments); ``add_<command>`` registers both
+COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {}
+_JOB_FIELDS: dict[str, list[str]] = {}
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=40)
+
+
+def add_inspect(sub: Any) -> None:
+    """``lance-ops inspect URI``."""
     from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS
 
-    parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_inspect = sub.add_parser("inspect", help="versions, fragments and stats of a dataset")
-    p_inspect.add_argument("uri")
-    p_inspect.add_argument("--version", default=None, help="fragments of this version or tag (default latest)")
-    p_inspect.add_argument("--branch", default=None, help="a branch of the dataset (<uri>/tree/<branch>)")
-    p_inspect.add_argument("--storage-option", action="append", type=_kv, default=[], metavar="KEY=VALUE")
-    p_inspect.add_argument("--small-fragment-rows", type=int, default=COMPACTION_DEFAULTS.target_rows_per_fragment,
-                           help="a fragment with fewer live rows is 'small' (default: the compaction target, "
-                           f"{COMPACTION_DEFAULTS.target_rows_per_fragment})")
-    p_inspect.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
-                           help=MANIFEST_STORE_HELP)
-    try:  # plan, maintain, history: the planner reads lance_ops.yaml (pydantic, pyyaml: the dagster extra)
-        from lance_ops.orchestration.planner.cli import add_commands as add_planner_commands
+    p = sub.add_parser("inspect", help="versions, fragments, indices and stats of a dataset",
+                       description="Versions, fragments, indices and stats of a Lance dataset (manifests only).",
+                       epilog=EXAMPLES["inspect"], formatter_class=_formatter)
+    p.add_argument("uri", help="the dataset (local path, file://, gs://bucket/path)")
+    p.add_argument("--version", default=None, help="fragments of this version number or tag (default: the latest)")
+    p.add_argument("--branch", default=None, help="a branch of the dataset (<uri>/tree/<branch>)")
+    p.add_argument("--storage-option", action="append", type=_kv, default=[], metavar="KEY=VALUE",
+                   help="a storage option (repeat for several), e.g. token=/secrets/sa.json")
+    p.add_argument("--small-fragment-rows", type=int, default=COMPACTION_DEFAULTS.target_rows_per_fragment,
+                   help="a fragment with fewer live rows is 'small' (default: the compaction target, "
+                   f"{COMPACTION_DEFAULTS.target_rows_per_fragment})")
+    p.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
+                   help=MANIFEST_STORE_HELP)
+    COMMANDS["inspect"] = _inspect
+
+
+def _inspect(args: argparse.Namespace, out: Any) -> int:
+    uri, version = args.uri, args.version
+    if version is not None and version.isdigit():
+        version = int(version)
+    if args.branch is not None or isinstance(version, str):  # a branch, or a tag (maybe of a branch)
+        import lance_ops.format as lf
+
+        uri, version = lf.resolve_version(uri, version, branch=args.branch, storage_options=dict(args.storage_option))
+    return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
+                           small_fragment_rows=args.small_fragment_rows, out=out, manifest_store=args.manifest_store)
+
+
+def add_planner(sub: Any) -> None:
+    """``lance-ops plan``, ``maintain`` and ``history`` (:mod:`lance_ops.cli_planner`);
+    the planner reads lance_ops.yaml (pydantic, pyyaml: the orchestration extra)."""
+    try:
+        from lance_ops.cli_planner import add_commands
     except ImportError as e:
         if _missing_module(e) is None:
             raise
         for name in ("plan", "maintain", "history"):
-            stub = sub.add_parser(name, help=f"{name} (needs the dagster extra)")
+            stub = sub.add_parser(name, help=f"{name} (needs the orchestration extra)")
             stub.add_argument("planner_args", nargs=argparse.REMAINDER)
-            stub.set_defaults(missing=MissingDependencyError(f"lance-ops {name}", extra="dagster",
+            stub.set_defaults(missing=MissingDependencyError(f"lance-ops {name}", extra="orchestration",
                                                              missing=_missing_module(e)))
-    else:
-        add_planner_commands(sub)
-    p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)")
-    fields: dict[str, list[str]] = {}
+            COMMANDS[name] = _missing_extra
+        return
+    add_commands(sub)
+    for name in ("plan", "maintain", "history"):
+        COMMANDS[name] = lambda args, out: args.planner_command(args, out)
+
+
+def _missing_extra(args: argparse.Namespace, out: Any) -> int:
+    print(f"lance-ops: {args.missing}", file=sys.stderr)
+    return 2
+
+
+def add_run(sub: Any) -> None:
+    """``lance-ops run JOB``: one sub-parser per job, its options from the job's config class.
+    Without the ``dagster`` extra ``run`` still parses, and says which extra to install."""
+    from lance_ops.format import COMMIT_DEFAULTS
+
+    p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)",
+                           description="Run a dataset job in this process, as Dagster's launchpad would. Unset "
+                           "options come from the dataset's settings in lance_ops.yaml.",
+                           epilog=EXAMPLES["run"], formatter_class=_formatter)
+    COMMANDS["run"] = _run
     try:
         from lance_ops.assets import configs
     except ImportError as e:
@@ -426,49 +397,83 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
             raise
         p_run.add_argument("job_args", nargs=argparse.REMAINDER)
         p_run.set_defaults(missing=MissingDependencyError("lance-ops run", extra="dagster", missing=_missing_module(e)))
-        return parser, fields
-    jobs = p_run.add_subparsers(dest="job", required=True)
+        return
+    jobs = p_run.add_subparsers(dest="job", required=True, metavar="JOB")
     for job, cls_name in JOB_CONFIGS.items():
         cls = getattr(configs, cls_name) if cls_name else None
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls else f"{job} the dataset"
-        jp = jobs.add_parser(job, help=doc, description=doc,
-                             aliases=[a for a, t in ALIASES.items() if t == job])
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls else JOB_HELP[job]
+        jp = jobs.add_parser(job, help=doc, description=doc, epilog=f"example:\n  {JOB_EXAMPLES[job]}",
+                             formatter_class=_formatter, aliases=[a for a, t in ALIASES.items() if t == job])
         jp.add_argument("--dataset", default=None, help="dataset name in the config (default: the first)")
         jp.add_argument("--config", default=None, help="lance_ops.yaml (default: $LANCE_OPS_CONFIG, else the demo)")
         jp.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
                         help=MANIFEST_STORE_HELP + " (default: the dataset's manifest_store in the config)")
-        jp.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="Dagster console log level (default: WARNING)")
-        fields[job] = add_config_options(jp, cls) if cls else []
-    return parser, fields
+        jp.add_argument("--log-level", default="CRITICAL", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                        help="Dagster console log level (default: CRITICAL: a failure is shown as one line; "
+                             "ERROR shows Dagster's own report)")
+        _JOB_FIELDS[job] = add_config_options(jp, cls) if cls else []
+
+
+def _run(args: argparse.Namespace, out: Any, runner: Callable[..., int] | None = None) -> int:
+    if getattr(args, "missing", None) is not None:
+        print(f"lance-ops: {args.missing}", file=sys.stderr)
+        return 2
+    job = ALIASES.get(args.job, args.job)
+    options = {name: getattr(args, name) for name in _JOB_FIELDS[job]}
+    options = {k: dict(v) if isinstance(v, list) and v and isinstance(v[0], tuple) else v for k, v in options.items()}
+    extra = {"manifest_store": args.manifest_store} if args.manifest_store else {}
+    extra["debug"] = bool(getattr(args, "debug", False))
+    level = "ERROR" if extra["debug"] and args.log_level == "CRITICAL" else args.log_level
+    return (runner or run_job)(job, args.dataset, args.config, options, out, level, **extra)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
+    """The ``lance-ops`` parser, and the Config fields of each job."""
+    import lance_ops
+
+    parser = argparse.ArgumentParser(prog="lance-ops", description="Maintain Lance datasets (lance_ops).",
+                                     epilog=EXAMPLES["inspect"] + "\n" + EXAMPLES["run"].split("\n", 1)[1],
+                                     formatter_class=_formatter)
+    parser.add_argument("--version", action="version", version=f"lance-ops {lance_ops.__version__}")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (add_inspect, add_planner, add_run):
+        add(sub)
+    return parser, _JOB_FIELDS
+
+
+def error_line(e: BaseException, args: argparse.Namespace | None) -> str:
+    """One line: what failed, on which dataset, and the fix."""
+    from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
+
+    where = getattr(args, "uri", None) or getattr(args, "dataset", None) or ""
+    text = f"{type(e).__name__}: {e}".replace("\n", " ")
+    if isinstance(e, DatasetNotFoundError):
+        text += ". Fix: check the URI and the version or tag (lance-ops inspect URI lists the versions)"
+    elif isinstance(e, LanceOpsError) and "Fix:" not in text:
+        text += ". Fix: see the message; --debug prints the traceback"
+    return f"lance-ops: error{f' ({where})' if where and where not in text else ''}: {text}"
 
 
 def main(argv: Sequence[str] | None = None, *, out: Any = None,
          runner: Callable[..., int] | None = None) -> int:
     out = out or sys.stdout
-    parser, fields = build_parser()
+    parser, _fields = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "inspect":
-        uri, version = args.uri, args.version
-        if version is not None and version.isdigit():
-            version = int(version)
-        if args.branch is not None or isinstance(version, str):  # a branch, or a tag (maybe of a branch)
-            import lance_ops.format as lf
+    try:
+        if args.command == "run":
+            return _run(args, out, runner)
+        if getattr(args, "missing", None) is not None:
+            print(f"lance-ops: {args.missing}", file=sys.stderr)
+            return 2
+        return COMMANDS[args.command](args, out)
+    except (Exception, KeyboardInterrupt) as e:
+        from lance_ops.format.errors import LanceOpsError
 
-            uri, version = lf.resolve_version(uri, version, branch=args.branch,
-                                              storage_options=dict(args.storage_option))
-        return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
-                               small_fragment_rows=args.small_fragment_rows, out=out,
-                               manifest_store=args.manifest_store)
-    if getattr(args, "planner_command", None) is not None:
-        return args.planner_command(args, out)
-    if getattr(args, "missing", None) is not None:
-        print(f"lance-ops: {args.missing}", file=sys.stderr)
+        if args.debug or not isinstance(e, LanceOpsError | OSError | ValueError):
+            raise
+        print(error_line(e, args), file=sys.stderr)
         return 2
-    job = ALIASES.get(args.job, args.job)
-    options = {name: getattr(args, name) for name in fields[job]}
-    extra = {"manifest_store": args.manifest_store} if args.manifest_store else {}
-    return (runner or run_job)(job, args.dataset, args.config, options, out, args.log_level, **extra)
 
 
 if __name__ == "__main__":

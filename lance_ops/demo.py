@@ -41,7 +41,7 @@ class Demo:
         from dagster import DagsterInstance
 
         from lance_ops.assets.definitions import build_definitions
-        from lance_ops.assets.settings import DEFAULT_CONFIG_YAML, parse_settings
+        from lance_ops.orchestration.settings import DEFAULT_CONFIG_YAML, parse_settings
 
         self.root = root
         self.out = out
@@ -252,7 +252,7 @@ class Demo:
         from dagster import AssetKey
 
         import lance_ops.format as lf
-        from lance_ops.cli import console_for, render_table
+        from lance_ops.console import console_for, render_table
 
         d = self.d
         after = lf.dataset(d.uri, manifest_store=d.manifest_store)
@@ -270,15 +270,15 @@ class Demo:
 
     def version_rows(self, after: Any, counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
         """One summary row per version of ``after``: its operation, rows, fragments and changes."""
-        from lance_ops.assets.stats import manifest_stats, transaction_of
-        from lance_ops.format.distributed import ObjectStore
+        from lance_ops.orchestration import TableRef
+        from lance_ops.orchestration.policy import manifest_stats, transaction_of
 
-        store = ObjectStore(self.d.uri)
+        table = TableRef.from_settings(self.d)
         rows = []
         for v in range(1, after.version + 1):
             m = after.checkout_version(v).manifest
             st = manifest_stats(m, small_fragment_rows=self.d.policy.target_rows_per_fragment)
-            txn = transaction_of(store, v)
+            txn = transaction_of(table, v)
             c = counts.get(str(v), {})
             rows.append({
                 "version": v, "operation": txn.operation.name if txn else "?", "rows": st["rows"],

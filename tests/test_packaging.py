@@ -36,10 +36,13 @@ LAYER_EXTRAS: dict[str, tuple[str, ...]] = {
     "lance_ops/jobs": ("spark",),
     "lance_ops/assets": ("spark", "dagster", "polars"),
     "lance_ops/airflow": ("spark", "airflow"),
-    "lance_ops/settings.py": ("dagster", "airflow"),  # lance_ops.yaml: read by both orchestrators
-    "lance_ops/policy.py": (),
-    "lance_ops/orchestration": ("dagster", "airflow"),  # the planner reads lance_ops.yaml as settings.py does
+    "lance_ops/orchestration": ("orchestration",),  # settings (pydantic, PyYAML) and the Spark runners
+    "lance_ops/orchestration/policy.py": (),  # lance-ops inspect, base install
+    "lance_ops/orchestration/table.py": (),
+    "lance_ops/orchestration/stamps.py": (),
     "lance_ops/cli.py": ("dagster",),
+    "lance_ops/cli_planner.py": ("orchestration", "dagster"),  # plan, maintain, history (rich tables when installed)
+    "lance_ops/console.py": ("dagster",),  # rich, when installed
     "lance_ops/demo.py": ("dagster",),
 }
 
@@ -169,6 +172,10 @@ def test_base_install_names_the_extras(base_venv: Path, tmp_path: Path) -> None:
     caught = _run([str(base_venv / "bin" / "python"), "-c",
                    "try:\n import lance_ops.jobs\nexcept ImportError as e:\n print(e.extra, e.missing)"], cwd=tmp_path)
     assert caught.stdout.split() == ["spark", "pyspark"], caught.stderr
+    for layer, extra in (("assets", "dagster"), ("airflow", "airflow")):
+        imported = _run([str(base_venv / "bin" / "python"), "-c", f"import lance_ops.{layer}"], cwd=tmp_path)
+        assert imported.returncode == 1 and "MissingDependencyError" in imported.stderr, imported.stderr
+        assert f"pip install 'lance_ops[{extra}]'" in imported.stderr, imported.stderr
     run = _run([str(base_venv / "bin" / "lance-ops"), "run", "compact", "--dry-run"], cwd=tmp_path)
     assert run.returncode == 2
     assert "pip install 'lance_ops[dagster]'" in run.stderr and "Traceback" not in run.stderr

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def _settings():
-    from lance_ops.settings import load_settings
+    from lance_ops.orchestration.settings import load_settings
 
     return load_settings(os.environ.get("LANCE_OPS_AUTOPILOT_CONFIG") or None)
 

@@ -10,7 +10,13 @@ Names are imported lazily: Airflow imports this package (through the provider en
 """
 
 from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
+
+if find_spec("airflow") is None:  # no import of airflow: this runs while airflow imports itself
+    from lance_ops.format.errors import MissingDependencyError
+
+    raise MissingDependencyError("lance_ops.airflow (the Airflow provider)", extra="airflow", missing="airflow")
 
 _NAMES = {
     "LanceHook": "hooks.lance",

@@ -2,7 +2,7 @@
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from lance_ops.settings import DatasetConfigError
+from lance_ops.orchestration.errors import DatasetConfigError
 
 
 class LanceConfigError(DatasetConfigError, AirflowFailException):

@@ -39,8 +39,8 @@ from dagster import (
     sensor,
 )
 
-from lance_ops.assets.settings import Settings
 from lance_ops.orchestration.planner import Action, FleetBudget, plan_fleet, run_planned
+from lance_ops.orchestration.settings import Settings
 
 JOB_NAME = "lance_autopilot"
 SENSOR_NAME = "lance_autopilot_sensor"

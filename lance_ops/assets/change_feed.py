@@ -27,11 +27,12 @@ from dagster import (
 
 from lance_ops import jobs as lance_jobs
 from lance_ops.assets.datasets import GROUP
-from lance_ops.assets.errors import DatasetConfigError
 from lance_ops.assets.metadata import ROW_COUNT_KEY, URI_KEY
 from lance_ops.assets.operations import run_spark
 from lance_ops.assets.resources import LanceDatasetResource
-from lance_ops.assets.settings import DatasetSettings
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.operations import ChangeFeedParams
+from lance_ops.orchestration.settings import DatasetSettings
 
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
@@ -134,10 +135,10 @@ def build_change_feed_asset(d: DatasetSettings, versions: DynamicPartitionsDefin
                 "recreate the dataset with enable_stable_row_ids=True, or set change_feed.enabled: false",
             )
         so = res.resolved_storage_options()
-        params = {"ranges": [[int(k) - 1, int(k)] for k in keys], "sink_uri": d.change_feed.sink_uri,
-                  "format": d.change_feed.format}
+        params = ChangeFeedParams(ranges=tuple((int(k) - 1, int(k)) for k in keys), sink_uri=d.change_feed.sink_uri,
+                                  format=d.change_feed.format)
         result = run_spark(context, d, res, spark, "write_change_feed", params)
-        written = {int(r["end_version"]): int(r["rows_written"]) for r in result["ranges"]}
+        written = {int(r["end_version"]): int(r["rows_written"]) for r in result.metrics["ranges"]}
         for key in keys:
             v = int(key)
             by_type = partition_change_counts(d, v, so) or {}

@@ -38,7 +38,6 @@ from lance_ops.assets.change_feed import change_feed_asset_name, partition_chang
 from lance_ops.assets.metadata import REWRITE_KEY, timestamp
 from lance_ops.assets.operations import OPERATION_TAG, resource_key
 from lance_ops.assets.resources import LanceDatasetResource
-from lance_ops.assets.settings import DatasetSettings
 from lance_ops.assets.stats import (
     MAINTENANCE_OPERATIONS,
     rewrite_fingerprints,
@@ -46,6 +45,7 @@ from lance_ops.assets.stats import (
     transaction_of,
 )
 from lance_ops.format.errors import DatasetNotFoundError
+from lance_ops.orchestration.settings import DatasetSettings
 
 #: Transactions that add rows (an append, or the overwrite that creates a dataset).
 APPENDING_OPERATIONS = ("append", "overwrite")
@@ -86,10 +86,10 @@ def freshness_condition(d: DatasetSettings) -> AutomationCondition:
 def last_append(res: LanceDatasetResource) -> tuple[int, int] | None:
     """(version, commit timestamp ns) of the newest version that added rows; None if none is left."""
 
-    store = res.store()
+    table = res.table()
     versions = res.versions()
     for v in reversed(versions[-APPEND_SCAN_LIMIT:]):
-        txn = transaction_of(store, v)
+        txn = transaction_of(table, v)
         if txn is not None and txn.operation.name in APPENDING_OPERATIONS:
             return v, res.open(v).manifest.timestamp_ns
     return None
@@ -149,7 +149,7 @@ def _compaction_preserves_rows(d: DatasetSettings) -> AssetChecksDefinition:
                 passed=True, severity=AssetCheckSeverity.WARN,
                 metadata={"verified": False, "version": version, "reason": "version removed by cleanup"},
             )
-        fp = rewrite_fingerprints(ds, res.store(), after_only=True)
+        fp = rewrite_fingerprints(ds, res.table(), after_only=True)
         rows_now = ds.count_rows()
         rows_before = int(evidence["rows_before"])
         return AssetCheckResult(
@@ -173,7 +173,7 @@ def _deletions_materialized(d: DatasetSettings) -> AssetChecksDefinition:
         res: LanceDatasetResource = getattr(context.resources, rk)
         ds = res.open()
         recorded = _events_versions(context, key, "materialize_deletions")
-        checked, problems = rewrite_without_deletions(res.store(), ds, extra_versions=recorded)
+        checked, problems = rewrite_without_deletions(res.table(), ds, extra_versions=recorded)
         return AssetCheckResult(
             passed=not problems,
             metadata={"versions_checked": checked, "problems": problems[:20], "latest_version": ds.version},
@@ -221,11 +221,11 @@ def _maintenance_versions_empty(d: DatasetSettings) -> AssetChecksDefinition:
                              "materialisation) hold no change.")
     def maintenance_versions_empty(context: AssetCheckExecutionContext) -> AssetCheckResult:
         res: LanceDatasetResource = getattr(context.resources, rk)
-        store = res.store()
+        table = res.table()
         keys = context.instance.get_dynamic_partitions(partitions_def_name(d.name))
         checked: dict[str, int] = {}
         for k in sorted(keys, key=int):
-            txn = transaction_of(store, int(k))
+            txn = transaction_of(table, int(k))
             if txn is None or txn.operation.name not in MAINTENANCE_OPERATIONS:
                 continue
             counts = partition_change_counts(d, k, res.resolved_storage_options())

@@ -17,8 +17,8 @@ import lance_ops.format as lf
 from lance_ops.assets.configs import Operation, dataset_config_class
 from lance_ops.assets.metadata import TABLE_NAME_KEY, URI_KEY
 from lance_ops.assets.operations import job_name, pool_name, resource_key, run_dataset_operation
-from lance_ops.assets.settings import DatasetSettings
 from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
+from lance_ops.orchestration.settings import DatasetSettings
 
 GROUP = "lance"
 

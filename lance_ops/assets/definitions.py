@@ -40,7 +40,7 @@ from lance_ops.assets.operations import resource_key
 from lance_ops.assets.resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
 from lance_ops.assets.schedules import build_schedules
 from lance_ops.assets.sensors import build_sensors
-from lance_ops.assets.settings import DatasetSettings, Settings, load_settings
+from lance_ops.orchestration.settings import DatasetSettings, Settings, load_settings
 
 
 def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:

@@ -27,12 +27,13 @@ from dagster import (
 )
 
 from lance_ops.assets.configs import ChangeFeedConfig, ObserveConfig, Operation
-from lance_ops.assets.errors import DatasetConfigError
 from lance_ops.assets.metadata import job_metadata, version_metadata
 from lance_ops.assets.operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
 from lance_ops.assets.resources import LanceDatasetResource
-from lance_ops.assets.settings import DatasetSettings, Settings
 from lance_ops.assets.versions import pick, resolve_range
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.operations import ChangeFeedParams
+from lance_ops.orchestration.settings import DatasetSettings, Settings
 
 CHECKS_JOB = "lance_checks"
 WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"
@@ -89,10 +90,9 @@ def build_jobs(settings: Settings, check_selection: AssetSelection) -> dict[str,
         base = f"{d.change_feed.sink_uri.rstrip('/')}_ranges"
         sink = config.sink_uri or (base if rng.branch is None else f"{base}_{rng.branch.replace('/', '-')}")
         fmt = config.format.value if config.format else d.change_feed.format
-        result = run_spark(context, d, res, context.resources.spark, "write_change_feed",
-                           {"begin_version": rng.begin, "end_version": rng.end, "sink_uri": sink, "format": fmt},
-                           uri=rng.uri)
-        (written,) = result["ranges"]
+        params = ChangeFeedParams(ranges=((rng.begin, rng.end),), sink_uri=sink, format=fmt)
+        result = run_spark(context, d, res, context.resources.spark, "write_change_feed", params, uri=rng.uri)
+        (written,) = result.metrics["ranges"]
         named = "".join(f" {k}={v!r}" for k, v in (("begin_tag", config.begin_tag), ("end_tag", config.end_tag),
                                                      ("branch", rng.branch)) if v is not None)
         context.log.info(f"change feed of {d.name} ({rng.begin}, {rng.end}]{named} -> {written['location']}: "
@@ -111,7 +111,7 @@ def build_jobs(settings: Settings, check_selection: AssetSelection) -> dict[str,
         if latest is None:
             raise DatasetConfigError(d.name, "dataset", f"no Lance dataset at {res.uri} to observe",
                                      "append to it first, or fix its uri")
-        md = version_metadata(res.uri, d.name, res.open(latest), res.store(),
+        md = version_metadata(res.uri, d.name, res.open(latest), res.table(),
                               small_fragment_rows=d.policy.target_rows_per_fragment)
         yield AssetObservation(asset_key=d.name, metadata=md,
                                tags={DATA_VERSION_TAG: str(latest), OPERATION_TAG: "observe"})

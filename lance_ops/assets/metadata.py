@@ -17,6 +17,7 @@ from dagster import MetadataValue, TableColumn, TableSchema
 import lance_ops.format as lf
 from lance_ops.assets.indices import index_metadata
 from lance_ops.assets.stats import manifest_stats, transaction_of
+from lance_ops.orchestration import TableRef
 
 URI_KEY = "dagster/uri"
 TABLE_NAME_KEY = "dagster/table_name"
@@ -62,12 +63,12 @@ def table_metadata(uri: str, table_name: str, ds: lf.LanceDataset) -> dict[str, 
     }
 
 
-def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, store: Any, *,
+def version_metadata(uri: str, table_name: str, ds: lf.LanceDataset, table: TableRef, *,
                      small_fragment_rows: int) -> dict[str, Any]:
     """Standard keys plus the version's fragment stats and who committed it (manifest and transaction only)."""
     m = ds.manifest
     st = manifest_stats(m, small_fragment_rows=small_fragment_rows)
-    txn = transaction_of(store, m.version)
+    txn = transaction_of(table, m.version)
     return {
         **table_metadata(uri, table_name, ds),
         "fragments": MetadataValue.int(st["fragments"]),

@@ -15,18 +15,19 @@ from pydantic import PrivateAttr
 
 import lance_ops.format as lf
 from lance_ops.format import COMMIT_DEFAULTS
-from lance_ops.format.distributed import ObjectStore, commit_handler_for
-from lance_ops.format.errors import DatasetNotFoundError
+from lance_ops.format.distributed import ObjectStore
+from lance_ops.orchestration import OperationResult, TableRef, Task, error_from_json
 
 
 class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
-    """One Lance dataset.
+    """One Lance dataset: the Dagster face of a :class:`~lance_ops.orchestration.TableRef`.
 
     Attributes:
         uri: dataset root (local path, ``file://``, ``memory://``, ``gs://bucket/path``).
         storage_options: literal fsspec options (no secrets).
         storage_options_env: option name -> environment variable holding its value (GCS
             credentials); read when the dataset is opened, never logged.
+        manifest_store: the external manifest store the dataset commits through.
     """
 
     uri: str
@@ -34,36 +35,28 @@ class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
     storage_options_env: dict[str, str] = {}
     manifest_store: str | None = COMMIT_DEFAULTS.manifest_store
 
+    def table(self) -> TableRef:
+        return TableRef(self.uri, dict(self.storage_options), dict(self.storage_options_env), self.manifest_store)
+
     def resolved_storage_options(self) -> dict[str, str]:
-        opts = dict(self.storage_options)
-        for key, var in self.storage_options_env.items():
-            value = os.environ.get(var)
-            if value is None:
-                raise RuntimeError(f"{self.uri}: storage option {key!r} comes from ${var}, which is not set")
-            opts[key] = value
-        return opts
+        return self.table().resolved_storage_options()
 
     def open(self, version: int | None = None) -> lf.LanceDataset:
         """The dataset at ``version`` (default: latest); raises DatasetNotFoundError if absent."""
-        return lf.dataset(self.uri, version=version, storage_options=self.resolved_storage_options(),
-                          manifest_store=self.manifest_store)
+        return self.table().open(version)
 
     def store(self) -> ObjectStore:
-        return ObjectStore(self.uri, self.resolved_storage_options())
+        return self.table().store()
 
     def versions(self) -> list[int]:
-        """Every version present (one listing of ``_versions/``; no manifest is read)."""
-        return commit_handler_for(self.store(), self.manifest_store).list_versions()[1]
+        """Every version present, through the commit handler (no manifest is read)."""
+        return self.table().list_versions()
 
     def latest_version(self) -> int | None:
-        versions = self.versions()
-        return versions[-1] if versions else None
+        return self.table().latest_version()
 
     def exists(self) -> bool:
-        try:
-            return self.latest_version() is not None
-        except (FileNotFoundError, DatasetNotFoundError):
-            return False
+        return self.table().exists()
 
 
 class SparkResource(ConfigurableResource):  # type: ignore[misc]
@@ -88,11 +81,9 @@ class SparkResource(ConfigurableResource):  # type: ignore[misc]
             self._session = jobs.spark_session(master=self.master, conf=dict(self.conf))
         return self._session
 
-    def run_task(self, context: Any, task: dict[str, Any]) -> dict[str, Any]:
-        """Run a dataset operation (see ``spark_tasks``) on this process's session."""
-        from lance_ops.assets.spark_tasks import run_task
-
-        return run_task(self.get_session(), task)
+    def run_task(self, context: Any, task: Task) -> OperationResult:
+        """Run a dataset operation on this process's session."""
+        return task.run(self.get_session())
 
     def describe(self) -> str:
         return f"in the run worker, master {self.master}"
@@ -124,42 +115,28 @@ class PipesSparkSubmitResource(ConfigurableResource):  # type: ignore[misc]
             cmd += ["--conf", f"{k}={v}"]
         return [*cmd, os.path.abspath(spark_pipes_main.__file__)]
 
-    def run_task(self, context: Any, task: dict[str, Any]) -> dict[str, Any]:
+    def run_task(self, context: Any, task: Task) -> OperationResult:
         from dagster import PipesSubprocessClient
 
         python = self.python or _python()
         env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, **self.env}
         invocation = PipesSubprocessClient(env=env).run(context=context, command=self.command(),
-                                                         extras={"lance_ops_task": task})
+                                                         extras={"lance_ops_task": task.to_json()})
         messages = invocation.get_custom_messages()
         results = [m["result"] for m in messages if isinstance(m, dict) and "result" in m]
         errors = [m["error"] for m in messages if isinstance(m, dict) and "error" in m]
         if errors:
-            raise _remote_error(errors[-1])
+            raise error_from_json(errors[-1])  # the driver's error, same class and fields
         if not results:
-            raise RuntimeError(f"spark-submit of {task['operation']} on {task['uri']} reported no result")
+            raise RuntimeError(f"spark-submit of {task.operation} on {task.table.uri} reported no result")
         out = dict(results[-1])
         reported = [r for r in invocation.get_results() if getattr(r, "data_version", None) is not None]
         if reported:
             out["pipes_data_version"] = reported[-1].data_version.value  # type: ignore[union-attr]
-        return out
+        return OperationResult.from_dict(out)
 
     def describe(self) -> str:
         return f"spark-submit through Dagster Pipes, master {self.master}"
-
-
-def _remote_error(info: dict[str, str]) -> Exception:
-    """The typed lance_ops error a spark-submit driver reported (same class, same message)."""
-    from lance_ops.format import errors
-
-    cls = getattr(errors, str(info.get("type")), None)
-    message = str(info.get("message", ""))
-    if isinstance(cls, type) and issubclass(cls, errors.LanceOpsError):
-        try:
-            return cls(message)  # type: ignore[no-any-return]
-        except TypeError:  # a class with a richer constructor (CorruptFileError)
-            pass
-    return errors.LanceOpsError(f"{info.get('type')}: {message}")
 
 
 def _python() -> str:

@@ -53,15 +53,14 @@ from lance_ops.assets.operations import (
     OPERATION_TAG,
     REASON_TAG,
     ensure_pool_limit,
-    index_request,
     job_name,
-    maintenance_request,
+    maintenance_due,
     pool_name,
     resource_key,
 )
 from lance_ops.assets.resources import LanceDatasetResource
-from lance_ops.assets.settings import DatasetSettings, Settings
 from lance_ops.assets.stats import RUN_ID_PROPERTY, transaction_of
+from lance_ops.orchestration.settings import DatasetSettings, Settings
 
 DATASET_CHECKS = ("row_ids_unique", "compaction_preserves_rows", "deletions_materialized", "index_coverage")
 
@@ -143,7 +142,7 @@ def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: Default
                 latest = res.latest_version() if res.exists() else None
                 if latest is None or latest <= cursor.get(d.name, 0):
                     continue
-                wanted = maintenance_request(d, res, latest) or index_request(d, res, latest)
+                wanted = maintenance_due(d, res)
             except Exception as e:  # one unreadable dataset must not stop the others
                 context.log.warning(f"{d.name}: skipped ({type(e).__name__}: {e})")
                 continue
@@ -190,12 +189,12 @@ def _new_versions_sensor(settings: Settings, versions: dict[str, DynamicPartitio
                 if not new:
                     continue
                 latest = new[-1]
-                store = res.store()
-                txn = transaction_of(store, latest)
+                table = res.table()
+                txn = transaction_of(table, latest)
                 event = None
                 if txn is None or not txn.properties.get(RUN_ID_PROPERTY):
                     # Written outside Dagster: record what is there now as an observation.
-                    md = version_metadata(res.uri, d.name, res.open(latest), store,
+                    md = version_metadata(res.uri, d.name, res.open(latest), table,
                                           small_fragment_rows=d.policy.target_rows_per_fragment)
                     event = AssetObservation(asset_key=d.name, metadata=md,
                                              tags={DATA_VERSION_TAG: str(latest), OPERATION_TAG: "observe"})

@@ -12,16 +12,14 @@ import numpy as np
 import pyarrow as pa
 
 import lance_ops.format as lf
-from lance_ops.format.distributed import ObjectStore, list_versions
-from lance_ops.policy import (
-    JOB_PROPERTY,
+from lance_ops.orchestration.policy import (
     MAINTENANCE_OPERATIONS,
-    OPERATION_PROPERTY,
-    RUN_ID_PROPERTY,
     manifest_stats,
     transaction_of,
     versions_since_compaction,
 )
+from lance_ops.orchestration.stamps import JOB_PROPERTY, OPERATION_PROPERTY, RUN_ID_PROPERTY
+from lance_ops.orchestration.table import TableRef
 
 __all__ = ["JOB_PROPERTY", "MAINTENANCE_OPERATIONS", "OPERATION_PROPERTY", "RUN_ID_PROPERTY", "VERSION_COLUMNS",
            "fingerprint", "manifest_stats", "rewrite_fingerprints", "rewrite_groups", "rewrite_without_deletions",
@@ -30,12 +28,12 @@ __all__ = ["JOB_PROPERTY", "MAINTENANCE_OPERATIONS", "OPERATION_PROPERTY", "RUN_
 VERSION_COLUMNS = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 
 
-def versions_by(store: ObjectStore, run_id: str, after: int) -> list[int]:
+def versions_by(table: TableRef, run_id: str, after: int) -> list[int]:
     """Versions after ``after`` whose transaction carries ``run_id`` (what one Dagster run committed)."""
     out = []
-    for v in list_versions(store)[1]:
+    for v in table.list_versions():
         if v > after:
-            txn = transaction_of(store, v)
+            txn = transaction_of(table, v)
             if txn is not None and txn.properties.get(RUN_ID_PROPERTY) == run_id:
                 out.append(v)
     return out
@@ -83,19 +81,19 @@ class RewriteFingerprint:
     rows_after: int
 
 
-def rewrite_groups(store: ObjectStore, version: int) -> tuple[set[int], set[int]]:
+def rewrite_groups(table: TableRef, version: int) -> tuple[set[int], set[int]]:
     """(old fragment ids, new fragment ids) of the Rewrite that made ``version``."""
-    txn = transaction_of(store, version)
+    txn = transaction_of(table, version)
     if txn is None or txn.operation.name != "rewrite":
-        raise ValueError(f"{store.uri}: version {version} was not made by a Rewrite "
+        raise ValueError(f"{table.uri}: version {version} was not made by a Rewrite "
                          f"({txn.operation.name if txn else 'no transaction'})")
     groups = txn.operation.groups  # type: ignore[union-attr]
     return ({f.id for g in groups for f in g.old_fragments}, {f.id for g in groups for f in g.new_fragments})
 
 
-def rewrite_fingerprints(ds: lf.LanceDataset, store: ObjectStore, *, after_only: bool = False) -> RewriteFingerprint:
+def rewrite_fingerprints(ds: lf.LanceDataset, table: TableRef, *, after_only: bool = False) -> RewriteFingerprint:
     """Fingerprints of a Rewrite's rows before and after (``ds`` is checked out at the Rewrite's version)."""
-    old_ids, new_ids = rewrite_groups(store, ds.version)
+    old_ids, new_ids = rewrite_groups(table, ds.version)
     rows_after, after = fingerprint(ds, new_ids)
     if after_only:
         return RewriteFingerprint(ds.version, "", after, 0, rows_after)
@@ -104,7 +102,7 @@ def rewrite_fingerprints(ds: lf.LanceDataset, store: ObjectStore, *, after_only:
 
 
 def rewrite_without_deletions(
-    store: ObjectStore, ds: lf.LanceDataset, *, extra_versions: Collection[int] = ()
+    table: TableRef, ds: lf.LanceDataset, *, extra_versions: Collection[int] = ()
 ) -> tuple[list[int], list[str]]:
     """Check deletion materialisations: (versions checked, problems).
 
@@ -113,11 +111,11 @@ def rewrite_without_deletions(
     materialisations).  A problem is a new fragment of that Rewrite that still has a
     deletion file in the version the Rewrite made.  Manifest metadata only.
     """
-    present = set(list_versions(store)[1])
+    present = set(table.list_versions())
     checked: list[int] = []
     problems: list[str] = []
     for v in sorted(present):
-        txn = transaction_of(store, v)
+        txn = transaction_of(table, v)
         if txn is None or txn.operation.name != "rewrite":
             continue
         if txn.properties.get(OPERATION_PROPERTY) != "materialize_deletions" and v not in extra_versions:

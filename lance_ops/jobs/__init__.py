@@ -25,6 +25,7 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 """
 
 from lance_ops.jobs import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
+from lance_ops.jobs._types import spark_schema
 from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from lance_ops.jobs.compaction import compact, materialize_deletions
 from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
@@ -41,6 +42,7 @@ from lance_ops.jobs.results import (
 from lance_ops.jobs.session import prepare_environment, register, spark_session
 from lance_ops.jobs.source import LanceDataSource
 from lance_ops.jobs.streaming import LanceChangesDataSource
+from lance_ops.jobs.time_travel import latest_at_or_before, version_at
 from lance_ops.jobs.writes import append
 
 __all__ = [
@@ -62,10 +64,13 @@ __all__ = [
     "delete",
     "materialize_deletions",
     "optimize_indices",
+    "latest_at_or_before",
     "prepare_environment",
     "range_location",
     "register",
+    "spark_schema",
     "spark_session",
     "upsert",
+    "version_at",
     "write_change_feed",
 ]

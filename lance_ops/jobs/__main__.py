@@ -156,10 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--sink-storage-options", type=_json_dict, default={}, help="JSON object for the sink's storage")
     f.add_argument("--max-rows-per-file", type=int, default=DEFAULT_MAX_ROWS_PER_FILE)
 
-    t = sub.add_parser("task", help="run a task file (lance_ops.jobs.tasks: what an orchestrator hands to spark-submit)")
-    t.add_argument("task_json", help="path of the task's JSON (operation, uri, params, transaction_properties)")
-    t.add_argument("--result-json", default=None, help="also write the result's JSON to this path")
-
     k = sub.add_parser("package", help="write lance_ops.zip and lance_ops_submit.py for spark-submit --py-files")
     k.add_argument("dir", help="directory to write them to (created)")
     return p
@@ -229,12 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if owned:
             spark.stop()
-    out = result if isinstance(result, dict) else result.to_dict()
-    text = json.dumps(out, default=str, indent=2)
-    if getattr(args, "result_json", None):
-        with open(args.result_json, "w") as fh:
-            fh.write(text)
-    print(text)
+    print(json.dumps(result.to_dict(), default=str, indent=2))
     return 1 if getattr(result, "failed_tasks", ()) else 0
 
 
@@ -252,11 +243,6 @@ def _run(args: argparse.Namespace, spark: Any) -> Any:
         write_change_feed,
     )
 
-    if args.job == "task":
-        from lance_ops.jobs.tasks import run_task
-
-        with open(args.task_json) as fh:
-            return run_task(spark, json.load(fh))
     so = args.storage_options
     tp = args.transaction_properties or None
     ms = args.manifest_store

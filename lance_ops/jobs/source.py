@@ -107,7 +107,7 @@ from lance_ops.jobs._options import (
     storage_options,
 )
 from lance_ops.jobs._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
-from lance_ops.jobs._versions import requested_version
+from lance_ops.jobs.time_travel import requested_version
 
 DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
 WRITE_ID_PROPERTY = "lance_ops.write_id"
@@ -161,7 +161,8 @@ def _open_read(options: Any) -> tuple[str, ObjectStore, Manifest]:
     uri = _path(options)
     check_options(options, READ_OPTIONS, "read", uri)
     store = ObjectStore(uri, storage_options(options))
-    manifest, _ = open_manifest(store, requested_version(store, options), _handler(options, store))
+    handler = _handler(options, store)
+    manifest, _ = open_manifest(store, requested_version(store, options, handler), handler)
     return uri, store, manifest
 
 

@@ -10,7 +10,7 @@ from planner import tables as T
 from test_airflow_dags import task_states, xcoms
 
 from lance_ops.orchestration.planner import history, plan
-from lance_ops.settings import parse_settings
+from lance_ops.orchestration.settings import parse_settings
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import pytest
 from conftest import DATA, load_dag
 
 import lance_ops.format as lf
-from lance_ops.format.io.object_store import ObjectStore
-from lance_ops.policy import transaction_of
+from lance_ops.orchestration import TableRef
+from lance_ops.orchestration.policy import transaction_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -29,11 +29,11 @@ from lance_ops.airflow import *  # noqa: F403
 class DiesAfterCommit(LanceAppendOperator):
     \"\"\"The first try dies after its commit landed, before it reported it (the ambiguous case).\"\"\"
 
-    def record(self, context, hook, uri, d, result):
+    def record(self, context, hook, table, d, result):
         if context["ti"].try_number == 1:
-            assert lf.dataset(uri).version == result["version"]  # the commit is there
+            assert lf.dataset(table.uri).version == result["version"]  # the commit is there
             raise RuntimeError("worker killed after the commit, before the task finished")
-        super().record(context, hook, uri, d, result)
+        super().record(context, hook, table, d, result)
 
 
 with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
@@ -55,8 +55,8 @@ def test_task_dying_after_its_commit_is_retried_and_commits_once(airflow_db, fre
     assert ti.try_number == 2
     ds = lf.dataset(fresh_dataset)
     assert (ds.version, ds.count_rows()) == (1, 500)  # committed once, not twice
-    props = transaction_of(ObjectStore(fresh_dataset), 1).properties
-    assert props["txnAppId"] == f"airflow/lance_retry/{run.run_id}/append/-1" and props["txnVersion"] == "1"
+    props = transaction_of(TableRef(fresh_dataset), 1).properties
+    assert props["txnAppId"] == f"airflow/lance_retry/{run.run_id}/append/-1/append" and props["txnVersion"] == "0"
     assert props["airflow/dag_id"] == "lance_retry" and props["lance_ops/operation"] == "append"
 
 
@@ -75,7 +75,7 @@ CASES = {
     "unknown_dataset": ('LanceDeleteOperator(task_id="t", dataset="nope", where="id < 3")',
                         ["dataset 'nope', field `dataset`", "no dataset 'nope'"]),
     "bad_predicate": ('LanceDeleteOperator(task_id="t", dataset="events", where="no_such_column < 3")',
-                      ["dataset 'events', field `where`", "no_such_column", "no column named 'no_such_column'"]),
+                      ["dataset 'events', field `delete.where`", "no_such_column", "no column named 'no_such_column'"]),
     "bad_range": ('LanceChangeFeedOperator(task_id="t", dataset="events", begin_version="{{ 2 + 3 }}", '
                   'end_version="9")',
                   ["dataset 'events', field `begin_version/end_version`", "(5, 9]", "between 0 and 1"]),

@@ -45,7 +45,7 @@ def test_importing_the_entry_point_first_leaves_airflow_importable():
 
 def test_hook_reads_storage_options_manifest_store_and_spark_from_the_connection(monkeypatch, tmp_path: Path):
     from lance_ops.airflow import LanceHook
-    from lance_ops.settings import SparkSettings
+    from lance_ops.orchestration.settings import SparkSettings
 
     key = json.dumps({"type": "service_account", "client_email": "x@y"})
     monkeypatch.setenv("AIRFLOW_CONN_LANCE_GCS", json.dumps({

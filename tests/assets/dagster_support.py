@@ -8,7 +8,7 @@ from dagster import Definitions
 
 from lance_ops.assets.definitions import build_definitions
 from lance_ops.assets.runs import execute
-from lance_ops.assets.settings import Settings, parse_settings
+from lance_ops.orchestration.settings import Settings, parse_settings
 
 NAME = "events"
 

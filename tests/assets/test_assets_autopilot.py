@@ -11,7 +11,7 @@ from planner import tables as T
 import lance_ops.format as lf
 from lance_ops.assets.autopilot import JOB_NAME, SENSOR_NAME, autopilot_definitions
 from lance_ops.orchestration.planner import FleetBudget, history
-from lance_ops.settings import parse_settings
+from lance_ops.orchestration.settings import parse_settings
 
 
 def _fleet(root):

@@ -25,7 +25,7 @@ from dagster import DefaultSensorStatus
 
 from lance_ops.assets.autopilot import autopilot_definitions
 from lance_ops.orchestration.planner import FleetBudget
-from lance_ops.settings import load_settings
+from lance_ops.orchestration.settings import load_settings
 
 defs = autopilot_definitions(load_settings(), FleetBudget(max_runs=2), minimum_interval_seconds=30,
                              default_status=DefaultSensorStatus.RUNNING)

@@ -16,8 +16,8 @@ from lance_ops.assets.configs import (
     UpsertConfig,
     _OptionalDelete,
 )
-from lance_ops.assets.errors import DatasetConfigError
-from lance_ops.assets.settings import parse_settings
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.settings import parse_settings
 
 
 @pytest.fixture(scope="module")

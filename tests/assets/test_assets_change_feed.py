@@ -68,7 +68,7 @@ def history(tmp_path_factory, spark):
     code = root / "code_location.py"
     code.write_text(textwrap.dedent(f"""
         from lance_ops.assets.definitions import build_definitions
-        from lance_ops.assets.settings import load_settings
+        from lance_ops.orchestration.settings import load_settings
         defs = build_definitions(load_settings({str(root / "lance_ops.yaml")!r}))
     """))
     return {"root": root, "d": d, "defs": defs, "latest": latest, "code": code}

@@ -20,6 +20,7 @@ from lance_ops.assets.configs import AppendConfig, CompactConfig, DeleteConfig, 
 from lance_ops.assets.stats import OPERATION_PROPERTY, transaction_of
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.deletion import deletion_file_path
+from lance_ops.orchestration import TableRef
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_rewrite_leaving_deletion_files_fails_deletions_materialized(healthy, tm
     bad = lf.commit(d.uri, lf.Rewrite([lf.RewriteGroup([old], [old.with_changes(id=new_id)])]),
                     read_version=reserved.version,
                     transaction_properties={OPERATION_PROPERTY: "materialize_deletions"})
-    assert transaction_of(store, bad.version).operation.name == "rewrite"
+    assert transaction_of(TableRef(d.uri), bad.version).operation.name == "rewrite"
     found = check_results(defs, healthy["instance"])
     c = found["deletions_materialized"]
     assert not c.passed

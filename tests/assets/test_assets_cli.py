@@ -84,7 +84,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_elsewhere():
-    from lance_ops.cli import progress
+    from lance_ops.console import progress
 
     plain = io.StringIO()
     with progress("reading 3 manifests", 3, stream=plain) as advance:

@@ -18,7 +18,7 @@ from dagster_support import NAME, defs_for
 
 from lance_ops.assets.definitions import build_definitions
 from lance_ops.assets.resources import LanceDatasetResource, SparkResource
-from lance_ops.assets.settings import DEFAULT_CONFIG_YAML, load_settings, parse_settings
+from lance_ops.orchestration.settings import DEFAULT_CONFIG_YAML, load_settings, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

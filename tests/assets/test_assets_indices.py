@@ -24,8 +24,8 @@ from test_assets_sensors import c, requests, tick
 
 import lance_ops.format as lf
 from lance_ops.assets.configs import AppendConfig, CompactConfig, DeleteConfig, OptimizeIndicesConfig
-from lance_ops.assets.operations import index_request
 from lance_ops.cli import main
+from lance_ops.orchestration.maintain import decide_maintenance
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +113,13 @@ def test_sensor_requests_optimize_indices_after_compaction_where_both_are_due(tm
     assert requests(tick(defs, instance, "compaction_sensor", cursor=nxt.cursor)) == []
     # min_index_coverage 0 turns index runs off
     lf.write_dataset(simple_table(4000, 1000), uri, mode="append")  # 80% covered
-    res, version = defs.resources["lance_events"], lf.dataset(uri).version
+    res = defs.resources["lance_events"]
     off, _ = defs_for(tmp_path / "off", min_index_coverage=0.0)
-    assert index_request(off.datasets[0], res, version) is None
-    assert index_request(settings.datasets[0], res, version) is not None
+
+    def wants_index(policy) -> bool:
+        return "optimize_indices" in [a.operation for a in decide_maintenance(res.table(), policy)]
+
+    assert not wants_index(off.datasets[0].policy) and wants_index(settings.datasets[0].policy)
 
 
 def test_lance_maintain_compacts_then_optimizes_indices(tmp_path, spark, instance):

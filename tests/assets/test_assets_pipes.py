@@ -17,7 +17,7 @@ import lance_ops.format as lf
 from lance_ops.assets.configs import AppendConfig, CompactConfig, _OptionalDelete
 from lance_ops.assets.definitions import build_definitions
 from lance_ops.assets.resources import PipesSparkSubmitResource
-from lance_ops.assets.settings import parse_settings
+from lance_ops.orchestration.settings import parse_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 from test_cluster import cluster  # noqa: E402,F401  (the standalone-cluster fixture of tests/jobs)
@@ -81,7 +81,7 @@ def test_operations_run_as_spark_submit_through_pipes(pipes_defs, instance, tmp_
 def test_the_driver_script_needs_dagster_pipes_but_not_dagster():
     import subprocess
 
-    code = ("import sys, lance_ops.assets.spark_pipes_main, lance_ops.assets.spark_tasks; "
+    code = ("import sys, lance_ops.assets.spark_pipes_main, lance_ops.orchestration.tasks; "
             "bad = [m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')]; "
             "assert not bad, bad[:5]; assert 'dagster_pipes' in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 import lance_ops.format as lf
-from lance_ops.settings import PolicySettings
+from lance_ops.orchestration.settings import PolicySettings
 
 TARGET = 1000
 

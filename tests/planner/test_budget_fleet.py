@@ -10,7 +10,7 @@ import pytest
 import lance_ops.format as lf
 from lance_ops.cli import main
 from lance_ops.orchestration.planner import FleetBudget, TableRef, history, maintain, plan, plan_fleet
-from lance_ops.settings import RootSettings, parse_settings
+from lance_ops.orchestration.settings import RootSettings, parse_settings
 from planner import tables as T
 
 

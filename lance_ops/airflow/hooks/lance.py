@@ -7,8 +7,9 @@ Connection extras (all optional)::
      "spark": {"master": "spark://host:7077", "conf": {"spark.executor.memory": "2g"},
                "spark_submit": "/opt/spark/bin/spark-submit"}}
 
-With ``spark.spark_submit`` set, operators run their job as a spark-submit application
-(``python -m lance_ops.jobs task``); otherwise Spark runs in the worker (``master`` from the
+With ``spark.spark_submit`` set, operators run their task as a spark-submit application
+(``lance_ops/orchestration/__main__.py``: the task as JSON in, its result or its typed error as JSON
+out, so a ``SchemaError`` on the driver is a ``SchemaError`` in the worker); otherwise Spark runs in the worker (``master`` from the
 connection, else ``lance_ops.yaml``'s ``spark:``).  The connection's password, when set, is the
 GCS service-account key JSON (``storage_options.token``), so it never sits in plain extras.
 """
@@ -26,8 +27,8 @@ from airflow.sdk import BaseHook
 
 import lance_ops.format as lf
 from lance_ops.airflow.errors import LanceConfigError
-from lance_ops.format.errors import DatasetNotFoundError
-from lance_ops.settings import DEFAULT_SPARK_CONF, SparkSettings
+from lance_ops.orchestration import OperationResult, TableRef, Task, error_from_json
+from lance_ops.orchestration.settings import DEFAULT_SPARK_CONF, SparkSettings
 
 
 class LanceHook(BaseHook):
@@ -106,67 +107,71 @@ class LanceHook(BaseHook):
             "spark_submit": mine.get("spark_submit") or (base.submit.spark_submit if base.submit else None),
         }
 
+    def table(self, uri: str, storage_options: Mapping[str, Any] | None = None,
+              manifest_store: str | None = None) -> TableRef:
+        """The dataset at ``uri`` with this connection's storage options (over ``storage_options``)
+        and manifest store (else ``manifest_store``, lance_ops.yaml's)."""
+        return TableRef(uri, {**dict(storage_options or {}), **self.storage_options}, {},
+                        self.manifest_store or manifest_store)
+
     def open_dataset(self, uri: str, *, version: int | str | None = None,
                      storage_options: Mapping[str, Any] | None = None) -> lf.LanceDataset:
         """The dataset at ``uri`` through this connection's storage options and manifest store."""
-        so = {**self.storage_options, **dict(storage_options or {})}
-        return lf.dataset(uri, version=version, storage_options=so, manifest_store=self.manifest_store)
+        return self.table(uri, storage_options).open(version)
 
-    def latest_version(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> int | None:
+    def latest_version(self, uri: str, storage_options: Mapping[str, Any] | None = None,
+                       manifest_store: str | None = None) -> int | None:
         """The dataset's latest version, or None when there is no dataset at ``uri``."""
-        try:
-            return self.open_dataset(uri, storage_options=storage_options).version
-        except (DatasetNotFoundError, FileNotFoundError):
-            return None
+        return self.table(uri, storage_options, manifest_store).latest_version()
 
     def versions_committed(self, uri: str, start: datetime, end: datetime,
-                           storage_options: Mapping[str, Any] | None = None) -> tuple[int, list[int]]:
+                           storage_options: Mapping[str, Any] | None = None,
+                           manifest_store: str | None = None) -> tuple[int, list[int]]:
         """``(after, versions)``: the versions committed in ``(start, end]`` by their manifests'
-        commit timestamps, and the newest one committed at or before ``start`` (0: none).
+        commit timestamps, and the newest one committed at or before ``start`` (0: none)
+        (:meth:`lance_ops.orchestration.TableRef.versions_between`: two binary searches through
+        the commit handler).
 
         Naive datetimes are UTC.  A time window of a data interval (a backfill run's) maps to
-        the versions of that window; consecutive windows never share a version.  Reads every
-        version's manifest (``LanceDataset.versions()``).
+        the versions of that window; consecutive windows never share a version.
         """
-        lo, hi = _utc_naive(start), _utc_naive(end)
-        if hi < lo:
+        if _utc_naive(end) < _utc_naive(start):
             raise LanceConfigError(uri, "data_interval", f"the window ({start}, {end}] ends before it starts",
                                    "pass a window whose end is not before its start")
-        history = [(int(v["version"]), v["timestamp"]) for v in self.open_dataset(
-            uri, storage_options=storage_options).versions()]
-        before = [v for v, ts in history if ts <= lo]
-        return max(before, default=0), sorted(v for v, ts in history if lo < ts <= hi)
+        return self.table(uri, storage_options, manifest_store).versions_between(start, end)
 
-    def run_task(self, task: Mapping[str, Any], spark: Mapping[str, Any]) -> dict[str, Any]:
-        """Run a :mod:`lance_ops.jobs.tasks` task: in this worker, or through spark-submit."""
+    def run_task(self, task: Task, spark: Mapping[str, Any]) -> OperationResult:
+        """Run ``task``: in this worker, or through spark-submit."""
         if spark.get("spark_submit"):
             return self._submit(task, spark)
         from lance_ops import jobs
-        from lance_ops.jobs.tasks import run_task
 
-        session = jobs.spark_session(spark["master"], spark["conf"], app_name=f"lance_ops airflow {task['operation']}")
-        return run_task(session, task)
+        session = jobs.spark_session(spark["master"], spark["conf"], app_name=f"lance_ops airflow {task.operation}")
+        return task.run(session)
 
-    def _submit(self, task: Mapping[str, Any], spark: Mapping[str, Any]) -> dict[str, Any]:
-        from lance_ops.jobs import __main__ as entry
+    def _submit(self, task: Task, spark: Mapping[str, Any]) -> OperationResult:
+        from lance_ops.orchestration import __main__ as entry
 
         with tempfile.TemporaryDirectory(prefix="lance_ops_airflow_") as tmp:
             task_path, result_path = os.path.join(tmp, "task.json"), os.path.join(tmp, "result.json")
             with open(task_path, "w") as fh:
-                json.dump(task, fh)
+                json.dump(task.to_json(), fh)
             cmd = [spark["spark_submit"], "--master", spark["master"]]
             for k, v in spark["conf"].items():
                 cmd += ["--conf", f"{k}={v}"]
-            cmd += [entry.__file__, "task", task_path, "--result-json", result_path]
+            cmd += [entry.__file__, task_path, "--result-json", result_path]
             env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
             self.log.info("spark-submit: %s", " ".join(cmd))
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
             self.log.info("spark-submit output:\n%s", proc.stdout[-20000:] + proc.stderr[-20000:])
             if proc.returncode != 0 or not os.path.exists(result_path):
-                raise RuntimeError(f"spark-submit of {task['operation']} on {task['uri']} exited {proc.returncode}: "
+                raise RuntimeError(f"spark-submit of {task.operation} on {task.table.uri} exited {proc.returncode}: "
                                    f"{proc.stderr.strip().splitlines()[-1:]}")
             with open(result_path) as fh:
-                return dict(json.load(fh))
+                out = json.load(fh)
+        if "error" in out:
+            raise error_from_json(out["error"])  # the driver's error, same class and fields
+        return OperationResult.from_dict(out["result"])
 
 
 def _utc_naive(when: datetime) -> datetime:

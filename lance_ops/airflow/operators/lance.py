@@ -1,12 +1,18 @@
-"""One operator per lance_ops job, each a thin shell over :func:`lance_ops.jobs.tasks.run_task`
-(the same call Dagster's dataset asset makes) or, for cleanup, ``LanceDataset.cleanup_old_versions``.
+"""One operator per registry operation (:mod:`lance_ops.orchestration.operations`), each an adapter:
+its arguments are the operation's parameters (unset ones filled by the dataset's policy in
+``lance_ops.yaml``), its task a :class:`~lance_ops.orchestration.Task` run through the hook (in the
+worker, or spark-submit), the same task Dagster's dataset asset runs.
 
 Every operator names its dataset by ``dataset`` (a name in ``lance_ops.yaml``, whose settings give
-the defaults) or ``uri``; ``uri``, predicates and version ranges are templated.  It returns the
-job's metrics as its XCom (with the committed ``version``), declares the dataset as an outlet
-``Asset`` and puts ``version``, ``row_count`` and ``operation`` on the asset event.  Commits of
-append, delete and upsert carry ``txnAppId = airflow/<dag_id>/<run_id>/<task_id>/<map_index>``, so
-a retried or cleared task commits at most once.
+the defaults) or ``uri``; ``uri``, predicates and version ranges are templated.  The connection's
+storage options and manifest store reach the job.  It returns the operation's result as its XCom
+(``OperationResult.to_dict()``: the job's metrics, ``operation``, ``version``), declares the dataset
+as an outlet ``Asset`` and puts ``version``, ``row_count`` and ``operation`` on the asset event.
+Commits of append, delete, upsert and optimize_indices carry
+``txnAppId = airflow/<dag_id>/<run_id>/<task_id>/<map_index>/<operation>``
+(:func:`lance_ops.orchestration.airflow_stamp`), so a retried or cleared task commits at most once.
+Bad configuration, and errors a retry cannot fix (a wrong schema, an unsupported feature), fail the
+task without retries (``AirflowFailException``; the typed lance_ops error is the cause).
 """
 
 import time
@@ -15,28 +21,30 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 
 from lance_ops.airflow.errors import LanceConfigError
 from lance_ops.airflow.hooks.lance import LanceHook
-from lance_ops.format import OPTIMIZE_INDICES_DEFAULTS
-from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
-from lance_ops.policy import OPERATION_PROPERTY, manifest_stats
-from lance_ops.settings import DatasetConfigError, DatasetSettings, Settings, SparkSettings, load_settings
-
-#: Operations whose single commit carries an idempotency key (compaction commits twice).
-IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert")
-RUN_PROPERTY = "airflow/run_id"
-DAG_PROPERTY = "airflow/dag_id"
-TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"  # lance_ops.format.txn.idempotency's keys
-
-
-#: operation -> (argument at fault, fix) when its job refuses the input before writing
-_FIELDS = {
-    "append": ("source", "point source/format at data with the dataset's columns"),
-    "upsert": ("source", "point source/format at data with the dataset's columns (and `on` at its keys)"),
-    "delete": ("where", "write the predicate with the dataset's columns"),
-    "write_change_feed": ("dataset", "the change feed needs stable row ids: recreate the dataset with them"),
-}
+from lance_ops.format.errors import LanceOpsError, SchemaError, UnsupportedFeatureError
+from lance_ops.orchestration import (
+    DatasetConfigError,
+    OperationResult,
+    TableRef,
+    Task,
+    airflow_stamp,
+    is_retryable,
+    operation,
+    resolve_params,
+)
+from lance_ops.orchestration.maintain import decide_maintenance, maintain
+from lance_ops.orchestration.policy import manifest_stats
+from lance_ops.orchestration.settings import (
+    DatasetSettings,
+    PolicySettings,
+    Settings,
+    SparkSettings,
+    load_settings,
+)
 
 
 def asset_uri(uri: str) -> str:
@@ -46,12 +54,26 @@ def asset_uri(uri: str) -> str:
 
 def txn_app_id(context: Context) -> str:
     """``airflow/<dag_id>/<run_id>/<task_id>/<map_index>``: one write of one task instance."""
+    return _stamp(context).app_id
+
+
+def _stamp(context: Context) -> Any:
     ti = context["ti"]
-    return f"airflow/{ti.dag_id}/{ti.run_id}/{ti.task_id}/{getattr(ti, 'map_index', -1)}"
+    return airflow_stamp(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+
+
+def _config_error(e: DatasetConfigError) -> LanceConfigError:
+    err = LanceConfigError(e.dataset, e.field, e.problem, e.fix)
+    err.__cause__ = e.__cause__ or e
+    return err
 
 
 class LanceBaseOperator(BaseOperator):
-    """What every Lance operator shares: the dataset, the connection, the task, the asset event."""
+    """What every Lance operator shares: the dataset, the connection, the task, the asset event.
+
+    ``params_from_arguments()`` maps the operator's arguments to the operation's parameters (None:
+    unset, the dataset's policy or the parameter class's default applies).
+    """
 
     operation: ClassVar[str] = ""
     template_fields: Sequence[str] = ("dataset", "uri")
@@ -63,14 +85,15 @@ class LanceBaseOperator(BaseOperator):
         if dataset is None and uri is None:
             raise ValueError(f"{type(self).__name__}: give dataset (a name in lance_ops.yaml) or uri")
         if "outlets" not in kwargs:
-            declared = self.declared_asset(dataset, uri, config_path)
+            declared = self.declared_asset(dataset, uri, config_path, kwargs)
             if declared is not None:
                 kwargs["outlets"] = [declared]
         super().__init__(**kwargs)
         self.dataset, self.uri, self.lance_conn_id, self.config_path = dataset, uri, lance_conn_id, config_path
 
     @classmethod
-    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None) -> Asset | None:
+    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None,
+                       kwargs: Mapping[str, Any]) -> Asset | None:
         """The outlet: the dataset's Asset, when its URI is known at parse time (not templated)."""
         return lance_asset(dataset, uri=uri, config_path=config_path)
 
@@ -85,7 +108,7 @@ class LanceBaseOperator(BaseOperator):
         try:
             return self.settings().dataset(str(self.dataset))
         except DatasetConfigError as e:
-            raise LanceConfigError(e.dataset, e.field, e.problem, e.fix) from e
+            raise _config_error(e) from e
 
     @property
     def name(self) -> str:
@@ -94,65 +117,81 @@ class LanceBaseOperator(BaseOperator):
     def config_error(self, field: str, problem: str, fix: str) -> LanceConfigError:
         return LanceConfigError(self.name, field, problem, fix)
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        """The job's arguments (the task's ``params``); checks them before anything runs."""
-        raise NotImplementedError
+    def table(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> TableRef:
+        """The dataset with the connection's storage options and manifest store (over lance_ops.yaml's)."""
+        if d is None:
+            return TableRef(uri, hook.storage_options, {}, hook.manifest_store)
+        return TableRef.from_settings(d, storage_options=hook.storage_options,
+                                      manifest_store=hook.manifest_store).with_uri(uri)
+
+    def params_from_arguments(self) -> dict[str, Any]:
+        """The operator's arguments as the operation's parameter overrides (None: unset)."""
+        return {}
+
+    def job_params(self, d: DatasetSettings | None, table: TableRef) -> Any:
+        """The operation's parameters: the class's defaults, the dataset's settings, the arguments."""
+        try:
+            return resolve_params(self.operation, d, self.params_from_arguments())
+        except (DatasetConfigError, TypeError, ValueError) as e:
+            raise self.config_error(self.operation, str(e), "fix the operator's arguments") from e
+
+    def task(self, context: Context, table: TableRef, params: Any) -> Task:
+        spec = operation(self.operation)
+        props = _stamp(context).commit_properties(self.operation, idempotent=spec.idempotent)
+        return Task(self.operation, table, params, props, self.name)
 
     # --------------------------------------------------------------- execution
     def execute(self, context: Context) -> dict[str, Any]:
         d = self.dataset_settings()
         uri = str(self.uri or (d.uri if d else ""))
         hook = LanceHook(self.lance_conn_id)
-        params = self.job_params(d, hook, uri)
+        table = self.table(d, hook, uri)
         t0 = time.perf_counter()
-        result = self.run(context, d, hook, uri, params)
-        result.setdefault("seconds", round(time.perf_counter() - t0, 3))
-        self.record(context, hook, uri, d, result)
-        return result
+        result = self.run(context, d, hook, table, self.job_params(d, table))
+        out = result.to_dict()
+        out.setdefault("seconds", round(time.perf_counter() - t0, 3))
+        self.record(context, hook, table, d, out)
+        return out
 
-    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, uri: str,
-            params: dict[str, Any]) -> dict[str, Any]:
-        task = {
-            "operation": self.operation, "uri": uri,
-            "storage_options": {**(d.storage_options if d else {}), **hook.storage_options},
-            "storage_options_env": dict(d.storage_options_env) if d else {},
-            "params": params, "transaction_properties": self.commit_properties(context),
-        }
-        spark = hook.spark_settings(self.settings().spark if d else SparkSettings())
+    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, table: TableRef,
+            params: Any) -> OperationResult:
+        """Validate and run the operation's task (its stamp: this task instance)."""
+        return self.run_task(context, d, hook, self.task(context, table, params))
+
+    def run_task(self, context: Context, d: DatasetSettings | None, hook: LanceHook, task: Task) -> OperationResult:
         try:
+            task.validate()
+            if not task.spec.spark:
+                return task.run()
+            spark = hook.spark_settings(self.settings().spark if d else SparkSettings())
             return hook.run_task(task, spark)
+        except LanceConfigError:
+            raise
+        except DatasetConfigError as e:
+            raise _config_error(e) from e
         except (SchemaError, UnsupportedFeatureError) as e:
-            field, fix = _FIELDS.get(self.operation, (self.operation, "fix the operator's arguments"))
-            raise self.config_error(field, str(e), fix) from e
+            raise self.config_error(task.spec.error_field, str(e), task.spec.fix) from e
+        except LanceOpsError as e:
+            if is_retryable(e):
+                raise
+            raise AirflowFailException(f"{self.name}: {type(e).__name__}: {e}") from e
 
-    def commit_properties(self, context: Context) -> dict[str, str]:
-        """The commit's stamp; for single-commit operations also the idempotency key."""
-        ti = context["ti"]
-        props = {RUN_PROPERTY: str(ti.run_id), DAG_PROPERTY: str(ti.dag_id), OPERATION_PROPERTY: self.operation}
-        if self.operation in IDEMPOTENT_OPERATIONS:
-            props.update({TXN_APP_ID: txn_app_id(context), TXN_VERSION: "1"})
-        return props
-
-    def record(self, context: Context, hook: LanceHook, uri: str, d: DatasetSettings | None,
+    def record(self, context: Context, hook: LanceHook, table: TableRef, d: DatasetSettings | None,
                result: dict[str, Any]) -> None:
         """Put ``version``, ``row_count`` and the operation on the outlet asset's event."""
         version = result.get("version")
-        ds = hook.open_dataset(uri, version=version, storage_options=d.storage_options if d else None) \
-            if hook.latest_version(uri) is not None else None
-        small = d.policy.target_rows_per_fragment if d else 1_048_576
+        ds = table.open(version) if table.exists() else None
+        small = d.policy.target_rows_per_fragment if d else PolicySettings().target_rows_per_fragment
         stats = manifest_stats(ds.manifest, small_fragment_rows=small) if ds is not None else {}
         result.setdefault("row_count", stats.get("rows"))
-        extra = {"version": ds.version if ds is not None else None, "row_count": stats.get("rows"),
-                 "operation": result.get("operation", self.operation), "committed": version is not None,
-                 "fragments": stats.get("fragments")}
+        self.set_extra(context, {"version": ds.version if ds is not None else None, "row_count": stats.get("rows"),
+                                 "operation": result.get("operation", self.operation), "committed": version is not None,
+                                 "fragments": stats.get("fragments")})
+
+    def set_extra(self, context: Context, extra: dict[str, Any]) -> None:
         for outlet in self.outlets:
             if isinstance(outlet, Asset):
                 context["outlet_events"][outlet].extra = extra
-
-    def require_dataset(self, hook: LanceHook, uri: str) -> None:
-        if hook.latest_version(uri) is None:
-            raise self.config_error("uri", f"no Lance dataset at {uri} to {self.operation}",
-                                    "run LanceAppendOperator first (it creates the dataset), or fix the uri")
 
 
 def lance_asset(dataset: str | None = None, *, uri: str | None = None, change_feed: bool = False,
@@ -174,23 +213,22 @@ def lance_asset(dataset: str | None = None, *, uri: str | None = None, change_fe
 class _SourceOperator(LanceBaseOperator):
     def __init__(self, *, source: str | None = None, format: str | None = None,
                  options: Mapping[str, str] | None = None, rows: int | None = None, start_id: int | None = None,
-                 max_rows_per_file: int = 1_048_576, **kwargs: Any) -> None:
+                 max_rows_per_file: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.source, self.format, self.options = source, format, dict(options or {})
+        self.source, self.format, self.options = source, format, dict(options or {}) or None
         self.rows, self.start_id, self.max_rows_per_file = rows, start_id, max_rows_per_file
 
-    def source_params(self, d: DatasetSettings | None) -> dict[str, Any]:
-        src = d.source if d else None
-        fmt = self.format or (src.format if src else None)
-        if fmt is None:
+    def params_from_arguments(self) -> dict[str, Any]:
+        return {"path": self.source, "format": self.format, "options": self.options, "rows": self.rows,
+                "start_id": self.start_id, "max_rows_per_file": self.max_rows_per_file}
+
+    def job_params(self, d: DatasetSettings | None, table: TableRef) -> Any:
+        p = super().job_params(d, table)
+        if p.format is None:
             raise self.config_error("format", "no source format", "pass format= (parquet, csv, ..., or 'generate')")
-        path = self.source or (src.path if src else None)
-        if fmt != "generate" and not path:
-            raise self.config_error("source", f"source format {fmt!r} needs a path", "pass source=<path>")
-        rows = self.rows if self.rows is not None else (src.rows if src else 0)
-        return {"format": fmt, "path": path, "rows": rows, "start_id": self.start_id,
-                "options": self.options or (dict(src.options) if src else {}),
-                "max_rows_per_file": int(self.max_rows_per_file)}
+        if p.format != "generate" and not p.path:
+            raise self.config_error("source", f"source format {p.format!r} needs a path", "pass source=<path>")
+        return p
 
 
 class LanceAppendOperator(_SourceOperator):
@@ -200,9 +238,6 @@ class LanceAppendOperator(_SourceOperator):
     operation = "append"
     template_fields: Sequence[str] = ("dataset", "uri", "source")
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        return self.source_params(d)
-
 
 class LanceUpsertOperator(_SourceOperator):
     """Update the rows matching ``on`` and insert the others (``lance_ops.jobs.upsert``)."""
@@ -210,23 +245,16 @@ class LanceUpsertOperator(_SourceOperator):
     operation = "upsert"
     template_fields: Sequence[str] = ("dataset", "uri", "source")
 
-    def __init__(self, *, on: Sequence[str] | None = None, tag: str = "upserted", **kwargs: Any) -> None:
+    def __init__(self, *, on: Sequence[str] | None = None, tag: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.on, self.tag = list(on) if on else None, tag
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        on = self.on or (list(d.policy.upsert_on) if d else ["id"])
-        columns = hook.open_dataset(uri).schema.names
-        missing = [k for k in on if k not in columns]
-        if missing:
-            raise self.config_error("on", f"key column(s) {missing} are not columns of the dataset",
-                                    f"use key columns from {columns}")
-        return {**self.source_params(d), "on": on, "tag": self.tag}
+    def params_from_arguments(self) -> dict[str, Any]:
+        return {**super().params_from_arguments(), "on": self.on, "tag": self.tag}
 
 
 class LanceDeleteOperator(LanceBaseOperator):
-    """Delete the rows matching the Spark SQL predicate ``where`` (``lance_ops.jobs.delete``)."""
+    """Delete the rows matching the SQL predicate ``where`` (pylance's dialect; ``lance_ops.jobs.delete``)."""
 
     operation = "delete"
     template_fields: Sequence[str] = ("dataset", "uri", "where")
@@ -235,11 +263,8 @@ class LanceDeleteOperator(LanceBaseOperator):
         super().__init__(**kwargs)
         self.where = where
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        if not str(self.where or "").strip():
-            raise self.config_error("where", "a delete needs a predicate", "pass where=, e.g. \"id < 100\"")
-        return {"where": str(self.where)}
+    def params_from_arguments(self) -> dict[str, Any]:
+        return {"where": str(self.where or "")}
 
 
 class LanceCompactOperator(LanceBaseOperator):
@@ -249,7 +274,7 @@ class LanceCompactOperator(LanceBaseOperator):
     operation = "compact"
 
     def __init__(self, *, target_rows_per_fragment: int | None = None, max_rows_per_group: int | None = None,
-                 materialize_deletions: bool = True, materialize_deletions_threshold: float | None = None,
+                 materialize_deletions: bool | None = None, materialize_deletions_threshold: float | None = None,
                  max_source_fragments: int | None = None, dry_run: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_rows_per_fragment, self.max_rows_per_group = target_rows_per_fragment, max_rows_per_group
@@ -257,17 +282,11 @@ class LanceCompactOperator(LanceBaseOperator):
         self.materialize_deletions_threshold = materialize_deletions_threshold
         self.max_source_fragments, self.dry_run = max_source_fragments, dry_run
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        p = d.policy if d else None
-        return {
-            "target_rows_per_fragment": self.target_rows_per_fragment or (p.target_rows_per_fragment if p else 1_048_576),
-            "max_rows_per_group": self.max_rows_per_group or (p.max_rows_per_group if p else 1024),
-            "materialize_deletions": self.materialize_deletions,
-            "materialize_deletions_threshold": self.materialize_deletions_threshold
-            if self.materialize_deletions_threshold is not None else (p.deleted_ratio_threshold if p else 0.1),
-            "max_source_fragments": self.max_source_fragments, "dry_run": self.dry_run,
-        }
+    def params_from_arguments(self) -> dict[str, Any]:
+        return {"target_rows_per_fragment": self.target_rows_per_fragment, "max_rows_per_group": self.max_rows_per_group,
+                "materialize_deletions": self.materialize_deletions,
+                "materialize_deletions_threshold": self.materialize_deletions_threshold,
+                "max_source_fragments": self.max_source_fragments, "dry_run": self.dry_run}
 
 
 class LanceMaterializeDeletionsOperator(LanceBaseOperator):
@@ -279,10 +298,8 @@ class LanceMaterializeDeletionsOperator(LanceBaseOperator):
         super().__init__(**kwargs)
         self.threshold, self.dry_run = threshold, dry_run
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        default = d.policy.deleted_ratio_threshold if d else 0.1
-        return {"threshold": self.threshold if self.threshold is not None else default, "dry_run": self.dry_run}
+    def params_from_arguments(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "dry_run": self.dry_run}
 
 
 class LanceOptimizeIndicesOperator(LanceBaseOperator):
@@ -298,17 +315,13 @@ class LanceOptimizeIndicesOperator(LanceBaseOperator):
         super().__init__(**kwargs)
         self.num_indices_to_merge, self.index_names, self.rows_per_task = num_indices_to_merge, index_names, rows_per_task
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
+    def params_from_arguments(self) -> dict[str, Any]:
         merge = self.num_indices_to_merge
         if merge is not None and (isinstance(merge, bool) or not isinstance(merge, int) or merge < 0):
             raise self.config_error("num_indices_to_merge", f"{merge!r} is not a non-negative integer",
                                     "pass 0 (a new segment) or the number of newest segments to merge")
-        return {
-            "num_indices_to_merge": OPTIMIZE_INDICES_DEFAULTS.num_indices_to_merge if merge is None else merge,
-            "index_names": list(self.index_names) if self.index_names else None,
-            "rows_per_task": self.rows_per_task or OPTIMIZE_INDICES_DEFAULTS.rows_per_task,
-        }
+        return {"num_indices_to_merge": merge, "index_names": list(self.index_names) if self.index_names else None,
+                "rows_per_task": self.rows_per_task}
 
 
 class LanceCleanupOperator(LanceBaseOperator):
@@ -325,47 +338,36 @@ class LanceCleanupOperator(LanceBaseOperator):
         self.delete_unverified, self.dry_run = delete_unverified, dry_run
         self.retention_duration_check = retention_duration_check
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        p = d.policy if d else None
-        older = self.older_than if self.older_than is not None else timedelta(days=p.cleanup_older_than_days if p else 14)
-        return {"older_than": older, "retain_versions": self.retain_versions or (p.cleanup_retain_versions if p else 1)}
-
-    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, uri: str,
-            params: dict[str, Any]) -> dict[str, Any]:
-        ds = hook.open_dataset(uri, storage_options=d.storage_options if d else None)
-        try:
-            stats = ds.cleanup_old_versions(
-                older_than=params["older_than"], retain_versions=int(params["retain_versions"]), dry_run=self.dry_run,
-                delete_unverified=self.delete_unverified, retention_duration_check=self.retention_duration_check,
-            )
-        except InvalidArgumentError as e:  # refused before anything is removed
-            raise self.config_error("older_than", str(e), "keep at least an hour (policy.cleanup_older_than_days), "
-                                    "or pass retention_duration_check=False when nothing else uses the dataset") from e
-        fields = getattr(stats, "__dataclass_fields__", None) or vars(stats)
-        out: dict[str, Any] = {k: getattr(stats, k) for k in fields if k != "removed_paths"}
-        out.update(operation=self.operation, dry_run=self.dry_run, version=None)
-        return out
+    def params_from_arguments(self) -> dict[str, Any]:
+        days = self.older_than / timedelta(days=1) if self.older_than is not None else None
+        return {"older_than_days": days, "retain_versions": self.retain_versions,
+                "delete_unverified": self.delete_unverified, "dry_run": self.dry_run,
+                "retention_duration_check": self.retention_duration_check}
 
 
 class LanceChangeFeedOperator(LanceBaseOperator):
     """Write the changes of ``(begin_version, end_version]`` to a parquet or Lance sink
     (``lance_ops.jobs.write_change_feed``; parquet: the Hive-style ``change_range=<b>-<e>`` directory
     of the Dagster change feed asset).  ``end_version`` defaults to the latest version,
-    ``begin_version`` to ``end_version - 1``; both are templated (and mappable)."""
+    ``begin_version`` to ``end_version - 1``; both are templated (and mappable).  The outlet is the
+    sink (``sink_uri``, else the dataset's ``change_feed.sink_uri``)."""
 
     operation = "write_change_feed"
     template_fields: Sequence[str] = ("dataset", "uri", "begin_version", "end_version", "sink_uri")
 
     def __init__(self, *, begin_version: int | str | None = None, end_version: int | str | None = None,
                  sink_uri: str | None = None, format: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("outlets", [a for a in [_sink_asset(kwargs.get("dataset"), sink_uri,
+                                                                kwargs.get("config_path"))] if a is not None])
+        if not kwargs["outlets"]:
+            kwargs.pop("outlets")
         super().__init__(**kwargs)
         self.begin_version, self.end_version, self.sink_uri, self.format = begin_version, end_version, sink_uri, format
 
     @classmethod
-    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None) -> Asset | None:
-        """The outlet is the sink (what this operator writes); given ``sink_uri``, pass ``outlets=``."""
-        return lance_asset(dataset, change_feed=True, config_path=config_path) if uri is None else None
+    def declared_asset(cls, dataset: str | None, uri: str | None, config_path: str | None,
+                       kwargs: Mapping[str, Any]) -> Asset | None:
+        return None  # the sink's, set in __init__ (it needs sink_uri)
 
     def _number(self, field: str, value: Any) -> int | None:
         if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
@@ -376,90 +378,93 @@ class LanceChangeFeedOperator(LanceBaseOperator):
             raise self.config_error(field, f"{value!r} is not a version number",
                                     "pass an integer (or a template rendering to one)") from None
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        self.require_dataset(hook, uri)
-        latest = hook.latest_version(uri)
-        assert latest is not None
+    def job_params(self, d: DatasetSettings | None, table: TableRef) -> Any:
+        latest = table.latest_version()
+        if latest is None:
+            raise self.config_error("uri", f"no Lance dataset at {table.uri} to {self.operation}",
+                                    "run LanceAppendOperator first (it creates the dataset), or fix the uri")
         end = self._number("end_version", self.end_version)
         end = latest if end is None else end
         begin = self._number("begin_version", self.begin_version)
         begin = end - 1 if begin is None else begin
-        if not 0 <= begin < end <= latest:
-            raise self.config_error("begin_version/end_version", f"the range ({begin}, {end}] is not within "
-                                    f"(0, {latest}] with begin < end", f"pick versions between 0 and {latest}")
-        sink = self.sink_uri or (d.change_feed.sink_uri if d else None)
-        fmt = self.format or (d.change_feed.format if d else "parquet")
-        if not sink:
-            raise self.config_error("sink_uri", "no sink", "pass sink_uri= (or set change_feed.sink_uri in lance_ops.yaml)")
-        if fmt not in ("parquet", "lance"):
-            raise self.config_error("format", f"{fmt!r} is not a sink format", "use 'parquet' or 'lance'")
-        return {"begin_version": begin, "end_version": end, "sink_uri": sink, "format": fmt}
+        try:
+            return resolve_params(self.operation, d, {"ranges": ((begin, end),), "sink_uri": self.sink_uri,
+                                                      "format": self.format})
+        except DatasetConfigError as e:
+            raise _config_error(e) from e
 
-    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, uri: str,
-            params: dict[str, Any]) -> dict[str, Any]:
-        out = super().run(context, d, hook, uri, params)
-        part = (out.get("ranges") or [{}])[0]
-        out.update(begin_version=params["begin_version"], end_version=params["end_version"],
-                   location=part.get("location"), sink_uri=params["sink_uri"])
-        return out
-
-    def record(self, context: Context, hook: LanceHook, uri: str, d: DatasetSettings | None,
+    def record(self, context: Context, hook: LanceHook, table: TableRef, d: DatasetSettings | None,
                result: dict[str, Any]) -> None:
         """The sink's asset event: the range's end as ``version``, the rows written as ``row_count``."""
-        extra = {"version": result["end_version"], "row_count": result.get("rows_written"),
-                 "operation": self.operation, "begin_version": result["begin_version"],
-                 "end_version": result["end_version"], "location": result.get("location"), "source_uri": uri}
-        for outlet in self.outlets:
-            if isinstance(outlet, Asset):
-                context["outlet_events"][outlet].extra = extra
+        (begin, end), = self._ranges
+        part = (result.get("ranges") or [{}])[0]
+        result.update(begin_version=begin, end_version=end, location=part.get("location"), sink_uri=self._sink)
+        self.set_extra(context, {"version": end, "row_count": result.get("rows_written"), "operation": self.operation,
+                                 "begin_version": begin, "end_version": end, "location": part.get("location"),
+                                 "source_uri": table.uri})
+
+    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, table: TableRef,
+            params: Any) -> OperationResult:
+        self._ranges, self._sink = params.ranges, params.sink_uri
+        return super().run(context, d, hook, table, params)
+
+
+def _sink_asset(dataset: str | None, sink_uri: str | None, config_path: str | None) -> Asset | None:
+    """The change feed sink's Asset when known at parse time."""
+    if sink_uri is not None:
+        return None if "{{" in sink_uri else Asset(asset_uri(sink_uri))
+    return lance_asset(dataset, change_feed=True, config_path=config_path)
 
 
 class LanceMaintainOperator(LanceBaseOperator):
-    """What the dataset's policy in ``lance_ops.yaml`` asks for now: a compaction, a deletion
-    materialisation, or nothing (the XCom says which, with the policy's reasons)."""
+    """What the dataset's policy in ``lance_ops.yaml`` asks for now
+    (:func:`lance_ops.orchestration.maintain.decide_maintenance`, the same decision Dagster's
+    ``lance_maintain`` and ``lance-ops run maintain`` make): a compaction or deletion
+    materialisation, then optimize_indices when an index's coverage is below the policy, or
+    nothing.  The XCom is the last action's result with the policy's ``reasons`` and every
+    action's result under ``actions``; with ``uri`` instead of ``dataset`` the default policy applies."""
 
     operation = "maintain"
 
-    def job_params(self, d: DatasetSettings | None, hook: LanceHook, uri: str) -> dict[str, Any]:
-        if d is None:
-            raise self.config_error("dataset", "the maintenance policy lives in lance_ops.yaml",
-                                    "pass dataset=<name in lance_ops.yaml>")
-        self.require_dataset(hook, uri)
-        return {}
+    def execute(self, context: Context) -> dict[str, Any]:
+        d = self.dataset_settings()
+        uri = str(self.uri or (d.uri if d else ""))
+        hook = LanceHook(self.lance_conn_id)
+        table = self.table(d, hook, uri)
+        if not table.exists():
+            raise self.config_error("uri", f"no Lance dataset at {table.uri} to maintain",
+                                    "run LanceAppendOperator first (it creates the dataset), or fix the uri")
+        settings = d or _default_settings(uri)
 
-    def run(self, context: Context, d: DatasetSettings | None, hook: LanceHook, uri: str,
-            params: dict[str, Any]) -> dict[str, Any]:
-        from lance_ops.policy import evaluate
+        def runner(name: str, params: Any, reasons: tuple[str, ...]) -> OperationResult:
+            self.log.info("%s: the policy asks for %s (%s)", self.name, name, "; ".join(reasons))
+            props = _stamp(context).commit_properties(name, idempotent=operation(name).idempotent)
+            task = Task(name, table, params, props, self.name)
+            return self.run_task(context, d, hook, task).with_reasons(reasons)
 
-        assert d is not None
-        so = {**d.storage_options, **hook.storage_options}
-        wanted = evaluate(uri, d.policy, storage_options=so)
-        if wanted is None:
+        results = maintain(table, settings, runner)
+        if not results:
             self.log.info("%s: the latest version is within the policy; nothing to do", self.name)
-            return {"operation": "maintain", "version": None, "reasons": []}
-        self.log.info("%s: the policy asks for %s (%s)", self.name, wanted.operation, "; ".join(wanted.reasons))
-        p = d.policy
-        params = ({"target_rows_per_fragment": p.target_rows_per_fragment, "max_rows_per_group": p.max_rows_per_group,
-                   "materialize_deletions": True, "materialize_deletions_threshold": p.deleted_ratio_threshold,
-                   "max_source_fragments": None, "dry_run": False}
-                  if wanted.operation == "compact" else {"threshold": p.deleted_ratio_threshold, "dry_run": False})
-        self.operation = wanted.operation  # type: ignore[misc]  (this run's commit stamp and task)
-        try:
-            out = super().run(context, d, hook, uri, params)
-        finally:
-            self.operation = "maintain"  # type: ignore[misc]
-        out.update(reasons=list(wanted.reasons), requested=wanted.operation, operation=wanted.operation)
+            out: dict[str, Any] = {"operation": "maintain", "version": None, "reasons": [], "actions": []}
+        else:
+            out = {**results[-1].to_dict(), "requested": results[0].operation,
+                   "reasons": [r for x in results for r in x.reasons], "actions": [x.to_dict() for x in results]}
+        self.record(context, hook, table, d, out)
         return out
 
 
-def maintenance_due(uri: str, d: DatasetSettings, storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The policy's request at the latest version as a dict (the maintenance trigger's event), or None."""
-    from lance_ops.policy import evaluate
+def _default_settings(uri: str) -> DatasetSettings:
+    """Settings of a dataset given by ``uri`` alone: lance_ops' default policy and source."""
+    return DatasetSettings(name="dataset", uri=uri, change_feed={"sink_uri": f"{uri.rstrip('/')}_changes"})
 
-    wanted = evaluate(uri, d.policy, storage_options=storage_options)
-    if wanted is None:
+
+def maintenance_due(table: TableRef, policy: PolicySettings) -> dict[str, Any] | None:
+    """The first action the policy asks for at the latest version as a dict (the maintenance
+    trigger's event), or None."""
+    actions = decide_maintenance(table, policy)
+    if not actions:
         return None
-    return {"operation": wanted.operation, "reasons": list(wanted.reasons), "version": wanted.version}
+    return {"operation": actions[0].operation, "reasons": list(actions[0].reasons), "version": actions[0].version}
 
 
 __all__ = [
@@ -471,6 +476,7 @@ __all__ = [
     "LanceDeleteOperator",
     "LanceMaintainOperator",
     "LanceMaterializeDeletionsOperator",
+    "LanceOptimizeIndicesOperator",
     "LanceUpsertOperator",
     "asset_uri",
     "lance_asset",

@@ -17,7 +17,9 @@ from lance_ops.airflow.errors import LanceConfigError
 from lance_ops.airflow.hooks.lance import LanceHook
 from lance_ops.airflow.operators.lance import maintenance_due
 from lance_ops.airflow.triggers.lance import LanceMaintenanceTrigger, LanceVersionTrigger
-from lance_ops.settings import CONFIG_ENV, DatasetConfigError, DatasetSettings, load_settings
+from lance_ops.orchestration import TableRef
+from lance_ops.orchestration.errors import DatasetConfigError
+from lance_ops.orchestration.settings import CONFIG_ENV, DatasetSettings, PolicySettings, load_settings
 
 
 def _config_path(config_path: str | None) -> str | None:
@@ -65,11 +67,12 @@ class LanceVersionSensor(BaseSensorOperator):
         self.lance_conn_id, self.config_path, self.deferrable = lance_conn_id, config_path, deferrable
         self.poll_interval, self.max_poll_interval = poll_interval, max_poll_interval
 
-    def _target(self) -> tuple[str, dict[str, Any]]:
+    def _target(self) -> tuple[str, dict[str, Any], str | None]:
+        """(uri, storage options, manifest store) from lance_ops.yaml; the connection's win."""
         if self.uri:
-            return str(self.uri), {}
+            return str(self.uri), {}, None
         d = _dataset(str(self.dataset), self.config_path)
-        return d.uri, dict(d.storage_options)
+        return d.uri, dict(d.storage_options), d.manifest_store
 
     def _after(self, context: Context) -> int | None:
         if self.after_version not in (None, "", "None"):
@@ -100,8 +103,9 @@ class LanceVersionSensor(BaseSensorOperator):
                                    "timezone='UTC', interval=timedelta(hours=1)), or pass data_interval=False")
         return start, end
 
-    def _interval_result(self, uri: str, so: dict[str, Any], window: tuple[datetime, datetime]) -> dict[str, Any]:
-        after, versions = LanceHook(self.lance_conn_id).versions_committed(uri, *window, so)
+    def _interval_result(self, uri: str, so: dict[str, Any], ms: str | None,
+                         window: tuple[datetime, datetime]) -> dict[str, Any]:
+        after, versions = LanceHook(self.lance_conn_id).versions_committed(uri, *window, so, ms)
         self.log.info("%s: versions %s committed in (%s, %s]", uri, versions, window[0], window[1])
         return {"version": versions[-1] if versions else after, "after_version": after, "new_versions": versions,
                 "data_interval": [window[0].isoformat(), window[1].isoformat()]}
@@ -109,27 +113,28 @@ class LanceVersionSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         if self._window(context) is not None:
             return True
-        uri, so = self._target()
-        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        uri, so, ms = self._target()
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
         after = self._after(context)
         return latest is not None and (after is None or latest > after)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri, so = self._target()
+        uri, so, ms = self._target()
         window = self._window(context)
         if window is not None:
-            return self._interval_result(uri, so, window)
+            return self._interval_result(uri, so, ms, window)
         after = self._after(context)
-        latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+        latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
         if latest is not None and (after is None or latest > after):
             return self._result(latest, after)
         if not self.deferrable:
             super().execute(context)
-            latest = LanceHook(self.lance_conn_id).latest_version(uri, so)
+            latest = LanceHook(self.lance_conn_id).latest_version(uri, so, ms)
             assert latest is not None
             return self._result(latest, after)
         self.defer(
             trigger=LanceVersionTrigger(uri, after, lance_conn_id=self.lance_conn_id, storage_options=so,
+                                        manifest_store=ms,
                                         poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
             method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
         )
@@ -142,25 +147,29 @@ class LanceVersionSensor(BaseSensorOperator):
 
 
 class LanceMaintenanceSensor(BaseSensorOperator):
-    """Wait until the dataset's policy (``lance_ops.yaml``) asks for compaction or deletion
-    materialisation; returns ``{"operation", "reasons", "version"}``."""
+    """Wait until the dataset's policy asks for maintenance (the decision of
+    :func:`lance_ops.orchestration.maintain.decide_maintenance`: compaction or deletion
+    materialisation, or optimize_indices); returns ``{"operation", "reasons", "version"}``.
 
-    template_fields: Sequence[str] = ("dataset",)
+    The dataset is ``dataset`` (a name in ``lance_ops.yaml``: its policy) or ``uri`` (lance_ops'
+    default policy), as for the operators.
+    """
 
-    def __init__(self, *, dataset: str, lance_conn_id: str | None = LanceHook.default_conn_name,
+    template_fields: Sequence[str] = ("dataset", "uri")
+
+    def __init__(self, *, dataset: str | None = None, uri: str | None = None,
+                 lance_conn_id: str | None = LanceHook.default_conn_name,
                  config_path: str | None = None, deferrable: bool = True, poll_interval: float = 5.0,
                  max_poll_interval: float = 300.0, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
-        self.dataset, self.lance_conn_id, self.config_path = dataset, lance_conn_id, config_path
+        if dataset is None and uri is None:
+            raise ValueError("LanceMaintenanceSensor: give dataset (a name in lance_ops.yaml) or uri")
+        self.dataset, self.uri, self.lance_conn_id, self.config_path = dataset, uri, lance_conn_id, config_path
         self.deferrable, self.poll_interval, self.max_poll_interval = deferrable, poll_interval, max_poll_interval
 
     def _due(self) -> dict[str, Any] | None:
-        d = _dataset(self.dataset, self.config_path)
-        hook = LanceHook(self.lance_conn_id)
-        if hook.latest_version(d.uri, d.storage_options) is None:
-            return None
-        return maintenance_due(d.uri, d, {**d.storage_options, **hook.storage_options})
+        return due_now(self.dataset, self.uri, self.config_path, self.lance_conn_id)
 
     def poke(self, context: Context) -> bool:
         return self._due() is not None
@@ -176,12 +185,31 @@ class LanceMaintenanceSensor(BaseSensorOperator):
             return due
         self.defer(
             trigger=LanceMaintenanceTrigger(self.dataset, _config_path(self.config_path), lance_conn_id=self.lance_conn_id,
-                                            poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval),
+                                            poll_interval=self.poll_interval, max_poll_interval=self.max_poll_interval,
+                                            uri=self.uri),
             method_name="execute_complete", timeout=timedelta(seconds=self.timeout),
         )
         raise AssertionError("defer() raises")  # pragma: no cover
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
-            raise AirflowException(f"LanceMaintenanceSensor on {self.dataset}: {event.get('message')}")
+            raise AirflowException(f"LanceMaintenanceSensor on {self.dataset or self.uri}: {event.get('message')}")
         return {k: event[k] for k in ("operation", "reasons", "version")}
+
+
+def due_now(dataset: str | None, uri: str | None, config_path: str | None,
+            lance_conn_id: str | None) -> dict[str, Any] | None:
+    """What the policy asks for now at the dataset (``dataset`` in lance_ops.yaml, or ``uri``
+    under the default policy), through the connection; None when nothing (or no dataset yet)."""
+    hook = LanceHook(lance_conn_id)
+    if dataset is not None:
+        d = _dataset(dataset, config_path)
+        table = TableRef.from_settings(d, storage_options=hook.storage_options, manifest_store=hook.manifest_store)
+        if uri:
+            table = table.with_uri(uri)
+        policy = d.policy
+    else:
+        table, policy = hook.table(str(uri)), PolicySettings()
+    if not table.exists():
+        return None
+    return maintenance_due(table, policy)

@@ -4,7 +4,7 @@
 ``watch=True`` it fires once per new version and never ends (an ``AssetWatcher`` for event-driven
 scheduling).  ``LanceMaintenanceTrigger`` fires when the dataset's policy in ``lance_ops.yaml``
 asks for compaction or deletion materialisation (the thresholds of Dagster's compaction sensor,
-:mod:`lance_ops.policy`).  Blocking reads (manifests, the connection) run in a thread.
+:mod:`lance_ops.orchestration.maintain`).  Blocking reads (manifests, the connection) run in a thread.
 """
 
 import asyncio
@@ -34,13 +34,16 @@ class LanceVersionTrigger(BaseEventTrigger):
         poll_interval: first wait between polls (seconds), multiplied by ``backoff`` up to
             ``max_poll_interval`` while nothing changes.
         watch: keep running, one event per new version (AssetWatcher).
+        manifest_store: the dataset's external manifest store (lance_ops.yaml's; the connection's wins).
     """
 
     def __init__(self, uri: str, after_version: int | None = None, *, lance_conn_id: str | None = None,
                  storage_options: dict[str, Any] | None = None, poll_interval: float = 5.0,
-                 max_poll_interval: float = 60.0, backoff: float = 2.0, watch: bool = False) -> None:
+                 max_poll_interval: float = 60.0, backoff: float = 2.0, watch: bool = False,
+                 manifest_store: str | None = None) -> None:
         super().__init__()
         self.uri, self.after_version, self.lance_conn_id = uri, after_version, lance_conn_id
+        self.manifest_store = manifest_store
         self.storage_options = dict(storage_options or {})
         self.poll_interval, self.max_poll_interval, self.backoff = poll_interval, max_poll_interval, backoff
         self.watch = watch
@@ -50,12 +53,13 @@ class LanceVersionTrigger(BaseEventTrigger):
             "uri": self.uri, "after_version": self.after_version, "lance_conn_id": self.lance_conn_id,
             "storage_options": self.storage_options, "poll_interval": self.poll_interval,
             "max_poll_interval": self.max_poll_interval, "backoff": self.backoff, "watch": self.watch,
+            "manifest_store": self.manifest_store,
         }
 
     def _latest(self) -> int | None:
         from lance_ops.airflow.hooks.lance import LanceHook
 
-        return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options)
+        return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options, self.manifest_store)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         after, delay = self.after_version, self.poll_interval
@@ -82,28 +86,24 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
     """Fire ``{"status": "success", "operation", "reasons", "version"}`` once the policy of
     ``dataset`` (in the ``lance_ops.yaml`` at ``config_path``) asks for maintenance."""
 
-    def __init__(self, dataset: str, config_path: str | None = None, *, lance_conn_id: str | None = None,
-                 poll_interval: float = 5.0, max_poll_interval: float = 300.0, backoff: float = 2.0) -> None:
+    def __init__(self, dataset: str | None, config_path: str | None = None, *, lance_conn_id: str | None = None,
+                 poll_interval: float = 5.0, max_poll_interval: float = 300.0, backoff: float = 2.0,
+                 uri: str | None = None) -> None:
         super().__init__()
-        self.dataset, self.config_path, self.lance_conn_id = dataset, config_path, lance_conn_id
+        self.dataset, self.config_path, self.lance_conn_id, self.uri = dataset, config_path, lance_conn_id, uri
         self.poll_interval, self.max_poll_interval, self.backoff = poll_interval, max_poll_interval, backoff
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{PACKAGE}.LanceMaintenanceTrigger", {
             "dataset": self.dataset, "config_path": self.config_path, "lance_conn_id": self.lance_conn_id,
             "poll_interval": self.poll_interval, "max_poll_interval": self.max_poll_interval, "backoff": self.backoff,
+            "uri": self.uri,
         }
 
     def _due(self) -> dict[str, Any] | None:
-        from lance_ops.airflow.hooks.lance import LanceHook
-        from lance_ops.airflow.operators.lance import maintenance_due
-        from lance_ops.settings import load_settings
+        from lance_ops.airflow.sensors.lance import due_now
 
-        d = load_settings(self.config_path).dataset(self.dataset)
-        hook = LanceHook(self.lance_conn_id)
-        if hook.latest_version(d.uri, d.storage_options) is None:
-            return None
-        return maintenance_due(d.uri, d, {**d.storage_options, **hook.storage_options})
+        return due_now(self.dataset, self.uri, self.config_path, self.lance_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         delay = self.poll_interval
@@ -111,11 +111,12 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
             try:
                 due = await asyncio.to_thread(self._due)
             except (LanceOpsError, OSError) as e:
-                yield TriggerEvent({"status": "error", "dataset": self.dataset, "message": f"{type(e).__name__}: {e}"})
+                yield TriggerEvent({"status": "error", "dataset": self.dataset or self.uri,
+                                    "message": f"{type(e).__name__}: {e}"})
                 return
             if due is not None:
-                yield TriggerEvent({"status": "success", "dataset": self.dataset, **due})
+                yield TriggerEvent({"status": "success", "dataset": self.dataset or self.uri, **due})
                 return
-            self.log.info("%s: within the policy (next poll in %.1f s)", self.dataset, delay)
+            self.log.info("%s: within the policy (next poll in %.1f s)", self.dataset or self.uri, delay)
             await asyncio.sleep(delay)
             delay = _backoff(delay, self.backoff, self.max_poll_interval)

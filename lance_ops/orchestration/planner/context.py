@@ -12,14 +12,14 @@ import lance_ops.format as lf
 from lance_ops.format.distributed import CommitHandler, Manifest, ObjectStore, commit_handler_for
 from lance_ops.orchestration.planner.model import TableRef
 
-#: transaction property naming the lance_ops operation of a commit (shared with lance_ops.policy)
+#: transaction property naming the lance_ops operation of a commit (shared with lance_ops.orchestration.policy)
 OPERATION_PROPERTY = "lance_ops/operation"
 #: operations that change files but no row
 _MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config", "create_index"})
 
 
 class Policy(Protocol):
-    """The thresholds the planner reads (:class:`lance_ops.settings.PolicySettings` has them)."""
+    """The thresholds the planner reads (:class:`lance_ops.orchestration.settings.PolicySettings` has them)."""
 
     target_rows_per_fragment: int
     max_rows_per_group: int

@@ -26,7 +26,7 @@ from lance_ops.orchestration.planner.model import (
     TableRef,
 )
 from lance_ops.orchestration.planner.table_plan import DEFAULT_POLICY, plan
-from lance_ops.settings import DatasetSettings, RootSettings, Settings
+from lance_ops.orchestration.settings import DatasetSettings, RootSettings, Settings
 
 Member = tuple[TableRef, Policy]
 _REWRITES = frozenset({"compact", "materialize_deletions"})

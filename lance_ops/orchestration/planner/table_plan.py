@@ -12,7 +12,7 @@ from lance_ops.orchestration.planner.context import Policy, TableContext
 from lance_ops.orchestration.planner.indices import index_actions
 from lance_ops.orchestration.planner.model import Action, MaintenancePlan, TableRef
 from lance_ops.orchestration.planner.retention import cleanup_actions, orphan_actions
-from lance_ops.settings import PolicySettings
+from lance_ops.orchestration.settings import PolicySettings
 
 Proposer = Callable[[TableContext], tuple[tuple[Action, ...], tuple[str, ...]]]
 

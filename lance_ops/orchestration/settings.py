@@ -9,7 +9,11 @@ environment variable ``NAME`` when a dataset is opened, and only the variable's 
 in Dagster config, logs and metadata.
 """
 
+import difflib
 import os
+import types
+import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lance_ops.format import COMMIT_DEFAULTS, COMPACTION_DEFAULTS
-from lance_ops.format.errors import LanceOpsError
+from lance_ops.orchestration.errors import DatasetConfigError, SettingsError
 
 CONFIG_ENV = "LANCE_OPS_CONFIG"
 
@@ -47,24 +51,6 @@ datasets:
       deleted_ratio_threshold: 0.1
       max_versions_since_compaction: 20
 """
-
-
-class DatasetConfigError(LanceOpsError, ValueError):
-    """A run was configured in a way that cannot work for this dataset; nothing was committed.
-
-    Attributes:
-        dataset: the dataset's name in lance_ops.yaml.
-        field: the config field (launchpad path, e.g. ``delete.where``) or settings key at fault.
-        problem: what is wrong.
-        fix: what to change.
-    """
-
-    def __init__(self, dataset: str, field: str, problem: str, fix: str) -> None:
-        super().__init__(f"dataset {dataset!r}, field `{field}`: {problem}. Fix: {fix}")
-        self.dataset = dataset
-        self.field = field
-        self.problem = problem
-        self.fix = fix
 
 
 class _Strict(BaseModel):
@@ -235,6 +221,34 @@ def _absolute(uri: str, base: Path) -> str:
     return str((base / uri).resolve()) if not os.path.isabs(uri) else uri
 
 
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The settings model an annotation holds (``X`` or ``X | None``), else None."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for candidate in (annotation, *(typing.get_args(annotation) if union else ())):
+        if isinstance(candidate, type) and issubclass(candidate, _Strict):
+            return candidate
+    return None
+
+
+def check_keys(raw: Mapping[str, Any], model: type[BaseModel], where: str, source_path: str,
+               *, allowed: tuple[str, ...] = ()) -> None:
+    """Raise :class:`SettingsError` for the first key of ``raw`` that ``model`` does not have,
+    naming the closest valid key (``difflib``); nested settings are checked the same way."""
+    valid = sorted({*model.model_fields, *allowed} - {"name", "source_path"})
+    for key, value in raw.items():
+        dotted = f"{where}.{key}" if where else str(key)
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            scope = f"under `{where}`" if where else "at the top level"
+            raise SettingsError(f"{source_path}: unknown key `{dotted}`; {hint}valid keys {scope}: {', '.join(valid)}",
+                                path=source_path, key=dotted)
+        field = model.model_fields.get(key)
+        nested = _model_of(field.annotation) if field is not None else None
+        if nested is not None and isinstance(value, Mapping):
+            check_keys(value, nested, dotted, source_path)
+
+
 def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str = "<string>") -> Settings:
     """Parse the YAML text of a ``lance_ops.yaml``.
 
@@ -242,14 +256,19 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
     A storage option given as ``{env: NAME}`` becomes an entry of ``storage_options_env``.
     """
     raw: Any = yaml.safe_load(text) or {}
+    if isinstance(raw, dict):
+        check_keys(raw, Settings, "", source_path)
     if not isinstance(raw, dict) or not (isinstance(raw.get("datasets"), dict) and raw["datasets"]
                                          or isinstance(raw.get("roots"), list) and raw["roots"]):
-        raise ValueError(f"{source_path}: expected a mapping with a non-empty 'datasets' mapping or 'roots' list")
+        raise SettingsError(f"{source_path}: expected a mapping with a non-empty 'datasets' mapping or 'roots' list",
+                            path=source_path, key="datasets")
     base = (base_dir or Path.cwd()).resolve()
     datasets = []
     for name, body in (raw.get("datasets") or {}).items():
         if not isinstance(body, dict):
-            raise ValueError(f"{source_path}: dataset {name!r} must be a mapping")
+            raise SettingsError(f"{source_path}: dataset {name!r} must be a mapping", path=source_path,
+                                key=f"datasets.{name}")
+        check_keys(body, DatasetSettings, f"datasets.{name}", source_path)
         body = dict(body)
         literal: dict[str, str] = {}
         from_env: dict[str, str] = dict(body.pop("storage_options_env", None) or {})
@@ -260,7 +279,8 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
                 literal[str(key)] = str(value)
         body["uri"] = _absolute(str(body.get("uri", "")), base) if body.get("uri") else ""
         if not body["uri"]:
-            raise ValueError(f"{source_path}: dataset {name!r} has no uri")
+            raise SettingsError(f"{source_path}: dataset {name!r} has no uri", path=source_path,
+                                key=f"datasets.{name}.uri")
         if body.get("manifest_store") and "://" not in str(body["manifest_store"]):
             body["manifest_store"] = _absolute(str(body["manifest_store"]), base)
         cf = dict(body.get("change_feed") or {"sink_uri": f"{body['uri'].rstrip('/')}_changes"})
@@ -291,8 +311,9 @@ def _split_storage_options(options: dict[str, Any]) -> tuple[dict[str, str], dic
 def _root(body: Any, base: Path, source_path: str) -> RootSettings:
     """One ``roots:`` entry: a URI string, or a mapping with ``uri`` and optional settings."""
     body = {"uri": body} if isinstance(body, str) else dict(body or {})
+    check_keys(body, RootSettings, "roots", source_path)
     if not body.get("uri"):
-        raise ValueError(f"{source_path}: every entry of 'roots' needs a uri")
+        raise SettingsError(f"{source_path}: every entry of 'roots' needs a uri", path=source_path, key="roots")
     literal, from_env = _split_storage_options(body.pop("storage_options", None) or {})
     from_env.update(body.pop("storage_options_env", None) or {})
     body["uri"] = _absolute(str(body["uri"]), base)

@@ -1,4 +1,10 @@
-"""Time travel options: ``versionAsOf``/``version`` (a number or a tag) and ``timestampAsOf``/``timestamp``.
+"""Time travel, once for every layer above ``format``: a version by number, tag or commit time.
+
+:func:`version_at` (the latest version committed at or before a time, a binary search over the
+commit handler's versions) is what the data source's ``timestampAsOf`` and
+``lance_ops.orchestration.TableRef.version_at`` use.
+
+Time travel options: ``versionAsOf``/``version`` (a number or a tag) and ``timestampAsOf``/``timestamp``.
 
 Semantics as Delta Lake's: a timestamp selects the latest version committed at or before it; a
 timestamp before the first commit or after the latest one is an error (so a read never changes
@@ -12,7 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from lance_ops.format import TagError, Tags
-from lance_ops.format.distributed import ObjectStore, commit_timestamp_micros, list_versions, read_manifest
+from lance_ops.format.distributed import (
+    CommitHandler,
+    ObjectStore,
+    commit_handler_for,
+    commit_timestamp_micros,
+)
 from lance_ops.format.errors import DatasetNotFoundError
 from lance_ops.jobs._options import first
 from lance_ops.jobs.errors import InvalidOptionError
@@ -42,8 +53,9 @@ def _show(micros: int) -> str:
     return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat().replace("+00:00", "Z")
 
 
-def requested_version(store: ObjectStore, options: Mapping[str, Any]) -> int | None:
-    """The version the time travel options ask for (None: the latest), checked to exist.
+def requested_version(store: ObjectStore, options: Mapping[str, Any], handler: CommitHandler | None = None) -> int | None:
+    """The version the time travel options ask for (None: the latest), checked to exist; versions
+    are listed through ``handler`` (the dataset's external manifest store, if any).
 
     Raises:
         InvalidOptionError: both a version and a timestamp, a bad value, a timestamp outside the
@@ -59,7 +71,8 @@ def requested_version(store: ObjectStore, options: Mapping[str, Any]) -> int | N
         )
     if v is None and t is None:
         return None
-    scheme, versions = list_versions(store)
+    handler = handler or commit_handler_for(store)
+    scheme, versions = handler.list_versions()
     if scheme is None or not versions:
         raise DatasetNotFoundError(f"{store.uri}: no Lance dataset here (no manifests in _versions/)")
     if v is not None:
@@ -80,21 +93,42 @@ def requested_version(store: ObjectStore, options: Mapping[str, Any]) -> int | N
         return version
     assert t is not None
     name, raw = t
-    want = _micros(parse_timestamp(name, raw))
+    return version_at(handler, store.uri, parse_timestamp(name, raw), option=f"option {name}={raw!r}")
+
+
+def version_at(handler: CommitHandler, uri: str, when: dt.datetime, *, option: str = "") -> int:
+    """The latest version committed at or before ``when`` (naive: UTC), by the commit timestamps
+    of the manifests ``handler`` lists (binary search: O(log n) manifests read).
+
+    Raises:
+        DatasetNotFoundError: no dataset.
+        InvalidOptionError: ``when`` is before the first version or after the latest one (Delta's
+            rule: a read never changes when someone commits later).
+    """
+    what = option or f"timestamp {when.isoformat()}"
+    scheme, versions = handler.list_versions()
+    if scheme is None or not versions:
+        raise DatasetNotFoundError(f"{uri}: no Lance dataset here (no manifests in _versions/)")
+    want = _micros(when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC))
 
     def at(i: int) -> int:
-        return commit_timestamp_micros(read_manifest(store, versions[i], scheme).manifest)
+        return commit_timestamp_micros(handler.read_manifest(versions[i]).manifest)
 
     first_t, last_t = at(0), at(len(versions) - 1)
     if want < first_t:
         raise InvalidOptionError(
-            f"{store.uri}: option {name}={raw!r} is before the first version ({versions[0]}, committed {_show(first_t)})"
+            f"{uri}: {what} is before the first version ({versions[0]}, committed {_show(first_t)})"
         )
     if want > last_t:
         raise InvalidOptionError(
-            f"{store.uri}: option {name}={raw!r} is after the latest version ({versions[-1]}, committed "
+            f"{uri}: {what} is after the latest version ({versions[-1]}, committed "
             f"{_show(last_t)}); use a timestamp at or before it, or no timestamp for the latest version"
         )
+    return _search(versions, at, want)
+
+
+def _search(versions: list[int], at: Any, want: int) -> int:
+    """The last of ``versions`` whose commit time ``at(i)`` is <= ``want`` (``at(0) <= want``)."""
     lo, hi = 0, len(versions) - 1  # invariant: at(lo) <= want; answer in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -103,3 +137,17 @@ def requested_version(store: ObjectStore, options: Mapping[str, Any]) -> int | N
         else:
             hi = mid - 1
     return versions[lo]
+
+
+def latest_at_or_before(handler: CommitHandler, when: dt.datetime) -> int:
+    """The newest version committed at or before ``when`` (naive: UTC); 0 when none was (or there
+    is no dataset).  Unlike :func:`version_at`, a time after the latest commit is its version."""
+    _scheme, versions = handler.list_versions()
+    if not versions:
+        return 0
+    want = _micros(when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC))
+
+    def at(i: int) -> int:
+        return commit_timestamp_micros(handler.read_manifest(versions[i]).manifest)
+
+    return 0 if at(0) > want else _search(versions, at, want)

@@ -2,25 +2,20 @@
 materialisation due?  Pure metadata (no data scan, no Spark, no orchestrator), so Dagster's
 compaction sensor, Airflow's maintenance trigger and ``lance-ops inspect`` agree on the thresholds.
 
-The thresholds are :class:`lance_ops.settings.PolicySettings` (``lance_ops.yaml``): a fragment is
+The thresholds are :class:`lance_ops.orchestration.settings.PolicySettings` (``lance_ops.yaml``): a fragment is
 *small* when it has fewer live rows than ``target_rows_per_fragment``; compaction is due when at
 least ``min_small_fragments`` fragments are small or ``max_versions_since_compaction`` versions
 were committed since the last compaction; deletion materialisation when only the deleted-row
 ratio reaches ``deleted_ratio_threshold``.
 """
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from lance_ops.format import Transaction
-from lance_ops.format.distributed import Manifest, ObjectStore, list_versions, load_transaction
-from lance_ops.format.errors import LanceOpsError
-
-# Transaction properties an orchestrator run stamps on its commits (jobs that accept ``transaction_properties``).
-RUN_ID_PROPERTY = "dagster/run_id"
-JOB_PROPERTY = "dagster/job"
-OPERATION_PROPERTY = "lance_ops/operation"
+from lance_ops.format.distributed import Manifest
+from lance_ops.orchestration.stamps import OPERATION_PROPERTY
+from lance_ops.orchestration.table import TableRef
 
 # Operations that change files but no row (their change feed is empty).
 MAINTENANCE_OPERATIONS = frozenset({"rewrite", "reserve_fragments", "update_config"})
@@ -44,15 +39,10 @@ class MaintenanceRequest:
     version: int
 
 
-def transaction_of(store: ObjectStore, version: int) -> Transaction | None:
-    """The transaction that produced ``version``, or None when it has none (or cannot be read)."""
-    scheme = list_versions(store)[0]
-    if scheme is None:
-        return None
-    try:
-        return load_transaction(store, version, scheme)
-    except (LanceOpsError, FileNotFoundError):
-        return None
+def transaction_of(table: TableRef, version: int) -> Transaction | None:
+    """The transaction that produced ``version``, or None when it has none (or cannot be read);
+    read through the dataset's commit handler (:meth:`TableRef.transaction`)."""
+    return table.transaction(version)
 
 
 def manifest_stats(manifest: Manifest, *, small_fragment_rows: int) -> dict[str, Any]:
@@ -70,7 +60,7 @@ def manifest_stats(manifest: Manifest, *, small_fragment_rows: int) -> dict[str,
     }
 
 
-def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) -> int:
+def versions_since_compaction(table: TableRef, latest: int, *, limit: int) -> int:
     """Versions committed after the latest compaction (a Rewrite), counting at most ``limit``.
 
     Reads transactions backwards from ``latest`` (manifest metadata only).  A Rewrite made by
@@ -78,7 +68,7 @@ def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) ->
     """
     count = 0
     for v in range(latest, 0, -1):
-        txn = transaction_of(store, v)
+        txn = table.transaction(v)
         if txn is not None and txn.operation.name == "rewrite":
             if txn.properties.get(OPERATION_PROPERTY, "compact") != "materialize_deletions":
                 return count
@@ -89,11 +79,11 @@ def versions_since_compaction(store: ObjectStore, latest: int, *, limit: int) ->
     return count
 
 
-def maintenance_request(manifest: Manifest, store: ObjectStore, policy: Policy) -> MaintenanceRequest | None:
+def maintenance_request(manifest: Manifest, table: TableRef, policy: Policy) -> MaintenanceRequest | None:
     """What ``policy`` asks for at ``manifest``'s version: compaction (with any deletion reasons),
     deletion materialisation, or None when the version is within the policy."""
     stats = manifest_stats(manifest, small_fragment_rows=policy.target_rows_per_fragment)
-    since = versions_since_compaction(store, manifest.version, limit=policy.max_versions_since_compaction)
+    since = versions_since_compaction(table, manifest.version, limit=policy.max_versions_since_compaction)
     compact: list[str] = []
     if stats["small_fragments"] >= policy.min_small_fragments:
         compact.append(f"{stats['small_fragments']} small fragments >= {policy.min_small_fragments}")
@@ -109,14 +99,10 @@ def maintenance_request(manifest: Manifest, store: ObjectStore, policy: Policy) 
     return None
 
 
-def evaluate(uri: str, policy: Policy, *, storage_options: Mapping[str, Any] | None = None,
-             version: int | None = None) -> MaintenanceRequest | None:
-    """:func:`maintenance_request` for the dataset at ``uri`` (its latest version, or ``version``).
+def evaluate(table: TableRef, policy: Policy, *, version: int | None = None) -> MaintenanceRequest | None:
+    """:func:`maintenance_request` for ``table`` (its latest version, or ``version``).
 
     Raises:
-        DatasetNotFoundError: no dataset at ``uri``.
+        DatasetNotFoundError: no dataset at ``table.uri``.
     """
-    import lance_ops.format as lf
-
-    ds = lf.dataset(uri, version=version, storage_options=storage_options)
-    return maintenance_request(ds.manifest, ObjectStore(ds.uri, dict(storage_options or {})), policy)
+    return maintenance_request(table.open(version).manifest, table, policy)

@@ -34,7 +34,7 @@ def _kv(text: str) -> tuple[str, str]:
 def _source(args: argparse.Namespace) -> Any:
     """What to plan: the URI (a table, or a root searched for tables), else the config's fleet."""
     from lance_ops.orchestration.planner.fleet import discover_tables
-    from lance_ops.settings import load_settings
+    from lance_ops.orchestration.settings import load_settings
 
     if args.uri:
         so = dict(args.storage_option)
@@ -59,15 +59,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _action_row(a: Action) -> dict[str, Any]:
-    from lance_ops.cli import _human_bytes
+    from lance_ops.console import human_bytes
 
     return {"table": a.table, "action": a.operation, "reasons": a.explain(),
-            "est. bytes": _human_bytes(a.budget_bytes or a.estimate.bytes_removed), "priority": a.priority}
+            "est. bytes": human_bytes(a.budget_bytes or a.estimate.bytes_removed), "priority": a.priority}
 
 
 def cmd_plan(args: argparse.Namespace, out: Any) -> int:
     """Print every table's plan: a table of actions, or JSON."""
-    from lance_ops.cli import console_for, render_table
+    from lance_ops.console import console_for, render_table
     from lance_ops.orchestration.planner import plan_fleet
 
     fleet = plan_fleet(_source(args), FleetBudget(max_bytes=args.max_bytes))
@@ -87,7 +87,7 @@ def cmd_plan(args: argparse.Namespace, out: Any) -> int:
 
 def cmd_maintain(args: argparse.Namespace, out: Any) -> int:
     """Run the plan in this process; progress per action on stderr, a summary at the end."""
-    from lance_ops.cli import _human_bytes, console_for, render_table
+    from lance_ops.console import console_for, human_bytes, render_table
 
     err = console_for(sys.stderr)
     done = [0]
@@ -106,7 +106,7 @@ def cmd_maintain(args: argparse.Namespace, out: Any) -> int:
                  "why / error": r.error or r.action.explain()} for r in report.results]
         rows += [{"table": s.action.table, "action": s.action.operation, "status": "skipped", "version": "",
                   "seconds": 0.0, "why / error": s.why} for s in report.skipped]
-        console_for(out).print(render_table(rows, title=f"maintain {report.run_id}: {_human_bytes(report.bytes_used)} "
+        console_for(out).print(render_table(rows, title=f"maintain {report.run_id}: {human_bytes(report.bytes_used)} "
                                                   f"of the byte budget used"))
         for table, e in report.errors:
             console_for(out).print(f"{table}: not maintained: {e}")
@@ -116,7 +116,7 @@ def cmd_maintain(args: argparse.Namespace, out: Any) -> int:
 
 def cmd_history(args: argparse.Namespace, out: Any) -> int:
     """One row per version: version, time, operation, who, run, metrics."""
-    from lance_ops.cli import console_for, render_table
+    from lance_ops.console import console_for, render_table
 
     ref = TableRef(uri=args.uri, storage_options=dict(args.storage_option), manifest_store=args.manifest_store)
     rows = history(ref, limit=args.limit)
@@ -134,12 +134,12 @@ _SHORT = (("removed", "-"), ("added", "+"))
 
 def _short_metrics(m: dict[str, int]) -> str:
     """``-4 frags (8000 rows), +4 frags (5600 rows, 77.1 KiB), 2400 deleted rows dropped``."""
-    from lance_ops.cli import _human_bytes
+    from lance_ops.console import human_bytes
 
     parts, seen = [], set()
     for what, sign in _SHORT:
         if m.get(f"num_{what}_fragments"):
-            size = f", {_human_bytes(m[f'num_{what}_bytes'])}" if what == "added" else ""
+            size = f", {human_bytes(m[f'num_{what}_bytes'])}" if what == "added" else ""
             parts.append(f"{sign}{m[f'num_{what}_fragments']} frags ({m[f'num_{what}_rows']} rows{size})")
         seen |= {f"num_{what}_{k}" for k in ("fragments", "rows", "files", "bytes")}
     if m.get("num_deleted_rows_dropped"):
