@@ -25,6 +25,9 @@ from .errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    LeaseError,
+    LeaseExpiredError,
+    LeaseNotFoundError,
     ManifestStoreRequiredError,
     RetryableCommitConflictError,
     SchemaChangeError,
@@ -33,6 +36,7 @@ from .errors import (
     SQLTypeError,
     SQLUnknownColumnError,
     UnsupportedFeatureError,
+    VersionRemovedError,
 )
 from .evolve import schema_with_new_columns
 from .fragment import DataFile, DeletionFile, FragmentMetadata
@@ -74,7 +78,18 @@ from .results import DeleteResult, UpdateResult
 from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from .schema import LanceSchema
 from .sql import sql_expression, sql_filter, transpile_sql
-from .top_level import commit, dataset, resolve_version, write_dataset
+from .table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
+from .top_level import (
+    acquire_lease,
+    commit,
+    dataset,
+    lease,
+    list_leases,
+    release_lease,
+    renew_lease,
+    resolve_version,
+    write_dataset,
+)
 from .transaction import Transaction
 from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
@@ -164,4 +179,16 @@ __all__ = [
     "schema_with_new_columns",
     "write_dataset",
     "write_fragments",
+    "DEFAULT_LEASE_TTL",
+    "Lease",
+    "LeaseHandle",
+    "LeaseError",
+    "LeaseExpiredError",
+    "LeaseNotFoundError",
+    "VersionRemovedError",
+    "acquire_lease",
+    "lease",
+    "list_leases",
+    "release_lease",
+    "renew_lease",
 ]

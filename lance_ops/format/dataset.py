@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .blobs import BlobFile, take_blobs
-from .cleanup import CleanupStats, cleanup_old_versions
+from .cleanup import CleanupMode, CleanupStats, cleanup_old_versions, remove_orphan_files
 from .commit import commit_transaction
 from .commit_handler import (
     CommitHandler,
@@ -59,6 +59,7 @@ from .results import DeleteResult, UpdateResult
 from .scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from .schema import LanceSchema
 from .store import ObjectStore
+from .table.leases import DEFAULT_LEASE_TTL, LeaseHandle, acquire_lease
 from .transaction import Transaction, read_transaction_file
 from .write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -671,11 +672,14 @@ class LanceDataset:
         dry_run: bool = False,
         delete_unverified: bool = False,
         retention_duration_check: bool = True,
+        mode: CleanupMode = "full",
     ) -> CleanupStats:
         """Remove old versions and the files only they use (see :mod:`lance_ops.format.cleanup`).
 
         ``older_than`` (default 14 days) below one hour is refused unless
         ``retention_duration_check=False`` (Delta's VACUUM check); a negative one always is.
+        Versions a live lease pins are kept (``stats.protected_by_leases``).  ``mode="lite"``
+        derives the files from metadata without listing ``data/`` (routine cleanup).
         """
         self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
@@ -685,7 +689,31 @@ class LanceDataset:
             dry_run=dry_run,
             delete_unverified=delete_unverified,
             retention_duration_check=retention_duration_check,
+            mode=mode,
         )
+
+    def remove_orphan_files(
+        self, older_than: timedelta | None = None, *, dry_run: bool = False, retention_duration_check: bool = True
+    ) -> CleanupStats:
+        """The thorough sweep: remove files no version, branch, tag or detached version names,
+        older than ``older_than`` (default 7 days); ``dry_run`` reports files and bytes."""
+        self._handler.latest_version()
+        return remove_orphan_files(self._store, older_than=timedelta(days=7) if older_than is None else older_than,
+                                   dry_run=dry_run, retention_duration_check=retention_duration_check)
+
+    def lease(
+        self, ttl: timedelta | float = DEFAULT_LEASE_TTL, *, holder: str | None = None, auto_renew: bool = True
+    ) -> LeaseHandle:
+        """Pin this handle's version against cleanup: ``with ds.lease(ttl=timedelta(minutes=5)):``.
+
+        The lease is renewed in the background every third of ``ttl`` while held and released
+        on exit; a killed holder's lease expires ``ttl`` after its last renewal.
+
+        Raises:
+            VersionRemovedError: this version was removed by cleanup meanwhile.
+        """
+        lease = acquire_lease(self._store, self.version, ttl=ttl, holder=holder)
+        return LeaseHandle(self._store, lease, ttl, auto_renew=auto_renew)
 
     def take_blobs(
         self,

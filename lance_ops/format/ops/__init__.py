@@ -1,0 +1,1 @@
+"""Operations on a table (planners): routine cleanup (:mod:`.cleanup_lite`)."""

@@ -1,0 +1,211 @@
+"""Routine cleanup (Delta's VACUUM LITE): what to remove, derived from metadata, no data listing.
+
+Versions are read oldest first, only while they can go (older than the cut, not among the
+newest ``retain_versions``); the first one that cannot is the *boundary*, and every version
+from it on stays.  A data, deletion, index or ``.txn`` file of a removed version goes unless a
+version that stays names it.  Files are immutable and uniquely named, so a file lives in one
+run of versions: if the boundary does not name it, no later version does, unless a later
+commit brings it back -- a ``Restore`` (it names the restored version's files again) or an
+operation whose own fragments name it.  Those are found in the transactions committed since
+(``_transactions/`` is listed, not ``data/``); a transaction lance_ops cannot model makes it
+read the manifests of every version from the boundary on.  Versions pinned below the boundary
+(tags, branch sources, leases) stay and their manifests count as well; other branches and
+detached versions pin files through :mod:`..lineage`.
+
+The work grows with the removed versions' files and the number of versions, never with the
+table's total file count.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+from ..errors import CorruptFileError, DatasetNotFoundError
+from ..file.blobs import is_blob_field
+from ..index.cleanup import branch_index_uuids, index_uuids
+from ..index.metadata import INDICES_DIR
+from ..lineage import Pins, external_pins
+from ..manifest import Manifest, NamingScheme, read_manifest
+from ..operations import Operation, Restore, Unmodelled
+from ..orphans import FileSet, manifest_files, operation_files
+from ..store import ObjectStore
+from ..table.leases import Lease
+from ..transaction import TRANSACTIONS_DIR, decode_transaction
+
+__all__ = ["LitePlan", "lite_candidates", "plan_lite"]
+
+
+@dataclass
+class LitePlan:
+    """The versions routine cleanup removes and what stays."""
+
+    drop: list[int]
+    dropped: list[Manifest]
+    #: the boundary and the versions pinned below it
+    retained: list[Manifest]
+    pins: Pins
+    #: "tag <name>", "branch <name>", "lease <id>" that kept a version
+    protected: set[str]
+    leased: set[int] = field(default_factory=set)
+    #: files named again by transactions committed since the boundary
+    reintroduced: FileSet = field(default_factory=FileSet)
+
+
+def _read(store: ObjectStore, scheme: NamingScheme, v: int) -> Manifest | None:
+    try:
+        return read_manifest(store, v, scheme).manifest
+    except DatasetNotFoundError:
+        return None  # removed meanwhile by another cleanup
+
+
+def plan_lite(
+    store: ObjectStore, scheme: NamingScheme, versions: list[int], retain_versions: int, cut_ns: int,
+    leases: Iterable[Lease],
+) -> LitePlan | None:
+    """Read versions oldest first up to the boundary; None when nothing can go."""
+    newest = set(versions[-retain_versions:])
+    below: dict[int, Manifest] = {}
+    boundary: Manifest | None = None
+    for v in versions:
+        m = None if v in newest else _read(store, scheme, v)
+        if v in newest or (m is not None and m.timestamp_ns >= cut_ns):
+            boundary = m or _read(store, scheme, v)
+            if boundary is not None:
+                break
+            continue
+        if m is not None:
+            below[v] = m
+    if boundary is None or not below:
+        return None
+    pins = external_pins(store, boundary.branch)
+    leases = list(leases)
+    who = {v: pins.versions.get(v, []) + [f"lease {lease.id}" for lease in leases if lease.pins(v)] for v in below}
+    drop = [v for v in below if not who[v]]
+    if not drop:
+        return None
+    kept = [boundary] + [below[v] for v in below if who[v]]
+    leased = {v for v in below if any(lease.pins(v) for lease in leases)}
+    plan = LitePlan(drop, [below[v] for v in drop], kept, pins, {w for v in below for w in who[v]}, leased)
+    named = {m.transaction_file for m in plan.dropped + kept if m.transaction_file}
+    plan.reintroduced = _reintroduced_since(store, scheme, named, below, boundary.version, versions[-1])
+    return plan
+
+
+class _NeedsManifests(Exception):
+    """A transaction whose files cannot be derived: read the manifests instead."""
+
+
+@singledispatch
+def _brought_back(op: Operation, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
+    """Files a committed operation names (new fragments, updated deletion files, new indices)."""
+    return operation_files(op)
+
+
+@_brought_back.register
+def _(op: Restore, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
+    m = manifest_of(op.version)
+    return manifest_files(m) if m is not None else FileSet()
+
+
+@_brought_back.register
+def _(op: Unmodelled, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
+    raise _NeedsManifests(op.name)
+
+
+def _reintroduced_since(
+    store: ObjectStore, scheme: NamingScheme, named: set[str], below: dict[int, Manifest], first: int, last: int
+) -> FileSet:
+    """Files the transactions not named by ``named`` manifests name (commits since the boundary,
+    and uncommitted ones: counting those too only keeps more)."""
+    def manifest_of(v: int) -> Manifest | None:
+        return below.get(v) or _read(store, scheme, v)
+
+    out = FileSet()
+    try:
+        for name in store.list_dir(TRANSACTIONS_DIR):
+            if name in named or not name.endswith(".txn"):
+                continue
+            rel = f"{TRANSACTIONS_DIR}/{name}"
+            try:
+                txn = decode_transaction(store.read(rel), store.full_path(rel))
+            except FileNotFoundError:
+                continue
+            except CorruptFileError as e:
+                raise _NeedsManifests(str(e)) from e
+            out |= _brought_back(txn.operation, manifest_of)
+    except _NeedsManifests:
+        out = FileSet()
+        for v in range(first + 1, last + 1):
+            m = _read(store, scheme, v)
+            if m is not None:
+                out |= manifest_files(m)
+    return out
+
+
+def _txn(m: Manifest) -> set[str]:
+    return {f"{TRANSACTIONS_DIR}/{m.transaction_file}"} if m.transaction_file else set()
+
+
+def _sizes(manifests: Iterable[Manifest]) -> dict[str, int]:
+    """Data file sizes the manifests record (0 = not recorded)."""
+    return {f"data/{df.path}": df.file_size_bytes for m in manifests for f in m.fragments for df in f.files
+            if df.base_id is None}
+
+
+def lite_candidates(store: ObjectStore, plan: LitePlan) -> tuple[dict[str, int], dict[str, int]]:
+    """``(files, index files)`` routine cleanup removes, path -> size; adds to ``plan.protected``
+    the branches and detached versions that kept one."""
+    kept = FileSet()
+    kept_txn: set[str] = set()
+    for m in plan.retained:
+        kept |= manifest_files(m)
+        kept_txn |= _txn(m)
+    kept |= plan.reintroduced
+    gone = FileSet()
+    txns: set[str] = set()
+    for m in plan.dropped:
+        gone |= manifest_files(m)
+        txns |= _txn(m)
+    gone = gone - kept
+    files: dict[str, int] = {}
+    known = _sizes(plan.dropped)
+    sidecars = any(is_blob_field(f) for m in plan.dropped for f in m.schema.top_level())
+    for rel in sorted(gone.data | gone.deletions | (txns - kept_txn)):
+        if _pinned(store, plan, rel):
+            continue
+        size = known.get(rel) or _size(store, rel)
+        if size is None:
+            continue  # gone already (another cleanup)
+        files[rel] = size
+        if sidecars and rel.endswith(".lance"):
+            files.update({r: s for r, s, _m in store.list_files(rel[: -len(".lance")])})
+    index_files: dict[str, int] = {}
+    for uuid in sorted(gone.indices - branch_index_uuids(store)):
+        for rel, size, _mtime in store.list_files(f"{INDICES_DIR}/{uuid}"):
+            if not _pinned(store, plan, rel):
+                index_files[rel] = size
+    return files, index_files
+
+
+def _pinned(store: ObjectStore, plan: LitePlan, rel: str) -> bool:
+    needed_by = plan.pins.file_pinned_by(store, rel)
+    plan.protected |= needed_by
+    return bool(needed_by)
+
+
+def _size(store: ObjectStore, rel: str) -> int | None:
+    try:
+        return store.size(rel)
+    except FileNotFoundError:
+        return None
+
+
+def files_of_versions(manifests: Iterable[Manifest]) -> tuple[set[str], set[str]]:
+    """``(files, index uuids)`` the manifests name in the dataset's root (``.txn`` included)."""
+    files: set[str] = set()
+    uuids: set[str] = set()
+    for m in manifests:
+        fs = manifest_files(m)
+        files |= fs.data | fs.deletions | _txn(m)
+        uuids |= index_uuids(m)
+    return files, uuids

@@ -1,0 +1,1 @@
+"""Table-level state stored beside the data: reader leases (:mod:`.leases`)."""
