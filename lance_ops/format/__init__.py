@@ -73,6 +73,7 @@ from .operations import (
     Update,
     UpdateConfig,
 )
+from .ops.restore import RestoreResult
 from .refs import BranchError, RefError, TagError, Tags
 from .results import DeleteResult, UpdateResult
 from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
@@ -191,4 +192,5 @@ __all__ = [
     "list_leases",
     "release_lease",
     "renew_lease",
+    "RestoreResult",
 ]

@@ -3,7 +3,7 @@
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +23,7 @@ from .errors import (
     InvalidArgumentError,
     RetryableCommitConflictError,
     UnsupportedFeatureError,
+    VersionRemovedError,
 )
 from .evolve import NewColumns, plan_add_columns, plan_alter_columns, plan_drop_columns
 from .fragment import FragmentMetadata
@@ -43,6 +44,7 @@ from .manifest_store import ManifestStore
 from .merge_insert import MergeInsertBuilder
 from .mutate import plan_delete, plan_update
 from .operations import Delete, Restore, Update, UpdateConfig
+from .ops.restore import RestoreResult, guarded_restore
 from .projection import plan_projection
 from .refs import (
     Branches,
@@ -502,6 +504,65 @@ class LanceDataset:
         self._handler.read_manifest(target)  # must exist
         txn = Transaction(self.latest_version, Restore(target))
         self._advance(commit_transaction(self._store, txn, handler=self._handler))
+
+    def restore_to(
+        self,
+        target: "int | str | datetime",
+        *,
+        tag_current: bool = True,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> RestoreResult:
+        """Guarded restore (:mod:`.ops.restore`): make ``target`` -- a version, a tag of this
+        branch, or a time (a ``datetime`` or ISO string: the version current then) -- the latest,
+        after tagging the current latest ``restore-before-<version>-<time>`` (undo: restore to
+        that tag).  The handle moves to the new version.
+
+        Raises:
+            VersionRemovedError: cleanup removed the target (nothing is written).
+            TagError: no such tag (or one of another branch).
+        """
+        self._check_mutable()
+        version = self._restore_target(target)
+        root = find_root(self._store, self.branch)
+
+        def commit(v: int, props: Mapping[str, str]) -> int:
+            txn = Transaction(self.latest_version, Restore(v), properties=dict(props))
+            manifest = commit_transaction(self._store, txn, handler=self._handler)
+            self._advance(manifest)
+            return manifest.version
+
+        return guarded_restore(self._store, root, self.branch, version, self.latest_version, commit, asked=target,
+                               tag_current=tag_current, transaction_properties=transaction_properties)
+
+    def _restore_target(self, target: "int | str | datetime") -> int:
+        if isinstance(target, datetime):
+            return self._version_at(target)
+        if isinstance(target, str) and not target.isdigit():
+            try:
+                return self._version_number(target)
+            except TagError:
+                try:
+                    when = datetime.fromisoformat(target)
+                except ValueError:
+                    raise TagError(f"{self.uri}: {target!r} is neither a tag nor an ISO 8601 time") from None
+                return self._version_at(when)
+        if isinstance(target, bool) or not isinstance(target, int | str):
+            raise ArgumentTypeError(f"restore target must be a version, a tag or a time, got {type(target).__name__}")
+        return int(target)
+
+    def _version_at(self, when: datetime) -> int:
+        """The version current at ``when`` (UTC when naive); VersionRemovedError when cleanup
+        removed it (a gap in the versions left makes the answer unknowable)."""
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        listed = [(v["version"], v["timestamp"]) for v in self.versions()]
+        older = [v for v, t in listed if t <= when]
+        later = [v for v, t in listed if t > when]
+        if not older or (later and later[0] != older[-1] + 1):
+            raise VersionRemovedError(
+                f"{self.uri}: the version current at {when.isoformat()} (UTC) was removed by cleanup (versions "
+                f"left: {listed[0][0]}..{listed[-1][0]})", uri=self.uri, version=older[-1] + 1 if older else None)
+        return older[-1]
 
     def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of

@@ -17,6 +17,9 @@ need lance_ops installed and the same ``storage_options``)::
     jobs.create_scalar_index(spark, uri, "id", "BTREE")
     jobs.change_feed(spark, uri, 3, 7)              # DataFrame (Delta CDF columns)
     jobs.write_change_feed(spark, uri, 3, 7, sink_uri, format="lance")
+    jobs.cleanup_old_versions(spark, uri, older_than=timedelta(days=7), mode="lite")  # routine; leases kept
+    jobs.remove_orphan_files(spark, uri, dry_run=True)     # the thorough sweep: files and bytes
+    jobs.restore(spark, uri, "gold")                # a version, tag or time; tags the current one first
     spark.readStream.format("lance_changes").option("startingVersion", 1).load(uri)
 
 Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``), which runs under spark-submit.
@@ -29,13 +32,16 @@ from ._options import InvalidOptionError
 from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from .compaction import InjectedTaskFailure, compact, materialize_deletions
 from .indices import create_scalar_index, optimize_indices
+from .maintenance import cleanup_old_versions, remove_orphan_files, restore
 from .mutations import delete, upsert
 from .results import (
     AppendResult,
     ChangeFeedWriteResult,
+    CleanupResult,
     CompactResult,
     DeleteResult,
     IndexBuildResult,
+    RestoreResult,
     UpsertResult,
 )
 from .session import prepare_environment, register, spark_session
@@ -47,6 +53,11 @@ __all__ = [
     "SINK_ROW_ID",
     "AppendResult",
     "ChangeFeedWriteResult",
+    "CleanupResult",
+    "RestoreResult",
+    "cleanup_old_versions",
+    "remove_orphan_files",
+    "restore",
     "CompactResult",
     "DeleteResult",
     "IndexBuildResult",

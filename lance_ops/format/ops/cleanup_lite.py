@@ -81,11 +81,11 @@ def plan_lite(
     leases = list(leases)
     who = {v: pins.versions.get(v, []) + [f"lease {lease.id}" for lease in leases if lease.pins(v)] for v in below}
     drop = [v for v in below if not who[v]]
-    if not drop:
-        return None
     kept = [boundary] + [below[v] for v in below if who[v]]
     leased = {v for v in below if any(lease.pins(v) for lease in leases)}
     plan = LitePlan(drop, [below[v] for v in drop], kept, pins, {w for v in below for w in who[v]}, leased)
+    if not drop:
+        return plan  # nothing goes; the plan says what kept it
     named = {m.transaction_file for m in plan.dropped + kept if m.transaction_file}
     plan.reintroduced = _reintroduced_since(store, scheme, named, below, boundary.version, versions[-1])
     return plan
