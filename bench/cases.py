@@ -782,3 +782,7 @@ from .cases_22 import CASES_22, SPARK_CASES_22  # noqa: E402  (it builds on the 
 CASES.update(CASES_22)
 SPARK_CASES = SPARK_CASES | SPARK_CASES_22
 
+from .cases_cleanup import CASES_CLEANUP  # noqa: E402  (cleanup at scale, issue 33)
+
+CASES.update(CASES_CLEANUP)
+
