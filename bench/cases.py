@@ -776,13 +776,3 @@ CASES: dict[str, Callable[..., Case]] = {
 }
 SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
 
-# the cases on pylance-written 2.2 datasets (issue 17) live in their own module
-from .cases_22 import CASES_22, SPARK_CASES_22  # noqa: E402  (it builds on the classes above)
-
-CASES.update(CASES_22)
-SPARK_CASES = SPARK_CASES | SPARK_CASES_22
-
-from .cases_cleanup import CASES_CLEANUP  # noqa: E402  (cleanup at scale, issue 33)
-
-CASES.update(CASES_CLEANUP)
-

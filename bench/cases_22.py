@@ -1,5 +1,5 @@
 """Benchmark cases on datasets pylance wrote at file format 2.2 with stable row ids (issue 17):
-what users' datasets are, maintained by lance_ops.  Registered into ``cases.CASES``."""
+what users' datasets are, maintained by lance_ops.  Listed after ``cases.CASES`` by ``registry.py``."""
 
 import os
 from typing import Any
@@ -134,7 +134,7 @@ def case_materialize_22(fx: Fixtures, p: Any) -> Case:
 def _feed_until_preimages(path: str, begin: int, end: int) -> pa.Table:
     """lance_ops' change feed cut where pylance's ``delta()`` stops: the inserts and update
     post-images (the feed yields those first, then pre-images and deletes)."""
-    from lance_ops.format.maintenance.change_feed import change_feed_batches
+    from lance_ops.format.ops.change_feed.batches import change_feed_batches
 
     batches = []
     ds = lf.dataset(path)
@@ -253,8 +253,8 @@ def case_compact_small_fragments(fx: Fixtures, p: Any) -> Case:
 def _forget_manifests() -> None:
     """Drop lance_ops' in-process caches of decoded manifests and file footers, so that every
     timed open decodes the manifest (pylance's ``dataset()`` starts a fresh session each time)."""
-    from lance_ops.format import manifest
     from lance_ops.format.file import reader
+    from lance_ops.format.table import manifest
 
     getattr(manifest, "_MANIFEST_CACHE", {}).clear()
     for name in ("_METADATA_CACHE", "_SCHEMA_CACHE"):

@@ -15,9 +15,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from .cases import CASES, SPARK_CASES, Case, Skip, SparkEnv
+from .cases import Case, Skip, SparkEnv
 from .data import Fixtures
 from .measure import Sample, library_versions, machine, measure
+from .registry import CASES, SPARK_CASES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

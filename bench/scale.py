@@ -61,7 +61,7 @@ def _run(fn: Callable[[], Any], reps: int, prepare: Callable[[], None] | None = 
 def run_size(workdir: str, rows: int, reps: int, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     import lance
 
-    from lance_ops.format.maintenance.change_feed import change_feed_batches
+    from lance_ops.format.ops.change_feed.batches import change_feed_batches
 
     out: dict[str, dict[str, Any]] = {}
     ours, theirs = os.path.join(workdir, f"scale{rows}_lance_ops"), os.path.join(workdir, f"scale{rows}_pylance")

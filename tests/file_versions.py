@@ -5,7 +5,7 @@ import functools
 import lance
 import pytest
 
-import lance_ops.format.versions as lf_versions
+import lance_ops.format.table.file_versions as lf_versions
 
 
 def pin_file_version(monkeypatch: pytest.MonkeyPatch, version: str) -> str:

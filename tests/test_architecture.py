@@ -34,13 +34,13 @@ def _above_format_files() -> list[Path]:
     "where, line, imported",
     [
         # a later top layer (the Airflow provider) reaching for the commit loop
-        ("lance_ops/airflow/__init__.py", "from lance_ops.format.commit import commit_transaction\n",
-         "lance_ops.format.commit"),
+        ("lance_ops/airflow/__init__.py", "from lance_ops.format.txn.commit_loop import commit_transaction\n",
+         "lance_ops.format.txn.commit_loop"),
         # a private module imported through the package namespace
-        ("lance_ops/jobs/_private_reach.py", "from lance_ops.format import rowids\n", "lance_ops.format.rowids"),
+        ("lance_ops/jobs/_private_reach.py", "from lance_ops.format import txn\n", "lance_ops.format.txn"),
         # a module below a private package
-        ("lance_ops/assets/_private_reach.py", "from lance_ops.format.maintenance.scan_tasks import row_ranges\n",
-         "lance_ops.format.maintenance.scan_tasks"),
+        ("lance_ops/assets/_private_reach.py", "from lance_ops.format.ops.change_feed.tasks import row_ranges\n",
+         "lance_ops.format.ops.change_feed.tasks"),
     ],
 )
 def test_private_import_above_format_breaks_the_contract(tmp_path: Path, where: str, line: str, imported: str) -> None:
@@ -106,7 +106,7 @@ def test_public_face_names_resolve() -> None:
 
 def test_format_package_imports_without_spark_or_dagster() -> None:
     code = (
-        "import sys, lance_ops.format, lance_ops.format.maintenance; "
+        "import sys, lance_ops.format, lance_ops.format.ops; "
         "bad = [m for m in ('pyspark', 'dagster', 'lance', 'lancedb') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -222,7 +222,7 @@ OPERATION_CLASSES = {"Append", "Overwrite", "Delete", "Update", "Rewrite", "Crea
 # isinstance tests on operation classes allowed for now (file -> count): per-operation behaviour
 # is one singledispatch table per concern (docs/ARCHITECTURE.md), not isinstance ladders.
 OPERATION_ISINSTANCE_ALLOWED = {
-    "lance_ops/format/commit.py": 2,  # "only an Overwrite creates a dataset" (and replaces any history)
+    "lance_ops/format/txn/commit_loop.py": 2,  # "only an Overwrite creates a dataset" (and replaces any history)
     "lance_ops/jobs/writes.py": 1,  # rows an append added, read back from its own committed transaction
 }
 
@@ -301,3 +301,77 @@ def test_no_import_cycles_inside_format() -> None:
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+# ------------------------------------------------------------------ names and the error tree
+def _all_modules() -> list:
+    """Every module of the package (all extras are installed in the dev environment)."""
+    import importlib
+    import pkgutil
+
+    import lance_ops
+
+    out = [lance_ops]
+    for info in pkgutil.walk_packages(lance_ops.__path__, "lance_ops."):
+        if "._proto" in info.name or info.name.endswith("__main__"):
+            continue
+        out.append(importlib.import_module(info.name))
+    return out
+
+
+def test_no_module_shares_a_name_with_what_its_package_exports() -> None:
+    """``import lance_ops.format.X as m`` always gives the module X: no package re-exports a
+    function or class over one of its own submodules (``lance_ops.format.dataset`` once did)."""
+    import importlib
+    import pkgutil
+
+    shadowed = []
+    for pkg in _all_modules():
+        if not hasattr(pkg, "__path__"):
+            continue
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name.startswith("__"):
+                continue
+            full = f"{pkg.__name__}.{info.name}"
+            if full.endswith("._proto"):
+                continue
+            mod = importlib.import_module(full)
+            attr = getattr(pkg, info.name, mod)
+            if attr is not mod:
+                shadowed.append(f"{full} is shadowed by {type(attr).__name__} {pkg.__name__}.{info.name}")
+    assert not shadowed, "\n".join(shadowed)
+
+
+# The one error tree: format's errors, and above format one ``errors`` module per layer.
+ERROR_MODULES = re.compile(r"lance_ops(\.format|\.jobs|\.orchestration|\.assets|\.airflow)?\.errors$")
+ERRORS_NOT_YET_MOVED = {"lance_ops.settings"}  # DatasetConfigError moves with the settings loader
+
+
+def test_every_exception_class_lives_in_an_errors_module() -> None:
+    """Every exception class of the project is defined in ``format/errors.py`` or in the ``errors``
+    module of the layer above that raises it, so errors cross process boundaries by type."""
+    stray = []
+    for mod in _all_modules():
+        if ERROR_MODULES.match(mod.__name__) or mod.__name__ in ERRORS_NOT_YET_MOVED:
+            continue
+        for name, obj in vars(mod).items():
+            if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
+                stray.append(f"{mod.__name__}.{name}")
+    assert not stray, "exception classes outside the error modules:\n" + "\n".join(stray)
+
+
+def test_fast_tier_is_pyprojects_default() -> None:
+    """A bare ``pytest`` deselects exactly what ``conftest.FAST_TIER`` names, and every folder marker
+    is declared (so ``--strict-markers`` holds)."""
+    import importlib.util
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("tests_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert f"-m '{conftest.FAST_TIER}'" in ini["addopts"]
+    declared = {m.split(":")[0] for m in ini["markers"]}
+    used = {m for ms in conftest.FOLDER_MARKERS.values() for m in ms} | {"pylance", "slow", "soak"}
+    assert used <= declared, used - declared

@@ -31,7 +31,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 LAYER_EXTRAS: dict[str, tuple[str, ...]] = {
     "lance_ops/__init__.py": (),
     "lance_ops/format": (),
-    "lance_ops/format/_proto/regen.py": ("dev",),  # the `make protos` tool, not run by users
+    "lance_ops/format/_proto/regen.py": ("dev",),
+    "lance_ops/format/testing": ("testing",),  # the conformance suite for third-party stores  # the `make protos` tool, not run by users
     "lance_ops/jobs": ("spark",),
     "lance_ops/assets": ("spark", "dagster", "polars"),
     "lance_ops/airflow": ("spark", "airflow"),

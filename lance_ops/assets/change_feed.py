@@ -26,13 +26,12 @@ from dagster import (
 )
 
 from lance_ops import jobs as lance_jobs
-
-from .datasets import GROUP
-from .errors import DatasetConfigError
-from .metadata import ROW_COUNT_KEY, URI_KEY
-from .operations import run_spark
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings
+from lance_ops.assets.datasets import GROUP
+from lance_ops.assets.errors import DatasetConfigError
+from lance_ops.assets.metadata import ROW_COUNT_KEY, URI_KEY
+from lance_ops.assets.operations import run_spark
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings
 
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 

@@ -34,14 +34,18 @@ from dagster import (
     asset_check,
 )
 
+from lance_ops.assets.change_feed import change_feed_asset_name, partition_change_counts, partitions_def_name
+from lance_ops.assets.metadata import REWRITE_KEY, timestamp
+from lance_ops.assets.operations import OPERATION_TAG, resource_key
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings
+from lance_ops.assets.stats import (
+    MAINTENANCE_OPERATIONS,
+    rewrite_fingerprints,
+    rewrite_without_deletions,
+    transaction_of,
+)
 from lance_ops.format.errors import DatasetNotFoundError
-
-from .change_feed import change_feed_asset_name, partition_change_counts, partitions_def_name
-from .metadata import REWRITE_KEY, timestamp
-from .operations import OPERATION_TAG, resource_key
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings
-from .stats import MAINTENANCE_OPERATIONS, rewrite_fingerprints, rewrite_without_deletions, transaction_of
 
 #: Transactions that add rows (an append, or the overwrite that creates a dataset).
 APPENDING_OPERATIONS = ("append", "overwrite")

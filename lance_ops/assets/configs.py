@@ -15,9 +15,8 @@ from typing import Any
 from dagster import Config
 from pydantic import Field, create_model
 
+from lance_ops.assets.settings import DatasetSettings
 from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE, OPTIMIZE_INDICES_DEFAULTS
-
-from .settings import DatasetSettings
 
 
 class Operation(Enum):

@@ -14,12 +14,11 @@ from typing import Any
 from dagster import AssetExecutionContext, AssetsDefinition, MetadataValue, asset
 
 import lance_ops.format as lf
+from lance_ops.assets.configs import Operation, dataset_config_class
+from lance_ops.assets.metadata import TABLE_NAME_KEY, URI_KEY
+from lance_ops.assets.operations import job_name, pool_name, resource_key, run_dataset_operation
+from lance_ops.assets.settings import DatasetSettings
 from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
-
-from .configs import Operation, dataset_config_class
-from .metadata import TABLE_NAME_KEY, URI_KEY
-from .operations import job_name, pool_name, resource_key, run_dataset_operation
-from .settings import DatasetSettings
 
 GROUP = "lance"
 

@@ -31,16 +31,16 @@ from dagster import (
     in_process_executor,
 )
 
-from .change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
-from .checks import build_checks
-from .datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
-from .indices import build_index_checks
-from .jobs import build_jobs
-from .operations import resource_key
-from .resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
-from .schedules import build_schedules
-from .sensors import build_sensors
-from .settings import DatasetSettings, Settings, load_settings
+from lance_ops.assets.change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
+from lance_ops.assets.checks import build_checks
+from lance_ops.assets.datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
+from lance_ops.assets.indices import build_index_checks
+from lance_ops.assets.jobs import build_jobs
+from lance_ops.assets.operations import resource_key
+from lance_ops.assets.resources import LanceDatasetResource, PipesSparkSubmitResource, SparkResource
+from lance_ops.assets.schedules import build_schedules
+from lance_ops.assets.sensors import build_sensors
+from lance_ops.assets.settings import DatasetSettings, Settings, load_settings
 
 
 def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:

@@ -22,10 +22,9 @@ from dagster import (
 )
 
 import lance_ops.format as lf
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings
 from lance_ops.format import format_fragment_ids
-
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings
 
 REMEDY = "run the lance_optimize_indices job (lance-ops run optimize_indices) to index the missing rows"
 #: indices lance_ops does not extend (NGRAM, HNSW, a full-text index with positions, ...)

@@ -49,13 +49,12 @@ from dagster import (
 from pydantic import Field
 
 import lance_ops.format as lf
+from lance_ops.assets.metadata import RUN_ID_PROPERTY, table_metadata
+from lance_ops.assets.stats import JOB_PROPERTY
+from lance_ops.assets.table_writes import merge, replace_where, rows_outside
 from lance_ops.format import COMMIT_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE
 from lance_ops.format.distributed import with_idempotency
 from lance_ops.format.errors import DatasetNotFoundError, SchemaError
-
-from .metadata import RUN_ID_PROPERTY, table_metadata
-from .stats import JOB_PROPERTY
-from .table_writes import merge, replace_where, rows_outside
 
 
 class WriteMode(Enum):

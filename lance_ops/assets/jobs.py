@@ -26,13 +26,13 @@ from dagster import (
     op,
 )
 
-from .configs import ChangeFeedConfig, ObserveConfig, Operation
-from .errors import DatasetConfigError
-from .metadata import job_metadata, version_metadata
-from .operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings, Settings
-from .versions import pick, resolve_range
+from lance_ops.assets.configs import ChangeFeedConfig, ObserveConfig, Operation
+from lance_ops.assets.errors import DatasetConfigError
+from lance_ops.assets.metadata import job_metadata, version_metadata
+from lance_ops.assets.operations import DATA_VERSION_TAG, OPERATION_TAG, job_name, resource_key, run_spark
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings, Settings
+from lance_ops.assets.versions import pick, resolve_range
 
 CHECKS_JOB = "lance_checks"
 WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"

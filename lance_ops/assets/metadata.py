@@ -15,9 +15,8 @@ import pyarrow as pa
 from dagster import MetadataValue, TableColumn, TableSchema
 
 import lance_ops.format as lf
-
-from .indices import index_metadata
-from .stats import manifest_stats, transaction_of
+from lance_ops.assets.indices import index_metadata
+from lance_ops.assets.stats import manifest_stats, transaction_of
 
 URI_KEY = "dagster/uri"
 TABLE_NAME_KEY = "dagster/table_name"

@@ -25,16 +25,12 @@ from dagster import (
 )
 
 import lance_ops.format as lf
-from lance_ops.format.distributed import with_idempotency
-from lance_ops.format.errors import SchemaError, SQLParseError, UnsupportedFeatureError
-from lance_ops.policy import maintenance_request as policy_request
-
-from .configs import Operation
-from .errors import DatasetConfigError
-from .metadata import JOB_KEY, REWRITE_KEY, job_metadata, version_metadata
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings
-from .stats import (
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.errors import DatasetConfigError
+from lance_ops.assets.metadata import JOB_KEY, REWRITE_KEY, job_metadata, version_metadata
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings
+from lance_ops.assets.stats import (
     JOB_PROPERTY,
     OPERATION_PROPERTY,
     RUN_ID_PROPERTY,
@@ -42,6 +38,9 @@ from .stats import (
     transaction_of,
     versions_by,
 )
+from lance_ops.format.distributed import with_idempotency
+from lance_ops.format.errors import SchemaError, SQLParseError, UnsupportedFeatureError
+from lance_ops.policy import maintenance_request as policy_request
 
 DATA_VERSION_TAG = "dagster/data_version"
 OPERATION_TAG = "lance_ops/operation"

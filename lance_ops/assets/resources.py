@@ -90,7 +90,7 @@ class SparkResource(ConfigurableResource):  # type: ignore[misc]
 
     def run_task(self, context: Any, task: dict[str, Any]) -> dict[str, Any]:
         """Run a dataset operation (see ``spark_tasks``) on this process's session."""
-        from .spark_tasks import run_task
+        from lance_ops.assets.spark_tasks import run_task
 
         return run_task(self.get_session(), task)
 
@@ -115,7 +115,7 @@ class PipesSparkSubmitResource(ConfigurableResource):  # type: ignore[misc]
     python: str | None = None
 
     def command(self) -> list[str]:
-        from . import spark_pipes_main
+        from lance_ops.assets import spark_pipes_main
 
         python = self.python or _python()
         cmd = [self.spark_submit, "--master", self.master, "--deploy-mode", "client", "--name", "lance_ops",

@@ -9,10 +9,10 @@ from typing import Any
 
 from dagster import AssetKey, Config, DagsterInstance, Definitions, ExecuteInProcessResult, RunConfig
 
-from .configs import Operation
-from .jobs import CHECKS_JOB, OBSERVE_JOB, WRITE_CHANGE_FEED_JOB
-from .operations import job_name
-from .sensors import check_keys
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.jobs import CHECKS_JOB, OBSERVE_JOB, WRITE_CHANGE_FEED_JOB
+from lance_ops.assets.operations import job_name
+from lance_ops.assets.sensors import check_keys
 
 OP_JOBS = {"write_change_feed": (WRITE_CHANGE_FEED_JOB, "write_change_feed"), "observe": (OBSERVE_JOB, "observe")}
 
@@ -49,14 +49,14 @@ def execute(defs: Definitions, dataset: str, operation: str, params: Any = None,
         rc = run_config_for(dataset, operation, params) if operation not in ("checks", "change_feed") else {}
     rc["loggers"] = {"console": {"config": {"log_level": log_level}}}
     if operation == "checks":
-        from .change_feed import change_feed_asset_name
+        from lance_ops.assets.change_feed import change_feed_asset_name
 
         names = {k.to_user_string() for k in defs.get_repository_def().asset_graph.get_all_asset_keys()}
         with_feed = {dataset} if change_feed_asset_name(dataset) in names else set()
         job = defs.resolve_job_def(CHECKS_JOB).get_subset(asset_check_selection=set(check_keys([dataset], with_feed)))
         return job.execute_in_process(run_config=rc, instance=instance, tags=tags, raise_on_error=False)
     if operation == "change_feed":
-        from .change_feed import change_feed_asset_name
+        from lance_ops.assets.change_feed import change_feed_asset_name
 
         key = AssetKey([change_feed_asset_name(dataset)])
         job = defs.resolve_implicit_job_def_def_for_assets([key])

@@ -20,9 +20,9 @@ from dagster import (
     schedule,
 )
 
-from .configs import Operation
-from .operations import DATASET_TAG, job_name
-from .settings import DatasetSettings, PolicySettings, Settings
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.operations import DATASET_TAG, job_name
+from lance_ops.assets.settings import DatasetSettings, PolicySettings, Settings
 
 # (schedule name, operation, the policy's cron, its "enabled" flag)
 KINDS: list[tuple[str, Operation, Callable[[PolicySettings], str], Callable[[PolicySettings], bool]]] = [

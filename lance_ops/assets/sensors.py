@@ -43,11 +43,11 @@ from dagster import (
     sensor,
 )
 
-from .change_feed import change_feed_asset_name
-from .configs import Operation
-from .datasets import GROUP
-from .metadata import version_metadata
-from .operations import (
+from lance_ops.assets.change_feed import change_feed_asset_name
+from lance_ops.assets.configs import Operation
+from lance_ops.assets.datasets import GROUP
+from lance_ops.assets.metadata import version_metadata
+from lance_ops.assets.operations import (
     DATA_VERSION_TAG,
     DATASET_TAG,
     OPERATION_TAG,
@@ -59,9 +59,9 @@ from .operations import (
     pool_name,
     resource_key,
 )
-from .resources import LanceDatasetResource
-from .settings import DatasetSettings, Settings
-from .stats import RUN_ID_PROPERTY, transaction_of
+from lance_ops.assets.resources import LanceDatasetResource
+from lance_ops.assets.settings import DatasetSettings, Settings
+from lance_ops.assets.stats import RUN_ID_PROPERTY, transaction_of
 
 DATASET_CHECKS = ("row_ids_unique", "compaction_preserves_rows", "deletions_materialized", "index_coverage")
 

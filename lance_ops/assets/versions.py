@@ -10,10 +10,9 @@ Every bad reference is a ``DatasetConfigError`` naming the field and the value.
 from typing import NamedTuple
 
 import lance_ops.format as lf
+from lance_ops.assets.errors import DatasetConfigError
+from lance_ops.assets.resources import LanceDatasetResource
 from lance_ops.format.errors import DatasetNotFoundError, LanceOpsError
-
-from .errors import DatasetConfigError
-from .resources import LanceDatasetResource
 
 
 class VersionRange(NamedTuple):

@@ -8,12 +8,26 @@ The API mirrors pylance where they overlap::
     ds.to_table(columns=["id", "_rowid"], filter="id > 10 AND name LIKE 'a%'")
 """
 
-from ._version import __version__ as __version__
-from .commit_options import COMMIT_DEFAULTS, CommitOptions
-from .dataset import LanceDataset
-from .errors import (
+from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.functions import (
+    acquire_lease,
+    commit,
+    dataset,
+    lease,
+    list_leases,
+    release_lease,
+    renew_lease,
+    resolve_version,
+    write_dataset,
+)
+from lance_ops.format.api.lance_dataset import LanceDataset
+from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.views import LanceFragment, Scanner
+from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
     ArgumentTypeError,
+    BranchError,
+    CastError,
     CommitConflictError,
     CommitError,
     CommitFailedError,
@@ -28,24 +42,22 @@ from .errors import (
     LeaseError,
     LeaseExpiredError,
     LeaseNotFoundError,
+    ManifestStoreConflict,
     ManifestStoreRequiredError,
+    RefError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
     SQLParseError,
     SQLTypeError,
     SQLUnknownColumnError,
+    TagError,
     UnsupportedFeatureError,
     VersionRemovedError,
 )
-from .evolve import schema_with_new_columns
-from .fragment import DataFile, DeletionFile, FragmentMetadata
-from .handle_views import LanceFragment, Scanner
-from .index.describe import format_fragment_ids
-from .inputs import CastError
-from .lance_operation import LanceOperation
-from .maintenance.compaction import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
-from .maintenance.index_build import (
+from lance_ops.format.index.describe import format_fragment_ids
+from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
+from lance_ops.format.ops.index_build import (
     OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
     IndexTask,
@@ -57,9 +69,19 @@ from .maintenance.index_build import (
     plan_create_scalar_index,
     plan_optimize_indices,
 )
-from .manifest_store import ManifestStore, ManifestStoreConflict, SQLiteManifestStore
-from .merge_insert import MergeInsertBuilder
-from .operations import (
+from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.restore import RestoreResult
+from lance_ops.format.ops.schema_evolution import schema_with_new_columns
+from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
+from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
+from lance_ops.format.table.refs import Tags
+from lance_ops.format.txn.lance_operation import LanceOperation
+from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
+from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
     Delete,
@@ -73,26 +95,8 @@ from .operations import (
     Update,
     UpdateConfig,
 )
-from .ops.restore import RestoreResult
-from .refs import BranchError, RefError, TagError, Tags
-from .results import DeleteResult, UpdateResult
-from .scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
-from .schema import LanceSchema
-from .sql import sql_expression, sql_filter, transpile_sql
-from .table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
-from .top_level import (
-    acquire_lease,
-    commit,
-    dataset,
-    lease,
-    list_leases,
-    release_lease,
-    renew_lease,
-    resolve_version,
-    write_dataset,
-)
-from .transaction import Transaction
-from .write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_ops.format.txn.options import COMMIT_DEFAULTS, CommitOptions
+from lance_ops.format.txn.transaction import Transaction
 
 __all__ = [
     "AmbiguousMergeInsertError",

@@ -9,7 +9,7 @@ public face"; an import-linter contract in ``pyproject.toml`` keeps it so).
 The driver opens a version for writing through the dataset's commit handler
 (:func:`open_for_write`, :func:`try_open_latest`; both refuse a dataset whose external manifest
 store the handler does not use), hands picklable tasks to executors, and commits once: with
-:func:`lance_ops.format.commit` (an operation or a ``Transaction``, as pylance's
+:func:`lance_ops.format.txn.commit_loop` (an operation or a ``Transaction``, as pylance's
 ``LanceDataset.commit``) or the operation-specific :func:`commit_compaction` /
 :func:`commit_merge_insert`.  Every commit goes through the commit loop, which removes the files
 of a transaction that can never land.  Names follow pylance's distributed API where it has one:
@@ -38,37 +38,10 @@ of a transaction that can never land.  Names follow pylance's distributed API wh
   :func:`find_earlier_commit`.
 """
 
-from .commit import find_earlier_commit, load_transaction
-from .commit_handler import (
-    CommitHandler,
-    checkout_manifest,
-    commit_handler_for,
-    open_for_write,
-    try_open_latest,
-)
-from .deletion import with_deletions
-from .file.blobs import scan_schema
-from .idempotency import TXN_APP_ID, TXN_VERSION, idempotency_key, with_idempotency
-from .index.metadata import IndexMetadata
-from .maintenance.compaction import (
-    CompactionMetrics,
-    CompactionPlan,
-    CompactionTask,
-    RewriteResult,
-    commit_compaction,
-    execute_task,
-    plan_compaction,
-)
-from .maintenance.index_build import (
-    IndexBuildPlan,
-    IndexTask,
-    commit_index_build,
-    discard_index_segments,
-    execute_index_task,
-    plan_create_scalar_index,
-    plan_optimize_indices,
-)
-from .maintenance.scan_tasks import (
+from lance_ops.format.file.blob_columns import scan_schema
+from lance_ops.format.index.metadata import IndexMetadata
+from lance_ops.format.io.object_store import ObjectStore, resolve_uri
+from lance_ops.format.ops.change_feed.tasks import (
     DEFAULT_BATCH_SIZE,
     ChangeFeedPlan,
     ChangeFeedTask,
@@ -81,8 +54,26 @@ from .maintenance.scan_tasks import (
     row_ranges,
     scan_fragment_range,
 )
-from .manifest import Manifest, NamingScheme, list_versions, read_manifest
-from .merge_insert import (
+from lance_ops.format.ops.compaction.rewrite import (
+    CompactionMetrics,
+    CompactionPlan,
+    CompactionTask,
+    RewriteResult,
+    commit_compaction,
+    execute_task,
+    plan_compaction,
+)
+from lance_ops.format.ops.delete_update import plan_delete
+from lance_ops.format.ops.index_build import (
+    IndexBuildPlan,
+    IndexTask,
+    commit_index_build,
+    discard_index_segments,
+    execute_index_task,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
+from lance_ops.format.ops.merge_insert import (
     MergeInsertContext,
     MergeTaskResult,
     commit_merge_insert,
@@ -92,11 +83,20 @@ from .merge_insert import (
     write_matched_rows,
     write_source_deletions,
 )
-from .mutate import plan_delete
-from .rowids import decode_row_ids, decode_version_runs
-from .store import ObjectStore, resolve_uri
-from .versions import normalize_storage_version, require_writable
-from .write import write_fragment_files
+from lance_ops.format.ops.write import write_fragment_files
+from lance_ops.format.table.deletion import with_deletions
+from lance_ops.format.table.file_versions import normalize_storage_version, require_writable
+from lance_ops.format.table.manifest import Manifest, NamingScheme, list_versions, read_manifest
+from lance_ops.format.table.rowids import decode_row_ids, decode_version_runs
+from lance_ops.format.txn.commit_loop import find_earlier_commit, load_transaction
+from lance_ops.format.txn.handlers import (
+    CommitHandler,
+    checkout_manifest,
+    commit_handler_for,
+    open_for_write,
+    try_open_latest,
+)
+from lance_ops.format.txn.idempotency import TXN_APP_ID, TXN_VERSION, idempotency_key, with_idempotency
 
 
 class Compaction:

@@ -198,6 +198,73 @@ class SQLTypeError(SQLParseError, SchemaError):
     type, a string function on a number, a filter that is not boolean)."""
 
 
+class ObjectStoreError(LanceOpsError):
+    """A storage call failed (names the path and the operation)."""
+
+
+class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
+    """The object does not exist.  Also a ``FileNotFoundError``, so callers may catch either."""
+
+
+class ConditionalPutError(ObjectStoreError):
+    """A create-if-absent failed in transport and the read-back could not settle it all.
+
+    ``applied`` is False when the object was read back and is absent (the create did not
+    happen; retrying is safe), None when the read-back failed too (unknown).
+    """
+
+    def __init__(self, message: str, *, path: str, applied: bool | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.applied = applied
+
+
+class ManifestStoreConflict(CommitConflictError):
+    """``put_if_not_exists`` found the version already committed: the commit lost the race."""
+
+
+class ManifestStoreNotFoundError(DatasetNotFoundError):
+    """``put_if_exists`` found no entry for the version."""
+
+
+class ManifestStoreError(LanceOpsError):
+    """The manifest store itself failed (locked past the busy timeout, unreadable database, ...)."""
+
+
+class RefError(LanceOpsError, ValueError):
+    """A tag or branch does not exist, already exists, or points at a missing version.
+
+    Also a ``ValueError``, as pylance raises for refs.
+    """
+
+
+class TagError(RefError):
+    """A tag does not exist, already exists, or names a missing version."""
+
+
+class BranchError(RefError):
+    """A branch does not exist, already exists, or cannot be deleted."""
+
+
+class CastError(SchemaError, InvalidArgumentError):
+    """Data of one column cannot be cast to the type it must have (names the column and both
+    types); a ``ValueError`` too, as pylance's error for a batch that does not match ``schema=``."""
+
+
+class LevelsError(LanceOpsError, ValueError):
+    """Levels that do not describe a valid nested array (the caller adds file and column)."""
+
+
+class ChunksTooLargeError(LanceOpsError):
+    """No chunk fits; ``levels`` is True if the levels are to blame, not the values: more
+    levels (null / empty lists) between two visible values than a chunk header counts (65535)
+    or than fit 32 KiB with the values."""
+
+    def __init__(self, levels: bool) -> None:
+        super().__init__()
+        self.levels = levels
+
+
 class VersionRemovedError(DatasetNotFoundError):
     """A version a reader or a restore asked for was removed by cleanup (or never existed).
 

@@ -13,8 +13,8 @@ from functools import cached_property
 
 import pyarrow as pa
 
-from ._proto import file_pb2
-from .errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format._proto import file_pb2
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
 
 __all__ = [
     "ENCODING_NONE",

@@ -41,7 +41,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
-from .errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
+from lance_ops.format.errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
 
 __all__ = ["parse_sql", "sql_expression", "sql_filter"]
 

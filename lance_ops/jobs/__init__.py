@@ -27,14 +27,14 @@ Options lance_ops does not know are an :class:`InvalidOptionError`; URIs follow
 :func:`lance_ops.format.distributed.resolve_uri` and are resolved once, on the driver.
 """
 
-from . import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
-from ._options import InvalidOptionError
-from .change_feed import SINK_ROW_ID, change_feed, range_location, write_change_feed
-from .compaction import InjectedTaskFailure, compact, materialize_deletions
-from .indices import create_scalar_index, optimize_indices
-from .maintenance import cleanup_old_versions, remove_orphan_files, restore
-from .mutations import delete, upsert
-from .results import (
+from lance_ops.jobs import _requires  # noqa: F401  (first: names the extra when pyspark is missing)
+from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location, write_change_feed
+from lance_ops.jobs.compaction import compact, materialize_deletions
+from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
+from lance_ops.jobs.indices import create_scalar_index, optimize_indices
+from lance_ops.jobs.maintenance import cleanup_old_versions, remove_orphan_files, restore
+from lance_ops.jobs.mutations import delete, upsert
+from lance_ops.jobs.results import (
     AppendResult,
     ChangeFeedWriteResult,
     CleanupResult,
@@ -44,10 +44,10 @@ from .results import (
     RestoreResult,
     UpsertResult,
 )
-from .session import prepare_environment, register, spark_session
-from .source import LanceDataSource
-from .streaming import LanceChangesDataSource
-from .writes import append
+from lance_ops.jobs.session import prepare_environment, register, spark_session
+from lance_ops.jobs.source import LanceDataSource
+from lance_ops.jobs.streaming import LanceChangesDataSource
+from lance_ops.jobs.writes import append
 
 __all__ = [
     "SINK_ROW_ID",

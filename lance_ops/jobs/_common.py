@@ -20,9 +20,8 @@ from lance_ops.format.distributed import (
     scan_schema,
 )
 from lance_ops.format.errors import InvalidArgumentError, LanceOpsError, SchemaError
-
-from ._options import source_options
-from ._types import META_COLUMNS, spark_schema
+from lance_ops.jobs._options import source_options
+from lance_ops.jobs._types import META_COLUMNS, spark_schema
 
 
 def read_version(

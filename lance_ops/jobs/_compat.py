@@ -41,8 +41,7 @@ from pyspark.sql.types import (
 )
 
 from lance_ops.format.errors import SchemaError
-
-from ._types import spark_type
+from lance_ops.jobs._types import spark_type
 
 _INT_RANK = {ByteType: 0, ShortType: 1, IntegerType: 2, LongType: 3}
 _INT_DIGITS = {ByteType: 3, ShortType: 5, IntegerType: 10, LongType: 20}

@@ -18,8 +18,7 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format.errors import LeaseExpiredError, LeaseNotFoundError
-
-from ._options import InvalidOptionError, first, get_bool
+from lance_ops.jobs._options import InvalidOptionError, first, get_bool
 
 #: seconds a reader lease lives after its last renewal (option ``lease_ttl``)
 DEFAULT_READ_LEASE_TTL = 300.0

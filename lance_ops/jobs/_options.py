@@ -10,17 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from lance_ops.format import SQLiteManifestStore
-from lance_ops.format.errors import LanceOpsError
+from lance_ops.jobs.errors import InvalidOptionError
 
 STORAGE_PREFIX = "storage."
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-
-
-class InvalidOptionError(LanceOpsError, ValueError):
-    """A data source or job option lance_ops does not know, or a value it cannot use; names the
-    option (and lists the known ones when the name is unknown)."""
 
 
 #: ``format("lance")`` read options (canonical spelling -> what it does).  Spark lower-cases keys.

@@ -14,8 +14,8 @@ from typing import Any
 from lance_ops.format import TagError, Tags
 from lance_ops.format.distributed import ObjectStore, commit_timestamp_micros, list_versions, read_manifest
 from lance_ops.format.errors import DatasetNotFoundError
-
-from ._options import InvalidOptionError, first
+from lance_ops.jobs._options import first
+from lance_ops.jobs.errors import InvalidOptionError
 
 VERSION_KEYS = ("versionAsOf", "version")
 TIMESTAMP_KEYS = ("timestampAsOf", "timestamp")

@@ -25,15 +25,11 @@ from lance_ops.format.distributed import (
     plan_compaction,
     resolve_uri,
 )
-
-from ._common import commit_options
-from .results import CompactResult
+from lance_ops.jobs._common import commit_options
+from lance_ops.jobs.errors import InjectedTaskFailure
+from lance_ops.jobs.results import CompactResult
 
 TaskOutcome = tuple[int, RewriteResult | None, str | None]
-
-
-class InjectedTaskFailure(RuntimeError):
-    """Raised on an executor by a task listed in ``inject_task_failures`` (fault tests)."""
 
 
 def execute_task_safely(payload: tuple[int, CompactionTask, bool]) -> TaskOutcome:
@@ -128,7 +124,7 @@ def compact(
     """Compact small fragments (and materialise deletions) of the dataset at ``uri``.
 
     Indices keep their coverage (remapped on the driver before the commit, see
-    :mod:`lance_ops.format.maintenance.index_remap`); fragments of an index lance_ops cannot
+    :mod:`lance_ops.format.ops.compaction.index_remap`); fragments of an index lance_ops cannot
     carry stay out unless ``ignore_remap=True`` (``fragments_skipped`` / ``index_coverage_dropped``).
 
     Options left at None take the table config ``lance.compaction.<name>`` if set, else the

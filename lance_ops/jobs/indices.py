@@ -36,10 +36,9 @@ from lance_ops.format.distributed import (
     plan_optimize_indices,
     resolve_uri,
 )
-
-from ._common import commit_options
-from .compaction import InjectedTaskFailure
-from .results import IndexBuildResult
+from lance_ops.jobs._common import commit_options
+from lance_ops.jobs.errors import InjectedTaskFailure
+from lance_ops.jobs.results import IndexBuildResult
 
 
 @dataclass(frozen=True)

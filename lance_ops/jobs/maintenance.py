@@ -21,8 +21,7 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format import CommitOptions
-
-from .results import CleanupResult, RestoreResult
+from lance_ops.jobs.results import CleanupResult, RestoreResult
 
 _PROPS = {"lance_ops.writer": "spark"}
 

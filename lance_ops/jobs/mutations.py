@@ -35,12 +35,18 @@ from lance_ops.format.distributed import (
     write_matched_rows,
 )
 from lance_ops.format.errors import CommitStateUnknownError, SchemaError
-
-from ._common import as_dataframe, commit_options, lance_errors, latest, read_version, referenced_columns
-from ._compat import check_store_assignment
-from ._types import META_COLUMNS, cast_batch, spark_schema
-from .results import DeleteResult, UpsertResult
-from .source import StagingStore, sweep_staging
+from lance_ops.jobs._common import (
+    as_dataframe,
+    commit_options,
+    lance_errors,
+    latest,
+    read_version,
+    referenced_columns,
+)
+from lance_ops.jobs._compat import check_store_assignment
+from lance_ops.jobs._types import META_COLUMNS, cast_batch, spark_schema
+from lance_ops.jobs.results import DeleteResult, UpsertResult
+from lance_ops.jobs.source import StagingStore, sweep_staging
 
 LOCAL_MASK = 0xFFFFFFFF
 _PROPS = {"lance_ops.writer": "spark"}

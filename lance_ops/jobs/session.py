@@ -24,8 +24,8 @@ def register(spark: SparkSession) -> None:
     which the lance reader implements; to read with pushdown disabled, pass
     ``option("pushdown", False)``.
     """
-    from .source import LanceDataSource
-    from .streaming import LanceChangesDataSource
+    from lance_ops.jobs.source import LanceDataSource
+    from lance_ops.jobs.streaming import LanceChangesDataSource
 
     spark.dataSource.register(LanceDataSource)
     spark.dataSource.register(LanceChangesDataSource)

@@ -87,9 +87,8 @@ from lance_ops.format.distributed import (
     write_fragment_files,
 )
 from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
-
-from ._compat import check_store_assignment
-from ._filters import (
+from lance_ops.jobs._compat import check_store_assignment
+from lance_ops.jobs._filters import (
     FragmentRange,
     _and,
     _referenced,
@@ -98,8 +97,8 @@ from ._filters import (
     may_match,
     meta_filters,
 )
-from ._leases import ReadLease, lease_settings
-from ._options import (
+from lance_ops.jobs._leases import ReadLease, lease_settings
+from lance_ops.jobs._options import (
     READ_OPTIONS,
     WRITE_OPTIONS,
     InvalidOptionError,
@@ -109,8 +108,8 @@ from ._options import (
     get_int,
     storage_options,
 )
-from ._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
-from ._versions import requested_version
+from lance_ops.jobs._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
+from lance_ops.jobs._versions import requested_version
 
 DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
 WRITE_ID_PROPERTY = "lance_ops.write_id"

@@ -47,10 +47,10 @@ from lance_ops.format.distributed import (
     resolve_uri,
 )
 from lance_ops.format.errors import UnsupportedFeatureError
-
-from ._leases import LEASE_OPTIONS, ReadLease, lease_settings
-from ._options import InvalidOptionError, check_options, get_int, storage_options
-from ._types import arrow_target, cast_batch, spark_schema
+from lance_ops.jobs._leases import LEASE_OPTIONS, ReadLease, lease_settings
+from lance_ops.jobs._options import check_options, get_int, storage_options
+from lance_ops.jobs._types import arrow_target, cast_batch, spark_schema
+from lance_ops.jobs.errors import InvalidOptionError
 
 
 def change_feed_spark_schema(user: pa.Schema) -> StructType:

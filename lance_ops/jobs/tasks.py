@@ -77,7 +77,7 @@ def check_source_schema(spark: Any, task: Mapping[str, Any], source: Any, fmt: s
         return
     from pyspark.sql import DataFrame
 
-    from ._types import spark_schema
+    from lance_ops.jobs._types import spark_schema
 
     df = source if isinstance(source, DataFrame) else spark.read.format(fmt).options(**options).load(source)
     want = {f.name: f.dataType for f in spark_schema(m.schema.to_arrow()).fields}

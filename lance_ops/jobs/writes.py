@@ -11,13 +11,12 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_ops.format import DEFAULT_MAX_ROWS_PER_FILE, Append, CommitOptions, Overwrite
 from lance_ops.format.distributed import ObjectStore, find_earlier_commit, resolve_uri, try_open_latest
 from lance_ops.format.errors import SchemaError
-
-from ._common import as_dataframe, commit_options, find_commit, lance_errors
-from ._compat import check_store_assignment
-from ._options import manifest_store_option, source_options
-from ._types import META_COLUMNS
-from .results import AppendResult
-from .source import WRITE_ID_PROPERTY
+from lance_ops.jobs._common import as_dataframe, commit_options, find_commit, lance_errors
+from lance_ops.jobs._compat import check_store_assignment
+from lance_ops.jobs._options import manifest_store_option, source_options
+from lance_ops.jobs._types import META_COLUMNS
+from lance_ops.jobs.results import AppendResult
+from lance_ops.jobs.source import WRITE_ID_PROPERTY
 
 
 def append(

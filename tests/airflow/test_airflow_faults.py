@@ -7,7 +7,7 @@ import pytest
 from conftest import DATA, load_dag
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.policy import transaction_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -42,15 +42,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from browser import CHROMIUM, ensure_chromium
 from conftest import AIRFLOW, DATA, HOME
 
 import lance_ops.format as lf
-import lance_ops.format.build as manifest_build
+import lance_ops.format.txn.apply as manifest_build
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG_ID = "lance_change_feed"
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--virtual-time-budget=15000", "--window-size=1400,1400"]
@@ -275,7 +275,7 @@ def page(common: list[str], url: str, png: Path) -> str:
 
 
 def test_change_feed_grid_shows_the_backfill_runs_mapped_tasks(live, backfill, tmp_path):
-    assert os.path.exists(CHROMIUM), "Debian's chromium is expected at /usr/bin/chromium"
+    ensure_chromium()
     run_id = f"backfill__{backfill['a'].isoformat()}"
     common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]
     run_path = f"{live.base}/dags/{DAG_ID}/runs/{urllib.parse.quote(run_id, safe='')}"

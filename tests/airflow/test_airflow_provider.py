@@ -109,7 +109,7 @@ def test_versions_committed_in_a_window_by_commit_time(monkeypatch, tmp_path: Pa
     import pyarrow as pa
 
     import lance_ops.format as lf
-    import lance_ops.format.build as build
+    import lance_ops.format.txn.apply as build
     from lance_ops.airflow import LanceConfigError, LanceHook, LanceVersionSensor
 
     uri, t = str(tmp_path / "ds"), datetime(2026, 3, 1, 10, tzinfo=UTC)

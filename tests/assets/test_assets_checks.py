@@ -18,8 +18,8 @@ import lance_ops.format as lf
 from lance_ops.assets.change_feed import partition_path
 from lance_ops.assets.configs import AppendConfig, CompactConfig, DeleteConfig, MaterializeDeletionsConfig
 from lance_ops.assets.stats import OPERATION_PROPERTY, transaction_of
-from lance_ops.format.deletion import deletion_file_path
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.deletion import deletion_file_path
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_changes_in_a_maintenance_partition_fail_maintenance_versions_empty(heal
 
 
 def _first_row_ids(frag, n):
-    from lance_ops.format.rowids import decode_row_ids, encode_row_ids
+    from lance_ops.format.table.rowids import decode_row_ids, encode_row_ids
 
     ids = decode_row_ids(frag.row_ids, expected_len=frag.physical_rows)
     return encode_row_ids(np.asarray(ids[:n], dtype=np.uint64))

@@ -11,7 +11,7 @@ import lance_ops.format as lf
 from lance_ops import jobs as lance_jobs
 from lance_ops.assets.configs import AppendConfig, DeleteConfig
 from lance_ops.assets.io_manager import LanceIOManager
-from lance_ops.format.idempotency import TXN_APP_ID, TXN_VERSION
+from lance_ops.format.txn.idempotency import TXN_APP_ID, TXN_VERSION
 
 
 def test_op_commits_carry_the_run_key_and_a_retry_commits_once(tmp_path, spark, instance):

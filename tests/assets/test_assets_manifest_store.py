@@ -24,9 +24,9 @@ from lance_ops.assets.configs import (
 from lance_ops.assets.definitions import build_definitions
 from lance_ops.assets.io_manager import LanceIOManager
 from lance_ops.assets.settings import parse_settings
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.manifest_store import base_uri_of
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import list_versions
+from lance_ops.format.txn.manifest_store import base_uri_of
 
 DIRS = ("data", "_deletions", "_versions", "_transactions")
 

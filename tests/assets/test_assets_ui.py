@@ -7,7 +7,7 @@ Shown with the daemon: the code location sets the pool limits itself (two writin
 dataset never overlap), the change feed's automation condition materialises new versions, a bad
 run fails with the typed error on its run page.
 
-Chromium (Debian package) is installed with apt-get when ``/usr/bin/chromium`` is missing.
+Chromium (Debian package) is installed by ``tests/browser.py`` when ``/usr/bin/chromium`` is missing.
 """
 
 import html
@@ -27,13 +27,13 @@ import lance
 import pyarrow as pa
 import pytest
 import yaml
+from browser import CHROMIUM, ensure_chromium
 from datagen import simple_table
 
 import lance_ops.format as lf
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--virtual-time-budget=10000", "--window-size=1400,3000"]
@@ -41,14 +41,6 @@ STOCK_DAGSTER_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
 LAUNCH = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
     ... on LaunchRunSuccess { run { runId status } }
     ... on PythonError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
-
-
-def ensure_chromium() -> str:
-    if not os.path.exists(CHROMIUM):
-        subprocess.run("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium",
-                       shell=True, check=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    assert os.path.exists(CHROMIUM)
-    return CHROMIUM
 
 
 def free_port() -> int:

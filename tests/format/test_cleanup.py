@@ -17,9 +17,9 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.cleanup import TagError
-from lance_ops.format.deletion import write_deletion_file
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.errors import TagError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.deletion import write_deletion_file
 
 COLS = ["id", "val", "score"]
 

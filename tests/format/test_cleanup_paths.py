@@ -14,8 +14,8 @@ from datagen import META, simple_table
 from test_cleanup import COLS, build_history, files
 
 import lance_ops.format as lf
-from lance_ops.format.cleanup import cleanup_old_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.cleanup import cleanup_old_versions
 
 ZERO = dict(older_than=timedelta(0), retention_duration_check=False)
 

@@ -16,8 +16,8 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.cleanup import MIN_RETENTION, cleanup_old_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.cleanup import MIN_RETENTION, cleanup_old_versions
 
 COLS = ["id", "val", "score"]
 NO_CHECK = dict(retention_duration_check=False)

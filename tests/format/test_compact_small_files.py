@@ -16,9 +16,9 @@ import lance_ops.format as lf
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.file.small import decode_small, open_small
 from lance_ops.format.file.v21 import kernels
-from lance_ops.format.maintenance import compaction
-from lance_ops.format.maintenance.small_fragments import read_small_group
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.compaction import rewrite as compaction
+from lance_ops.format.ops.compaction.small_fragments import read_small_group
 
 META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 

@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format import rowids
 from lance_ops.format._proto import rowids_pb2
-from lance_ops.format.maintenance.compaction import _RowMetaStream
+from lance_ops.format.ops.compaction.rewrite import _RowMetaStream
+from lance_ops.format.table import rowids
 
 META = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 

@@ -18,14 +18,14 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.maintenance.compaction import (
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.compaction.rewrite import (
     CompactionOptions,
     commit_compaction,
     execute_task,
     plan_compaction,
 )
-from lance_ops.format.mutate import plan_delete, plan_update
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.ops.delete_update import plan_delete, plan_update
 
 COLS = ["id", "val", "score"]
 BASE_VERSION = 2
@@ -226,9 +226,9 @@ def test_delete_racing_update_of_the_same_row_exactly_one_wins(templates, tmp_pa
 def test_a_commit_that_loses_its_race_and_conflicts_removes_its_transaction_file(templates, tmp_path):
     """The loser wrote its .txn, lost the put of the manifest to a conflicting commit, then
     found the conflict: its .txn is deleted (no manifest will ever reference it)."""
-    from lance_ops.format.commit import commit_transaction
-    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
-    from lance_ops.format.transaction import Transaction
+    from lance_ops.format.txn.commit_loop import commit_transaction
+    from lance_ops.format.txn.handlers import ConditionalPutCommitHandler
+    from lance_ops.format.txn.transaction import Transaction
 
     uri = fresh(templates, tmp_path, "ds")
     store = ObjectStore(uri)

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from lance_ops.format._proto import table_pb2
-from lance_ops.format.deletion import (
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.deletion import (
     DELETION_BITMAP_THRESHOLD,
     DELETION_SCHEMA,
     deletion_file_path,
@@ -22,8 +24,6 @@ from lance_ops.format.deletion import (
     read_deletion_file,
     write_deletion_file,
 )
-from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
-from lance_ops.format.store import ObjectStore
 
 ARROW = table_pb2.DeletionFile.ARROW_ARRAY
 BITMAP = table_pb2.DeletionFile.BITMAP
@@ -421,7 +421,7 @@ def test_delete_across_evaluation_groups_matches_pylance(tmp_path, monkeypatch):
     import pyarrow.compute as pc
 
     import lance_ops.format as lf
-    from lance_ops.format import mutate
+    from lance_ops.format.ops import delete_update as mutate
 
     monkeypatch.setattr(mutate, "DELETE_GROUP_ROWS", 300)
     t = pa.table({"id": np.arange(4000, dtype=np.int64), "x": np.arange(4000, dtype=np.float64) % 13})
@@ -455,7 +455,7 @@ def test_delete_on_an_object_store_writes_through_the_pool(tmp_path, monkeypatch
     import pyarrow.compute as pc
 
     import lance_ops.format as lf
-    from lance_ops.format import mutate
+    from lance_ops.format.ops import delete_update as mutate
 
     monkeypatch.setattr(mutate, "DELETE_WRITERS_REMOTE", 2)  # more fragments than slots in flight
     t = pa.table({"id": np.arange(6000, dtype=np.int64), "x": np.arange(6000, dtype=np.int64) % 7})

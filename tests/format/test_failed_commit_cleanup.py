@@ -12,18 +12,18 @@ import pyarrow.compute as pc
 import pytest
 from datagen import simple_table
 from index_support import build
-from unreferenced import listing, unreferenced_files
 
 import lance_ops.format as lf
 from lance_ops.format.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
+    ConditionalPutError,
     IncompatibleTransactionError,
     RetryableCommitConflictError,
 )
-from lance_ops.format.manifest_store import SQLiteManifestStore
-from lance_ops.format.store import ConditionalPutError
+from lance_ops.format.testing.files import listing, unreferenced_files
+from lance_ops.format.txn.manifest_store import SQLiteManifestStore
 
 DIRS = ("data", "_deletions", "_indices", "_transactions")
 
@@ -192,10 +192,10 @@ def test_rebased_delete_leaves_no_superseded_deletion_file(uri):
 
 def test_max_retries_exhausted_cleans_up(uri):
     """A conflict raised after lost races (the loop gave up) removes the files too."""
-    from lance_ops.format.commit import commit_transaction
-    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
-    from lance_ops.format.store import ObjectStore
-    from lance_ops.format.transaction import Transaction
+    from lance_ops.format.io.object_store import ObjectStore
+    from lance_ops.format.txn.commit_loop import commit_transaction
+    from lance_ops.format.txn.handlers import ConditionalPutCommitHandler
+    from lance_ops.format.txn.transaction import Transaction
 
     class AlwaysLoses(ConditionalPutCommitHandler):
         def put_manifest_if_absent(self, manifest, txn, scheme):  # type: ignore[no-untyped-def]

@@ -13,8 +13,8 @@ from lance_ops.format._proto import file_pb2
 from lance_ops.format.errors import CorruptFileError, SchemaError, UnsupportedFeatureError
 from lance_ops.format.file import DataFileReader, DataFileWriter, data_file_field_info, write_data_file
 from lance_ops.format.file.reader import TAIL_BYTES
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.store import ObjectStore
 
 lance_file = pytest.importorskip("lance.file")
 LanceFileWriter = lance_file.LanceFileWriter

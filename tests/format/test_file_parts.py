@@ -13,7 +13,7 @@ import pytest
 
 from lance_ops.format.file import DataFileReader, parts
 from lance_ops.format.file.prefetch import PagePrefetcher
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 lance_file = pytest.importorskip("lance.file")
 

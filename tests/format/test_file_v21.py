@@ -7,7 +7,7 @@ import pytest
 from lance_ops.format.errors import UnsupportedFeatureError
 from lance_ops.format.file import DataFileReader
 from lance_ops.format.file.v21.bitpacking import BLOCK, unpack_block_count
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 lance_file = pytest.importorskip("lance.file")
 lance = pytest.importorskip("lance")

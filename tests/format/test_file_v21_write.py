@@ -21,8 +21,8 @@ from lance_ops.format.errors import UnsupportedFeatureError
 from lance_ops.format.file import DataFileReader, write_data_file
 from lance_ops.format.file.v21.encode import encode_page
 from lance_ops.format.file.v21.repdef import build_levels, unravel
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.store import ObjectStore
 
 lance = pytest.importorskip("lance")
 lance_file = pytest.importorskip("lance.file")

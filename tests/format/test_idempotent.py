@@ -9,16 +9,16 @@ import pytest
 from datagen import simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.commit import commit_transaction
-from lance_ops.format.idempotency import (
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.commit_loop import commit_transaction
+from lance_ops.format.txn.idempotency import (
     TXN_APP_ID,
     TXN_VERSION,
     committed_by,
     find_committed,
     idempotency_key,
 )
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction
+from lance_ops.format.txn.transaction import Transaction
 
 
 def key(app: str, n: int) -> dict[str, str]:

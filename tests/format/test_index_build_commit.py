@@ -15,7 +15,7 @@ import pytest
 
 import lance_ops.format as lf
 from lance_ops.format.errors import RetryableCommitConflictError, UnsupportedFeatureError
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 
 def _rows(start: int, n: int) -> pa.Table:

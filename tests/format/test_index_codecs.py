@@ -25,7 +25,7 @@ from lance_ops.format.index.rowaddr import (
     encode_treemap,
     portable_size,
 )
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 
 @pytest.fixture(scope="module")

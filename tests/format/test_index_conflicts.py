@@ -14,7 +14,7 @@ from index_support import build, indexed_rows, wrong_answers
 
 import lance_ops.format as lf
 from lance_ops.format.errors import RetryableCommitConflictError
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 
 
 def _uncommitted_index(uri: str, version: int, fragments: list[int]) -> "lance.dataset.Index":

@@ -8,8 +8,8 @@ import pytest
 import lance_ops.format as lf
 from lance_ops.format.index.handling import INDEX_ACTIONS, IndexAction, index_action
 from lance_ops.format.index.metadata import decode_index_section, encode_index_section
-from lance_ops.format.maintenance.index_remap import index_constraints
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.compaction.index_remap import index_constraints
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 from datagen import simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.leases import LEASES_DIR
 
 ZERO = dict(older_than=timedelta(0), retention_duration_check=False)
@@ -113,8 +113,8 @@ class LeaseOnDelete(ObjectStore):
 
 
 def test_a_lease_taken_while_cleanup_runs_puts_the_version_back(three):
-    from lance_ops.format.cleanup import cleanup_old_versions
-    from lance_ops.format.manifest import NamingScheme, manifest_path
+    from lance_ops.format.ops.cleanup import cleanup_old_versions
+    from lance_ops.format.table.manifest import NamingScheme, manifest_path
 
     before = lf.dataset(three, version=1).to_table()
     store = LeaseOnDelete(three)

@@ -12,8 +12,10 @@ from datagen import simple_table
 import lance_ops.format as lf
 from lance_ops.format._proto import table_pb2, transaction_pb2
 from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
-from lance_ops.format.fragment import DataFile, DeletionFile, FragmentMetadata
-from lance_ops.format.manifest import (
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_ops.format.table.manifest import (
     Manifest,
     NamingScheme,
     decode_manifest_file,
@@ -21,9 +23,7 @@ from lance_ops.format.manifest import (
     list_versions,
     parse_manifest_name,
 )
-from lance_ops.format.schema import LanceSchema
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction, decode_transaction
+from lance_ops.format.txn.transaction import Transaction, decode_transaction
 
 
 def _pylance_history(uri: str) -> None:
@@ -150,7 +150,7 @@ def test_commit_carries_unchanged_fragments_and_caches_what_it_wrote(tmp_path: P
     the one a fresh decode of the file gives."""
     import pickle
 
-    from lance_ops.format import manifest as mmod
+    from lance_ops.format.table import manifest as mmod
 
     uri = str(tmp_path / "ds")
     lf.write_dataset(simple_table(0, 30), uri, max_rows_per_file=10)

@@ -16,24 +16,29 @@ from datagen import simple_table
 
 import lance_ops.format as lf
 from lance_ops.format._proto import transaction_pb2
-from lance_ops.format.commit_handler import (
-    ConditionalPutCommitHandler,
-    ExternalManifestCommitHandler,
-    commit_handler_for,
+from lance_ops.format.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    DatasetNotFoundError,
+    ManifestStoreConflict,
+    ManifestStoreNotFoundError,
 )
-from lance_ops.format.errors import CommitConflictError, CorruptFileError, DatasetNotFoundError
-from lance_ops.format.manifest import (
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import (
     NamingScheme,
     list_versions,
     manifest_path,
     parse_manifest_name,
     read_manifest,
 )
-from lance_ops.format.manifest_store import (
+from lance_ops.format.txn.handlers import (
+    ConditionalPutCommitHandler,
+    ExternalManifestCommitHandler,
+    commit_handler_for,
+)
+from lance_ops.format.txn.manifest_store import (
     ManifestLocation,
     ManifestStore,
-    ManifestStoreConflict,
-    ManifestStoreNotFoundError,
     SQLiteManifestStore,
     base_uri_of,
     commit_external,
@@ -43,7 +48,6 @@ from lance_ops.format.manifest_store import (
     resolve_version,
     staging_path_for,
 )
-from lance_ops.format.store import ObjectStore
 
 V2 = NamingScheme.V2
 BASE = "file:///data/ds"
@@ -218,6 +222,7 @@ def _race_worker(root, mstore, proc, attempts, barrier, results):
     results.put((proc, os.getpid(), won))
 
 
+@pytest.mark.slow  # several processes race for versions
 def test_processes_race_for_consecutive_versions(tmp_path, mstore):
     root, procs, attempts = str(tmp_path / "ds"), 4, 20
     ctx = mp.get_context("spawn")
@@ -260,7 +265,7 @@ def test_processes_race_for_consecutive_versions(tmp_path, mstore):
 def test_reader_finalizes_a_commit_whose_writer_died(store, mstore, caplog):
     base = base_uri_of(store)
     assert commit_external(store, mstore, 1, b"v1", V2)
-    with caplog.at_level(logging.WARNING, logger="lance_ops.format.manifest_store"):
+    with caplog.at_level(logging.WARNING, logger="lance_ops.format.txn.manifest_store"):
         assert commit_external(crashing(store), mstore, 2, b"version-two", V2) is True
     assert "version 2 committed, finalizing" in caplog.text
     staged = mstore.get(base, 2)

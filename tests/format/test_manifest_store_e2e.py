@@ -2,11 +2,12 @@ import multiprocessing as mp
 
 import lance
 import pyarrow.compute as pc
+import pytest
 from datagen import simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.manifest_store import SQLiteManifestStore, base_uri_of
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.manifest_store import SQLiteManifestStore, base_uri_of
 
 
 def test_e2e(tmp_path):
@@ -37,6 +38,7 @@ def _app(uri, db, i, q):
     q.put(ok)
 
 
+@pytest.mark.slow  # several processes race for versions
 def test_e2e_concurrent_appends(tmp_path):
     uri, db = str(tmp_path / "ds"), str(tmp_path / "m.db")
     lf.write_dataset(simple_table(0, 4), uri, manifest_store=db)

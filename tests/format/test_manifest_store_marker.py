@@ -7,12 +7,12 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.commit import commit_transaction
-from lance_ops.format.commit_handler import ConditionalPutCommitHandler, try_open_latest
-from lance_ops.format.manifest_store import MARKER_FILE, read_marker
-from lance_ops.format.operations import Append
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.commit_loop import commit_transaction
+from lance_ops.format.txn.handlers import ConditionalPutCommitHandler, try_open_latest
+from lance_ops.format.txn.manifest_store import MARKER_FILE, read_marker
+from lance_ops.format.txn.operations import Append
+from lance_ops.format.txn.transaction import Transaction
 
 
 def t(start: int, n: int) -> pa.Table:

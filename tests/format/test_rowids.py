@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lance_ops.format import rowids
 from lance_ops.format._proto import rowids_pb2, table_pb2
 from lance_ops.format.errors import CorruptFileError
-from lance_ops.format.rowids import (
+from lance_ops.format.table import rowids
+from lance_ops.format.table.rowids import (
     constant_versions,
     decode_row_ids,
     decode_versions,
@@ -535,8 +535,8 @@ def test_pylance_sequences_decode(lifecycle):
             }
             live = np.ones(n, dtype=bool)
             if frag.HasField("deletion_file"):
-                from lance_ops.format.deletion import read_deletion_file
-                from lance_ops.format.store import ObjectStore
+                from lance_ops.format.io.object_store import ObjectStore
+                from lance_ops.format.table.deletion import read_deletion_file
 
                 live[read_deletion_file(ObjectStore(root), frag.id, frag.deletion_file, physical_rows=n)] = (
                     False

@@ -257,7 +257,7 @@ def test_extension_and_json_fields():
 def test_map_and_json_schema_match_pylance(tmp_path):
     lance_file = pytest.importorskip("lance.file")
     from lance_ops.format.file import DataFileReader
-    from lance_ops.format.store import ObjectStore
+    from lance_ops.format.io.object_store import ObjectStore
 
     table = pa.table(
         {

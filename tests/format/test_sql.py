@@ -298,7 +298,7 @@ def test_jobs_and_configs_validate_with_the_same_parser(tmp_path):
 def test_sql_filters_keep_pruning(uri):
     """A SQL filter plans like the Expression it becomes: only the columns it reads are decoded,
     and one over metadata columns only runs before any data file is opened."""
-    from lance_ops.format.scan import plan_scan
+    from lance_ops.format.read.scan import plan_scan
 
     schema = lf.dataset(uri).lance_schema
     plan = plan_scan(schema, [], "a > 1 AND `Upper Col` < 40", False, False)

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectStore, resolve_uri, split_uri
+from lance_ops.format.io.object_store import ObjectStore, resolve_uri, split_uri
 
 
 def table(start: int = 0, n: int = 5) -> pa.Table:

@@ -14,9 +14,10 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.idempotency import TXN_APP_ID, TXN_VERSION
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore, ObjectStoreError
+from lance_ops.format.errors import ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import list_versions
+from lance_ops.format.txn.idempotency import TXN_APP_ID, TXN_VERSION
 
 CREATE = r"ifGenerationMatch=0"  # only manifest creates are conditional
 V2_NAME = f"{2**64 - 1 - 2:020d}.manifest"

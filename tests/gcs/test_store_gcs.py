@@ -1,4 +1,4 @@
-"""``lance_ops.format.store.ObjectStore`` on ``gs://`` URIs, against the patched GCS emulator."""
+"""``lance_ops.format.io.object_store.ObjectStore`` on ``gs://`` URIs, against the patched GCS emulator."""
 
 import threading
 import time
@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lance_ops.format.store import ObjectStore, ObjectStoreError
+from lance_ops.format.errors import ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 
 
 def _put_after_barrier(store: ObjectStore, barrier: threading.Barrier, rel: str, data: bytes) -> bool:

@@ -16,9 +16,9 @@ from _stress_workers import WORKERS, run_worker, table  # noqa: E402
 from test_stress import check_history  # noqa: E402
 
 import lance_ops.format as lf  # noqa: E402
-from lance_ops.format.commit import load_transaction  # noqa: E402
-from lance_ops.format.manifest import list_versions  # noqa: E402
-from lance_ops.format.store import ObjectStore  # noqa: E402
+from lance_ops.format.io.object_store import ObjectStore  # noqa: E402
+from lance_ops.format.table.manifest import list_versions  # noqa: E402
+from lance_ops.format.txn.commit_loop import load_transaction  # noqa: E402
 
 COMMITS = 6
 

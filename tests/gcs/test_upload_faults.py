@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectNotFoundError, ObjectStore, ObjectStoreError
+from lance_ops.format.errors import ObjectNotFoundError, ObjectStoreError
+from lance_ops.format.io.object_store import ObjectStore
 
 SESSION = r"upload_id="  # chunks of a resumable session (the session URL)
 SIMPLE = r"/upload/storage/v1/b/[^/]+/o\?.*uploadType=multipart"  # pipe_file: one request

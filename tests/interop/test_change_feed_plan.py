@@ -16,10 +16,10 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.commit_handler import checkout_manifest
-from lance_ops.format.maintenance import feed_plan
-from lance_ops.format.maintenance.feed_plan import streamed_plan
-from lance_ops.format.maintenance.feed_rows import RowIds, begin_changes, end_changes, first_gone
+from lance_ops.format.ops.change_feed import plan as feed_plan
+from lance_ops.format.ops.change_feed.plan import streamed_plan
+from lance_ops.format.ops.change_feed.rows import RowIds, begin_changes, end_changes, first_gone
+from lance_ops.format.txn.handlers import checkout_manifest
 
 pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.2",), indirect=True)]
 

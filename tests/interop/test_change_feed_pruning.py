@@ -12,12 +12,12 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.commit_handler import commit_handler_for
 from lance_ops.format.errors import InvalidArgumentError
-from lance_ops.format.maintenance.change_feed import change_feed_batches, change_feed_schema
-from lance_ops.format.maintenance.scan_tasks import execute_change_feed_task, plan_change_feed
-from lance_ops.format.scan import plan_scan, scan_fragment_rows
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
+from lance_ops.format.ops.change_feed.tasks import execute_change_feed_task, plan_change_feed
+from lance_ops.format.read.scan import plan_scan, scan_fragment_rows
+from lance_ops.format.txn.handlers import commit_handler_for
 
 # the format users have (pylance's default); the pruning does not depend on page encodings
 pytestmark = [pytest.mark.interop, pytest.mark.parametrize("file_version", ("2.2",), indirect=True)]

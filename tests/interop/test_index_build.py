@@ -25,7 +25,7 @@ from lance_ops.format.errors import (
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section
 from lance_ops.format.index.rowaddr import decode_row_addr_treemap
-from lance_ops.format.maintenance.index_build import (
+from lance_ops.format.ops.index_build import (
     commit_index_build,
     execute_index_task,
     plan_create_scalar_index,

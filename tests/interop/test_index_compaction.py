@@ -22,9 +22,9 @@ from index_support import (
 )
 
 import lance_ops.format as lf
-from lance_ops.format.commit import load_transaction
-from lance_ops.format.manifest import NamingScheme
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import NamingScheme
+from lance_ops.format.txn.commit_loop import load_transaction
 
 _TEMPLATES: dict[tuple[str, bool], str] = {}
 
@@ -50,7 +50,7 @@ def _pylance_same_change(uri: str, op: str) -> None:
         ds.optimize.compact_files(target_rows_per_fragment=1, materialize_deletions_threshold=0.05)
 
 
-def _lance_ops_change(uri: str, op: str) -> lf.maintenance.CompactionMetrics:
+def _lance_ops_change(uri: str, op: str) -> lf.CompactionMetrics:
     ds = lf.dataset(uri)
     if op == "compact":
         return ds.compact_files(target_rows_per_fragment=1200)

@@ -188,7 +188,7 @@ def referenced(uri: str) -> set[str]:
         for f in lf.dataset(uri, version=v["version"]).manifest.fragments:
             out |= {f"data/{df.path}" for df in f.files}
             if f.deletion_file is not None:
-                from lance_ops.format.deletion import deletion_file_path
+                from lance_ops.format.table.deletion import deletion_file_path
                 out.add(deletion_file_path(f.id, f.deletion_file.to_proto()))
     return out
 

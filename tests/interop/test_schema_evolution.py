@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import read_transaction_file
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.transaction import read_transaction_file
 
 pytestmark = pytest.mark.interop
 

@@ -51,5 +51,5 @@ def test_cli_refusals_exit_2_naming_the_culprit(spark, uri, tmp_path, capsys):
     assert main(["package", str(tmp_path / "pkg")]) == 0
     out = json.loads(capsys.readouterr().out)
     with zipfile.ZipFile(out["py_files"]) as z:
-        assert {"lance_ops/jobs/__main__.py", "lance_ops/format/store.py", "lance_ops/py.typed"} <= set(z.namelist())
+        assert {"lance_ops/jobs/__main__.py", "lance_ops/format/io/object_store.py", "lance_ops/py.typed"} <= set(z.namelist())
     assert lance.dataset(uri).version == 1

@@ -1,4 +1,4 @@
-"""lance_ops.format.maintenance.scan_tasks (no Spark): range scans and the planned change feed."""
+"""lance_ops.format.ops.change_feed.tasks (no Spark): range scans and the planned change feed."""
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -7,9 +7,9 @@ from datagen import simple_table
 from helpers import normalize_feed, reference_feed
 
 import lance_ops.format as lf
-from lance_ops.format.maintenance import scan_tasks as d
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.change_feed import tasks as d
+from lance_ops.format.table.manifest import list_versions
 
 
 @pytest.fixture

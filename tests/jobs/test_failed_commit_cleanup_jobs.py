@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from datagen import simple_table
-from unreferenced import unreferenced_files
 
 import lance_ops.format as lf
 from lance_ops import jobs
 from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.testing.files import unreferenced_files
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_materialize_deletions_job_losing_to_a_delete(spark, uri):
 def lose_every_race(monkeypatch) -> list[int]:
     """From now on every manifest put on the driver loses its race (a rival always got there
     first); returns the list of versions it was asked to put."""
-    from lance_ops.format.commit_handler import ConditionalPutCommitHandler
+    from lance_ops.format.txn.handlers import ConditionalPutCommitHandler
 
     puts: list[int] = []
 

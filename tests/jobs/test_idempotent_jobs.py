@@ -8,7 +8,7 @@ from datagen import simple_table
 
 import lance_ops.format as lf
 from lance_ops import jobs
-from lance_ops.format.idempotency import TXN_APP_ID, TXN_VERSION
+from lance_ops.format.txn.idempotency import TXN_APP_ID, TXN_VERSION
 
 
 def data_files(uri: str) -> set[str]:

@@ -28,8 +28,8 @@ from index_support import (
 import lance_ops.format as lf
 from lance_ops import jobs
 from lance_ops.format.errors import InvalidArgumentError, ManifestStoreRequiredError, UnsupportedFeatureError
-from lance_ops.format.manifest_store import base_uri_of
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.txn.manifest_store import base_uri_of
 from lance_ops.jobs.__main__ import main
 
 KINDS = ["BTREE", "BITMAP", "LABEL_LIST", "NGRAM", "ZONEMAP", "INVERTED", "IVF_PQ", "IVF_HNSW_FLAT"]

@@ -16,9 +16,9 @@ import pytest
 
 import lance_ops.format as lf
 from lance_ops import jobs
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.manifest_store import MARKER_FILE, base_uri_of, read_marker
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import list_versions
+from lance_ops.format.txn.manifest_store import MARKER_FILE, base_uri_of, read_marker
 
 DIRS = ("data", "_deletions", "_versions", "_transactions")
 
@@ -215,7 +215,7 @@ def test_change_feed_reads_a_commit_whose_writer_stopped_before_finalising(spark
     """A version committed in the store whose manifest never reached ``_versions/`` (the writer
     stopped after the store's put): told about the store, the streaming and the batch change
     feed read it (and finalise it); the listing alone ends one version earlier."""
-    import lance_ops.format.manifest_store as ms
+    import lance_ops.format.txn.manifest_store as ms
 
     uri, db = str(tmp_path / "ds"), str(tmp_path / "m.db")
     lf.write_dataset(table(0, 10), uri, enable_stable_row_ids=True, manifest_store=db)

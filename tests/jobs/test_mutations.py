@@ -9,10 +9,10 @@ from helpers import data_files, referenced_files, snapshot
 
 import lance_ops.format as lf
 from lance_ops import jobs
-from lance_ops.format.commit import load_transaction
 from lance_ops.format.errors import UnsupportedFeatureError
-from lance_ops.format.manifest import NamingScheme
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import NamingScheme
+from lance_ops.format.txn.commit_loop import load_transaction
 
 
 def frame(spark, table: pa.Table, parts: int = 2):

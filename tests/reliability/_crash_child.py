@@ -14,7 +14,7 @@ import signal
 import pyarrow.compute as pc
 
 import lance_ops.format as lf
-from lance_ops.format import store as store_mod
+from lance_ops.format.io import object_store as store_mod
 
 
 def _die() -> None:

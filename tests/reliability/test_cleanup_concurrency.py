@@ -19,8 +19,8 @@ import numpy as np
 from _cleanup_workers import CleanerReport, WriterReport, table
 
 import lance_ops.format as lf
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import list_versions
 
 COMMITS = 20
 COLS = ["id", "val", "score", "_rowid"]

@@ -33,7 +33,7 @@ import pytest
 from datagen import META, simple_table
 
 import lance_ops.format as lf
-from lance_ops.format.manifest import Manifest, decode_manifest_file, encode_manifest_file
+from lance_ops.format.table.manifest import Manifest, decode_manifest_file, encode_manifest_file
 
 SEED = int(os.environ.get("LANCE_OPS_FUZZ_SEED", "14"))
 ROUNDS = int(os.environ.get("LANCE_OPS_FUZZ_ROUNDS", "2"))

@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 import lance_ops.format as lf
 from lance_ops.format._proto import transaction_pb2
-from lance_ops.format.cleanup import TagError
-from lance_ops.format.fragment import DataFile
-from lance_ops.format.manifest import decode_manifest_file, encode_manifest_file
-from lance_ops.format.store import ObjectStore
-from lance_ops.format.transaction import Transaction, decode_transaction
+from lance_ops.format.errors import TagError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.fragment import DataFile
+from lance_ops.format.table.manifest import decode_manifest_file, encode_manifest_file
+from lance_ops.format.txn.transaction import Transaction, decode_transaction
 
 COLS = ["id", "val", "score"]
 V2 = "{:020d}.manifest"

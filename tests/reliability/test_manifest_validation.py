@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 import lance_ops.format as lf
-from lance_ops.format.fragment import DataFile, DeletionFile
-from lance_ops.format.manifest import decode_manifest_file, encode_manifest_file
+from lance_ops.format.table.fragment import DataFile, DeletionFile
+from lance_ops.format.table.manifest import decode_manifest_file, encode_manifest_file
 
 FSL = pa.list_(pa.int64(), 2)
 

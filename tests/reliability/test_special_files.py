@@ -20,7 +20,7 @@ from datagen import simple_table
 
 import lance_ops.format as lf
 from lance_ops.format.errors import CorruptFileError
-from lance_ops.format.store import ObjectStore, open_regular
+from lance_ops.format.io.object_store import ObjectStore, open_regular
 
 V2 = "{:020d}.manifest"
 LIMIT = 10.0  # seconds; refusing takes milliseconds

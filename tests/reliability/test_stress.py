@@ -17,9 +17,9 @@ import numpy as np
 from _stress_workers import WORKERS, Report, run_compactor, run_worker, table
 
 import lance_ops.format as lf
-from lance_ops.format.commit import load_transaction
-from lance_ops.format.manifest import list_versions
-from lance_ops.format.store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import list_versions
+from lance_ops.format.txn.commit_loop import load_transaction
 
 COMMITS = 25
 

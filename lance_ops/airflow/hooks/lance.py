@@ -25,10 +25,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 import lance_ops.format as lf
+from lance_ops.airflow.errors import LanceConfigError
 from lance_ops.format.errors import DatasetNotFoundError
 from lance_ops.settings import DEFAULT_SPARK_CONF, SparkSettings
-
-from ..errors import LanceConfigError
 
 
 class LanceHook(BaseHook):

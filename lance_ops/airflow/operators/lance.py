@@ -16,19 +16,18 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, Context
 
+from lance_ops.airflow.errors import LanceConfigError
+from lance_ops.airflow.hooks.lance import LanceHook
 from lance_ops.format import OPTIMIZE_INDICES_DEFAULTS
 from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
 from lance_ops.policy import OPERATION_PROPERTY, manifest_stats
 from lance_ops.settings import DatasetConfigError, DatasetSettings, Settings, SparkSettings, load_settings
 
-from ..errors import LanceConfigError
-from ..hooks.lance import LanceHook
-
 #: Operations whose single commit carries an idempotency key (compaction commits twice).
 IDEMPOTENT_OPERATIONS = ("append", "delete", "upsert")
 RUN_PROPERTY = "airflow/run_id"
 DAG_PROPERTY = "airflow/dag_id"
-TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"  # lance_ops.format.idempotency's keys
+TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"  # lance_ops.format.txn.idempotency's keys
 
 
 #: operation -> (argument at fault, fix) when its job refuses the input before writing

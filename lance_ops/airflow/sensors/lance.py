@@ -13,12 +13,11 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
+from lance_ops.airflow.errors import LanceConfigError
+from lance_ops.airflow.hooks.lance import LanceHook
+from lance_ops.airflow.operators.lance import maintenance_due
+from lance_ops.airflow.triggers.lance import LanceMaintenanceTrigger, LanceVersionTrigger
 from lance_ops.settings import CONFIG_ENV, DatasetConfigError, DatasetSettings, load_settings
-
-from ..errors import LanceConfigError
-from ..hooks.lance import LanceHook
-from ..operators.lance import maintenance_due
-from ..triggers.lance import LanceMaintenanceTrigger, LanceVersionTrigger
 
 
 def _config_path(config_path: str | None) -> str | None:

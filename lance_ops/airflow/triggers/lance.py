@@ -53,7 +53,7 @@ class LanceVersionTrigger(BaseEventTrigger):
         }
 
     def _latest(self) -> int | None:
-        from ..hooks.lance import LanceHook
+        from lance_ops.airflow.hooks.lance import LanceHook
 
         return LanceHook(self.lance_conn_id).latest_version(self.uri, self.storage_options)
 
@@ -95,10 +95,9 @@ class LanceMaintenanceTrigger(BaseEventTrigger):
         }
 
     def _due(self) -> dict[str, Any] | None:
+        from lance_ops.airflow.hooks.lance import LanceHook
+        from lance_ops.airflow.operators.lance import maintenance_due
         from lance_ops.settings import load_settings
-
-        from ..hooks.lance import LanceHook
-        from ..operators.lance import maintenance_due
 
         d = load_settings(self.config_path).dataset(self.dataset)
         hook = LanceHook(self.lance_conn_id)

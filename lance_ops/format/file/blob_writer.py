@@ -15,12 +15,11 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf import any_pb2
 
-from .._proto import encodings_v2_0_pb2 as epb
-from .._proto import encodings_v2_1_pb2 as pb
-from .._proto import file_pb2
-from ..errors import SchemaError, UnsupportedFeatureError
-from ..schema import LanceField, LanceSchema
-from .blobs import (
+from lance_ops.format._proto import encodings_v2_0_pb2 as epb
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format._proto import file_pb2
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.file.blob_columns import (
     BLOB_KEY,
     KIND_DEDICATED,
     KIND_EXTERNAL,
@@ -30,6 +29,7 @@ from .blobs import (
     is_blob_field,
     sidecar_name,
 )
+from lance_ops.format.schema import LanceField, LanceSchema
 
 __all__ = [
     "BlobV1Encoder",

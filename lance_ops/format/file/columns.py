@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptFileError, UnsupportedFeatureError
-from ..schema import LanceField
-from .encodings import (
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.encodings import (
     ListPage,
     bool_to_bitmap,
 )
+from lance_ops.format.schema import LanceField
 
 
 @dataclass

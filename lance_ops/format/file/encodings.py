@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._proto import encodings_v2_0_pb2 as pb
-from ..errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format._proto import encodings_v2_0_pb2 as pb
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
 
 __all__ = [
     "ARRAY_ENCODING_URL",

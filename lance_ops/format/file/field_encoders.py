@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._proto import encodings_v2_0_pb2 as epb
-from ..errors import SchemaError, UnsupportedFeatureError
-from ..schema import LanceField
-from . import encodings as enc
-from .encodings import bitmap_slice, bitmap_to_bool, physical_bits
-from .v21.encode import leaf_kind
-from .v21.nested_fsl import encode_nested_fsl_page, is_nested_fsl
-from .v21.nested_fsl import row_bytes as nested_fsl_row_bytes
-from .v21.repdef import build_levels
+from lance_ops.format._proto import encodings_v2_0_pb2 as epb
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.file import encodings as enc
+from lance_ops.format.file.encodings import bitmap_slice, bitmap_to_bool, physical_bits
+from lance_ops.format.file.v21.encode import leaf_kind
+from lance_ops.format.file.v21.nested_fsl import encode_nested_fsl_page, is_nested_fsl
+from lance_ops.format.file.v21.nested_fsl import row_bytes as nested_fsl_row_bytes
+from lance_ops.format.file.v21.repdef import build_levels
+from lance_ops.format.schema import LanceField
 
 _COMPRESSION_KEY = "lance-encoding:compression"
 _COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"

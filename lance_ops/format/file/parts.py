@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._proto import encodings_v2_1_pb2 as e21
-from ..errors import CorruptFileError, LanceOpsError
-from . import blobs, v21
-from .columns import Page, is_var_type
+from lance_ops.format._proto import encodings_v2_1_pb2 as e21
+from lance_ops.format.errors import CorruptFileError, LanceOpsError
+from lance_ops.format.file import blob_columns as blobs
+from lance_ops.format.file import v21
+from lance_ops.format.file.columns import Page, is_var_type
 
 __all__ = ["PART_ROWS", "PagePart", "split_pages", "decode_part"]
 

@@ -20,11 +20,11 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from .._proto import file2_pb2
-from ..errors import CorruptFileError, UnsupportedFeatureError
-from ..store import ObjectStore
-from .reader import DataFileReader
-from .writer import ALIGN, FOOTER, MAGIC, PAD_BYTE, DataFileWriter, data_file_field_info
+from lance_ops.format._proto import file2_pb2
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.reader import DataFileReader
+from lance_ops.format.file.writer import ALIGN, FOOTER, MAGIC, PAD_BYTE, DataFileWriter, data_file_field_info
+from lance_ops.format.io.object_store import ObjectStore
 
 _VERSIONS = {(2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
 _COPY_CHUNK = 8 << 20

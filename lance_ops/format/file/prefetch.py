@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from .columns import Page, PagedColumn
+    from lance_ops.format.file.columns import Page, PagedColumn
 
 __all__ = ["PagePrefetcher", "PREFETCH_THREADS"]
 

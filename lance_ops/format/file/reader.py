@@ -26,23 +26,37 @@ import pyarrow as pa
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError
 
-from .._proto import encodings_v2_0_pb2 as epb
-from .._proto import encodings_v2_1_pb2 as e21
-from .._proto import file2_pb2, file_pb2
-from ..errors import CorruptFileError, SchemaError, UnsupportedFeatureError
-from ..schema import LanceField, LanceSchema
-from ..store import ObjectNotFoundError, ObjectStore, open_regular
-from . import blobs, parts, v21
-from .columns import Column, LeafColumn, ListColumn, Page, StructColumn, Tree21Column, flat_fsl
-from .encodings import (
+from lance_ops.format._proto import encodings_v2_0_pb2 as epb
+from lance_ops.format._proto import encodings_v2_1_pb2 as e21
+from lance_ops.format._proto import file2_pb2, file_pb2
+from lance_ops.format.errors import (
+    CorruptFileError,
+    ObjectNotFoundError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
+from lance_ops.format.file import blob_columns as blobs
+from lance_ops.format.file import parts, v21
+from lance_ops.format.file.columns import (
+    Column,
+    LeafColumn,
+    ListColumn,
+    Page,
+    StructColumn,
+    Tree21Column,
+    flat_fsl,
+)
+from lance_ops.format.file.encodings import (
     ARRAY_ENCODING_URL,
     COLUMN_ENCODING_URL,
     PAGE_LAYOUT_21_URL,
     PageBuffers,
     decode_array,
 )
-from .maps import MapView, contains_map, map_as_list
-from .prefetch import PagePrefetcher
+from lance_ops.format.file.maps import MapView, contains_map, map_as_list
+from lance_ops.format.file.prefetch import PagePrefetcher
+from lance_ops.format.io.object_store import ObjectStore, open_regular
+from lance_ops.format.schema import LanceField, LanceSchema
 
 __all__ = ["DataFileReader", "PagePrefetcher", "TAIL_BYTES"]
 

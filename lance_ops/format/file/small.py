@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._proto import encodings_v2_1_pb2 as pb
-from ..errors import CorruptFileError, LanceOpsError
-from ..store import ObjectStore, open_regular
-from .columns import LeafColumn, Page
-from .reader import FOOTER, MAGIC, TAIL_BYTES, DataFileReader
-from .v21.chunks import _fixed, _le, _pad, _slices, _variable
-from .v21.compression import Where
-from .v21.layouts import _build_fixed, _build_var, _is_var
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import CorruptFileError, LanceOpsError
+from lance_ops.format.file.columns import LeafColumn, Page
+from lance_ops.format.file.reader import FOOTER, MAGIC, TAIL_BYTES, DataFileReader
+from lance_ops.format.file.v21.chunks import _fixed, _le, _pad, _slices, _variable
+from lance_ops.format.file.v21.compression import Where
+from lance_ops.format.file.v21.layouts import _build_fixed, _build_var, _is_var
+from lance_ops.format.io.object_store import ObjectStore, open_regular
 
 __all__ = ["SmallFile", "decode_small", "open_small", "SMALL_FILE_BYTES"]
 

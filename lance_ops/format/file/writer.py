@@ -21,13 +21,12 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 from google.protobuf import any_pb2
 
-from .._proto import encodings_v2_0_pb2 as epb
-from .._proto import file2_pb2, file_pb2
-from ..errors import SchemaError, UnsupportedFeatureError
-from ..schema import LanceField, LanceSchema, types_equivalent
-from ..store import ObjectStore
-from . import encodings as enc
-from .blob_writer import (
+from lance_ops.format._proto import encodings_v2_0_pb2 as epb
+from lance_ops.format._proto import file2_pb2, file_pb2
+from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
+from lance_ops.format.file import encodings as enc
+from lance_ops.format.file.blob_columns import is_blob_field
+from lance_ops.format.file.blob_writer import (
     BlobV1Encoder,
     BlobV2Encoder,
     SidecarOpener,
@@ -35,9 +34,8 @@ from .blob_writer import (
     file_schema_fields,
     leaf_field_ids,
 )
-from .blobs import is_blob_field
-from .encodings import physical_bits
-from .field_encoders import (
+from lance_ops.format.file.encodings import physical_bits
+from lance_ops.format.file.field_encoders import (
     BINARY_TYPES,
     Leaf21Encoder,
     LeafEncoder,
@@ -46,9 +44,11 @@ from .field_encoders import (
     leaf_row_bytes,
     storage_array,
 )
-from .maps import contains_map, map_as_list
-from .v21 import kernels
-from .v21.encode import encode_page
+from lance_ops.format.file.maps import contains_map, map_as_list
+from lance_ops.format.file.v21 import kernels
+from lance_ops.format.file.v21.encode import encode_page
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.schema import LanceField, LanceSchema, types_equivalent
 
 __all__ = ["DataFileWriter", "write_data_file", "data_file_field_info", "FOOTER_VERSION"]
 

@@ -11,11 +11,11 @@ BITMAP, LABEL_LIST, ZONEMAP) with files as pylance 14 writes them; it never quer
   design note on why lance_ops remaps instead of writing a fragment reuse index.
 - :mod:`.reuse`: reading pylance's fragment reuse index (deferred remaps).
 - :mod:`.build`: the files of a new scalar index segment (planned and committed by
-  :mod:`lance_ops.format.maintenance.index_build`).
+  :mod:`lance_ops.format.ops.index_build`).
 - :mod:`.describe`: ``list_indices`` / ``describe_indices`` / ``index_statistics`` shapes.
 """
 
-from .metadata import (
+from lance_ops.format.index.metadata import (
     FRAG_REUSE_INDEX_NAME,
     INDICES_DIR,
     SCALAR_KINDS,

@@ -29,10 +29,10 @@ Rules, as pylance 14.0.2 applies them (verified on datasets it built; upstream
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..errors import IncompatibleTransactionError
-from .handling import TOMBSTONE_KINDS, IndexAction, handling
-from .metadata import IndexFile, IndexMetadata
-from .reuse import effective_bitmap, inline_reuse_versions
+from lance_ops.format.errors import IncompatibleTransactionError
+from lance_ops.format.index.handling import TOMBSTONE_KINDS, IndexAction, handling
+from lance_ops.format.index.metadata import IndexFile, IndexMetadata
+from lance_ops.format.index.reuse import effective_bitmap, inline_reuse_versions
 
 Group = tuple[Sequence[int], Sequence[int]]  # (old fragment ids, new fragment ids)
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import SchemaError
-from ..manifest import Manifest
-from .metadata import IndexMetadata, decode_index_section
+from lance_ops.format.errors import SchemaError
+from lance_ops.format.index.metadata import IndexMetadata, decode_index_section
+from lance_ops.format.table.manifest import Manifest
 
 #: pylance's ``index_type`` strings
 _TYPE_NAMES = {

@@ -40,7 +40,7 @@ materialisation) takes:
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .metadata import IndexMetadata
+from lance_ops.format.index.metadata import IndexMetadata
 
 
 class IndexAction(StrEnum):

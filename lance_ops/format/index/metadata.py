@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
-from .._proto import table_pb2
-from ..errors import CorruptFileError
+from lance_ops.format._proto import table_pb2
+from lance_ops.format.errors import CorruptFileError
 
 INDICES_DIR = "_indices"
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"

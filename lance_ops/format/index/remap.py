@@ -59,20 +59,20 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptFileError, UnsupportedFeatureError
-from ..file.patch import replace_columns
-from ..file.reader import DataFileReader
-from ..file.writer import DataFileWriter
-from ..store import ObjectStore
-from .handling import TOMBSTONE_KINDS, IndexAction, handling
-from .metadata import INDICES_DIR, IndexFile, IndexMetadata
-from .rowaddr import (
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.patch import replace_columns
+from lance_ops.format.file.reader import DataFileReader
+from lance_ops.format.file.writer import DataFileWriter
+from lance_ops.format.index.handling import TOMBSTONE_KINDS, IndexAction, handling
+from lance_ops.format.index.metadata import INDICES_DIR, IndexFile, IndexMetadata
+from lance_ops.format.index.rowaddr import (
     AddressMap,
     decode_row_addr_treemap,
     decode_treemap,
     encode_row_addr_treemap,
     encode_treemap,
 )
+from lance_ops.format.io.object_store import ObjectStore
 
 _FILE_VERSIONS = {(2, 0): "2.0", (2, 1): "2.1", (2, 2): "2.2"}
 _BATCH = 65536

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .._proto import table_pb2
-from ..errors import CorruptFileError
-from ..store import ObjectStore
-from .metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata
-from .rowaddr import decode_treemap
+from lance_ops.format._proto import table_pb2
+from lance_ops.format.errors import CorruptFileError
+from lance_ops.format.index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata
+from lance_ops.format.index.rowaddr import decode_treemap
+from lance_ops.format.io.object_store import ObjectStore
 
 DETAILS_FILE = "details.binpb"
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 from pyroaring import BitMap
 
-from ..deletion import deleted_offsets
-from ..errors import CorruptFileError
-from ..fragment import FragmentMetadata
-from ..store import ObjectStore
+from lance_ops.format.errors import CorruptFileError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.deletion import deleted_offsets
+from lance_ops.format.table.fragment import FragmentMetadata
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -234,7 +234,7 @@ def address_map(
     reuse_fragments: frozenset[int] = frozenset(),
 ) -> AddressMap:
     """The map of a compaction: each group's live rows, in fragment order, land in its new
-    fragments in order (how :func:`~lance_ops.format.maintenance.compaction.execute_task`
+    fragments in order (how :func:`~lance_ops.format.ops.compaction.rewrite.execute_task`
     writes them, and how pylance's ``transpose_row_addrs`` numbers them).
 
     Raises:

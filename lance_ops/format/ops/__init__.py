@@ -1,1 +1,1 @@
-"""Operations on a table (planners): routine cleanup (:mod:`.cleanup_lite`)."""
+"""Operations planned and executed: writes, delete/update, merge_insert, schema evolution, cleanup, compaction, change feed, index builds."""

@@ -20,17 +20,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import singledispatch
 
-from ..errors import CorruptFileError, DatasetNotFoundError
-from ..file.blobs import is_blob_field
-from ..index.cleanup import branch_index_uuids, index_uuids
-from ..index.metadata import INDICES_DIR
-from ..lineage import Pins, external_pins
-from ..manifest import Manifest, NamingScheme, read_manifest
-from ..operations import Operation, Restore, Unmodelled
-from ..orphans import FileSet, manifest_files, operation_files
-from ..store import ObjectStore
-from ..table.leases import Lease
-from ..transaction import TRANSACTIONS_DIR, decode_transaction
+from lance_ops.format.errors import CorruptFileError, DatasetNotFoundError
+from lance_ops.format.file.blob_columns import is_blob_field
+from lance_ops.format.index.metadata import INDICES_DIR
+from lance_ops.format.index.unreferenced import branch_index_uuids, index_uuids
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.leases import Lease
+from lance_ops.format.table.lineage import Pins, external_pins
+from lance_ops.format.table.manifest import Manifest, NamingScheme, read_manifest
+from lance_ops.format.txn.operations import Operation, Restore, Unmodelled
+from lance_ops.format.txn.orphans import FileSet, manifest_files, operation_files
+from lance_ops.format.txn.transaction import TRANSACTIONS_DIR, decode_transaction
 
 __all__ = ["LitePlan", "lite_candidates", "plan_lite"]
 
@@ -91,25 +91,22 @@ def plan_lite(
     return plan
 
 
-class _NeedsManifests(Exception):
-    """A transaction whose files cannot be derived: read the manifests instead."""
-
-
 @singledispatch
-def _brought_back(op: Operation, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
-    """Files a committed operation names (new fragments, updated deletion files, new indices)."""
+def _brought_back(op: Operation, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
+    """Files a committed operation names (new fragments, updated deletion files, new indices);
+    None when they cannot be derived (then the manifests are read instead)."""
     return operation_files(op)
 
 
 @_brought_back.register
-def _(op: Restore, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
+def _(op: Restore, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
     m = manifest_of(op.version)
     return manifest_files(m) if m is not None else FileSet()
 
 
 @_brought_back.register
-def _(op: Unmodelled, manifest_of: Callable[[int], Manifest | None]) -> FileSet:
-    raise _NeedsManifests(op.name)
+def _(op: Unmodelled, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
+    return None
 
 
 def _reintroduced_since(
@@ -121,24 +118,28 @@ def _reintroduced_since(
         return below.get(v) or _read(store, scheme, v)
 
     out = FileSet()
-    try:
-        for name in store.list_dir(TRANSACTIONS_DIR):
-            if name in named or not name.endswith(".txn"):
-                continue
-            rel = f"{TRANSACTIONS_DIR}/{name}"
-            try:
-                txn = decode_transaction(store.read(rel), store.full_path(rel))
-            except FileNotFoundError:
-                continue
-            except CorruptFileError as e:
-                raise _NeedsManifests(str(e)) from e
-            out |= _brought_back(txn.operation, manifest_of)
-    except _NeedsManifests:
-        out = FileSet()
-        for v in range(first + 1, last + 1):
-            m = _read(store, scheme, v)
-            if m is not None:
-                out |= manifest_files(m)
+    for name in store.list_dir(TRANSACTIONS_DIR):
+        if name in named or not name.endswith(".txn"):
+            continue
+        rel = f"{TRANSACTIONS_DIR}/{name}"
+        try:
+            files = _brought_back(decode_transaction(store.read(rel), store.full_path(rel)).operation, manifest_of)
+        except FileNotFoundError:
+            continue
+        except CorruptFileError:
+            files = None
+        if files is None:  # not derivable: every version from the boundary on, by its manifest
+            return _files_of_range(store, scheme, first, last)
+        out |= files
+    return out
+
+
+def _files_of_range(store: ObjectStore, scheme: NamingScheme, first: int, last: int) -> FileSet:
+    out = FileSet()
+    for v in range(first + 1, last + 1):
+        m = _read(store, scheme, v)
+        if m is not None:
+            out |= manifest_files(m)
     return out
 
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..errors import VersionRemovedError
-from ..manifest import list_versions
-from ..refs import Tags
-from ..store import ObjectStore
-from ..table.leases import acquire_lease, release_lease, version_exists
+from lance_ops.format.errors import VersionRemovedError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.leases import acquire_lease, release_lease, version_exists
+from lance_ops.format.table.manifest import list_versions
+from lance_ops.format.table.refs import Tags
 
 RESTORE_TAG_PREFIX = "restore-before-"
 

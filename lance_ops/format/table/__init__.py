@@ -1,1 +1,1 @@
-"""Table-level state stored beside the data: reader leases (:mod:`.leases`)."""
+"""The table's metadata on disk: manifests, fragments, deletion files, row ids, base paths, refs, lineage, file versions, reader leases."""

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from ..errors import (
+from lance_ops.format.errors import (
     ArgumentTypeError,
     CorruptFileError,
     InvalidArgumentError,
@@ -36,8 +36,8 @@ from ..errors import (
     LeaseNotFoundError,
     VersionRemovedError,
 )
-from ..manifest import NamingScheme, manifest_path
-from ..store import ObjectStore
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.table.manifest import NamingScheme, manifest_path
 
 LEASES_DIR = "_leases"
 #: the ttl of a lease when none is given

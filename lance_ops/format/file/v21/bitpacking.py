@@ -9,7 +9,7 @@ W bits each (row r at bits ``[r*W, (r+1)*W)``).  Row ``r`` of lane ``l`` is the 
 
 import numpy as np
 
-from . import kernels
+from lance_ops.format.file.v21 import kernels
 
 __all__ = ["unpack_blocks", "pack_blocks", "inline_pack", "PagePacker", "BLOCK"]
 

@@ -13,10 +13,10 @@ bit-packed blocks are grouped by bit width and unpacked once per width.
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from . import fsst, kernels
-from .bitpacking import BLOCK, aligned_words, unpack_blocks
-from .compression import Where
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.file.v21 import fsst, kernels
+from lance_ops.format.file.v21.bitpacking import BLOCK, aligned_words, unpack_blocks
+from lance_ops.format.file.v21.compression import Where
 
 __all__ = ["decode_chunks"]
 

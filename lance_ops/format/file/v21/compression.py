@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from ...errors import CorruptFileError, UnsupportedFeatureError
-from . import fsst
-from .bitpacking import BLOCK, unpack_block_count
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.v21 import fsst
+from lance_ops.format.file.v21.bitpacking import BLOCK, unpack_block_count
 
 __all__ = [
     "Where", "fixed_chunk", "fixed_block", "variable_chunk", "variable_block", "general_decompress", "per_value_general"

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from ...errors import UnsupportedFeatureError
-from . import fsst
-from .bitpacking import PagePacker
-from .repdef import Levels, def_counts, is_list_layer, max_visible_level
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import ChunksTooLargeError, UnsupportedFeatureError
+from lance_ops.format.file.v21 import fsst
+from lance_ops.format.file.v21.bitpacking import PagePacker
+from lance_ops.format.file.v21.repdef import Levels, def_counts, is_list_layer, max_visible_level
 
 __all__ = ["encode_page", "leaf_kind"]
 
@@ -262,16 +262,6 @@ class _LevelBuffer:
         return len(values).to_bytes(8, "little") + values + np.diff(np.append(st, l1)).astype(np.uint8).tobytes()
 
 
-class _ChunksTooLarge(Exception):
-    """No chunk fits; ``levels`` is True if the levels are to blame, not the values: more
-    levels (null / empty lists) between two visible values than a chunk header counts (65535)
-    or than fit 32 KiB with the values."""
-
-    def __init__(self, levels: bool) -> None:
-        super().__init__()
-        self.levels = levels
-
-
 def _plan_chunks(
     vals: _Values, vis_pos: np.ndarray, num_levels: int, level_bufs: list[_LevelBuffer], large: bool
 ) -> list[tuple[int, int, int, int]]:
@@ -317,7 +307,7 @@ def _plan_chunks(
                 chosen = (k, l1)
                 break
         if chosen is None:
-            raise _ChunksTooLarge(levels_only)
+            raise ChunksTooLargeError(levels_only)
         k, l1 = chosen
         out.append((v0, k, l0, l1))
         v0 += k
@@ -395,12 +385,12 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     try:
         try:
             chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
-        except _ChunksTooLarge:
+        except ChunksTooLargeError:
             if all(b.rle for b in level_bufs):
                 raise
             level_bufs = [_LevelBuffer(b.levels, rle=True) for b in level_bufs]
             chunks = _plan_chunks(vals, vis_pos, num_levels, level_bufs, large)
-    except _ChunksTooLarge:
+    except ChunksTooLargeError:
         # values too large for 32 KiB chunks, or too many levels between two values: full-zip
         # pages have no chunks (one control word per level, values zipped in)
         if dictionary is not None or fsst_table is not None:

@@ -14,7 +14,7 @@ escapes are the bytes at even distance from the run start.
 import numpy as np
 import pyarrow as pa
 
-from . import kernels
+from lance_ops.format.file.v21 import kernels
 
 _MAGIC = 0x46535354
 ESC = 255

@@ -12,9 +12,15 @@ reads the ``k``-th entry of every row that still has one (NumPy over the active 
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from .compression import Where, fixed_chunk, full_zip_repetition_index, leaf_type_below
-from .repdef import LevelsError, max_visible_level, unravel
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import LevelsError
+from lance_ops.format.file.v21.compression import (
+    Where,
+    fixed_chunk,
+    full_zip_repetition_index,
+    leaf_type_below,
+)
+from lance_ops.format.file.v21.repdef import max_visible_level, unravel
 
 __all__ = ["decode_full_zip_rep"]
 

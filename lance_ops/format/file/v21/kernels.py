@@ -41,7 +41,7 @@ def get() -> ModuleType | None:
     with _lock:
         if "jit" not in _state:
             try:
-                from . import _jit
+                from lance_ops.format.file.v21 import _jit
 
                 _state["jit"] = _jit
             except Exception:  # numba absent or unusable here: the NumPy paths do the work

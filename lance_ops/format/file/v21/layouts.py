@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from ...errors import CorruptFileError, UnsupportedFeatureError
-from . import fsst
-from .chunks import decode_chunks
-from .compression import (
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import CorruptFileError, LevelsError, UnsupportedFeatureError
+from lance_ops.format.file.v21 import fsst
+from lance_ops.format.file.v21.chunks import decode_chunks
+from lance_ops.format.file.v21.compression import (
     Where,
     fixed_block,
     fixed_chunk,
@@ -32,9 +32,9 @@ from .compression import (
     variable_block,
     variable_chunk,
 )
-from .fullzip import decode_full_zip_rep
-from .nested_fsl import decode_nested_fsl_page, is_nested_fsl
-from .repdef import LevelsError, is_list_layer, max_visible_level, unravel
+from lance_ops.format.file.v21.fullzip import decode_full_zip_rep
+from lance_ops.format.file.v21.nested_fsl import decode_nested_fsl_page, is_nested_fsl
+from lance_ops.format.file.v21.repdef import is_list_layer, max_visible_level, unravel
 
 __all__ = ["decode_page", "parse_layout"]
 

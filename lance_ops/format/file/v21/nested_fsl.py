@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
-from .compression import Where, fixed_block, fixed_chunk
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.file.v21.compression import Where, fixed_block, fixed_chunk
 
 __all__ = ["decode_nested_fsl_page", "encode_nested_fsl_page", "is_nested_fsl", "row_bytes"]
 

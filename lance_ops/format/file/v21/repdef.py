@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format._proto import encodings_v2_1_pb2 as pb
+from lance_ops.format.errors import LevelsError
 
 __all__ = ["Levels", "build_levels", "unravel", "def_counts", "max_visible_level", "is_list_layer"]
 
@@ -39,10 +40,6 @@ _DEF_COUNT = {
     pb.REPDEF_EMPTYABLE_LIST: 1,
     pb.REPDEF_NULL_AND_EMPTY_LIST: 2,
 }
-
-
-class LevelsError(ValueError):
-    """Levels that do not describe a valid nested array (the caller adds file and column)."""
 
 
 def is_list_layer(layer: int) -> bool:

@@ -4,7 +4,7 @@ segments with an existing index's tokenizer params (``optimize_indices``; :mod:`
 
 :func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
 ``_indices/<uuid>/``; nothing is committed.  The planner that picks the fragments and commits
-the ``CreateIndex`` is :mod:`lance_ops.format.maintenance.index_build`.
+the ``CreateIndex`` is :mod:`lance_ops.format.ops.index_build`.
 """
 
 from collections.abc import Mapping
@@ -12,17 +12,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import UnsupportedFeatureError
-from ...store import ObjectStore
-from ..metadata import IndexMetadata
-from .bitmap import write_bitmap
-from .btree import write_btree
-from .common import BuiltSegment, SegmentInput, SegmentWriter
-from .inverted import indexed_row_ids, reference_layout, unsupported_setting, write_inverted
-from .ivf import IvfModel, vectors, write_ivf
-from .ivf_train import default_partitions, train_model
-from .label_list import write_label_list
-from .zonemap import write_zonemap
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.index.build.bitmap import write_bitmap
+from lance_ops.format.index.build.btree import write_btree
+from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
+from lance_ops.format.index.build.inverted import (
+    indexed_row_ids,
+    reference_layout,
+    unsupported_setting,
+    write_inverted,
+)
+from lance_ops.format.index.build.ivf import IvfModel, vectors, write_ivf
+from lance_ops.format.index.build.ivf_train import default_partitions, train_model
+from lance_ops.format.index.build.label_list import write_label_list
+from lance_ops.format.index.build.zonemap import write_zonemap
+from lance_ops.format.index.metadata import IndexMetadata
+from lance_ops.format.io.object_store import ObjectStore
 
 #: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
 BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")

@@ -9,7 +9,14 @@ metadata ``lance:index_stats`` = ``{"num_bitmaps":<keys>}``.  ``index_version`` 
 import numpy as np
 import pyarrow as pa
 
-from .common import BuiltSegment, SegmentInput, SegmentWriter, dictionary_codes, encode_row_set, index_stats
+from lance_ops.format.index.build.common import (
+    BuiltSegment,
+    SegmentInput,
+    SegmentWriter,
+    dictionary_codes,
+    encode_row_set,
+    index_stats,
+)
 
 TYPE_URL = "/lance.table.BitmapIndexDetails"
 FILE = "bitmap_page_lookup.lance"

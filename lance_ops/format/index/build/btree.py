@@ -16,7 +16,7 @@ Two Lance files:
 import numpy as np
 import pyarrow as pa
 
-from .common import BuiltSegment, SegmentInput, SegmentWriter, sort_order
+from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter, sort_order
 
 TYPE_URL = "/lance.table.BTreeIndexDetails"
 DATA_FILE = "page_data.lance"

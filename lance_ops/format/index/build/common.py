@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from ...file.writer import DataFileWriter
-from ...schema import LanceSchema
-from ...store import ObjectStore
-from ..metadata import INDICES_DIR, IndexFile
+from lance_ops.format.file.writer import DataFileWriter
+from lance_ops.format.index.metadata import INDICES_DIR, IndexFile
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.schema import LanceSchema
 
 HIGH_SHIFT = np.uint64(32)
 LOW_MASK = np.uint64(0xFFFFFFFF)

@@ -30,14 +30,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from ...errors import CorruptFileError, UnsupportedFeatureError
-from ...file.reader import DataFileReader
-from ...store import ObjectStore
-from ..metadata import IndexMetadata
-from .common import BuiltSegment, SegmentInput, SegmentWriter
-from .fst import build_fst
-from .postings import BLOCK, bm25, encode_postings
-from .text_tokens import TokenizerParams, tokenize
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.reader import DataFileReader
+from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
+from lance_ops.format.index.build.fst import build_fst
+from lance_ops.format.index.build.postings import BLOCK, bm25, encode_postings
+from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize
+from lance_ops.format.index.metadata import IndexMetadata
+from lance_ops.format.io.object_store import ObjectStore
 
 TYPE_URL = "/lance.table.InvertedIndexDetails"
 METADATA_FILE = "metadata.lance"

@@ -22,13 +22,13 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import index_pb2
-from ...errors import CorruptFileError, UnsupportedFeatureError
-from ...file.reader import DataFileReader
-from ...schema import LanceSchema
-from ...store import ObjectStore
-from ..metadata import IndexMetadata
-from .common import BuiltSegment, SegmentInput, SegmentWriter
+from lance_ops.format._proto import index_pb2
+from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_ops.format.file.reader import DataFileReader
+from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
+from lance_ops.format.index.metadata import IndexMetadata
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.schema import LanceSchema
 
 INDEX_FILE = "index.idx"
 AUX_FILE = "auxiliary.idx"

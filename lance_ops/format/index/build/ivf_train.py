@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from ..._proto import index_pb2
-from ...errors import InvalidArgumentError, UnsupportedFeatureError
-from ...schema import LanceSchema
-from .ivf import IvfModel, _nearest, normalise
+from lance_ops.format._proto import index_pb2
+from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_ops.format.index.build.ivf import IvfModel, _nearest, normalise
+from lance_ops.format.schema import LanceSchema
 
 IVF_SAMPLE_RATE = 256
 PQ_SAMPLE_ROWS = 256 * 256

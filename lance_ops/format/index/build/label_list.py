@@ -10,9 +10,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import UnsupportedFeatureError
-from .bitmap import FILE, bitmap_table
-from .common import BuiltSegment, SegmentInput, SegmentWriter, encode_row_set, index_stats
+from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.index.build.bitmap import FILE, bitmap_table
+from lance_ops.format.index.build.common import (
+    BuiltSegment,
+    SegmentInput,
+    SegmentWriter,
+    encode_row_set,
+    index_stats,
+)
 
 TYPE_URL = "/lance.table.LabelListIndexDetails"
 

@@ -16,7 +16,7 @@ Scores are BM25 over the partition (:func:`bm25`).
 
 import numpy as np
 
-from ...errors import UnsupportedFeatureError
+from lance_ops.format.errors import UnsupportedFeatureError
 
 BLOCK = 128
 K1 = np.float32(1.2)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import snowballstemmer  # type: ignore[import-untyped]
 
-from ...errors import UnsupportedFeatureError
+from lance_ops.format.errors import UnsupportedFeatureError
 
 #: pylance 14's defaults (``InvertedIndexParams::default()``), as its ``params`` JSON spells them
 DEFAULT_PARAMS: dict[str, Any] = {

@@ -14,7 +14,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .common import HIGH_SHIFT, LOW_MASK, BuiltSegment, SegmentInput, SegmentWriter, encode_row_set
+from lance_ops.format.index.build.common import (
+    HIGH_SHIFT,
+    LOW_MASK,
+    BuiltSegment,
+    SegmentInput,
+    SegmentWriter,
+    encode_row_set,
+)
 
 TYPE_URL = "/lance.table.ZoneMapIndexDetails"
 FILE = "zonemap.lance"

@@ -1,0 +1,1 @@
+"""The pylance-shaped handle: LanceDataset, module-level functions, fragments, scanners, results."""

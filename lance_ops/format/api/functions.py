@@ -1,0 +1,259 @@
+"""pylance's module-level functions: ``dataset`` (open), ``write_dataset``, ``commit`` (an
+operation or transaction built elsewhere) and ``resolve_version``; each returns a
+:class:`.dataset.LanceDataset`."""
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from lance_ops.format.api.lance_dataset import LanceDataset
+from lance_ops.format.errors import (
+    ArgumentTypeError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+)
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    WriteMode,
+)
+from lance_ops.format.ops.write_and_commit import write_and_commit
+from lance_ops.format.table import leases as _leases
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
+from lance_ops.format.table.refs import (
+    VersionRef,
+)
+from lance_ops.format.txn.commit_loop import DEFAULT_MAX_RETRIES, commit_transaction
+from lance_ops.format.txn.handlers import (
+    commit_handler_for,
+    try_open_latest,
+)
+from lance_ops.format.txn.manifest_store import ManifestStore
+from lance_ops.format.txn.operations import Operation
+from lance_ops.format.txn.transaction import Transaction
+
+
+def dataset(
+    uri: str,
+    *,
+    version: VersionRef = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    asof: datetime | str | None = None,
+) -> LanceDataset:
+    """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
+    an ISO 8601 string), as pylance; not together with ``version``.
+
+    ``version``: a version number, a tag name (``"gold"``), or ``(branch, version)``
+    (``("dev", 2)``; ``("dev", None)`` = the latest of ``dev``; ``"main"`` = the main branch).
+    ``branch``: open that branch (its latest version, or ``version`` of it).  A branch can also
+    be opened by its own URI, ``<uri>/tree/<branch>``, as in pylance; detached versions open by
+    their number.
+    ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
+    or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
+    """
+    if asof is not None:
+        if version is not None:
+            raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
+        latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
+        version = _version_asof(latest, asof)
+    return LanceDataset(
+        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
+    )
+
+
+def resolve_version(
+    uri: str,
+    version: VersionRef = None,
+    *,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+) -> tuple[str, int]:
+    """Where ``version`` lives: ``(uri of its branch, version number)``.
+
+    Resolves tag names, ``(branch, version)`` and ``branch=`` exactly as :func:`dataset` does, for
+    callers that pass a location and a number on (Spark tasks, CLIs, Dagster configs).
+
+    Raises:
+        DatasetNotFoundError: no such dataset or version.  TagError: no such tag.
+    """
+    ds = LanceDataset(uri, version=version, branch=branch, storage_options=storage_options,
+                      manifest_store=manifest_store)
+    return ds.uri, ds.version
+
+
+def write_dataset(
+    data: Any,
+    uri: str,
+    *,
+    mode: WriteMode = "create",
+    schema: pa.Schema | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    commit_message: str | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+) -> LanceDataset:
+    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
+
+    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
+    datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
+    of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
+    bring types that widen losslessly to the dataset's.
+    Appending to or overwriting a path with no dataset creates it.  Data is streamed: memory
+    stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
+    external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
+    the object store's conditional put; every writer of the dataset must use the same one.
+    ``commit_message`` is stored in the transaction's properties under pylance's key
+    ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
+    manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
+    """
+    if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
+        uri = uri.uri
+    return LanceDataset._from_manifest(*write_and_commit(
+        data, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
+        enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
+        storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
+        commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
+    ))
+
+
+def commit(
+    uri: str,
+    operation: Operation | Transaction,
+    *,
+    read_version: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
+    manifest_store: ManifestStore | str | None = None,
+    create: bool = False,
+    data_storage_version: str | None = None,
+) -> LanceDataset:
+    """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
+    ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
+    LanceDataset.
+
+    ``create``: the dataset must not exist yet; ``enable_stable_row_ids`` and
+    ``data_storage_version`` apply to a dataset this commit creates.
+    ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
+    path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    """
+    store = ObjectStore(uri, storage_options)
+    handler = commit_handler_for(store, manifest_store)
+    if isinstance(operation, Transaction):
+        props = {**operation.properties, **dict(transaction_properties or {})}
+        txn = dataclasses.replace(operation, properties=props)
+    elif read_version is None and getattr(operation, "name", "") not in ("overwrite", "restore"):
+        raise InvalidArgumentError(f"{uri}: read_version is required for all operations except Overwrite and "
+                                   f"Restore (got a {type(operation).__name__})")
+    elif read_version is None:  # pylance: an Overwrite or Restore commits on top of whatever is latest
+        latest = try_open_latest(store, handler, check_writable=False)
+        txn = Transaction(read_version=latest.version if latest is not None else 0, operation=operation,
+                          properties=dict(transaction_properties or {}))
+    else:
+        txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    manifest = commit_transaction(
+        store,
+        txn,
+        create=create,
+        enable_stable_row_ids=enable_stable_row_ids,
+        data_storage_version=data_storage_version,
+        max_retries=max_retries,
+        handler=handler,
+    )
+    return LanceDataset._from_manifest(store, manifest, handler)
+
+
+def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
+    """The newest version of ``ds``'s branch committed at or before ``asof``.
+
+    Raises:
+        DatasetNotFoundError: every version is newer than ``asof``.
+    """
+    when = datetime.fromisoformat(asof) if isinstance(asof, str) else asof
+    if not isinstance(when, datetime):
+        raise ArgumentTypeError(f"asof must be a datetime or an ISO 8601 string, got {type(asof).__name__}")
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    older = [v["version"] for v in ds.versions() if v["timestamp"] <= when]
+    if not older:
+        raise DatasetNotFoundError(f"{ds.uri}: no version was committed at or before {when.isoformat()} (UTC)")
+    return max(older)
+
+
+# ------------------------------------------------------------------ reader leases
+def _lease_store(uri: str, storage_options: Mapping[str, Any] | None, branch: str | None) -> ObjectStore:
+    if branch is None:
+        return ObjectStore(uri, storage_options)
+    return LanceDataset(uri, branch=branch, storage_options=storage_options)._store
+
+
+def lease(
+    uri: str,
+    version: int | None = None,
+    *,
+    ttl: "timedelta | float" = DEFAULT_LEASE_TTL,
+    first_version: int | None = None,
+    holder: str | None = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    auto_renew: bool = True,
+) -> LeaseHandle:
+    """A held lease on ``version`` (default: the latest) as a context manager, renewed in the
+    background while held: ``with lf.lease(uri, 7, ttl=600) as held: ...``."""
+    store = _lease_store(uri, storage_options, branch)
+    if version is None:
+        version = commit_handler_for(store, manifest_store).latest_version()
+    got = _leases.acquire_lease(store, version, ttl=ttl, first_version=first_version, holder=holder)
+    return LeaseHandle(store, got, ttl, auto_renew=auto_renew)
+
+
+def acquire_lease(
+    uri: str,
+    version: int,
+    *,
+    ttl: "timedelta | float" = DEFAULT_LEASE_TTL,
+    first_version: int | None = None,
+    holder: str | None = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Lease:
+    """Pin ``first_version..version`` (default: ``version`` alone) until now + ``ttl``, for a
+    holder that renews (:func:`renew_lease`) and releases (:func:`release_lease`) it itself, from any process.
+
+    Raises:
+        VersionRemovedError: a pinned end version was removed by cleanup.
+    """
+    return _leases.acquire_lease(_lease_store(uri, storage_options, branch), version, ttl=ttl,
+                         first_version=first_version, holder=holder)
+
+
+def renew_lease(uri: str, lease_id: str, *, ttl: "timedelta | float" = DEFAULT_LEASE_TTL, branch: str | None = None,
+          storage_options: Mapping[str, Any] | None = None) -> Lease:
+    """Extend a live lease to now + ``ttl`` (``LeaseExpiredError`` once it expired)."""
+    return _leases.renew_lease(_lease_store(uri, storage_options, branch), lease_id, ttl=ttl)
+
+
+def release_lease(uri: str, lease_id: str, *, branch: str | None = None,
+            storage_options: Mapping[str, Any] | None = None) -> None:
+    """Remove a lease (an unknown one is not an error)."""
+    _leases.release_lease(_lease_store(uri, storage_options, branch), lease_id)
+
+
+def list_leases(uri: str, *, include_expired: bool = False, branch: str | None = None,
+           storage_options: Mapping[str, Any] | None = None) -> list[Lease]:
+    """The live leases of the dataset (or branch), oldest first; expired ones too if asked."""
+    return _leases.list_leases(_lease_store(uri, storage_options, branch), include_expired=include_expired)

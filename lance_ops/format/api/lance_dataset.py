@@ -1,0 +1,860 @@
+"""The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_ops.format.api.arguments import check_readahead, check_scan_args, pop_ignored, sql_translator
+from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
+from lance_ops.format.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    RetryableCommitConflictError,
+    TagError,
+    UnsupportedFeatureError,
+    VersionRemovedError,
+)
+from lance_ops.format.index import describe as _describe
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
+from lance_ops.format.ops.cleanup import CleanupMode, CleanupStats, cleanup_old_versions, remove_orphan_files
+from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
+from lance_ops.format.ops.delete_update import plan_delete, plan_update
+from lance_ops.format.ops.index_build import (
+    build_indices,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
+from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.restore import RestoreResult, guarded_restore
+from lance_ops.format.ops.schema_evolution import (
+    NewColumns,
+    plan_add_columns,
+    plan_alter_columns,
+    plan_drop_columns,
+)
+from lance_ops.format.ops.write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    WriteMode,
+)
+from lance_ops.format.ops.write_and_commit import write_and_commit
+from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
+from lance_ops.format.read.projection import plan_projection
+from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, LeaseHandle, acquire_lease
+from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
+from lance_ops.format.table.refs import (
+    Branches,
+    Tags,
+    VersionRef,
+    branch_store,
+    create_branch,
+    find_root,
+    normalize_branch,
+    resolve_reference,
+)
+from lance_ops.format.txn.commit_loop import commit_transaction
+from lance_ops.format.txn.handlers import (
+    CommitHandler,
+    ConditionalPutCommitHandler,
+    checkout_manifest,
+    commit_handler_for,
+)
+from lance_ops.format.txn.idempotency import idempotency_key
+from lance_ops.format.txn.manifest_store import ManifestStore
+from lance_ops.format.txn.operations import Delete, Restore, Update, UpdateConfig
+from lance_ops.format.txn.transaction import Transaction, read_transaction_file
+
+
+class LanceDataset:
+    """A Lance dataset checked out at one version."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        version: VersionRef = None,
+        branch: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        manifest_store: "ManifestStore | str | None" = None,
+    ):
+        self._store = ObjectStore(uri, storage_options)
+        self._storage_options = dict(storage_options or {})
+        self._handler = commit_handler_for(self._store, manifest_store)
+        if branch is None and (version is None or (isinstance(version, int) and not isinstance(version, bool))):
+            # the common case: a version of the dataset (or branch) at ``uri``; no ref is read
+            self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
+            return
+        latest, _ = checkout_manifest(self._store, None, self._handler)
+        root = find_root(self._store, latest.branch)
+        if branch is not None:
+            if isinstance(version, tuple | list):
+                raise InvalidArgumentError(f"pass either branch={branch!r} or a (branch, version) tuple, not both")
+            if isinstance(version, str) and not version.isdigit():  # a tag: it must point into ``branch``
+                tag_branch, _ = resolve_reference(root, version)
+                if tag_branch != normalize_branch(branch):
+                    raise TagError(f"{uri}: tag {version!r} points into branch {tag_branch or 'main'}, not {branch!r}")
+            else:
+                version = (branch, int(version) if version is not None else None)
+        target_branch, target = resolve_reference(root, version, current_branch=latest.branch)
+        if target_branch != latest.branch:
+            self._store = branch_store(root, target_branch)
+            self._handler = commit_handler_for(self._store, manifest_store)
+        self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
+
+    @classmethod
+    def _from_manifest(
+        cls, store: ObjectStore, manifest: Manifest, handler: CommitHandler | None = None
+    ) -> "LanceDataset":
+        self = cls.__new__(cls)
+        self._store = store
+        self._storage_options = dict(store.storage_options)
+        self._handler = handler or ConditionalPutCommitHandler(store)
+        self._scheme = self._handler.cached_scheme() or self._handler.list_versions()[0] or NamingScheme.V2
+        self._manifest = manifest
+        return self
+
+    # ----------------------------------------------------------- properties
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def version(self) -> int:
+        return self._manifest.version
+
+    @property
+    def branch(self) -> str | None:
+        """The branch this handle is on (None = main); its files live under ``<root>/tree/<branch>``."""
+        return self._manifest.branch
+
+    @property
+    def root_uri(self) -> str:
+        """URI of the root dataset (where tags, branch refs and main live); ``uri`` for main."""
+        return find_root(self._store, self.branch).uri
+
+    @property
+    def latest_version(self) -> int:
+        return self._handler.latest_version()
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        return self._manifest.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._manifest.schema.to_arrow()
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        return self._manifest.uses_stable_row_ids
+
+    @property
+    def data_storage_version(self) -> str:
+        return self._manifest.data_storage_version
+
+    def config(self) -> dict[str, str]:
+        """The table config of this version (a method, as in pylance)."""
+        return dict(self._manifest.config)
+
+    @property
+    def max_field_id(self) -> int:
+        return self._manifest.schema.max_field_id()
+
+    # -------------------------------------------------------------- indices
+    def describe_indices(self) -> list[_describe.IndexDescription]:
+        """The indices of this version (built by pylance), with their coverage, as pylance's
+        ``describe_indices``; ``num_rows_unindexed`` and ``coverage`` say what they miss."""
+        return _describe.describe_indices(self._manifest, f"{self.uri} version {self.version}")
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """One dict per index segment (name, type, uuid, fields, version, fragment_ids, base_id)."""
+        return _describe.list_indices(self.describe_indices())
+
+    def index_statistics(self, index_name: str) -> dict[str, Any]:
+        """Coverage statistics of one index (the keys of pylance's ``stats.index_stats``).
+
+        Raises:
+            KeyError: no index of that name.
+        """
+        for d in self.describe_indices():
+            if d.name == index_name:
+                return _describe.index_statistics(d)
+        raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
+
+    def create_scalar_index(
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+    ) -> None:
+        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
+        the handle moves to the new version (as pylance's).
+
+        Raises:
+            UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and an index of that name exists.
+        """
+        self._check_mutable()
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> None:
+        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
+        on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
+        to the new version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+
+        Raises:
+            UnsupportedFeatureError: another index type or metric, or not a vector column.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
+        """
+        self._check_mutable()
+        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def optimize_indices(
+        self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+    ) -> None:
+        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
+        segments with the new fragments as one.  Other kinds are left as they are.  The handle
+        moves to the new version (it stays where it is when there was nothing to do)."""
+        self._check_mutable()
+        plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    @property
+    def has_index(self) -> bool:
+        return bool(self._manifest.index_section) and bool(self.describe_indices())
+
+    # ------------------------------------------------------------- versions
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version: ``{"version", "timestamp", "metadata"}`` (summary stats as pylance)."""
+        out = []
+        for v in self._handler.list_versions()[1]:
+            m = self._handler.read_manifest(v).manifest
+            out.append(
+                {
+                    "version": v,
+                    "timestamp": datetime(1970, 1, 1) + timedelta(microseconds=m.timestamp_ns // 1000),
+                    "metadata": _summary(m),
+                }
+            )
+        return out
+
+    def checkout_version(self, version: VersionRef) -> "LanceDataset":
+        """Another version: an ``int`` of this branch, a tag name, or ``(branch, version)``
+        (``("main", 3)``, ``("dev", None)`` = latest of ``dev``), as pylance."""
+        return LanceDataset(
+            self.uri,
+            version=version,
+            storage_options=self._storage_options,
+            manifest_store=self._handler.manifest_store,
+        )
+
+    def checkout_latest(self) -> "LanceDataset":
+        return LanceDataset(
+            self.uri, storage_options=self._storage_options, manifest_store=self._handler.manifest_store
+        )
+
+    # ---------------------------------------------------------------- reads
+    def _pinned(self) -> "LanceDataset":
+        """A copy of this handle that a later mutation of this one does not move (fragments and
+        scanners read the version they were made from, as pylance's)."""
+        out = object.__new__(LanceDataset)
+        out.__dict__.update(self.__dict__)
+        return out
+
+    def get_fragments(self) -> list[LanceFragment]:
+        pinned = self._pinned()
+        return [LanceFragment(pinned, f) for f in self._manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        f = self._manifest.fragment(fragment_id)
+        return LanceFragment(self._pinned(), f) if f is not None else None
+
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
+        if filter is None:
+            return sum(f.num_rows for f in self._manifest.fragments)
+        return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | str | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        fragments: Sequence[FragmentMetadata] | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        check_scan_args(limit, offset, batch_size)
+        check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        return batches if finish is None else map(finish, batches)
+
+    def to_table(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | str | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        fragments: Sequence[FragmentMetadata] | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+    ) -> pa.Table:
+        """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
+        check_scan_args(limit, offset, batch_size)
+        check_readahead(batch_readahead, fragment_readahead)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        if finish is not None:  # nested paths / expressions: the schema is the projection's
+            empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
+            return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
+        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _scan(
+        self,
+        plan: ScanPlan,
+        fragments: Sequence[FragmentMetadata] | None,
+        limit: int | None,
+        offset: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pa.RecordBatch]:
+        return scan(
+            self._store,
+            self._manifest,
+            plan,
+            fragments=fragments,
+            limit=limit,
+            offset=offset,
+            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        )
+
+    # ------------------------------------------------------------ mutations
+    def _advance(self, manifest: Manifest | None) -> None:
+        """Move this handle to ``manifest``, the version a mutation just committed (pylance's
+        handles move in place); None (nothing was committed) leaves it where it is.
+
+        Every mutating method calls it once after its commit: ``self._advance(manifest)``.
+        """
+        if manifest is None:
+            return
+        self._manifest = manifest
+        self._scheme = self._handler.cached_scheme() or self._scheme
+
+    def _check_mutable(self) -> None:
+        """Refuse to commit from a detached version (outside the lineage); a checkout of an older
+        version of the lineage commits on top of the latest, through the conflict checks, as
+        pylance's does."""
+        if is_detached_version(self.version):
+            raise UnsupportedFeatureError(
+                f"{self.uri}: version {self.version} is detached (outside the lineage); lance_ops commits on "
+                "top of the latest version only: open the latest version to change the dataset"
+            )
+
+    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> Manifest:
+        """Commit ``operation`` read at this handle's version and move the handle to the result."""
+        self._check_mutable()
+        manifest = self._commit_on(self._manifest, operation, properties)
+        self._advance(manifest)
+        return manifest
+
+    def _retrying(
+        self, attempt: Callable[[Manifest], Manifest], conflict_retries: int, retry_timeout: timedelta
+    ) -> None:
+        """Run ``attempt`` (plan on a manifest, then commit on top of it) and move the handle to
+        the version it commits; a retryable conflict plans again on the latest version, up to
+        ``conflict_retries`` times within ``retry_timeout`` (pylance's ``delete`` / ``update``)."""
+        self._check_mutable()
+        self._handler.check_writable()
+        deadline = time.monotonic() + retry_timeout.total_seconds()
+        manifest = self._manifest
+        for retry in itertools.count():
+            try:
+                self._advance(attempt(manifest))
+                return
+            except RetryableCommitConflictError:
+                if retry >= conflict_retries or time.monotonic() > deadline:
+                    raise
+            manifest, _ = checkout_manifest(self._store, None, self._handler)
+
+    def _commit_on(
+        self, manifest: Manifest, operation: Any, properties: Mapping[str, str] | None
+    ) -> Manifest:
+        txn = Transaction(manifest.version, operation, properties=dict(properties or {}))
+        return commit_transaction(self._store, txn, handler=self._handler, known=manifest)
+
+    def delete(
+        self,
+        predicate: pc.Expression | str,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching ``predicate`` and move the handle to the new version (one is
+        committed also when nothing matched, as pylance's).  A retryable conflict deletes again
+        from the latest version (``conflict_retries``, ``retry_timeout`` as pylance's).
+
+        Returns:
+            ``{"num_deleted_rows": n}``, as pylance's ``DeleteResult``.
+        """
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        deleted = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal deleted
+            updated, removed, deleted = plan_delete(self._store, manifest, predicate)
+            return self._commit_on(manifest, Delete(updated, removed, str(predicate)), transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return DeleteResult(num_deleted_rows=deleted)
+
+    def update(
+        self,
+        values: Mapping[str, Any],
+        where: pc.Expression | str | None = None,
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> UpdateResult:
+        """Set columns to SQL expressions (``{"b": "b + 1"}``, as pylance), Expressions or scalars
+        on the rows matching ``where`` (SQL or an Expression; all rows if None) and move the
+        handle to the new version (committed also when nothing matched, as pylance).  A retryable
+        conflict updates again from the latest version, as pylance's.
+
+        With stable row ids the rows keep ``_rowid`` and ``_row_created_at_version``; their
+        ``_row_last_updated_at_version`` becomes the new version.
+
+        Returns:
+            ``{"num_rows_updated": n}``, as pylance's ``UpdateResult``.
+        """
+        idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        updated_rows = 0
+
+        def attempt(manifest: Manifest) -> Manifest:
+            nonlocal updated_rows
+            removed, updated, new, updated_rows = plan_update(
+                self._store, manifest, values, where, max_rows_per_file=max_rows_per_file
+            )
+            field_ids = [manifest.schema.field(n).id for n in values]
+            op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids)
+            return self._commit_on(manifest, op, transaction_properties)
+
+        self._retrying(attempt, conflict_retries, retry_timeout)
+        return UpdateResult(num_rows_updated=updated_rows)
+
+    def merge_insert(
+        self,
+        on: str | Sequence[str],
+        *,
+        target_filter: pc.Expression | str | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> MergeInsertBuilder:
+        """A merge_insert builder on the key column(s) ``on``, as pylance's
+        (``.when_matched_update_all().when_not_matched_insert_all().execute(data)``); ``execute``
+        moves this handle to the version it commits.
+
+        lance_ops-specific: ``target_filter`` restricts the target rows that can match (or be
+        deleted as not matched by source) to those it selects; ``max_rows_per_file`` caps the
+        new data files.
+        """
+        self._check_mutable()
+        return MergeInsertBuilder(self._store, self._manifest, self._handler, on, target_filter=target_filter,
+                                  max_rows_per_file=max_rows_per_file, on_commit=self._advance)
+
+    def restore(self, version: int | None = None) -> None:
+        """Make ``version`` (default: the checked-out one, as pylance's ``restore()``) the latest,
+        as a new version, and move the handle to it."""
+        target = self.version if version is None else version
+        self._handler.read_manifest(target)  # must exist
+        txn = Transaction(self.latest_version, Restore(target))
+        self._advance(commit_transaction(self._store, txn, handler=self._handler))
+
+    def restore_to(
+        self,
+        target: "int | str | datetime",
+        *,
+        tag_current: bool = True,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> RestoreResult:
+        """Guarded restore (:mod:`.ops.restore`): make ``target`` -- a version, a tag of this
+        branch, or a time (a ``datetime`` or ISO string: the version current then) -- the latest,
+        after tagging the current latest ``restore-before-<version>-<time>`` (undo: restore to
+        that tag).  The handle moves to the new version.
+
+        Raises:
+            VersionRemovedError: cleanup removed the target (nothing is written).
+            TagError: no such tag (or one of another branch).
+        """
+        self._check_mutable()
+        version = self._restore_target(target)
+        root = find_root(self._store, self.branch)
+
+        def commit(v: int, props: Mapping[str, str]) -> int:
+            txn = Transaction(self.latest_version, Restore(v), properties=dict(props))
+            manifest = commit_transaction(self._store, txn, handler=self._handler)
+            self._advance(manifest)
+            return manifest.version
+
+        return guarded_restore(self._store, root, self.branch, version, self.latest_version, commit, asked=target,
+                               tag_current=tag_current, transaction_properties=transaction_properties)
+
+    def _restore_target(self, target: "int | str | datetime") -> int:
+        if isinstance(target, datetime):
+            return self._version_at(target)
+        if isinstance(target, str) and not target.isdigit():
+            try:
+                return self._version_number(target)
+            except TagError:
+                try:
+                    when = datetime.fromisoformat(target)
+                except ValueError:
+                    raise TagError(f"{self.uri}: {target!r} is neither a tag nor an ISO 8601 time") from None
+                return self._version_at(when)
+        if isinstance(target, bool) or not isinstance(target, int | str):
+            raise ArgumentTypeError(f"restore target must be a version, a tag or a time, got {type(target).__name__}")
+        return int(target)
+
+    def _version_at(self, when: datetime) -> int:
+        """The version current at ``when`` (UTC when naive); VersionRemovedError when cleanup
+        removed it (a gap in the versions left makes the answer unknowable)."""
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        listed = [(v["version"], v["timestamp"]) for v in self.versions()]
+        older = [v for v, t in listed if t <= when]
+        later = [v for v, t in listed if t > when]
+        if not older or (later and later[0] != older[-1] + 1):
+            raise VersionRemovedError(
+                f"{self.uri}: the version current at {when.isoformat()} (UTC) was removed by cleanup (versions "
+                f"left: {listed[0][0]}..{listed[-1][0]})", uri=self.uri, version=older[-1] + 1 if older else None)
+        return older[-1]
+
+    def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
+        None removes the key; ``replace=True`` makes ``upsert_values`` the whole config, as in
+        pylance.  The handle moves to the new version.
+
+        Returns:
+            the config of the new version.
+        """
+        if not isinstance(upsert_values, Mapping):
+            raise ArgumentTypeError(f"update_config takes a mapping of str to str or None, got {type(upsert_values).__name__}")
+        upserts: dict[str, str] = {}
+        removes: list[str] = []
+        for k, v in upsert_values.items():
+            if not isinstance(k, str) or not k:
+                raise ArgumentTypeError(f"config keys must be non-empty strings, got {type(k).__name__} {k!r}")
+            if v is None:
+                removes.append(k)
+            elif isinstance(v, str):
+                upserts[k] = v
+            else:
+                raise ArgumentTypeError(f"config value of {k!r} must be a string or None (remove), got {type(v).__name__} {v!r}")
+        if replace:
+            removes = [k for k in self._manifest.config if k not in upserts]
+        return dict(self._commit(UpdateConfig(upserts, removes)).config)
+
+    def delete_config_keys(self, keys: Sequence[str]) -> None:
+        """Remove config keys (as pylance); the handle moves to the new version."""
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            raise ArgumentTypeError(f"delete_config_keys takes a list of key strings, got {keys!r}")
+        self._commit(UpdateConfig({}, list(keys)))
+
+    # ------------------------------------------------------ schema evolution
+    def add_columns(
+        self,
+        transforms: NewColumns,
+        read_columns: Sequence[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        """Add columns, as pylance's ``add_columns``; the handle moves to the new version.
+
+        ``transforms``: ``{name: SQL string or pc.Expression}`` (one new data file per
+        fragment), a ``pa.Field`` / list of fields / ``pa.Schema`` of all-null columns
+        (metadata only), or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
+        and returning a RecordBatch of the new columns.  Committed as a ``Merge``.
+        """
+        if reader_schema is not None:
+            raise UnsupportedFeatureError("add_columns: reader_schema (a RecordBatchReader of new values) is not supported")
+        self._handler.check_writable()
+        self._commit(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
+                                      sql=sql_translator()))
+
+    def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
+        """Rename, change nullability or cast columns, as pylance's ``alter_columns``: each
+        alteration a dict with ``path`` and any of ``name``, ``nullable``, ``data_type``.
+        Renames and nullability are a ``Project`` (metadata only); casts rewrite the column
+        under a new field id (a ``Merge``)."""
+        self._handler.check_writable()
+        self._commit(plan_alter_columns(self._store, self._manifest, alterations))
+
+    def drop_columns(self, columns: Sequence[str]) -> None:
+        """Drop columns (dotted paths for struct children), as pylance's ``drop_columns``: a
+        ``Project``, metadata only; ``compact_files`` then rewrites the data without them."""
+        self._handler.check_writable()
+        self._commit(plan_drop_columns(self._manifest, columns))
+
+    # ---------------------------------------------------------- maintenance
+    @property
+    def optimize(self) -> "_Optimize":
+        """pylance's ``ds.optimize`` namespace: ``ds.optimize.compact_files(...)``."""
+        return _Optimize(self)
+
+    def compact_files(self, **options: Any) -> CompactionMetrics:
+        """In-process compaction (options as pylance ``compact_files``); the handle moves to the
+        version it commits (it stays where it is when nothing was compacted or on ``dry_run``).
+
+        Returns:
+            CompactionMetrics (``version``: the committed version, None if none).
+        """
+        pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
+        if not options.get("dry_run"):
+            self._check_mutable()
+            self._handler.check_writable()  # before any task writes a file
+        metrics = compact_files(self._manifest, self.uri, storage_options=self._storage_options,
+                                manifest_store=self._handler.manifest_store, **options)
+        if metrics.version is not None and not metrics.dry_run:
+            self._advance(self._handler.read_manifest(metrics.version).manifest)
+        return metrics
+
+    def materialize_deletions(
+        self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
+    ) -> CompactionMetrics:
+        """Rewrite fragments whose deleted fraction is at least ``threshold``, dropping deleted rows."""
+        return self.compact_files(only_deletions=True, materialize_deletions_threshold=threshold, **options)
+
+    def _version_number(self, ref: VersionRef) -> int:
+        """A version of this branch named by a number or a tag."""
+        branch, v = resolve_reference(find_root(self._store, self.branch), ref, current_branch=self.branch,
+                                      current_version=self.version)
+        if branch != self.branch:
+            raise InvalidArgumentError(
+                f"{self.uri}: {ref!r} is version {v} of branch {branch or 'main'}, not of this handle's branch "
+                f"{self.branch or 'main'}; check out that branch first"
+            )
+        return v
+
+    def change_feed(
+        self, begin_version: VersionRef, end_version: VersionRef = None, *, on_schema_change: str = "evolve"
+    ) -> pa.Table:
+        """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns.
+
+        Versions may be numbers or tag names (of this branch).  The output has the end version's
+        columns plus ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``;
+        across schema changes earlier rows are mapped onto them by field id (added columns
+        null, renamed ones under the end name, dropped ones absent, casts applied), or with
+        ``on_schema_change="fail"`` a :class:`SchemaChangeError` is raised.
+        """
+        begin_version = self._version_number(begin_version)
+        end = self.version if end_version is None else self._version_number(end_version)
+        if not 0 <= begin_version <= end:
+            raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end}]")
+        schema = change_feed_schema(self.checkout_version(end).schema)
+        batches = change_feed_batches(
+            self._store, self._handler, begin_version, end, on_schema_change=on_schema_change  # type: ignore[arg-type]
+        )
+        return pa.Table.from_batches(list(batches), schema=schema)
+
+    # ------------------------------------------------------- tags, cleanup
+    @property
+    def tags(self) -> Tags:
+        """Tags of the dataset (stored at the root, pointing into any branch); an ``int``
+        reference means a version of this handle's branch, as in pylance."""
+        return Tags(find_root(self._store, self.branch), self.branch, self.version)
+
+    @property
+    def branches(self) -> Branches:
+        """Branches of the dataset: ``list()``, ``list_ordered()``, ``delete(name)``."""
+        return Branches(find_root(self._store, self.branch))
+
+    def create_branch(self, branch: str, reference: VersionRef = None) -> "LanceDataset":
+        """Create ``branch`` from ``reference`` (default: this version), as pylance: a shallow
+        clone under ``<root>/tree/<branch>`` that keeps using the source's files.
+
+        Returns:
+            the new branch, checked out at its first version (the source's version number).
+        """
+        root = find_root(self._store, self.branch)
+        src_branch, src_version = resolve_reference(
+            root, reference, current_branch=self.branch, current_version=self.version
+        )
+        src_store = branch_store(root, src_branch)
+        source, _ = checkout_manifest(src_store, src_version, commit_handler_for(src_store, self._handler.manifest_store))
+        store = create_branch(root, branch, source, normalize_branch(src_branch))
+        return LanceDataset(store.uri, storage_options=self._storage_options, manifest_store=self._handler.manifest_store)
+
+    def create_tag(self, name: str, version: VersionRef) -> None:
+        self.tags.create(name, version)
+
+    def delete_tag(self, name: str) -> None:
+        self.tags.delete(name)
+
+    def cleanup_old_versions(
+        self,
+        older_than: timedelta | None = None,
+        retain_versions: int = 1,
+        *,
+        dry_run: bool = False,
+        delete_unverified: bool = False,
+        retention_duration_check: bool = True,
+        mode: CleanupMode = "full",
+    ) -> CleanupStats:
+        """Remove old versions and the files only they use (see :mod:`lance_ops.format.ops.cleanup`).
+
+        ``older_than`` (default 14 days) below one hour is refused unless
+        ``retention_duration_check=False`` (Delta's VACUUM check); a negative one always is.
+        Versions a live lease pins are kept (``stats.protected_by_leases``).  ``mode="lite"``
+        derives the files from metadata without listing ``data/`` (routine cleanup).
+        """
+        self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
+        return cleanup_old_versions(
+            self._store,
+            older_than=timedelta(days=14) if older_than is None else older_than,
+            retain_versions=retain_versions,
+            dry_run=dry_run,
+            delete_unverified=delete_unverified,
+            retention_duration_check=retention_duration_check,
+            mode=mode,
+        )
+
+    def remove_orphan_files(
+        self, older_than: timedelta | None = None, *, dry_run: bool = False, retention_duration_check: bool = True
+    ) -> CleanupStats:
+        """The thorough sweep: remove files no version, branch, tag or detached version names,
+        older than ``older_than`` (default 7 days); ``dry_run`` reports files and bytes."""
+        self._handler.latest_version()
+        return remove_orphan_files(self._store, older_than=timedelta(days=7) if older_than is None else older_than,
+                                   dry_run=dry_run, retention_duration_check=retention_duration_check)
+
+    def lease(
+        self, ttl: timedelta | float = DEFAULT_LEASE_TTL, *, holder: str | None = None, auto_renew: bool = True
+    ) -> LeaseHandle:
+        """Pin this handle's version against cleanup: ``with ds.lease(ttl=timedelta(minutes=5)):``.
+
+        The lease is renewed in the background every third of ``ttl`` while held and released
+        on exit; a killed holder's lease expires ``ttl`` after its last renewal.
+
+        Raises:
+            VersionRemovedError: this version was removed by cleanup meanwhile.
+        """
+        lease = acquire_lease(self._store, self.version, ttl=ttl, holder=holder)
+        return LeaseHandle(self._store, lease, ttl, auto_renew=auto_renew)
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | pa.Array | None = None,
+        addresses: Sequence[int] | pa.Array | None = None,
+        indices: Sequence[int] | pa.Array | None = None,
+    ) -> list[BlobFile | None]:
+        """Payloads of a blob column as file-like objects, as pylance's ``take_blobs``: rows by
+        ``ids`` (``_rowid``), ``addresses`` (``_rowaddr``) or ``indices``; None for a null blob."""
+        return take_blobs(self._store, self._manifest, blob_column, ids=ids, addresses=addresses, indices=indices)
+
+    # ------------------------------------------------ pylance surface (issue 24)
+    def insert(self, data: Any, *, mode: WriteMode = "append", **kwargs: Any) -> None:
+        """Write ``data`` into this dataset (``write_dataset(data, self, mode=mode, **kwargs)``), as
+        pylance's ``insert``; the handle moves to the new version."""
+        kwargs.setdefault("storage_options", self._storage_options)
+        kwargs.setdefault("manifest_store", self._handler.manifest_store)
+        self._advance(write_and_commit(data, self.uri, mode=mode, **kwargs)[1])
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that created ``version`` of this branch (None when its manifest names
+        no transaction file), as pylance's ``read_transaction``.
+
+        Raises:
+            DatasetNotFoundError: no such version.
+        """
+        manifest = self._handler.read_manifest(version).manifest
+        if not manifest.transaction_file:
+            return None
+        return read_transaction_file(self._store, manifest.transaction_file)
+
+    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (``None``: remove) schema metadata keys in a new version, as pylance's
+        ``update_schema_metadata`` (an ``UpdateConfig`` with ``schema_metadata_updates``); with
+        ``replace`` the given keys become the whole metadata.
+
+        Returns:
+            the new version's schema metadata (the handle moves to the new version).
+        """
+        if not isinstance(values, Mapping):
+            raise ArgumentTypeError(f"update_schema_metadata takes a mapping of str to str or None, "
+                                    f"got {type(values).__name__}")
+        for k, v in values.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+                raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
+        self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
+        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
+        """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
+        return self.update_schema_metadata(new_metadata, replace=True)
+
+    @property
+    def stats(self) -> "LanceStats":
+        """pylance's ``ds.stats``: ``dataset_stats()`` and ``index_stats(name)``."""
+        return LanceStats(self)
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **kw: Any) -> "Scanner":
+        return Scanner(self._pinned(), columns, filter, kw)
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+def _summary(m: Manifest) -> dict[str, str]:
+    files = sum(len(f.files) for f in m.fragments)
+    deleted = sum(f.num_deleted_rows for f in m.fragments)
+    physical = sum(f.physical_rows for f in m.fragments)
+    return {
+        "total_data_file_rows": str(physical),
+        "total_data_files": str(files),
+        "total_deletion_file_rows": str(deleted),
+        "total_deletion_files": str(sum(1 for f in m.fragments if f.deletion_file is not None)),
+        "total_files_size": str(sum(df.file_size_bytes for f in m.fragments for df in f.files)),
+        "total_fragments": str(len(m.fragments)),
+        "total_rows": str(physical - deleted),
+    }

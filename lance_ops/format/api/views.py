@@ -1,0 +1,215 @@
+"""What a dataset handle hands out: its fragments (``LanceFragment``), deferred scans
+(``Scanner``), ``ds.stats`` and the ``ds.optimize`` namespace, as pylance's.
+
+Each holds the handle it came from (pinned to its version for fragments and scanners) and
+delegates to it; none commits on its own.
+"""
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_ops.format.errors import InvalidArgumentError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
+from lance_ops.format.ops.delete_update import plan_delete
+from lance_ops.format.ops.write import write_fragments
+from lance_ops.format.read.data_stats import DataStatistics, data_statistics
+from lance_ops.format.read.projection import plan_projection
+from lance_ops.format.read.scan import META_COLUMNS, plan_scan
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.manifest import Manifest
+from lance_ops.format.txn.manifest_store import ManifestStore
+
+
+class DatasetHandle(Protocol):
+    """What these views use of the :class:`.dataset.LanceDataset` that hands them out (the
+    handle sits above this module: imports flow downward)."""
+
+    _store: ObjectStore
+
+    @property
+    def manifest(self) -> Manifest: ...
+    @property
+    def lance_schema(self) -> LanceSchema: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    def to_batches(self, columns: Any = None, filter: Any = None, **kwargs: Any) -> Iterator[pa.RecordBatch]: ...
+    def to_table(self, columns: Any = None, filter: Any = None, **kwargs: Any) -> pa.Table: ...
+    def index_statistics(self, index_name: str) -> dict[str, Any]: ...
+    def compact_files(self, **options: Any) -> CompactionMetrics: ...
+    def optimize_indices(self, **kwargs: Any) -> None: ...
+
+
+#: ``LanceFragment.create`` writes one fragment (one data file), whatever its size
+_ONE_FILE = 1 << 62
+
+
+class LanceFragment:
+    """One fragment of a dataset version (read-only view)."""
+
+    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata) -> None:
+        self._ds = ds
+        self.metadata = meta
+
+    @property
+    def fragment_id(self) -> int:
+        return self.metadata.id
+
+    @property
+    def physical_rows(self) -> int:
+        return self.metadata.physical_rows
+
+    @property
+    def deletion_file(self) -> Any:
+        return self.metadata.deletion_file
+
+    def count_rows(self, filter: pc.Expression | str | None = None) -> int:
+        if filter is None:
+            return self.metadata.num_rows
+        return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
+
+    def to_batches(self, columns: Sequence[str] | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        return self._ds.to_batches(columns=columns, fragments=[self.metadata], **kwargs)
+
+    def to_table(self, columns: Sequence[str] | None = None, **kwargs: Any) -> pa.Table:
+        return self._ds.to_table(columns=columns, fragments=[self.metadata], **kwargs)
+
+    # ------------------------------------------------ pylance surface (issue 24)
+    @property
+    def num_deletions(self) -> int:
+        """Rows of this fragment marked deleted, as pylance's ``num_deletions``."""
+        return self.metadata.num_deleted_rows
+
+    def data_files(self) -> list[Any]:
+        """The fragment's data files (``DataFile``s), as pylance's ``data_files()``."""
+        return list(self.metadata.files)
+
+    def files(self) -> list[Any]:
+        """Alias of :meth:`data_files` (pylance's older name)."""
+        return self.data_files()
+
+    def delete(self, predicate: pc.Expression) -> FragmentMetadata | None:
+        """Write a deletion file for the rows matching ``predicate``; commits nothing.
+
+        Returns:
+            the fragment's new metadata (commit it with ``Delete``/``Update``), the unchanged
+            metadata when no row matched, or None when every row is now deleted (as pylance).
+        """
+        manifest = dataclasses.replace(self._ds.manifest, fragments=(self.metadata,))
+        updated, removed, _total = plan_delete(self._ds._store, manifest, predicate)
+        if removed:
+            return None
+        return updated[0] if updated else self.metadata
+
+    @staticmethod
+    def create(
+        dataset_uri: str,
+        data: Any,
+        fragment_id: int | None = None,
+        schema: pa.Schema | None = None,
+        max_rows_per_group: int = 1024,
+        progress: Any = None,
+        mode: str = "append",
+        *,
+        data_storage_version: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        manifest_store: "ManifestStore | str | None" = None,
+    ) -> FragmentMetadata:
+        """Write ``data`` (any input :func:`write_dataset` takes) as one uncommitted fragment of the
+        dataset at ``dataset_uri``, as pylance's ``LanceFragment.create``; commit it with
+        ``commit(uri, Append([fragment]), read_version=...)``.  ``fragment_id`` (default 0) is
+        replaced at commit as pylance does; ``max_rows_per_group`` and ``progress`` are accepted
+        and ignored (lance_ops sizes pages itself).
+        """
+        if mode not in ("append", "overwrite", "create"):
+            raise InvalidArgumentError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
+        frags = write_fragments(data, dataset_uri, schema=schema, max_rows_per_file=_ONE_FILE,
+                                storage_options=storage_options, data_storage_version=data_storage_version,
+                                manifest_store=manifest_store)
+        if not frags:
+            raise InvalidArgumentError(f"{dataset_uri}: LanceFragment.create got no rows to write")
+        return dataclasses.replace(frags[0], id=fragment_id or 0)
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+class Scanner:
+    """A deferred scan (``ds.scanner(...).to_table()``), as in pylance."""
+
+    def __init__(self, ds: DatasetHandle, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
+        self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        kw = self._kw
+        columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
+        out = plan_scan(
+            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
+        ).out_schema
+        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
+
+    def to_table(self) -> pa.Table:
+        return self._ds.to_table(self._columns, self._filter, **self._kw)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return self._ds.to_batches(self._columns, self._filter, **self._kw)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        """Rows the scan yields (its filter, limit and offset applied); no column is decoded
+        beyond what the filter reads."""
+        kw = {k: v for k, v in self._kw.items() if k not in ("with_row_id", "with_row_address")}
+        return sum(b.num_rows for b in self._ds.to_batches([], self._filter, **kw))
+
+
+
+class LanceStats:
+    """``LanceDataset.stats``, as pylance's ``LanceStats``."""
+
+    def __init__(self, ds: DatasetHandle) -> None:
+        self._ds = ds
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """``{"num_deleted_rows", "num_fragments", "num_small_files"}``; a small file is a
+        fragment of fewer than ``max_rows_per_group`` physical rows (as pylance counts)."""
+        frags = self._ds.manifest.fragments
+        return {
+            "num_deleted_rows": sum(f.num_deleted_rows for f in frags),
+            "num_fragments": len(frags),
+            "num_small_files": sum(1 for f in frags if f.physical_rows < max_rows_per_group),
+        }
+
+    def index_stats(self, index_name: str) -> dict[str, Any]:
+        """Statistics of one index (:meth:`LanceDataset.index_statistics`)."""
+        return self._ds.index_statistics(index_name)
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes on disk per field (:func:`.data_stats.data_statistics`), as pylance's."""
+        return data_statistics(self._ds._store, self._ds.manifest)
+
+
+class _Optimize:
+    """``LanceDataset.optimize`` (as in pylance)."""
+
+    def __init__(self, ds: DatasetHandle) -> None:
+        self._ds = ds
+
+    def compact_files(self, **options: Any) -> CompactionMetrics:
+        """In-process compaction (options as pylance ``compact_files``); moves the handle to the
+        new version; returns CompactionMetrics."""
+        return self._ds.compact_files(**options)
+
+    def optimize_indices(self, **kwargs: Any) -> None:
+        """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
+        moves the handle to the new version."""
+        self._ds.optimize_indices(**kwargs)
+
+

@@ -1,0 +1,1 @@
+"""Object storage: the fsspec-backed store with conditional puts."""

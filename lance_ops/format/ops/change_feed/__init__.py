@@ -1,0 +1,1 @@
+"""The change feed between two versions: plans, tasks, row diffs, schema history."""

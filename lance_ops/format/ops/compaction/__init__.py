@@ -1,0 +1,1 @@
+"""Compaction: plans, rewrite tasks, small-file groups, what happens to indices."""

@@ -1,0 +1,486 @@
+"""Schema evolution planned as pylance 14 plans it: ``add_columns``, ``alter_columns``, ``drop_columns``.
+
+What each commits (checked against pylance 14's transactions):
+
+- new columns computed from SQL expressions or a batch UDF: one more data file per fragment
+  holding the new field ids (``max_field_id + 1, ...``), committed as a ``Merge`` of every
+  fragment and the new schema; with stable row ids the rows' ``_row_last_updated_at_version``
+  becomes the new version (``build``);
+- all-null columns (a ``pa.Field`` / list of fields / ``pa.Schema``): a ``Merge`` with the
+  fragments unchanged, metadata only (readers synthesise the nulls);
+- renames and nullability: a ``Project`` (metadata only);
+- casts (integer to integer, float to float, string/binary widths, decimals, lists of those, as
+  pylance's ``is_upcast_downcast``): the column rewritten under a new field id in one more data
+  file per fragment, a ``Merge``; data files left with no field of the schema are dropped;
+- ``drop_columns``: a ``Project``; data files left with no field are dropped when applied.
+
+The planners write data files but commit nothing; a failure while writing removes the files
+this call wrote.
+"""
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.acero as acero
+import pyarrow.compute as pc
+
+from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
+from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
+from lance_ops.format.schema import LanceField, LanceSchema
+from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.manifest import Manifest
+from lance_ops.format.txn.operations import Merge, Project
+
+#: what ``add_columns`` takes: SQL expressions by name, all-null fields, or a batch UDF
+NewColumns = Mapping[str, "str | pc.Expression"] | pa.Field | Sequence[pa.Field] | pa.Schema | Callable[..., Any]
+_Compute = Callable[[pa.Table], pa.Table]
+
+
+def manifest_max_field_id(m: Manifest) -> int:
+    """The largest field id the schema or any data file uses (a new field gets the next one),
+    as pylance's ``Manifest::max_field_id``: ids of dropped columns are never reused."""
+    in_files = (fid for f in m.fragments for df in f.files for fid in df.fields)
+    return max(m.schema.max_field_id(), max(in_files, default=-1))
+
+
+def field_at(schema: LanceSchema, path: str) -> LanceField:
+    """The field at a dotted ``path`` (``"s.x"``: child ``x`` of struct ``s``).
+
+    Raises:
+        InvalidArgumentError: no such column, with pylance's message.
+    """
+    parts = path.split(".")
+    candidates = schema.top_level()
+    found: LanceField | None = None
+    for part in parts:
+        found = next((c for c in candidates if c.name == part), None)
+        if found is None:
+            raise InvalidArgumentError(f"Column {path} does not exist in the dataset")
+        candidates = schema.children(found.id)
+    assert found is not None
+    return found
+
+
+# ------------------------------------------------------------------ add_columns
+def plan_add_columns(
+    store: ObjectStore,
+    manifest: Manifest,
+    transforms: NewColumns,
+    read_columns: Sequence[str] | None = None,
+    *,
+    batch_size: int | None = None,
+    sql: Callable[[str, pa.Schema], pc.Expression] | None = None,
+) -> Merge:
+    """The ``Merge`` adding the columns ``transforms`` defines (see the module docstring).
+
+    Args:
+        transforms: ``{name: SQL string or pc.Expression}``; a ``pa.Field``, list of fields or
+            ``pa.Schema`` of all-null columns; or a callable taking a RecordBatch of
+            ``read_columns`` (live rows only, as pylance) and returning a RecordBatch (or Table)
+            of the new columns, same row count.
+        sql: translates a SQL string over the dataset's Arrow schema to an expression.
+
+    Raises:
+        InvalidArgumentError: a name already in the dataset, a reserved name, an unknown column
+            in ``read_columns``, a UDF returning the wrong number of rows.
+        SchemaError: an expression that cannot be computed on the dataset's columns.
+    """
+    if isinstance(transforms, pa.Schema | pa.Field) or _is_field_list(transforms):
+        return _all_null_merge(manifest, _as_schema(transforms))
+    if isinstance(transforms, Mapping):
+        return _sql_merge(store, manifest, transforms, batch_size, sql)
+    if callable(transforms):
+        return _udf_merge(store, manifest, transforms, read_columns, batch_size)
+    raise InvalidArgumentError(
+        f"add_columns takes a dict of name -> SQL expression, a pyarrow Field/Schema of all-null columns or a "
+        f"batch UDF, got {type(transforms).__name__}"
+    )
+
+
+def _is_field_list(x: object) -> bool:
+    return isinstance(x, list | tuple) and len(x) > 0 and all(isinstance(f, pa.Field) for f in x)
+
+
+def _as_schema(x: pa.Schema | pa.Field | Sequence[pa.Field]) -> pa.Schema:
+    if isinstance(x, pa.Schema):
+        return x
+    return pa.schema([x] if isinstance(x, pa.Field) else list(x))
+
+
+def _check_new_names(manifest: Manifest, names: Iterable[str]) -> None:
+    existing = {f.name for f in manifest.schema.top_level()}
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"add_columns: new column names {names} repeat a name")
+    for n in names:
+        if n in existing:
+            raise InvalidArgumentError(f"Column {n} already exists in the dataset {manifest.source or ''}".rstrip())
+        if n in RESERVED_COLUMNS:
+            raise InvalidArgumentError(f"add_columns: column name {n!r} is reserved for Lance metadata columns")
+
+
+def _new_fields(manifest: Manifest, arrow: pa.Schema) -> LanceSchema:
+    """``arrow`` as Lance fields numbered after every id the dataset ever used."""
+    return LanceSchema.from_arrow(arrow, start_id=manifest_max_field_id(manifest) + 1)
+
+
+def _merged(manifest: Manifest, added: LanceSchema) -> LanceSchema:
+    return dataclasses.replace(manifest.schema, fields=(*manifest.schema.fields, *added.fields))
+
+
+def _all_null_merge(manifest: Manifest, arrow: pa.Schema) -> Merge:
+    _check_new_names(manifest, arrow.names)
+    bad = [f.name for f in arrow if not f.nullable]
+    if bad:
+        raise InvalidArgumentError(f"All-null columns must be nullable, but field '{bad[0]}' is not.")
+    added = _new_fields(manifest, pa.schema(list(arrow)))
+    return Merge(list(manifest.fragments), _merged(manifest, added))
+
+
+def referenced_columns(schema: LanceSchema, exprs: Iterable[pc.Expression]) -> list[str]:
+    """Top-level columns an expression may read: every column whose name is a token of it
+    (a superset, as the scan planner's filter columns)."""
+    text = " ".join(str(e) for e in exprs)
+    tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return [f.name for f in schema.top_level() if f.name in tokens or f'"{f.name}"' in text]
+
+
+def _sql_merge(
+    store: ObjectStore,
+    manifest: Manifest,
+    transforms: Mapping[str, Any],
+    batch_size: int | None,
+    sql: Callable[[str, pa.Schema], pc.Expression] | None,
+) -> Merge:
+    _check_new_names(manifest, transforms)
+    arrow = manifest.schema.to_arrow()
+    exprs: dict[str, pc.Expression] = {}
+    for name, e in transforms.items():
+        if isinstance(e, pc.Expression):
+            exprs[name] = e
+        elif isinstance(e, str):
+            if sql is None:
+                raise UnsupportedFeatureError(
+                    f"add_columns: SQL string {e!r} for column {name!r}: SQL strings are not supported yet; "
+                    "pass a pyarrow.compute.Expression"
+                )
+            exprs[name] = sql(e, arrow)
+        else:
+            raise InvalidArgumentError(
+                f"add_columns: column {name!r} must be a SQL string or a pyarrow.compute.Expression, "
+                f"got {type(e).__name__}"
+            )
+    reads = referenced_columns(manifest.schema, exprs.values())
+    out_schema = _project(arrow.empty_table(), exprs, "").schema
+    # DataFusion's rule: nullable if an input column is (pylance: ``x * 2`` of a non-nullable x is
+    # not nullable); an expression naming a null literal may produce nulls whatever its inputs
+    nullable = {
+        n: any(manifest.schema.field(c).nullable for c in referenced_columns(manifest.schema, [e]))
+        or "null" in str(e).lower()
+        for n, e in exprs.items()
+    }
+    out_schema = pa.schema([pa.field(f.name, f.type, nullable[f.name]) for f in out_schema])
+    added = _new_fields(manifest, out_schema)
+
+    def compute(t: pa.Table) -> pa.Table:
+        return _project(t, exprs, manifest.source)
+
+    frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size)
+    return Merge(frags, _merged(manifest, added))
+
+
+def _project(table: pa.Table, exprs: Mapping[str, pc.Expression], where: str) -> pa.Table:
+    try:
+        return acero.Declaration.from_sequence([
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("project", acero.ProjectNodeOptions(list(exprs.values()), list(exprs))),
+        ]).to_table(use_threads=False)  # (callers run fragments in parallel; one output chunk)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        msg = str(e).split("\n", 1)[0]
+        shown = {k: str(v) for k, v in exprs.items()}
+        raise SchemaError(f"add_columns{' on ' + where if where else ''}: {shown} cannot be computed on the "
+                          f"columns {[f'{f.name}: {f.type}' for f in table.schema]}: {msg}") from None
+
+
+def _udf_merge(
+    store: ObjectStore,
+    manifest: Manifest,
+    udf: Callable[..., Any],
+    read_columns: Sequence[str] | None,
+    batch_size: int | None,
+) -> Merge:
+    names = [f.name for f in manifest.schema.top_level()]
+    reads = list(names if read_columns is None else read_columns)
+    unknown = [c for c in reads if c not in names]
+    if unknown:
+        raise InvalidArgumentError(f"add_columns: read_columns {unknown} are not in the dataset (columns {names})")
+    first = next((f for f in manifest.fragments if f.num_rows > 0), None)
+    if first is None:
+        raise InvalidArgumentError("add_columns: a batch UDF needs at least one row to learn its output schema")
+    probe = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1))
+    _check_new_names(manifest, probe.schema.names)
+    added = _new_fields(manifest, probe.schema)
+    target = added.to_arrow()
+
+    def compute(t: pa.Table) -> pa.Table:
+        return _call_udf(udf, t).cast(target)
+
+    frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size or DEFAULT_BATCH_SIZE)
+    return Merge(frags, _merged(manifest, added))
+
+
+def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
+    batch = t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=t.schema)
+    out = getattr(udf, "func", udf)(batch)  # pylance's @batch_udf keeps the function as ``func``
+    if hasattr(out, "to_batches") and not isinstance(out, pa.Table):  # a pandas DataFrame
+        out = pa.Table.from_pandas(out, preserve_index=False)
+    if isinstance(out, pa.RecordBatch):
+        out = pa.Table.from_batches([out])
+    if not isinstance(out, pa.Table):
+        raise InvalidArgumentError(f"add_columns: the UDF returned {type(out).__name__}, not a pyarrow RecordBatch")
+    if out.num_rows != t.num_rows:
+        raise InvalidArgumentError(
+            f"add_columns: the UDF returned {out.num_rows} rows for a batch of {t.num_rows}; it must return one row per row"
+        )
+    return out
+
+
+def schema_with_new_columns(manifest: Manifest, incoming: pa.Schema) -> LanceSchema:
+    """The dataset's schema with the columns of ``incoming`` it lacks appended as nullable
+    fields (Delta's ``mergeSchema``); the dataset's own schema object when nothing is new.
+
+    Columns present in both keep the dataset's type (the writer casts to it); a column of the
+    dataset missing from ``incoming`` is not removed.
+
+    Raises:
+        InvalidArgumentError: a new column with a reserved name.
+    """
+    existing = {f.name for f in manifest.schema.top_level()}
+    new = [f.with_nullable(True) for f in incoming if f.name not in existing]
+    if not new:
+        return manifest.schema
+    _check_new_names(manifest, [f.name for f in new])
+    return _merged(manifest, _new_fields(manifest, pa.schema(new)))
+
+
+# ------------------------------------------------------------- per-fragment files
+def _read_live(
+    store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, columns: Sequence[str], batch_size: int | None
+) -> tuple[pa.Table, np.ndarray | None]:
+    """Live rows of ``frag`` (``columns`` only) and their physical offsets (None: no deletions)."""
+    # row addresses only where rows are missing (or no column is read: they carry the row count)
+    with_addr = frag.deletion_file is not None or not columns
+    plan = plan_scan(manifest.schema, list(columns), None, False, with_addr)
+    size = batch_size or max(frag.physical_rows, 1)
+    batches = list(scan_fragment(store, manifest, frag, plan, batch_size=size))
+    t = pa.Table.from_batches(batches, schema=plan.out_schema)
+    if not with_addr:
+        return t, None
+    offsets = None
+    if frag.deletion_file is not None:
+        addr = t.column(ROW_ADDR).to_numpy()
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    return t.drop_columns([ROW_ADDR]), offsets
+
+
+def _to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:
+    """Values of the live rows placed at their offsets, null at deleted rows (pylance's updater
+    writes one value per physical row)."""
+    if offsets is None:
+        return values
+    idx = np.full(physical_rows, -1, dtype=np.int64)
+    idx[offsets] = np.arange(len(offsets), dtype=np.int64)
+    return values.take(pa.array(idx, mask=idx < 0))
+
+
+def _batches_of(t: pa.Table, size: int | None) -> Iterator[pa.Table]:
+    if size is None or t.num_rows <= size:
+        yield t
+        return
+    for start in range(0, t.num_rows, size):
+        yield t.slice(start, size)
+
+
+def add_column_files(
+    store: ObjectStore,
+    manifest: Manifest,
+    added: LanceSchema,
+    compute: _Compute,
+    read_columns: Sequence[str],
+    *,
+    batch_size: int | None = None,
+) -> list[FragmentMetadata]:
+    """Every fragment of ``manifest`` with one more data file: ``compute`` of its live rows'
+    ``read_columns`` (in batches of ``batch_size``, whole fragments if None), written with the
+    field ids of ``added``.  Two fragments at a time (decoding, kernels and encoding release
+    the GIL); on failure every file written is removed."""
+    target = added.to_arrow()
+    version = manifest.data_storage_version
+
+    def one(frag: FragmentMetadata) -> FragmentMetadata:
+        live, offsets = _read_live(store, manifest, frag, read_columns, None)
+        parts = [compute(part) for part in _batches_of(live, batch_size)]
+        values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
+        full = _to_physical(values, offsets, frag.physical_rows)
+        # encoded on this worker's thread: the two workers are the parallelism (through the
+        # one shared encoder thread they waited for each other)
+        new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
+                                   max_rows_per_file=max(frag.physical_rows, 1), background=False)
+        return frag.with_changes(files=(*frag.files, new[0].files[0]))
+
+    workers = max(1, min(2, os.cpu_count() or 1, len(manifest.fragments)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="lance_ops-add-columns") as pool:
+        futures = [pool.submit(one, f) for f in manifest.fragments]
+        wait(futures)
+    failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is not None:
+        done = [f.result() for f in futures if f.exception() is None]
+        discard_files(store, [d.with_changes(files=d.files[-1:]) for d in done])
+        raise failed
+    return [f.result() for f in futures]
+
+
+# ----------------------------------------------------------------- alter_columns
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """pylance's ``is_upcast_downcast``: a cast within one family of types."""
+    t = pa.types
+    if t.is_integer(src):
+        return t.is_integer(dst)
+    if t.is_floating(src):
+        return t.is_floating(dst)
+    if t.is_string(src) or t.is_large_string(src):
+        return t.is_string(dst) or t.is_large_string(dst)
+    if t.is_binary(src) or t.is_large_binary(src):
+        return t.is_binary(dst) or t.is_large_binary(dst)
+    if t.is_decimal(src):
+        return t.is_decimal(dst)
+    if t.is_list(src) or t.is_large_list(src) or t.is_fixed_size_list(src):
+        if t.is_list(dst) or t.is_large_list(dst) or t.is_fixed_size_list(dst):
+            return _castable(src.value_type, dst.value_type)
+    return False
+
+
+def plan_alter_columns(
+    store: ObjectStore, manifest: Manifest, alterations: Sequence[Mapping[str, Any]]
+) -> Merge | Project:
+    """The ``Project`` (renames, nullability) or ``Merge`` (with casts) of pylance's
+    ``alter_columns``: each alteration a dict with ``path`` and any of ``name``,
+    ``nullable``, ``data_type``.
+
+    Raises:
+        InvalidArgumentError: unknown column or key, a cast pylance refuses, nulls in a column
+            made non-nullable, a duplicate name after renaming.
+    """
+    schema = manifest.schema
+    fields = {f.id: f for f in schema.fields}
+    casts: list[tuple[LanceField, pa.DataType]] = []
+    for alt in alterations:
+        if not isinstance(alt, Mapping) or "path" not in alt:
+            raise InvalidArgumentError(f"alter_columns: each alteration is a dict with a 'path', got {alt!r}")
+        extra = set(alt) - {"path", "name", "nullable", "data_type"}
+        if extra:
+            raise InvalidArgumentError(f"alter_columns: unknown key(s) {sorted(extra)} in {alt!r}")
+        src = field_at(schema, alt["path"])
+        f = fields[src.id]
+        if alt.get("name") is not None:
+            f = dataclasses.replace(f, name=str(alt["name"]))
+        if alt.get("nullable") is not None:
+            if src.nullable and not alt["nullable"]:
+                _check_no_nulls(store, manifest, alt["path"])
+            f = dataclasses.replace(f, nullable=bool(alt["nullable"]))
+        fields[src.id] = f
+        if alt.get("data_type") is not None:
+            casts.append((src, alt["data_type"]))
+    renamed = dataclasses.replace(schema, fields=tuple(fields[f.id] for f in schema.fields))
+    _check_unique_siblings(renamed)
+    if not casts:
+        return Project(renamed)
+    return _cast_merge(store, manifest, renamed, casts)
+
+
+def _check_unique_siblings(schema: LanceSchema) -> None:
+    seen: set[tuple[int, str]] = set()
+    for f in schema.fields:
+        if (f.parent_id, f.name) in seen:
+            raise InvalidArgumentError(f"alter_columns: two columns would be named {f.name!r}")
+        seen.add((f.parent_id, f.name))
+
+
+def _check_no_nulls(store: ObjectStore, manifest: Manifest, path: str) -> None:
+    top = path.split(".")[0]
+    for frag in manifest.fragments:
+        live, _ = _read_live(store, manifest, frag, [top], None)
+        col = live.column(top)
+        for part in path.split(".")[1:]:
+            col = pc.struct_field(col, part)
+        if col.null_count:
+            raise InvalidArgumentError(f'Column "{path}" contains NULL values and cannot be made non-nullable')
+
+
+def _cast_merge(
+    store: ObjectStore, manifest: Manifest, schema: LanceSchema, casts: list[tuple[LanceField, pa.DataType]]
+) -> Merge:
+    next_id = manifest_max_field_id(manifest) + 1
+    replaced: dict[int, tuple[LanceField, ...]] = {}
+    reads: list[str] = []
+    for src, dtype in casts:
+        if src.parent_id != -1:
+            raise UnsupportedFeatureError(f"alter_columns: casting nested field {src.name!r} is not supported")
+        old_type = manifest.schema.arrow_field(src.id).type
+        if not (_castable(old_type, dtype)):
+            raise InvalidArgumentError(f'Cannot cast column "{src.name}" from {old_type} to {dtype}')
+        cur = schema.field_by_id(src.id)
+        new = LanceSchema.from_arrow(pa.schema([pa.field(cur.name, dtype, cur.nullable)]), start_id=next_id)
+        next_id = new.max_field_id() + 1
+        replaced[src.id] = new.fields
+        reads.append(src.name)
+    gone = {g.id for sid in replaced for g in schema.subtree(sid)}
+    out: list[LanceField] = []
+    for f in schema.fields:
+        if f.id in replaced:
+            out.extend(replaced[f.id])
+        elif f.id not in gone:
+            out.append(f)
+    new_schema = dataclasses.replace(schema, fields=tuple(out))
+    added = LanceSchema(fields=tuple(x for sid in replaced for x in replaced[sid]), metadata={})
+    target = added.to_arrow()
+    names = dict(zip(reads, target.names, strict=True))
+
+    def compute(t: pa.Table) -> pa.Table:
+        try:
+            cols = [t.column(r).cast(target.field(names[r]).type, safe=True) for r in reads]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise InvalidArgumentError(f"alter_columns: cast of {reads} to {target} failed: {e}") from None
+        return pa.Table.from_arrays(cols, schema=target)
+
+    frags = add_column_files(store, manifest, added, compute, reads)
+    keep = set(new_schema.field_ids())
+    frags = [f.with_changes(files=tuple(df for df in f.files if keep.intersection(df.fields))) for f in frags]
+    return Merge(frags, new_schema)
+
+
+# ------------------------------------------------------------------ drop_columns
+def plan_drop_columns(manifest: Manifest, columns: Sequence[str]) -> Project:
+    """The ``Project`` of pylance's ``drop_columns`` (dotted paths drop struct children).
+
+    Raises:
+        InvalidArgumentError: an unknown column, or every column dropped.
+    """
+    if isinstance(columns, str):
+        raise InvalidArgumentError(f"drop_columns takes a list of column names, got the string {columns!r}")
+    schema = manifest.schema
+    gone: set[int] = set()
+    for c in columns:
+        gone.update(f.id for f in schema.subtree(field_at(schema, c).id))
+    kept = tuple(f for f in schema.fields if f.id not in gone)
+    if not any(f.parent_id == -1 for f in kept):
+        raise InvalidArgumentError("Cannot drop all columns from a dataset")
+    return Project(dataclasses.replace(schema, fields=kept))

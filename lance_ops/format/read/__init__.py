@@ -1,0 +1,1 @@
+"""The read path: scans, projections, blob payloads, data statistics."""

@@ -1,0 +1,76 @@
+"""``LanceOperation``: pylance's constructors of the operations ``commit`` takes.
+
+Code written for pylance builds operations as ``LanceOperation.Overwrite(new_schema, fragments)``,
+``LanceOperation.UpdateConfig(config_updates=LanceOperation.UpdateMap({...}))``; this namespace
+builds lance_ops' operations (:mod:`.operations`) from the same arguments, so such code runs on
+``lance_ops.format`` unchanged.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
+from lance_ops.format.schema import LanceSchema
+from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.txn.operations import Append, Delete, Overwrite, Restore, UpdateConfig
+
+
+@dataclass
+class UpdateMap:
+    """Changes to a metadata map (pylance's ``LanceOperation.UpdateMap``): key -> value, None =
+    delete the key; ``replace`` replaces the whole map."""
+
+    updates: Mapping[str, str | None] = field(default_factory=dict)
+    replace: bool = False
+
+
+def _overwrite(new_schema: pa.Schema | LanceSchema, fragments: Sequence[FragmentMetadata],
+               **kwargs: object) -> Overwrite:
+    """pylance's ``Overwrite(new_schema, fragments)``: the field ids of a ``pa.Schema`` are those
+    its fragments were written with (assigned from 0, as ``write_fragments`` assigns them)."""
+    if kwargs:
+        raise UnsupportedFeatureError(f"LanceOperation.Overwrite: {sorted(kwargs)} are not supported by lance_ops")
+    schema = new_schema if isinstance(new_schema, LanceSchema) else LanceSchema.from_arrow(new_schema)
+    return Overwrite(list(fragments), schema)
+
+
+def _update_config(
+    config_updates: UpdateMap | None = None,
+    table_metadata_updates: UpdateMap | None = None,
+    schema_metadata_updates: UpdateMap | None = None,
+    field_metadata_updates: Mapping[int, UpdateMap] | None = None,
+) -> UpdateConfig:
+    """pylance's ``UpdateConfig(config_updates=, schema_metadata_updates=, ...)``."""
+    if table_metadata_updates is not None or field_metadata_updates:
+        raise UnsupportedFeatureError("LanceOperation.UpdateConfig: table and field metadata updates are not "
+                                      "supported by lance_ops (config and schema metadata are)")
+    for name, m in (("config_updates", config_updates), ("schema_metadata_updates", schema_metadata_updates)):
+        if m is not None and not isinstance(m, UpdateMap):
+            raise ArgumentTypeError(f"{name} must be a LanceOperation.UpdateMap, got {type(m).__name__}")
+    upserts: dict[str, str] = {}
+    deletes: list[str] = []
+    if config_updates is not None:
+        if config_updates.replace:
+            raise UnsupportedFeatureError("LanceOperation.UpdateConfig: replacing the whole config "
+                                          "(UpdateMap(replace=True)) is not supported by lance_ops")
+        for k, v in config_updates.updates.items():
+            if v is None:
+                deletes.append(k)
+            else:
+                upserts[k] = v
+    sm = schema_metadata_updates
+    return UpdateConfig(upserts, deletes, dict(sm.updates) if sm is not None else None,
+                        bool(sm.replace) if sm is not None else False)
+
+
+class LanceOperation:
+    """pylance's ``lance.LanceOperation`` namespace, building lance_ops operations."""
+
+    UpdateMap = UpdateMap
+    Append = Append
+    Delete = Delete
+    Restore = Restore
+    Overwrite = staticmethod(_overwrite)
+    UpdateConfig = staticmethod(_update_config)
