@@ -37,12 +37,17 @@ def build_many_files(path: str, files: int, versions: int) -> str:
     lf.write_dataset(make_table(1_000), path, max_rows_per_file=1_000)
     base = lf.dataset(path)
     frag = base.manifest.fragments[0]
-    src = os.path.join(path, "data", frag.files[0].path)
+    first = os.path.join(path, "data", frag.files[0].path)
     schema = base.lance_schema
+    made = 0
     for v in range(1, versions):
         frags = []
         for j in range(per):
             name = f"v{v}-{j}.lance"
+            if made % 10_000 == 0:  # a fresh inode every 10,000 names (ext4 allows 65,000 links)
+                src = os.path.join(path, "data", f"source-{made}.bin")
+                shutil.copyfile(first, src)
+            made += 1
             os.link(src, os.path.join(path, "data", name))
             df = dataclasses.replace(frag.files[0], path=name)
             frags.append(dataclasses.replace(frag, id=j, files=(df,)))

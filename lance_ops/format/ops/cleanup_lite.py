@@ -7,8 +7,10 @@ version that stays names it.  Files are immutable and uniquely named, so a file 
 run of versions: if the boundary does not name it, no later version does, unless a later
 commit brings it back -- a ``Restore`` (it names the restored version's files again) or an
 operation whose own fragments name it.  Those are found in the transactions committed since
-(``_transactions/`` is listed, not ``data/``); a transaction lance_ops cannot model makes it
-read the manifests of every version from the boundary on.  Versions pinned below the boundary
+(``_transactions/`` is listed, not ``data/``; each is parsed for its kind and searched for data
+file paths, never decoded into fragments); a transaction of a kind that cannot be judged
+(clone, base changes, an undecodable one) makes it read the manifests of every version from
+the boundary on.  Versions pinned below the boundary
 (tags, branch sources, leases) stay and their manifests count as well; other branches and
 detached versions pin files through :mod:`..lineage`.
 
@@ -16,11 +18,12 @@ The work grows with the removed versions' files and the number of versions, neve
 table's total file count.
 """
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import singledispatch
 
-from lance_ops.format.errors import CorruptFileError, DatasetNotFoundError
+from lance_ops.format._proto import transaction_pb2
+from lance_ops.format.errors import DatasetNotFoundError
 from lance_ops.format.file.blob_columns import is_blob_field
 from lance_ops.format.index.metadata import INDICES_DIR
 from lance_ops.format.index.unreferenced import branch_index_uuids, index_uuids
@@ -28,9 +31,8 @@ from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table.leases import Lease
 from lance_ops.format.table.lineage import Pins, external_pins
 from lance_ops.format.table.manifest import Manifest, NamingScheme, read_manifest
-from lance_ops.format.txn.operations import Operation, Restore, Unmodelled
-from lance_ops.format.txn.orphans import FileSet, manifest_files, operation_files
-from lance_ops.format.txn.transaction import TRANSACTIONS_DIR, decode_transaction
+from lance_ops.format.txn.orphans import FileSet, manifest_files
+from lance_ops.format.txn.transaction import TRANSACTIONS_DIR
 
 __all__ = ["LitePlan", "lite_candidates", "plan_lite"]
 
@@ -91,22 +93,32 @@ def plan_lite(
     return plan
 
 
-@singledispatch
-def _brought_back(op: Operation, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
-    """Files a committed operation names (new fragments, updated deletion files, new indices);
-    None when they cannot be derived (then the manifests are read instead)."""
-    return operation_files(op)
+#: operations whose files are new, or named by their data file paths (found in the raw bytes)
+_PATH_NAMED = frozenset({"append", "delete", "overwrite", "create_index", "rewrite", "merge", "reserve_fragments",
+                         "update", "project", "update_config", "data_replacement"})
+#: a data file path inside transaction bytes; a match may start with the string's length byte
+_DATA_PATH = re.compile(rb"[A-Za-z0-9_./-]+\.lance")
 
 
-@_brought_back.register
-def _(op: Restore, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
-    m = manifest_of(op.version)
-    return manifest_files(m) if m is not None else FileSet()
-
-
-@_brought_back.register
-def _(op: Unmodelled, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
-    return None
+def _brought_back(raw: bytes, manifest_of: Callable[[int], Manifest | None]) -> FileSet | None:
+    """Files a committed transaction may name again: a ``Restore`` names its target's files;
+    other operations name data files by path (every ``*.lance`` string in the bytes, which
+    over-approximates, so only keeps more); None for an operation that cannot be judged (then
+    the manifests are read instead).  Deletion files and indices come back only through a
+    restore: a commit that keeps one names it in the boundary too."""
+    t = transaction_pb2.Transaction()
+    try:
+        t.ParseFromString(raw)
+    except Exception:  # noqa: BLE001 - undecodable: judge by the manifests
+        return None
+    kind = t.WhichOneof("operation")
+    if kind == "restore":
+        m = manifest_of(t.restore.version)
+        return manifest_files(m) if m is not None else FileSet()
+    if kind not in _PATH_NAMED:
+        return None
+    found = {m.decode("ascii") for m in _DATA_PATH.findall(raw)}
+    return FileSet(data={f"data/{p}" for name in found for p in (name, name[1:])})
 
 
 def _reintroduced_since(
@@ -123,11 +135,9 @@ def _reintroduced_since(
             continue
         rel = f"{TRANSACTIONS_DIR}/{name}"
         try:
-            files = _brought_back(decode_transaction(store.read(rel), store.full_path(rel)).operation, manifest_of)
+            files = _brought_back(store.read(rel), manifest_of)
         except FileNotFoundError:
             continue
-        except CorruptFileError:
-            files = None
         if files is None:  # not derivable: every version from the boundary on, by its manifest
             return _files_of_range(store, scheme, first, last)
         out |= files
