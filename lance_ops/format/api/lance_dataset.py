@@ -50,7 +50,7 @@ from lance_ops.format.read.projection import plan_projection
 from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, LeaseHandle, acquire_lease
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
 from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
 from lance_ops.format.table.refs import (
     Branches,
@@ -766,6 +766,10 @@ class LanceDataset:
         self._handler.latest_version()
         return remove_orphan_files(self._store, older_than=timedelta(days=7) if older_than is None else older_than,
                                    dry_run=dry_run, retention_duration_check=retention_duration_check)
+
+    def leases(self, *, include_expired: bool = False) -> "list[Lease]":
+        """The live leases of this dataset (branch), oldest first; expired ones too if asked."""
+        return list_leases(self._store, include_expired=include_expired)
 
     def lease(
         self, ttl: timedelta | float = DEFAULT_LEASE_TTL, *, holder: str | None = None, auto_renew: bool = True
