@@ -33,6 +33,7 @@ with its files, and the stats say which leases kept what.
 import re
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
@@ -62,6 +63,9 @@ DEFAULT_ORPHAN_GRACE = timedelta(days=7)
 #: the shortest ``older_than`` cleanup accepts unless ``retention_duration_check=False``: readers
 #: and commits in flight may still need versions younger than this (Delta's VACUUM check)
 MIN_RETENTION = timedelta(hours=1)
+#: files deleted at once by a cleanup with many to remove (pylance's ``delete_concurrency``)
+DELETE_CONCURRENCY = 8
+_PARALLEL_DELETES_FROM = 256
 
 
 @dataclass(frozen=True)
@@ -430,12 +434,18 @@ def _stale_temps(store: ObjectStore, grace_cut: float) -> dict[str, int]:
 def _remove(store: ObjectStore, paths: list[str], index_files: dict[str, int]) -> int:
     """Delete ``paths`` (files, after the manifests are gone: a version disappears before its
     files do, so no reader sees a hole); the number of deletes that failed."""
-    failed = 0
-    for rel in paths:
+    def one(rel: str) -> int:
         try:
             store.delete(rel)  # a file already gone (another cleanup) is not an error
         except (OSError, ObjectStoreError):
-            failed += 1
+            return 1
+        return 0
+
+    if len(paths) < _PARALLEL_DELETES_FROM:
+        failed = sum(map(one, paths))
+    else:  # deletes wait on the store (a syscall, a request), not on Python: a few at a time
+        with ThreadPoolExecutor(DELETE_CONCURRENCY) as pool:
+            failed = sum(pool.map(one, paths, chunksize=64))
     prune_empty_index_dirs(store, index_files)
     return failed
 
