@@ -444,8 +444,9 @@ def _remove(store: ObjectStore, paths: list[str], index_files: dict[str, int]) -
     if len(paths) < _PARALLEL_DELETES_FROM:
         failed = sum(map(one, paths))
     else:  # deletes wait on the store (a syscall, a request), not on Python: a few at a time
+        batches = [paths[i::DELETE_CONCURRENCY] for i in range(DELETE_CONCURRENCY)]
         with ThreadPoolExecutor(DELETE_CONCURRENCY) as pool:
-            failed = sum(pool.map(one, paths, chunksize=64))
+            failed = sum(pool.map(lambda batch: sum(map(one, batch)), batches))
     prune_empty_index_dirs(store, index_files)
     return failed
 
