@@ -297,6 +297,37 @@ def case_scan_sql_filter(fx: Fixtures, p: Any) -> Case:
                "written_by": "pylance"},
     )
 
+#: a selective filter (~0.1% of the rows, the selectivity pylance's heuristic assumes) whose
+#: projection holds a column the filter does not read (``s``: late in both libraries)
+SCAN_SELECTIVE_FILTER = "x < 0.001"
+
+
+def case_scan_late_materialization(fx: Fixtures, p: Any) -> Case:
+    """``to_table(filter=SCAN_SELECTIVE_FILTER)`` of every column on the pylance-written 2.2
+    dataset, each library with its default ``late_materialization`` (``s`` is taken after the
+    filter, decoding only the chunks holding the passing rows)."""
+    lance = _pylance()
+    path = fx.scan_dataset_22("pylance")
+
+    def ours() -> int:
+        return lf.dataset(path).to_table(filter=SCAN_SELECTIVE_FILTER).num_rows
+
+    def theirs() -> int:
+        return lance.dataset(path).to_table(filter=SCAN_SELECTIVE_FILTER).num_rows
+
+    table = fx.table()
+    return Case(
+        "scan_late_materialization",
+        {"lance_ops": ours, "pylance": theirs},
+        work=table.nbytes / MB,
+        unit="MB/s",
+        reps=p.reps,
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        extra={"rows": table.num_rows, "filter": SCAN_SELECTIVE_FILTER, "data_storage_version": "2.2",
+               "written_by": "pylance"},
+    )
+
+
 def case_append(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     out = _fresh_dirs(fx, "append", ["lance_ops", "pylance"])
@@ -330,7 +361,7 @@ def case_append(fx: Fixtures, p: Any) -> Case:
         unit="commits/s",
         reps=p.small_reps,
         prepare=prepare,
-        target=Target("ratio", 1.5, "commit latency <= 1.5x pylance"),
+        target=Target("ratio", 1.0, "commit latency <= 1.0x pylance"),
         per_op=n,
         extra={"appends": n, "rows_per_append": rows},
         after=after,
@@ -385,7 +416,7 @@ def delete_case(fx: Fixtures, p: Any, name: str, template: str, extra: dict[str,
         unit="rows/s",
         reps=p.reps,
         prepare=prepare,
-        target=Target("ratio", 1.5, "time <= 1.5x pylance"),
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
         extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL, **(extra or {})},
         cleanup=lambda: [remove(d) for d in out.values()],
     )
@@ -457,7 +488,7 @@ def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
         unit="rows/s",
         reps=p.small_reps,
         prepare=prepare,
-        target=Target("ratio", 1.5, "time <= 1.5x pylance"),
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
         extra={"fragments": frags, "live_rows": live, "target_rows_per_fragment": target,
                "indices": "BTREE(id), IVF_PQ(vec, 16 partitions, 4 sub-vectors)"},
         after=after,
@@ -556,7 +587,7 @@ def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
         unit="rows/s",
         reps=p.spark_reps,
         prepare=prepare,
-        target=Target("ratio", 1.5, "time on local[2] <= 1.5x pylance"),
+        target=Target("ratio", 1.0, "time on local[2] <= 1.0x pylance"),
         spark_variants=frozenset({"lance_ops"}),
         extra={
             "fragments": p.fragments,
@@ -760,6 +791,7 @@ CASES: dict[str, Callable[..., Case]] = {
     "scan_22_pylance_written": case_scan_22_pylance_written,
     "scan_projection_22_pylance_written": case_scan_projection_22_pylance_written,
     "scan_sql_filter": case_scan_sql_filter,
+    "scan_late_materialization": case_scan_late_materialization,
     "append_commit": case_append,
     "open_latest": case_open,
     "delete_10pct": case_delete,
@@ -775,4 +807,3 @@ CASES: dict[str, Callable[..., Case]] = {
     "merge_insert": case_merge_insert,
 }
 SPARK_CASES = frozenset({"compact_local2", "compact_scaling", "compact_memory"})
-

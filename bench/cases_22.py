@@ -168,7 +168,7 @@ def case_change_feed_22(fx: Fixtures, p: Any) -> Case:
         work=n_py,
         unit="rows/s",
         reps=p.reps,
-        target=Target("ratio", 2.0, "time <= 2x pylance"),
+        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
         extra={"base_rows": p.feed_rows, "versions": f"({begin}, {end}]", "feed_rows": n_py,
                **_about_22("pylance")},
     )
@@ -282,7 +282,7 @@ def case_open_many_fragments(fx: Fixtures, p: Any) -> Case:
         unit="opens/s",
         reps=max(p.small_reps, 5),
         prepare=lambda v: _forget_manifests(),
-        target=Target("ratio", 2.0, "open latency <= 2x pylance"),
+        target=Target("ratio", 1.0, "open latency <= 1.0x pylance"),
         extra={"fragments": p.small_fragments, **_about_22("pylance")},
     )
 

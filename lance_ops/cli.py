@@ -409,6 +409,18 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, list[str]]]:
                            f"{COMPACTION_DEFAULTS.target_rows_per_fragment})")
     p_inspect.add_argument("--manifest-store", default=COMMIT_DEFAULTS.manifest_store, metavar="PATH",
                            help=MANIFEST_STORE_HELP)
+    try:  # plan, maintain, history: the planner reads lance_ops.yaml (pydantic, pyyaml: the dagster extra)
+        from lance_ops.orchestration.planner.cli import add_commands as add_planner_commands
+    except ImportError as e:
+        if _missing_module(e) is None:
+            raise
+        for name in ("plan", "maintain", "history"):
+            stub = sub.add_parser(name, help=f"{name} (needs the dagster extra)")
+            stub.add_argument("planner_args", nargs=argparse.REMAINDER)
+            stub.set_defaults(missing=MissingDependencyError(f"lance-ops {name}", extra="dagster",
+                                                             missing=_missing_module(e)))
+    else:
+        add_planner_commands(sub)
     p_run = sub.add_parser("run", help="run a dataset job in this process (same options as the launchpad)")
     fields: dict[str, list[str]] = {}
     try:
@@ -452,6 +464,8 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None,
         return inspect_dataset(uri, storage_options=dict(args.storage_option), version=version,
                                small_fragment_rows=args.small_fragment_rows, out=out,
                                manifest_store=args.manifest_store)
+    if getattr(args, "planner_command", None) is not None:
+        return args.planner_command(args, out)
     if getattr(args, "missing", None) is not None:
         print(f"lance-ops: {args.missing}", file=sys.stderr)
         return 2

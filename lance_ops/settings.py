@@ -163,6 +163,18 @@ class PolicySettings(_Strict):
     freshness_cron: str = "*/15 * * * *"
     upsert_on: tuple[str, ...] = ("id",)  # default key columns of an upsert
     min_index_coverage: float = Field(default=0.9, ge=0, le=1)  # index_coverage check: warn below this share
+    # The maintenance planner (lance_ops.orchestration.planner; docs/ARCHITECTURE.md "The planner"):
+    min_unindexed_rows: int = Field(default=10_000, ge=1)  # optimize_indices at this many unindexed rows
+    num_indices_to_merge: int = Field(default=1, ge=0)  # catch-up as pylance's optimize_indices default
+    max_index_segments: int = Field(default=8, ge=1)  # more segments than this: merge them into one
+    cleanup_min_versions: int = Field(default=10, ge=1)  # propose cleanup when it removes this many versions
+    cleanup_retention_duration_check: bool = True  # False only when nothing else reads or writes the dataset
+    orphan_min_files: int = Field(default=1, ge=1)  # propose an orphan sweep at this many unreferenced files
+    orphan_min_age_hours: float = Field(default=1.0, ge=0)  # younger unreferenced files may be a commit in flight
+    # per-run compaction budget (pylance's compact_files names); None: no limit
+    max_source_fragments: int | None = Field(default=None, ge=1)
+    max_source_rows: int | None = Field(default=None, ge=1)
+    max_source_bytes: int | None = Field(default=None, ge=1)
 
 
 class DatasetSettings(_Strict):
@@ -188,9 +200,21 @@ class DatasetSettings(_Strict):
         return v
 
 
+class RootSettings(_Strict):
+    """A directory or bucket prefix whose Lance tables (every folder holding ``_versions/``) the
+    planner maintains, each with this policy and these storage options."""
+
+    uri: str
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    storage_options_env: dict[str, str] = Field(default_factory=dict)  # option -> env var name
+    max_depth: int = Field(default=3, ge=1)  # folder levels below uri searched for tables
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+
+
 class Settings(_Strict):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     datasets: tuple[DatasetSettings, ...]
+    roots: tuple[RootSettings, ...] = ()
     source_path: str = "<embedded default>"
 
     def dataset(self, name: str) -> DatasetSettings:
@@ -218,11 +242,12 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
     A storage option given as ``{env: NAME}`` becomes an entry of ``storage_options_env``.
     """
     raw: Any = yaml.safe_load(text) or {}
-    if not isinstance(raw, dict) or not isinstance(raw.get("datasets"), dict) or not raw["datasets"]:
-        raise ValueError(f"{source_path}: expected a mapping with a non-empty 'datasets' mapping")
+    if not isinstance(raw, dict) or not (isinstance(raw.get("datasets"), dict) and raw["datasets"]
+                                         or isinstance(raw.get("roots"), list) and raw["roots"]):
+        raise ValueError(f"{source_path}: expected a mapping with a non-empty 'datasets' mapping or 'roots' list")
     base = (base_dir or Path.cwd()).resolve()
     datasets = []
-    for name, body in raw["datasets"].items():
+    for name, body in (raw.get("datasets") or {}).items():
         if not isinstance(body, dict):
             raise ValueError(f"{source_path}: dataset {name!r} must be a mapping")
         body = dict(body)
@@ -247,7 +272,31 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
         body["source"] = src
         datasets.append(DatasetSettings(name=name, storage_options=literal, storage_options_env=from_env, **body))
     return Settings(spark=SparkSettings(**(raw.get("spark") or {})), datasets=tuple(datasets),
+                    roots=tuple(_root(body, base, source_path) for body in raw.get("roots") or ()),
                     source_path=source_path)
+
+
+def _split_storage_options(options: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """Literal options, and ``{env: NAME}`` ones as option -> variable name."""
+    literal: dict[str, str] = {}
+    from_env: dict[str, str] = {}
+    for key, value in (options or {}).items():
+        if isinstance(value, dict) and set(value) == {"env"}:
+            from_env[str(key)] = str(value["env"])
+        else:
+            literal[str(key)] = str(value)
+    return literal, from_env
+
+
+def _root(body: Any, base: Path, source_path: str) -> RootSettings:
+    """One ``roots:`` entry: a URI string, or a mapping with ``uri`` and optional settings."""
+    body = {"uri": body} if isinstance(body, str) else dict(body or {})
+    if not body.get("uri"):
+        raise ValueError(f"{source_path}: every entry of 'roots' needs a uri")
+    literal, from_env = _split_storage_options(body.pop("storage_options", None) or {})
+    from_env.update(body.pop("storage_options_env", None) or {})
+    body["uri"] = _absolute(str(body["uri"]), base)
+    return RootSettings(storage_options=literal, storage_options_env=from_env, **body)
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

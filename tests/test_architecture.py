@@ -321,7 +321,7 @@ def _all_modules() -> list:
 
 def test_no_module_shares_a_name_with_what_its_package_exports() -> None:
     """``import lance_ops.format.X as m`` always gives the module X: no package re-exports a
-    function or class over one of its own submodules (``lance_ops.format.dataset`` once did)."""
+    function or class over one of its own submodules (``lance_ops.format.api.lance_dataset`` once did)."""
     import importlib
     import pkgutil
 

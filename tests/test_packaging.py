@@ -38,6 +38,7 @@ LAYER_EXTRAS: dict[str, tuple[str, ...]] = {
     "lance_ops/airflow": ("spark", "airflow"),
     "lance_ops/settings.py": ("dagster", "airflow"),  # lance_ops.yaml: read by both orchestrators
     "lance_ops/policy.py": (),
+    "lance_ops/orchestration": ("dagster", "airflow"),  # the planner reads lance_ops.yaml as settings.py does
     "lance_ops/cli.py": ("dagster",),
     "lance_ops/demo.py": ("dagster",),
 }

@@ -28,6 +28,7 @@ from lance_ops.format.errors import (
     ArgumentTypeError,
     BranchError,
     CastError,
+    ColumnNotFoundError,
     CommitConflictError,
     CommitError,
     CommitFailedError,
@@ -35,7 +36,10 @@ from lance_ops.format.errors import (
     CorruptFileError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    DeletedRowsTakeError,
+    DetachedCommitError,
     IncompatibleTransactionError,
+    IndexNotFoundError,
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
@@ -44,15 +48,18 @@ from lance_ops.format.errors import (
     LeaseNotFoundError,
     ManifestStoreConflict,
     ManifestStoreRequiredError,
+    MergeInsertMatchedError,
     RefError,
     RetryableCommitConflictError,
     SchemaChangeError,
     SchemaError,
+    SchemaEvolutionError,
     SQLParseError,
     SQLTypeError,
     SQLUnknownColumnError,
     TagError,
     UnsupportedFeatureError,
+    UnsupportedIndexTypeError,
     VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
@@ -71,11 +78,13 @@ from lance_ops.format.ops.index_build import (
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
 from lance_ops.format.ops.restore import RestoreResult
-from lance_ops.format.ops.schema_evolution import schema_with_new_columns
+from lance_ops.format.ops.schema_evolution import BatchUDF, batch_udf, schema_with_new_columns
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
+from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import Tags
@@ -97,8 +106,21 @@ from lance_ops.format.txn.operations import (
 )
 from lance_ops.format.txn.options import COMMIT_DEFAULTS, CommitOptions
 from lance_ops.format.txn.transaction import Transaction
+from lance_ops.format.vector import vec_to_table
 
 __all__ = [
+    "IndexNotFoundError",
+    "ColumnNotFoundError",
+    "DetachedCommitError",
+    "UnsupportedIndexTypeError",
+    "DeletedRowsTakeError",
+    "LANCE_COMMIT_MESSAGE_KEY",
+    "MergeInsertMatchedError",
+    "SchemaEvolutionError",
+    "stable_version",
+    "vec_to_table",
+    "BatchUDF",
+    "batch_udf",
     "AmbiguousMergeInsertError",
     "COMMIT_DEFAULTS",
     "COMPACTION_DEFAULTS",

@@ -182,7 +182,9 @@ class SQLParseError(InvalidArgumentError):
 
     def __init__(self, message: str, expression: str, position: int, *, column: str | None = None) -> None:
         caret = f"\n    {expression}\n    {' ' * position}^"
-        super().__init__(f"{message} (at position {position} of {expression!r}){caret}")
+        # "Invalid user input: " is how pylance's errors for a bad predicate start (code written
+        # for pylance matches on it)
+        super().__init__(f"Invalid user input: {message} (at position {position} of {expression!r}){caret}")
         self.reason = message
         self.expression = expression
         self.position = position
@@ -196,6 +198,36 @@ class SQLUnknownColumnError(SQLParseError, SchemaError):
 class SQLTypeError(SQLParseError, SchemaError):
     """A SQL expression's operands do not fit (a literal that does not convert to the column's
     type, a string function on a number, a filter that is not boolean)."""
+
+
+class SchemaEvolutionError(InvalidArgumentError, OSError):
+    """An ``alter_columns`` pylance refuses with an ``OSError`` ("Invalid user input: ..."): an
+    unknown column, a cast Lance does not allow, a value the cast cannot hold, a cast of an
+    indexed column.  Also a ``ValueError``, as every invalid argument here."""
+
+
+class MergeInsertMatchedError(InvalidArgumentError, OSError):
+    """A ``merge_insert`` with ``when_matched_fail()`` found a source row matching a target row
+    (pylance raises an ``OSError`` "Merge insert failed: found matching row ..."); nothing is written."""
+
+
+class DetachedCommitError(UnsupportedFeatureError, OSError):
+    """A detached commit the dataset cannot take (V1 manifest paths), as pylance's ``OSError``."""
+
+
+class ColumnNotFoundError(SchemaError, KeyError):
+    """An index call names a column the dataset does not have (pylance raises a ``KeyError``)."""
+
+    __str__ = Exception.__str__  # the message as written, not KeyError's quoted repr
+
+
+class UnsupportedIndexTypeError(UnsupportedFeatureError, NotImplementedError):
+    """An index type lance_ops does not build (pylance raises ``NotImplementedError`` for unknown ones)."""
+
+
+class DeletedRowsTakeError(InvalidArgumentError, NotImplementedError):
+    """A take (``take_blobs``) of rows that are deleted or do not exist; pylance raises
+    ``NotImplementedError`` ("A take operation that includes row addresses must not target deleted rows")."""
 
 
 class ObjectStoreError(LanceOpsError):
@@ -295,3 +327,7 @@ class LeaseNotFoundError(LeaseError):
 class LeaseExpiredError(LeaseError):
     """The lease expired before it was renewed: cleanup may already have removed its version's
     files, so it is not revived; acquire a new lease (and check the version still exists)."""
+
+
+class IndexNotFoundError(InvalidArgumentError, RuntimeError):
+    """No index of that name (pylance's ``drop_index`` raises a ``RuntimeError``, "Lance index not found")."""

@@ -404,6 +404,15 @@ class LanceSchema:
         md = {k.decode(): bytes(v) for k, v in (schema.metadata or {}).items()}
         return cls(fields=tuple(out), metadata=md)
 
+    @classmethod
+    def from_pyarrow(cls, schema: pa.Schema) -> "LanceSchema":
+        """pylance's name: :meth:`from_arrow` with ids from 0 (``LanceSchema.from_pyarrow``)."""
+        return cls.from_arrow(schema)
+
+    def to_pyarrow(self) -> pa.Schema:
+        """pylance's name for :meth:`to_arrow`."""
+        return self.to_arrow()
+
     def to_arrow(self) -> pa.Schema:
         """Arrow schema with types, nullability and field/schema metadata of this schema."""
         fields = [self._arrow_field(f) for f in self.top_level()]
@@ -579,3 +588,22 @@ def _check_fsl_item(name: str, t: pa.FixedSizeListType) -> None:
         raise UnsupportedFeatureError(
             f"column {name!r}: fixed_size_list of {item} is not supported (items must be fixed-width)"
         )
+
+
+_RUST_TYPE_NAMES = {
+    "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64", "uint8": "UInt8", "uint16": "UInt16",
+    "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16", "float": "Float32", "double": "Float64",
+    "string": "Utf8", "large_string": "LargeUtf8", "string_view": "Utf8View", "binary": "Binary",
+    "large_binary": "LargeBinary", "binary_view": "BinaryView", "bool": "Boolean", "date32[day]": "Date32",
+    "date64[ms]": "Date64", "null": "Null",
+}
+_RUST_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
+
+
+def rust_type_name(t: pa.DataType) -> str:
+    """An Arrow type as arrow-rs prints it (``Int32``, ``Utf8``, ``Timestamp(Microsecond, None)``),
+    the names pylance's messages use."""
+    if pa.types.is_timestamp(t):
+        tz = f'Some("{t.tz}")' if t.tz else "None"
+        return f"Timestamp({_RUST_UNITS[t.unit]}, {tz})"
+    return _RUST_TYPE_NAMES.get(str(t), str(t))

@@ -28,6 +28,7 @@ sqlglot's tree is the simpler one to walk; the parse is done once per call, not 
 """
 
 import datetime as _dt
+import decimal as _decimal
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from lance_ops.format.errors import SQLParseError, SQLTypeError, SQLUnknownColumnError
+from lance_ops.format.sql_kernels import list_kernel, nan_rank_kernel
 
 __all__ = ["parse_sql", "sql_expression", "sql_filter"]
 
@@ -53,6 +55,7 @@ class LanceSQL(Dialect):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
         STRING_ESCAPES = ["'"]
+        HEX_STRINGS = [("X'", "'"), ("x'", "'")]
 
 
 @functools.lru_cache(maxsize=256)
@@ -155,6 +158,8 @@ class _Translator:
 
     # ------------------------------------------------------------------ columns
     def column(self, node: exp.Expr) -> _Typed:
+        if isinstance(node, exp.Dot) and not isinstance(node.this, exp.Column | exp.Dot | exp.Identifier):
+            return _struct_field(self, self.visit(node.this), node.expression, node)
         parts = _column_parts(node)
         fields = list(self.schema)
         path: list[str] = []
@@ -166,7 +171,7 @@ class _Translator:
                     user = [n for n in self.schema.names if n not in self.hidden]
                     also = f" (and metadata columns {list(self.hidden)})" if self.hidden else ""
                     raise SQLUnknownColumnError(
-                        f"{self.what}: no column named {name!r}; the columns are {user}{also}",
+                        f"{self.what}: No field named {name}: no column named {name!r}; the columns are {user}{also}",
                         self.text, _node_position(node, self.text), column=name)
                 raise SQLUnknownColumnError(
                     f"{self.what}: {'.'.join(path)!r} has no field {name!r}; its fields are {[f.name for f in fields]}",
@@ -178,6 +183,14 @@ class _Translator:
 
     # ------------------------------------------------------------------ literals
     def literal(self, node: exp.Expr) -> _Typed:
+        if isinstance(node, exp.HexString):
+            try:
+                v = pa.scalar(bytes.fromhex(node.this), pa.binary())
+            except ValueError as e:
+                raise self.parse_error(f"bad binary literal X'{node.this}': {e}", node) from None
+            return _Typed(pc.scalar(v), node, v, "binary")
+        if isinstance(node, exp.Array):
+            return self.list_literal(node)
         if isinstance(node, exp.Null):
             return _Typed(pc.scalar(None), node, pa.scalar(None), "null")
         if isinstance(node, exp.Boolean):
@@ -193,6 +206,18 @@ class _Translator:
         except (ValueError, OverflowError, pa.ArrowInvalid) as e:
             raise self.parse_error(f"bad number {text!r}: {e}", node) from None
         return _Typed(pc.scalar(v), node, v, "int" if pa.types.is_integer(v.type) else "float")
+
+    def list_literal(self, node: exp.Expr) -> _Typed:
+        """``[1.0, 2.0]`` / ``Array['a', 'b']`` / ``make_array(...)``: a list scalar (its items must
+        be literals)."""
+        items = [self.visit(i) for i in node.expressions]
+        if any(i.kind is None for i in items):
+            raise self.parse_error("an array literal takes literal items only", node)
+        try:
+            v = pa.scalar([i.literal.as_py() for i in items])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise self.type_error(f"array literal {node.sql(dialect=LanceSQL)}: {e}", node) from None
+        return _Typed(pc.scalar(v), node, v, "list")
 
     def typed_literal(self, node: exp.Cast) -> _Typed:
         """``date '2024-01-01'``, ``timestamp '2024-01-01 12:00:00'`` (a cast of a string literal)."""
@@ -224,6 +249,8 @@ class _Translator:
             or pa.types.is_string_view(target) or (pa.types.is_dictionary(target) and pa.types.is_string(target.value_type)),
             "date": pa.types.is_date(target) or pa.types.is_timestamp(target),
             "timestamp": pa.types.is_timestamp(target) or pa.types.is_date(target),
+            "binary": _is_binary(target),
+            "list": _is_list(target),
         }[kind or ""]
         if kind == "null":
             return pa.scalar(None, target)
@@ -232,6 +259,8 @@ class _Translator:
             if kind == "timestamp" and pa.types.is_date(target):
                 return v  # the column is cast to the literal's type instead (see compare)
             try:
+                if kind == "int" and pa.types.is_decimal(to):  # exact, whatever the column's precision allows
+                    return _int_to_decimal(v, to)
                 return v.cast(to, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
                 pass
@@ -244,7 +273,7 @@ class _Translator:
             return self.visit(node.this)
         if isinstance(node, exp.Column | exp.Dot):
             return self.column(node)
-        if isinstance(node, exp.Literal | exp.Boolean | exp.Null):
+        if isinstance(node, exp.Literal | exp.Boolean | exp.Null | exp.HexString | exp.Array):
             return self.literal(node)
         if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string \
                 and node.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
@@ -275,8 +304,51 @@ class _Translator:
             return self._coerce(a, b)
         return a.expr, b.expr
 
+    def compare(self, fn: str, left: exp.Expr, right: exp.Expr) -> pc.Expression:
+        """``left <fn> right`` in DataFusion's float order (IEEE ``totalOrder``): a NaN equals a
+        NaN of its sign, a positive NaN sorts above every number and a negative one below
+        (``x > 0`` holds for NaN), where Arrow's comparisons are false on any NaN."""
+        a, b = self.pair(left, right)
+        out = pc.Expression._call(fn, [a, b])
+        ra, rb = self.nan_of(left, a), self.nan_of(right, b)
+        if ra is None and rb is None:
+            return out
+        zero = pc.scalar(pa.scalar(0, pa.int8()))
+        ra, rb = ra if ra is not None else zero, rb if rb is not None else zero
+        call = pc.Expression._call
+        same_nan = call("and_kleene", [call("equal", [ra, rb]), call("not_equal", [ra, zero])])
+        gt, lt = call("greater", [ra, rb]), call("less", [ra, rb])
+        extra = {
+            "greater": gt, "less": lt, "equal": same_nan,
+            "greater_equal": call("or_kleene", [gt, same_nan]), "less_equal": call("or_kleene", [lt, same_nan]),
+        }.get(fn)
+        if extra is None:  # not_equal: a NaN is not unequal to a NaN of its sign
+            return call("and_kleene", [out, call("invert", [same_nan])])
+        # a null operand keeps the comparison null (``null <= NaN`` is not true)
+        valid = call("and", [call("is_valid", [a]), call("is_valid", [b])])
+        return call("or_kleene", [out, call("and_kleene", [extra, valid])])
+
+    def nan_of(self, node: exp.Expr, expr: pc.Expression) -> pc.Expression | None:
+        """The NaN rank (1 positive NaN, -1 negative NaN, 0 number) of a floating-point operand,
+        None for other types and plain number literals."""
+        if isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.HexString | exp.Array) \
+                or (isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)):
+            return None
+        try:
+            typ = _bound_type(self.schema, expr, self.text, node, self.what)
+        except SQLTypeError:
+            return None
+        if not pa.types.is_floating(typ):
+            return None
+        return pc.Expression._call(nan_rank_kernel(typ), [expr])
+
     def _coerce(self, col: _Typed, lit: _Typed) -> tuple[pc.Expression, pc.Expression]:
         typ = self.type_of(col)
+        if lit.kind == "float" and pa.types.is_decimal(typ) and isinstance(col.node, exp.Column | exp.Dot):
+            # pylance converts a literal compared with a column to the column's type and has no
+            # float -> decimal conversion (``dc > 1.2`` is refused; ``CAST(x AS DECIMAL) > 1.2`` is not)
+            raise self.type_error(f"literal {lit.node.sql(dialect=LanceSQL)} (a float) cannot be converted to "
+                                  f"{typ}; write CAST({lit.node.sql(dialect=LanceSQL)} AS DECIMAL(p, s))", lit.node)
         scalar = self.fit(lit, typ)
         if pa.types.is_date(typ) and lit.kind == "timestamp":
             return col.expr.cast(scalar.type), pc.scalar(scalar)
@@ -437,10 +509,8 @@ def _valid(t: _Translator, node: exp.Expr, expr: pc.Expression) -> pc.Expression
 
 
 def _between(t: _Translator, node: exp.Between) -> _Typed:
-    lo_a, lo_b = t.pair(node.this, node.args["low"])
-    hi_a, hi_b = t.pair(node.this, node.args["high"])
-    both = pc.Expression._call("and_kleene", [pc.Expression._call("greater_equal", [lo_a, lo_b]),
-                                              pc.Expression._call("less_equal", [hi_a, hi_b])])
+    both = pc.Expression._call("and_kleene", [t.compare("greater_equal", node.this, node.args["low"]),
+                                              t.compare("less_equal", node.this, node.args["high"])])
     return _Typed(both, node)
 
 
@@ -590,6 +660,133 @@ def _lower_upper(fn: str) -> Callable[[_Translator, exp.Expr], _Typed]:
     return _string_fn(fn)
 
 
+def _int_to_decimal(v: pa.Scalar, to: pa.DataType) -> pa.Scalar:
+    """An integer literal as a decimal of the column's type (Arrow's int64 -> decimal(10, 2) cast
+    wants precision for any int64); raises ArrowInvalid when the value does not fit."""
+    return pa.scalar(_decimal.Decimal(v.as_py()).scaleb(0), to)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+            or pa.types.is_binary_view(t))
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _struct_field(t: _Translator, base: _Typed, key: exp.Expr, node: exp.Expr) -> _Typed:
+    """``s['x']`` / ``xs[1].x``: field ``x`` of a struct-valued expression (names as columns)."""
+    typ = t.type_of(base)
+    if not pa.types.is_struct(typ):
+        raise t.type_error(f"{base.node.sql(dialect=LanceSQL)} is {typ}, not a struct", node)
+    name = key.this if isinstance(key, exp.Literal) else key.name
+    field = _find_field(list(typ), name, bool(key.args.get("quoted")) or isinstance(key, exp.Literal))
+    if field is None:
+        raise SQLUnknownColumnError(
+            f"{t.what}: No field named {name}: {base.node.sql(dialect=LanceSQL)!r} has fields {[f.name for f in typ]}",
+            t.text, _node_position(node, t.text), column=name)
+    return _Typed(pc.Expression._call("struct_field", [base.expr], pc.StructFieldOptions([field.name])), node)
+
+
+def _bracket(t: _Translator, node: exp.Bracket) -> _Typed:
+    """``xs[1]`` (1-based list element, null out of range, as DataFusion) or ``s['x']``."""
+    if len(node.expressions) != 1:
+        raise t.parse_error("an index takes one key", node)
+    key = node.expressions[0]
+    base = t.visit(node.this)
+    if isinstance(key, exp.Literal) and key.is_string:
+        return _struct_field(t, base, key, node)
+    typ = t.type_of(base)
+    index = t.visit(key)
+    if not _is_list(typ) or index.kind != "int":
+        raise t.type_error(f"{node.sql(dialect=LanceSQL)}: a list takes an integer literal index, "
+                           f"{node.this.sql(dialect=LanceSQL)} is {typ}", node)
+    fn = list_kernel("list_get", typ, pa.int64())
+    return _Typed(pc.Expression._call(fn, [base.expr, pc.scalar(index.literal)]), node)
+
+
+def _array_has(kind: str) -> Callable[[_Translator, exp.Expr], _Typed]:
+    """array_has_any / array_has_all (list, [values]) and array_has / array_contains (list, value)."""
+    def go(t: _Translator, node: exp.Expr) -> _Typed:
+        args = _args(node)
+        if len(args) != 2:
+            raise t.parse_error(f"{kind}(list, values) takes two arguments", node)
+        lst, needle = t.visit(args[0]), t.visit(args[1])
+        typ = t.type_of(lst)
+        if not _is_list(typ) or needle.kind is None:
+            raise t.type_error(f"{node.sql(dialect=LanceSQL)}: needs a list column and literal values, "
+                               f"{args[0].sql(dialect=LanceSQL)} is {typ}", node)
+        want = pa.list_(typ.value_type)
+        if needle.kind == "list":
+            try:
+                scalar = needle.literal.cast(want)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise t.type_error(f"{args[1].sql(dialect=LanceSQL)} does not fit {typ}: {e}", args[1]) from None
+        else:
+            scalar = pa.scalar([t.fit(needle, typ.value_type).as_py()], want)
+        fn = list_kernel("array_has_all" if kind == "all" else "array_has_any", typ, want)
+        return _Typed(pc.Expression._call(fn, [lst.expr, pc.scalar(scalar)]), node)
+    return go
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "Null": pa.null(), "Boolean": pa.bool_(), "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(),
+    "Int64": pa.int64(), "UInt8": pa.uint8(), "UInt16": pa.uint16(), "UInt32": pa.uint32(),
+    "UInt64": pa.uint64(), "Float16": pa.float16(), "Float32": pa.float32(), "Float64": pa.float64(),
+    "Utf8": pa.string(), "LargeUtf8": pa.large_string(), "Utf8View": pa.string_view(),
+    "Binary": pa.binary(), "LargeBinary": pa.large_binary(), "BinaryView": pa.binary_view(),
+    "Date32": pa.date32(), "Date64": pa.date64(),
+}
+_ARROW_UNITS = {"Second": "s", "Millisecond": "ms", "Microsecond": "us", "Nanosecond": "ns"}
+
+
+def _arrow_type(t: _Translator, text: str, node: exp.Expr) -> pa.DataType:
+    """An Arrow type named as DataFusion's ``arrow_cast`` names it (``Int32``, ``Timestamp(Microsecond, None)``)."""
+    name = text.strip()
+    if name in _ARROW_TYPES:
+        return _ARROW_TYPES[name]
+    m = re.fullmatch(r"Timestamp\((\w+),\s*(None|Some\(\"([^\"]+)\"\))\)", name)
+    if m and m.group(1) in _ARROW_UNITS:
+        return pa.timestamp(_ARROW_UNITS[m.group(1)], m.group(3))
+    m = re.fullmatch(r"Decimal(128|256)\((\d+),\s*(-?\d+)\)", name)
+    if m:
+        return (pa.decimal128 if m.group(1) == "128" else pa.decimal256)(int(m.group(2)), int(m.group(3)))
+    m = re.fullmatch(r"FixedSizeBinary\((\d+)\)", name)
+    if m:
+        return pa.binary(int(m.group(1)))
+    m = re.fullmatch(r"FixedSizeList\((\d+),\s*(.+)\)", name)
+    if m:
+        return pa.list_(_arrow_type(t, m.group(2), node), int(m.group(1)))
+    m = re.fullmatch(r"(Large)?List\((.+)\)", name)
+    if m:
+        return (pa.large_list if m.group(1) else pa.list_)(_arrow_type(t, m.group(2), node))
+    raise t.type_error(f"arrow_cast: unsupported type {text!r}; known: {sorted(_ARROW_TYPES)}, "
+                       "Timestamp(unit, None), Decimal128(p, s), FixedSizeBinary(n), FixedSizeList(n, T), List(T)", node)
+
+
+def _arrow_cast(t: _Translator, node: exp.Expr) -> _Typed:
+    """``arrow_cast(value, 'Int32')``: a cast to an Arrow type named by its DataFusion name."""
+    args = _args(node)
+    if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
+        raise t.parse_error("arrow_cast(value, 'Type') needs a string literal type name", node)
+    to = _arrow_type(t, args[1].this, args[1])
+    x = t.visit(args[0])
+    if x.kind is not None:
+        try:
+            v = x.literal.cast(to)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise t.type_error(f"arrow_cast: {args[0].sql(dialect=LanceSQL)} to {to}: {e}", node) from None
+        return _Typed(pc.scalar(v), node)
+    return _Typed(x.expr.cast(to), node)
+
+
+def _current_date(t: _Translator, node: exp.Expr) -> _Typed:
+    """``current_date()``: today's date (UTC), fixed for the statement as DataFusion's."""
+    v = pa.scalar(_dt.datetime.now(_dt.UTC).date(), pa.date32())
+    return _Typed(pc.scalar(v), node, v, "date")
+
+
 _HANDLERS: dict[type, Callable[[Any, Any], _Typed]] = {
     exp.And: _binary("and_kleene"),
     exp.Or: _binary("or_kleene"),
@@ -623,12 +820,16 @@ _HANDLERS: dict[type, Callable[[Any, Any], _Typed]] = {
     exp.Abs: _abs,
     exp.Coalesce: _coalesce,
     exp.Extract: _extract,
+    exp.Bracket: _bracket,
+    exp.ArrayContainsAll: _array_has("all"),
+    exp.ArrayContains: _array_has("one"),
+    exp.CurrentDate: _current_date,
 }
 
 _COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
                 exp.LT: "less", exp.LTE: "less_equal"}
 for _cls, _fn in _COMPARISONS.items():
-    _HANDLERS[_cls] = (lambda fn: lambda t, n: _Typed(pc.Expression._call(fn, list(t.pair(n.this, n.expression))), n))(_fn)
+    _HANDLERS[_cls] = (lambda fn: lambda t, n: _Typed(t.compare(fn, n.this, n.expression), n))(_fn)
 
 #: functions sqlglot leaves anonymous (or names differently), by lower-case SQL name
 _FUNCTIONS: dict[str, Callable[[_Translator, exp.Expr], _Typed]] = {
@@ -641,13 +842,22 @@ _FUNCTIONS: dict[str, Callable[[_Translator, exp.Expr], _Typed]] = {
     "contains": _match_fn("match_substring", "contains"),
     "char_length": _string_fn("utf8_length"),
     "character_length": _string_fn("utf8_length"),
+    "array_has_any": _array_has("any"),
+    "array_has_all": _array_has("all"),
+    "array_has": _array_has("one"),
+    "array_contains": _array_has("one"),
+    "list_has": _array_has("one"),
+    "list_has_any": _array_has("any"),
+    "list_has_all": _array_has("all"),
+    "arrow_cast": _arrow_cast,
+    "make_array": lambda t, n: t.list_literal(n),
 }
 
 
 # --------------------------------------------------------------------------- public
 
 def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
-                   metadata_columns: Sequence[str] = ()) -> pc.Expression:
+                   metadata_columns: Sequence[str] = (), target: pa.DataType | None = None) -> pc.Expression:
     """Translate one SQL value expression (``"b + 1"``, ``"lower(s)"``) over ``schema``.
 
     Args:
@@ -655,6 +865,8 @@ def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
         schema: the columns names may refer to (nested fields as ``a.b``).
         what: what the text is, for error messages (``"filter"``, ``"update value of 'b'"``).
         metadata_columns: names in ``schema`` that messages list apart (``_rowid``, ...).
+        target: the type the value is for (an update's column): an integer literal for a decimal
+            column is converted exactly (``SET dc = 2``), as pylance converts it.
 
     Raises:
         SQLParseError: bad syntax or an unsupported construct (names the text and position).
@@ -669,6 +881,8 @@ def sql_expression(text: str, schema: pa.Schema, *, what: str = "expression",
         raise SQLParseError(f"{what}: {e.reason}", text, e.position) from None
     t = _Translator(text, schema, what, metadata_columns)
     out = t.visit(tree)
+    if out.kind == "int" and target is not None and pa.types.is_decimal(target):
+        return pc.scalar(t.fit(out, target))
     if out.kind is not None:
         return pc.scalar(out.literal)
     return out.expr

@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-materialize-deletions", action="store_true")
     c.add_argument("--materialize-deletions-threshold", type=float)
     c.add_argument("--max-source-fragments", type=int)
+    c.add_argument("--data-storage-version", help="file version of the rewritten fragments (2.0, 2.1, 2.2, stable)")
+    c.add_argument("--cluster-by", action="append", help="cluster the rewritten rows by this column (repeat)")
+    c.add_argument("--strategy", choices=("sort", "zorder"), help="clustering order (default sort)")
     c.add_argument("--read-version", type=int, help="plan against this version (default: the latest)")
     c.add_argument("--dry-run", action="store_true")
 
@@ -281,7 +284,8 @@ def _run(args: argparse.Namespace, spark: Any) -> Any:
             max_rows_per_group=args.max_rows_per_group,
             materialize_deletions=False if args.no_materialize_deletions else None,
             materialize_deletions_threshold=args.materialize_deletions_threshold,
-            max_source_fragments=args.max_source_fragments, dry_run=args.dry_run, storage_options=so,
+            max_source_fragments=args.max_source_fragments, data_storage_version=args.data_storage_version,
+            cluster_by=args.cluster_by, strategy=args.strategy, dry_run=args.dry_run, storage_options=so,
             read_version=args.read_version, transaction_properties=tp, commit=commit,
         )
     if args.job == "materialize-deletions":

@@ -9,7 +9,7 @@ other rows, with stable row ids) committed meanwhile do not make it fail.
 
 import time
 import traceback
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -113,6 +113,9 @@ def compact(
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
     ignore_remap: bool | None = None,
+    data_storage_version: str | None = None,
+    cluster_by: Sequence[str] | str | None = None,
+    strategy: str | None = None,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     read_version: int | None = None,
@@ -138,6 +141,10 @@ def compact(
         inject_task_failures: indices of tasks that raise on their executor (fault tests).
         manifest_store: the external manifest store the dataset commits through.
         commit: commit options (:class:`lance_ops.format.CommitOptions`); the keywords win.
+        data_storage_version: file version of the rewritten fragments (pylance's option; the
+            table then mixes versions, docs/FORMAT.md §17); resumable with ``max_source_fragments``.
+        cluster_by, strategy: clustered compaction (``"sort"`` or ``"zorder"``) of the fragments
+            not yet clustered by these columns (docs/FORMAT.md §18).
     """
     overrides = dict(
         target_rows_per_fragment=target_rows_per_fragment,
@@ -146,6 +153,9 @@ def compact(
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
         ignore_remap=ignore_remap,
+        data_storage_version=data_storage_version,
+        cluster_by=cluster_by,
+        strategy=strategy,
     )
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,

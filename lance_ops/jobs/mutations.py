@@ -212,7 +212,7 @@ def _upsert_task(
     uri: str, storage_options: Mapping[str, Any], ctx: MergeInsertContext, frags: Mapping[int, FragmentMetadata],
     write_id: str,
 ) -> Callable[[tuple[pa.Scalar, ...], pa.Table], pa.Table]:
-    """Executor side: one group of joined rows -> ``format.merge_insert``'s task for it.
+    """Executor side: one group of joined rows -> ``format.ops.merge_insert``'s task for it.
 
     Group ``g >= 0``: source rows that matched rows of fragment ``g``
     (:func:`write_matched_rows`); group ``g < 0``: unmatched source rows

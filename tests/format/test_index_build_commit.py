@@ -105,7 +105,7 @@ def test_create_index_refusals_leave_nothing(uri):
     ds2.create_index("v", "IVF_FLAT", num_partitions=2)
     with pytest.raises(lf.InvalidArgumentError, match="v_idx"):
         ds2.create_index("v", "IVF_FLAT", num_partitions=2)
-    assert ds2.create_index("v", "IVF_PQ", num_partitions=2, replace=True) is None
+    assert ds2.create_index("v", "IVF_PQ", num_partitions=2, num_sub_vectors=2, replace=True) is ds2  # as pylance
     assert [d.name for d in ds2.describe_indices()] == ["v_idx"]
 
 

@@ -113,7 +113,7 @@ def test_encode_decode_layout() -> None:
 
 @pytest.mark.parametrize(
     "flag, name",
-    [(32, "disabled transaction files"), (64, "data overlay files"), (256, "mixed data file versions"),
+    [(32, "disabled transaction files"), (64, "data overlay files"),
      (512, "an unknown feature"), (1024, "fragment reuse index"), (1 << 20, "an unknown feature")],
 )
 def test_unknown_feature_flags_are_refused_by_name(uri: str, flag: int, name: str) -> None:

@@ -149,7 +149,7 @@ def test_a_batch_that_cannot_be_cast_to_schema_is_refused(impl, tmp_path):
     """pylance raises its ValueError inside the Rust reader, which re-raises it as an OSError;
     lance_ops raises a CastError (a SchemaError and a ValueError) with the same message."""
     batch = pa.record_batch({"a": pa.array(["not a number"]), "b": ["x"], "c": [1.0]})
-    expected = lf.inputs.CastError if _is_lance_ops(impl) else OSError
+    expected = lf.CastError if _is_lance_ops(impl) else OSError
     with pytest.raises(expected, match="does not match the expected schema"):
         impl.write_dataset(iter([batch]), str(tmp_path / "ds"), schema=_base().schema)
 

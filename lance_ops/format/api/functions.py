@@ -3,12 +3,14 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 :class:`.dataset.LanceDataset`."""
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
+from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.api.lance_dataset import LanceDataset
 from lance_ops.format.errors import (
     ArgumentTypeError,
@@ -20,13 +22,14 @@ from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
 )
-from lance_ops.format.ops.write_and_commit import write_and_commit
+from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY, write_and_commit
 from lance_ops.format.table import leases as _leases
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import (
     VersionRef,
 )
 from lance_ops.format.txn.commit_loop import DEFAULT_MAX_RETRIES, commit_transaction
+from lance_ops.format.txn.detached import commit_detached
 from lance_ops.format.txn.handlers import (
     commit_handler_for,
     try_open_latest,
@@ -90,11 +93,11 @@ def resolve_version(
 
 
 def write_dataset(
-    data: Any,
+    data_obj: Any,
     uri: str,
-    *,
-    mode: WriteMode = "create",
     schema: pa.Schema | None = None,
+    mode: WriteMode = "create",
+    *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     enable_stable_row_ids: bool = False,
     data_storage_version: str | None = None,
@@ -103,10 +106,11 @@ def write_dataset(
     manifest_store: "ManifestStore | str | None" = None,
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
+    max_rows_per_group: int | None = None,
 ) -> LanceDataset:
-    """Write ``data`` as a new dataset, or append to / overwrite an existing one.
+    """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
-    ``data``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
+    ``data_obj``: anything pylance's ``write_dataset`` takes (:mod:`.inputs`: Arrow tables, readers,
     datasets and scanners, pandas/polars frames, dicts of columns, lists of row dicts, iterables
     of batches with ``schema=``).  An append may omit nullable columns (written as nulls) and
     bring types that widen losslessly to the dataset's.
@@ -114,18 +118,34 @@ def write_dataset(
     stays bounded by one batch plus one page per column.  ``manifest_store`` commits through an
     external manifest store (a ManifestStore, or a SQLite path / ``sqlite:///`` URL) instead of
     the object store's conditional put; every writer of the dataset must use the same one.
+    ``mode="create"`` on a ``memory://`` URI starts from an empty store (pylance gives each new
+    in-memory dataset its own), replacing what an earlier write left there; a bare ``memory://``
+    gets a unique name.
     ``commit_message`` is stored in the transaction's properties under pylance's key
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
+    ``max_rows_per_group`` (a layout knob of pylance's writer) is checked and ignored.
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
+    pop_ignored({"max_rows_per_group": max_rows_per_group}, ("max_rows_per_group",))
+    if mode == "create" and str(uri).startswith("memory://"):  # a fresh in-memory store, as pylance
+        uri = _fresh_memory_uri(str(uri), storage_options)
     return LanceDataset._from_manifest(*write_and_commit(
-        data, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
+        data_obj, uri, mode=mode, schema=schema, max_rows_per_file=max_rows_per_file,
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
     ))
+
+
+def _fresh_memory_uri(uri: str, storage_options: Mapping[str, Any] | None) -> str:
+    """``memory://name`` emptied for a new dataset; a bare ``memory://`` (no name, the whole
+    in-memory filesystem) becomes a new unique ``memory://lance_ops-<uuid>`` instead."""
+    if not uri[len("memory://"):].strip("/"):
+        return f"memory://lance_ops-{uuid.uuid4().hex}"
+    ObjectStore(uri, storage_options).clear_memory()
+    return uri
 
 
 def commit(
@@ -140,6 +160,8 @@ def commit(
     manifest_store: ManifestStore | str | None = None,
     create: bool = False,
     data_storage_version: str | None = None,
+    detached: bool = False,
+    commit_message: str | None = None,
 ) -> LanceDataset:
     """Commit an operation built elsewhere (e.g. by Spark executors), or a ``Transaction`` (as
     ``merge_insert(...).execute_uncommitted`` returns, its read version used); returns the new
@@ -149,7 +171,14 @@ def commit(
     ``data_storage_version`` apply to a dataset this commit creates.
     ``manifest_store``: commit through this external manifest store (a ManifestStore, or a SQLite
     path / ``sqlite:///`` URL) instead of the object store's conditional put.
+    ``detached``: write a detached version (outside the lineage, never the latest; pylance's
+    ``detached=True``) on ``read_version``, which may itself be detached.  ``uri`` may be a
+    LanceDataset (its URI is used), and ``commit_message`` is stored as by ``write_dataset``.
     """
+    if isinstance(uri, LanceDataset):
+        uri = uri.uri
+    if commit_message is not None:
+        transaction_properties = {**dict(transaction_properties or {}), COMMIT_MESSAGE_KEY: commit_message}
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
     if isinstance(operation, Transaction):
@@ -164,6 +193,8 @@ def commit(
                           properties=dict(transaction_properties or {}))
     else:
         txn = Transaction(read_version=read_version, operation=operation, properties=dict(transaction_properties or {}))
+    if detached:
+        return LanceDataset._from_manifest(store, commit_detached(store, handler, txn), handler)
     manifest = commit_transaction(
         store,
         txn,
@@ -174,6 +205,10 @@ def commit(
         handler=handler,
     )
     return LanceDataset._from_manifest(store, manifest, handler)
+
+
+#: pylance's ``LanceDataset.commit`` is a static method (set here: the handle module cannot import this one)
+LanceDataset.commit = staticmethod(commit)  # type: ignore[attr-defined]
 
 
 def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:

@@ -14,6 +14,7 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    IndexNotFoundError,
     InvalidArgumentError,
     RetryableCommitConflictError,
     TagError,
@@ -21,6 +22,7 @@ from lance_ops.format.errors import (
     VersionRemovedError,
 )
 from lance_ops.format.index import describe as _describe
+from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
 from lance_ops.format.ops.cleanup import CleanupMode, CleanupStats, cleanup_old_versions, remove_orphan_files
@@ -34,6 +36,7 @@ from lance_ops.format.ops.index_build import (
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
 from lance_ops.format.ops.restore import RestoreResult, guarded_restore
+from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.schema_evolution import (
     NewColumns,
     plan_add_columns,
@@ -48,6 +51,7 @@ from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
 from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
+from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
@@ -71,7 +75,7 @@ from lance_ops.format.txn.handlers import (
 )
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
-from lance_ops.format.txn.operations import Delete, Restore, Update, UpdateConfig
+from lance_ops.format.txn.operations import CreateIndex, Delete, Restore, Update, UpdateConfig
 from lance_ops.format.txn.transaction import Transaction, read_transaction_file
 
 
@@ -220,10 +224,11 @@ class LanceDataset:
         replace: bool = False,
         num_partitions: int | None = None,
         num_sub_vectors: int | None = None,
-    ) -> None:
+    ) -> "LanceDataset":
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
         on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
-        to the new version.  Arguments as pylance's ``create_index`` (``replace`` defaults to False).
+        to the new version.  Arguments and return value (this dataset) as pylance's ``create_index``
+        (``replace`` defaults to False).
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.
@@ -234,6 +239,7 @@ class LanceDataset:
         plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
                                  num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+        return self
 
     def optimize_indices(
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
@@ -246,6 +252,22 @@ class LanceDataset:
         self._check_mutable()
         plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def drop_index(self, name: str) -> None:
+        """Remove every segment of index ``name`` in a new version (a ``CreateIndex`` removing
+        them, as pylance's ``drop_index``); the handle moves to it.  Index files stay until
+        ``cleanup_old_versions``.
+
+        Raises:
+            IndexNotFoundError: no index of that name (a ``RuntimeError`` too, as pylance's).
+        """
+        self._check_mutable()
+        section = self._manifest.index_section
+        segments = [i for i in decode_index_section(section, f"{self.uri} version {self.version}")
+                    if i.name == name] if section else []
+        if not segments:
+            raise IndexNotFoundError(f"Lance index not found: name={name} ({self.uri} version {self.version})")
+        self._commit(CreateIndex((), segments))
 
     @property
     def has_index(self) -> bool:
@@ -297,6 +319,10 @@ class LanceDataset:
         f = self._manifest.fragment(fragment_id)
         return LanceFragment(self._pinned(), f) if f is not None else None
 
+    def __len__(self) -> int:
+        """Live rows of this version (pylance's ``len(ds)``)."""
+        return self.count_rows()
+
     def count_rows(self, filter: pc.Expression | str | None = None) -> int:
         if filter is None:
             return sum(f.num_rows for f in self._manifest.fragments)
@@ -315,12 +341,22 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
+        scan_in_order: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns."""
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns.
+        Rows come in fragment order whatever ``scan_in_order`` says (pylance's ``True``).
+
+        ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
+        only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
+        ``None`` pylance's heuristic (strings, lists and wide values late; narrow fixed-width
+        values early).  The rows are the same either way.
+        """
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         return batches if finish is None else map(finish, batches)
 
@@ -337,12 +373,15 @@ class LanceDataset:
         fragments: Sequence[FragmentMetadata] | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
+        scan_in_order: bool | None = None,
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
         check_scan_args(limit, offset, batch_size)
         check_readahead(batch_readahead, fragment_readahead)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address)
+        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
+                         late_materialization)
         batches = self._scan(plan, fragments, limit, offset, batch_size)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
@@ -357,6 +396,8 @@ class LanceDataset:
         offset: int | None,
         batch_size: int | None,
     ) -> Iterator[pa.RecordBatch]:
+        if fragments is not None:  # pylance also takes LanceFragments, and any iterable of them
+            fragments = [f.metadata if isinstance(f, LanceFragment) else f for f in fragments]
         return scan(
             self._store,
             self._manifest,
@@ -449,7 +490,7 @@ class LanceDataset:
 
     def update(
         self,
-        values: Mapping[str, Any],
+        updates: Mapping[str, Any],
         where: pc.Expression | str | None = None,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -474,9 +515,9 @@ class LanceDataset:
         def attempt(manifest: Manifest) -> Manifest:
             nonlocal updated_rows
             removed, updated, new, updated_rows = plan_update(
-                self._store, manifest, values, where, max_rows_per_file=max_rows_per_file
+                self._store, manifest, updates, where, max_rows_per_file=max_rows_per_file
             )
-            field_ids = [manifest.schema.field(n).id for n in values]
+            field_ids = [manifest.schema.field(n).id for n in updates]
             op = Update(removed, updated, new, fields_for_preserving_frag_bitmap=field_ids)
             return self._commit_on(manifest, op, transaction_properties)
 
@@ -611,15 +652,14 @@ class LanceDataset:
         """Add columns, as pylance's ``add_columns``; the handle moves to the new version.
 
         ``transforms``: ``{name: SQL string or pc.Expression}`` (one new data file per
-        fragment), a ``pa.Field`` / list of fields / ``pa.Schema`` of all-null columns
-        (metadata only), or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
+        fragment; all-null ones such as ``CAST(NULL AS INT)`` metadata only), a ``pa.Field`` /
+        list of fields / ``pa.Schema`` of all-null columns (metadata only), a
+        ``RecordBatchReader`` (or batches with ``reader_schema``) of the new values, or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
         and returning a RecordBatch of the new columns.  Committed as a ``Merge``.
         """
-        if reader_schema is not None:
-            raise UnsupportedFeatureError("add_columns: reader_schema (a RecordBatchReader of new values) is not supported")
         self._handler.check_writable()
         self._commit(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
-                                      sql=sql_translator()))
+                                      sql=sql_translator(), reader_schema=reader_schema))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Rename, change nullability or cast columns, as pylance's ``alter_columns``: each
@@ -657,6 +697,16 @@ class LanceDataset:
         if metrics.version is not None and not metrics.dry_run:
             self._advance(self._handler.read_manifest(metrics.version).manifest)
         return metrics
+
+    def migrate_to_stable_row_ids(self, *, transaction_properties: Mapping[str, str] | None = None) -> None:
+        """Switch this dataset (the latest version) from row addresses to stable row ids in
+        place: one commit, no data file rewritten, indices carried (files holding row ids
+        rewritten; docs/FORMAT.md §19).  Indices lance_ops cannot rewrite are refused; a
+        dataset already stable is left alone.  The handle moves to the new version."""
+        self._check_mutable()
+        self._handler.check_writable()
+        self._advance(migrate_to_stable_row_ids(self._store, self._manifest, self._handler,
+                                                transaction_properties=dict(transaction_properties or {})))
 
     def materialize_deletions(
         self, threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold, **options: Any
@@ -804,6 +854,21 @@ class LanceDataset:
         kwargs.setdefault("manifest_store", self._handler.manifest_store)
         self._advance(write_and_commit(data, self.uri, mode=mode, **kwargs)[1])
 
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """The transactions of the newest ``recent_transactions`` versions up to this one,
+        newest first (None for a version whose manifest names no transaction), as pylance's."""
+        first = max(1, self.version - recent_transactions + 1)
+        return [self.read_transaction(v) for v in range(self.version, first - 1, -1)]
+
+    def take(self, indices: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows at positions ``indices`` among this version's live rows, in the order asked."""
+        return take_offsets(self, indices, columns)
+
+    def _take_rows(self, row_ids: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows by row id (stable row ids) or row address, in the order asked (pylance's
+        unstable ``_take_rows``; deleted rows are left out)."""
+        return take_row_ids(self, row_ids, columns)
+
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names
         no transaction file), as pylance's ``read_transaction``.
@@ -831,6 +896,11 @@ class LanceDataset:
             if not isinstance(k, str) or not (v is None or isinstance(v, str)):
                 raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
         self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
+        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema's metadata as strings (pylance's ``schema_metadata``)."""
         return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
 
     def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:

@@ -79,6 +79,15 @@ class LanceFragment:
     def to_table(self, columns: Sequence[str] | None = None, **kwargs: Any) -> pa.Table:
         return self._ds.to_table(columns=columns, fragments=[self.metadata], **kwargs)
 
+    def head(self, num_rows: int) -> pa.Table:
+        """The fragment's first ``num_rows`` live rows, as pylance's ``LanceFragment.head``."""
+        return self.to_table(limit=num_rows)
+
+    def take(self, indices: Sequence[int], columns: Any = None) -> pa.Table:
+        """Rows at positions ``indices`` among the fragment's live rows, in the order asked
+        (pylance's ``LanceFragment.take``)."""
+        return self.to_table(columns=columns).take(pa.array(list(indices), pa.int64()))
+
     # ------------------------------------------------ pylance surface (issue 24)
     @property
     def num_deletions(self) -> int:

@@ -30,7 +30,7 @@ from lance_ops.format.file import blob_columns as blobs
 from lance_ops.format.file import v21
 from lance_ops.format.file.columns import Page, is_var_type
 
-__all__ = ["PART_ROWS", "PagePart", "split_pages", "decode_part"]
+__all__ = ["PART_ROWS", "PagePart", "split_pages", "decode_part", "chunked", "take_chunks"]
 
 #: rows of one part: four of the scans' 64K batches (a batch is a slice of one part), a quarter of
 #: pylance's 1M-row pages.  Each part costs ~40 us of Python (GIL held) in the prefetch threads, so
@@ -285,3 +285,61 @@ def _full_zip_var_part(reader: Any, column: int, part: PagePart, dtype: pa.DataT
     rebased = pa.py_buffer((ri - ri.dtype.type(first)).astype(ri.dtype))
     layout = _full_zip_layout(part, n)
     return v21.decode_page(reader.path, column, layout, n, [data, rebased], dtype, _version(reader))
+
+
+def chunked(page: Page, dtype: pa.DataType) -> PagePart | None:
+    """``page`` as one part whose mini-block chunks can be read alone (a part already, or a
+    whole page of a plain leaf type with one item layer), else None."""
+    if page.part is not None:
+        return page.part if page.part.kind == "mini_block" else None
+    if not _plain_type(dtype) or _splittable(page, dtype, -1) != "mini_block":
+        return None
+    return PagePart(page, 0, page.length, "mini_block", _Chunks(page), sum(size for _, size in page.ranges))
+
+
+#: a take reads only the chunks holding its rows while they are at most this share of the
+#: part's chunks; above it, decoding the whole part (kept for the next rows) costs less
+TAKE_CHUNK_SHARE = 0.5
+
+
+def take_chunks(reader: Any, column: int, part: PagePart, dtype: pa.DataType, rows: np.ndarray) -> pa.Array | None:
+    """Rows ``rows`` (ascending offsets in ``part.source``, inside the part) decoded from only
+    the mini-block chunks holding them, in one decode: the chunks are independent, so the chosen
+    ones (their metadata words and bytes) form a smaller page.  None when they are over
+    :data:`TAKE_CHUNK_SHARE` of the part's chunks (decode the part instead)."""
+    assert part.chunks is not None
+    words, first_rows, starts = part.chunks.table(reader, column)
+    ci = np.searchsorted(first_rows, rows, side="right") - 1
+    sel = np.unique(ci)
+    lo = int(np.searchsorted(first_rows, part.lo, side="right")) - 1
+    hi = int(np.searchsorted(first_rows, part.hi, side="left"))
+    if sel.size > TAKE_CHUNK_SHARE * (hi - lo):
+        return None
+    counts = first_rows[sel + 1] - first_rows[sel]
+    total = int(counts.sum())
+    src = part.source
+    data_pos = src.ranges[1][0]
+    breaks = np.flatnonzero(np.diff(sel) != 1) + 1
+    run_a = sel[np.concatenate([[0], breaks])]
+    run_b = sel[np.concatenate([breaks - 1, [sel.size - 1]])] + 1
+    lo_b, hi_b = starts[run_a], starts[run_b]
+    span = int(hi_b[-1] - lo_b[0])
+    if run_a.size > 8 and span <= 8 * int((hi_b - lo_b).sum()):
+        # many runs close together: one read of their whole span, the chunks gathered from it
+        whole, *extra = reader.read_buffers([(data_pos + int(lo_b[0]), span), *src.ranges[2:]])
+        view = np.frombuffer(whole, dtype=np.uint8)
+        rel_a, rel_b = (lo_b - lo_b[0]).tolist(), (hi_b - lo_b[0]).tolist()
+        data = pa.py_buffer(np.concatenate([view[a:b] for a, b in zip(rel_a, rel_b, strict=True)]))
+    else:
+        ranges = [(data_pos + int(a), int(b - a)) for a, b in zip(lo_b, hi_b, strict=True)]
+        got = reader.read_buffers(ranges + list(src.ranges[2:]))
+        data = got[0] if len(ranges) == 1 else pa.py_buffer(b"".join(got[: len(ranges)]))
+        extra = got[len(ranges):]
+    buffers = [pa.py_buffer(words[sel]), data, *extra]
+    where = f"chunks of the page at row {src.row_start} of column {column}"
+    out = checked_decode(reader.path, where, total, lambda: v21.decode_page(
+        reader.path, column, part.chunks.layout(total), total, buffers, dtype, _version(reader)))
+    # each row's place among the chosen chunks' rows
+    vstart = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = vstart[np.searchsorted(sel, ci)] + (rows - first_rows[ci])
+    return out.take(pa.array(pos))

@@ -232,16 +232,19 @@ def address_map(
     *,
     reuse: Sequence[tuple[np.ndarray, np.ndarray]] = (),
     reuse_fragments: frozenset[int] = frozenset(),
+    orders: Sequence[np.ndarray | None] = (),
 ) -> AddressMap:
     """The map of a compaction: each group's live rows, in fragment order, land in its new
     fragments in order (how :func:`~lance_ops.format.ops.compaction.rewrite.execute_task`
-    writes them, and how pylance's ``transpose_row_addrs`` numbers them).
+    writes them, and how pylance's ``transpose_row_addrs`` numbers them) -- or, for a group
+    with an order (a clustered rewrite), row ``orders[g][j]`` of that fragment order lands at
+    new position ``j``.
 
     Raises:
         CorruptFileError: a group's new fragments do not hold exactly its live rows.
     """
     olds, news, frags, tomb, sizes = [], [], set(), set(), []
-    for old_frags, new_frags in groups:
+    for g, (old_frags, new_frags) in enumerate(groups):
         parts = []
         for f in old_frags:
             off = live_offsets(store, f)
@@ -260,6 +263,11 @@ def address_map(
                 f"compaction of fragments {[f.id for f in old_frags]} wrote {new.size} rows "
                 f"but they hold {old.size} live rows",
             )
+        order = orders[g] if g < len(orders) else None
+        if order is not None:  # clustered: old row order[j] is now at new position j
+            moved = np.empty_like(new)
+            moved[order] = new
+            new = moved
         olds.append(old)
         news.append(new)
     old_all = np.concatenate(olds) if olds else np.empty(0, dtype=np.uint64)

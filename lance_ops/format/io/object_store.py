@@ -616,6 +616,15 @@ class ObjectStore:
                 except FileNotFoundError:
                     pass
 
+    def clear_memory(self) -> None:
+        """``memory://`` only: remove every object under the root, so a dataset created there
+        starts from an empty store as pylance's does (each of its in-memory datasets has its own)."""
+        if self.protocol != "memory":
+            raise ObjectStoreError(f"{self.uri}: clear_memory is for memory:// stores only")
+        with _MEMORY_LOCK:
+            if self.fs.exists(self.root):
+                self.fs.rm(self.root, recursive=True)
+
     def delete(self, rel: str) -> None:
         """Remove an object; a missing one is not an error."""
         path = self.full_path(rel)

@@ -224,7 +224,9 @@ def _evaluate(table: pa.Table, values: Mapping[str, Any], schema: pa.Schema) -> 
 def sql_values(manifest: Manifest, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` with SQL strings translated to Expressions over the dataset's columns."""
     names = filter_schema(manifest.schema)
-    return {k: sql_expression(v, names, what=f"update value of {k!r}", metadata_columns=META_COLUMNS)
+    types = {f.name: f.type for f in names}
+    return {k: sql_expression(v, names, what=f"update value of {k!r}", metadata_columns=META_COLUMNS,
+                              target=types.get(k))
             if isinstance(v, str) else v
             for k, v in values.items()}
 

@@ -37,10 +37,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_ops.format.errors import (
+    ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
-    SchemaError,
     UnsupportedFeatureError,
+    UnsupportedIndexTypeError,
 )
 from lance_ops.format.index.build import (
     BUILDABLE_KINDS,
@@ -199,7 +200,8 @@ def _index_target(
     """
     names = [f.name for f in manifest.schema.top_level()]
     if column not in names:
-        raise SchemaError(f"{what}: column {column!r} is not in the dataset schema {names}")
+        raise ColumnNotFoundError(f"{what}: {column} not found in schema: column {column!r} is not in the "
+                                  f"dataset schema {names}")
     name = name or f"{column}_idx"
     existing = tuple(i for i in _indices(manifest) if i.name == name)
     if existing and not replace:
@@ -219,19 +221,22 @@ def plan_create_index(
     num_sub_vectors: int | None = None,
 ) -> IndexBuildPlan:
     """One task training an IVF_FLAT / IVF_PQ index over every fragment (pylance's
-    ``create_index``; ``num_partitions`` defaults to one per 8,192 rows, ``num_sub_vectors`` to
-    ``dim / 16`` where that divides).
+    ``create_index``; ``num_partitions`` defaults to one per 8,192 rows; IVF_PQ needs
+    ``num_sub_vectors``, as pylance 14's).
 
     Raises:
-        UnsupportedFeatureError: another index type (HNSW, SQ, ...) or metric.
-        SchemaError: no such column.
+        UnsupportedIndexTypeError: another index type (HNSW, SQ, ...); UnsupportedFeatureError:
+            another metric.
+        ColumnNotFoundError: no such column (a SchemaError and a KeyError).
         InvalidArgumentError: ``replace=False`` and an index of that name exists.
     """
     kind = str(index_type).upper()
     if kind not in VECTOR_KINDS:
-        raise UnsupportedFeatureError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
+        raise UnsupportedIndexTypeError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
     if str(metric).lower() not in ("l2", "cosine"):
         raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2 or cosine, not {metric!r}")
+    if kind == "IVF_PQ" and num_sub_vectors is None:  # pylance 14 refuses it too
+        raise InvalidArgumentError("create_index: num_partitions and num_sub_vectors are required for IVF_PQ")
     name, existing = _index_target(manifest, column, name, replace, "create_index")
     task = _task(manifest, name, kind, column, [f.id for f in manifest.fragments])
     train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors}

@@ -48,6 +48,7 @@ from lance_ops.format.errors import (
     CommitConflictError,
     CommitFailedError,
     InvalidArgumentError,
+    MergeInsertMatchedError,
     SchemaError,
     UnsupportedFeatureError,
 )
@@ -95,6 +96,7 @@ class MergeInsertParams:
     delete_not_matched_by_source: bool = False
     delete_condition: pc.Expression | None = None
     target_filter: pc.Expression | None = None
+    fail_matched: bool = False
 
 
 @dataclass(frozen=True)
@@ -418,6 +420,15 @@ def _matched_condition(ctx: MergeInsertContext, params: MergeInsertParams, targe
     return matched.take(pa.array(keep))
 
 
+def _fail_on_match(matched: pa.Table, on: Sequence[str]) -> None:
+    """``when_matched_fail()``: refuse the merge when a source row matches (before any file is written)."""
+    if matched.num_rows:
+        first = matched.slice(0, 1).to_pylist()[0]
+        keys = ", ".join(f"{k} = {first[k]}" for k in on)
+        raise MergeInsertMatchedError(f"Merge insert failed: found matching row with key values: {keys} "
+                                      f"({matched.num_rows} source rows match target rows)")
+
+
 def plan_merge_insert(
     store: ObjectStore, manifest: Manifest, params: MergeInsertParams, data: Any, *,
     schema: pa.Schema | None = None, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -439,6 +450,8 @@ def plan_merge_insert(
     how = "full outer" if params.delete_not_matched_by_source else "right outer"
     joined = target.select([*ctx.on, *ctx.meta_columns, "__tpos"]).join(keys, keys=list(ctx.on), join_type=how)
     has_target, has_source = pc.is_valid(joined.column(ROW_ADDR)), pc.is_valid(joined.column(_SRC))
+    if params.fail_matched:
+        _fail_on_match(joined.filter(pc.and_(has_target, has_source)), ctx.on)
     results: list[MergeTaskResult] = []
     matched_rows: pa.Table | None = None
     inserted: pa.Table | None = None
@@ -537,6 +550,20 @@ class MergeInsertBuilder:
         sides = _both_sides(self._manifest.schema.to_arrow())
         return self._with(update_matched=True,
                           matched_condition=_expression(condition, "when_matched_update_all condition", sides))
+
+    def when_matched_fail(self) -> "MergeInsertBuilder":
+        """Fail the merge (nothing written) when any source row matches a target row, as pylance's."""
+        return self._with(fail_matched=True, update_matched=False)
+
+    def retry_timeout(self, timeout: Any) -> "MergeInsertBuilder":
+        """pylance's retry time budget: accepted and not used (execute keeps its own conflict handling)."""
+        return self
+
+    def conflict_retries(self, retries: int) -> "MergeInsertBuilder":
+        """pylance's conflict retry count: checked, accepted and not used (execute keeps its own conflict handling)."""
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ArgumentTypeError(f"conflict_retries must be a non-negative integer, got {retries!r}")
+        return self
 
     def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
         """Insert source rows that match no target row."""

@@ -30,11 +30,17 @@ import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
-from lance_ops.format.errors import InvalidArgumentError, SchemaError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    InvalidArgumentError,
+    SchemaError,
+    SchemaEvolutionError,
+    UnsupportedFeatureError,
+)
+from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
 from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
-from lance_ops.format.schema import LanceField, LanceSchema
+from lance_ops.format.schema import LanceField, LanceSchema, rust_type_name
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 from lance_ops.format.txn.operations import Merge, Project
@@ -78,6 +84,7 @@ def plan_add_columns(
     *,
     batch_size: int | None = None,
     sql: Callable[[str, pa.Schema], pc.Expression] | None = None,
+    reader_schema: pa.Schema | None = None,
 ) -> Merge:
     """The ``Merge`` adding the columns ``transforms`` defines (see the module docstring).
 
@@ -85,7 +92,9 @@ def plan_add_columns(
         transforms: ``{name: SQL string or pc.Expression}``; a ``pa.Field``, list of fields or
             ``pa.Schema`` of all-null columns; or a callable taking a RecordBatch of
             ``read_columns`` (live rows only, as pylance) and returning a RecordBatch (or Table)
-            of the new columns, same row count.
+            of the new columns, same row count; or a ``RecordBatchReader`` (or an iterable of
+            RecordBatches with ``reader_schema``) of the new columns, one row per live row in
+            scan order.
         sql: translates a SQL string over the dataset's Arrow schema to an expression.
 
     Raises:
@@ -97,6 +106,8 @@ def plan_add_columns(
         return _all_null_merge(manifest, _as_schema(transforms))
     if isinstance(transforms, Mapping):
         return _sql_merge(store, manifest, transforms, batch_size, sql)
+    if isinstance(transforms, pa.RecordBatchReader) or (reader_schema is not None and not callable(transforms)):
+        return _reader_merge(store, manifest, transforms, reader_schema)
     if callable(transforms):
         return _udf_merge(store, manifest, transforms, read_columns, batch_size)
     raise InvalidArgumentError(
@@ -180,6 +191,8 @@ def _sql_merge(
             )
     reads = referenced_columns(manifest.schema, exprs.values())
     out_schema = _project(arrow.empty_table(), exprs, "").schema
+    if not reads and _all_null(exprs):  # ``CAST(NULL AS INT)``: metadata only, as pylance
+        return _all_null_merge(manifest, pa.schema([pa.field(f.name, f.type, True) for f in out_schema]))
     # DataFusion's rule: nullable if an input column is (pylance: ``x * 2`` of a non-nullable x is
     # not nullable); an expression naming a null literal may produce nulls whatever its inputs
     nullable = {
@@ -225,22 +238,106 @@ def _udf_merge(
     first = next((f for f in manifest.fragments if f.num_rows > 0), None)
     if first is None:
         raise InvalidArgumentError("add_columns: a batch UDF needs at least one row to learn its output schema")
-    probe = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1))
-    _check_new_names(manifest, probe.schema.names)
-    added = _new_fields(manifest, probe.schema)
+    out_schema = getattr(udf, "output_schema", None)
+    if out_schema is None:  # learnt from one row, as pylance
+        out_schema = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1)).schema
+    _check_new_names(manifest, out_schema.names)
+    added = _new_fields(manifest, out_schema)
     target = added.to_arrow()
 
     def compute(t: pa.Table) -> pa.Table:
-        return _call_udf(udf, t).cast(target)
+        out = _call_udf(udf, t)
+        if out.schema.names != target.names:
+            raise InvalidArgumentError(f"Output schema of function does not match the expected schema: the UDF "
+                                       f"returned columns {out.schema.names}, expected {target.names}")
+        return out.cast(target)
 
     frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size or DEFAULT_BATCH_SIZE)
     return Merge(frags, _merged(manifest, added))
 
 
+def _all_null(exprs: Mapping[str, pc.Expression]) -> bool:
+    """Every expression (reading no column) evaluates to null."""
+    one = _project(pa.table({"__one": [0]}), exprs, "")
+    return all(c.null_count == len(c) for c in one.columns)
+
+
+class _RowStream:
+    """Consecutive slices of a stream of record batches, ``take(n)`` rows at a time."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> None:
+        self._batches, self._schema, self._pending = batches, schema, pa.Table.from_batches([], schema=schema)
+
+    def take(self, n: int) -> pa.Table:
+        parts, have = [self._pending], self._pending.num_rows
+        while have < n:
+            b = next(self._batches, None)
+            if b is None:
+                raise SchemaEvolutionError("Invalid user input: Stream ended before producing values for all rows "
+                                           f"in dataset (after {have} rows of a fragment)")
+            parts.append(pa.Table.from_batches([b]).cast(self._schema))
+            have += b.num_rows
+        t = pa.concat_tables(parts)
+        self._pending = t.slice(n)
+        return t.slice(0, n)
+
+    def check_exhausted(self) -> None:
+        if self._pending.num_rows or next(self._batches, None) is not None:
+            raise SchemaEvolutionError("Invalid user input: Stream produced more values than expected for dataset")
+
+
+def _reader_merge(store: ObjectStore, manifest: Manifest, data: Any, reader_schema: pa.Schema | None) -> Merge:
+    """New columns from a stream of batches: fragment by fragment, in scan order (streamed)."""
+    schema = reader_schema if reader_schema is not None else data.schema
+    _check_new_names(manifest, schema.names)
+    added = _new_fields(manifest, schema)
+    stream = _RowStream(iter(data), added.to_arrow())
+    frags, written = [], []
+    try:
+        for frag in manifest.fragments:
+            _, offsets = _read_live(store, manifest, frag, [], None)
+            live = frag.physical_rows if offsets is None else len(offsets)
+            full = _to_physical(stream.take(live), offsets, frag.physical_rows)
+            new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added,
+                                       version=manifest.data_storage_version,
+                                       max_rows_per_file=max(frag.physical_rows, 1), background=False)
+            written.append(new[0])
+            frags.append(frag.with_changes(files=(*frag.files, new[0].files[0])))
+        stream.check_exhausted()
+    except BaseException:
+        discard_files(store, written)
+        raise
+    return Merge(frags, _merged(manifest, added))
+
+
+class BatchUDF:
+    """A batch function for ``add_columns`` with its output schema, as pylance's ``BatchUDF``."""
+
+    def __init__(self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None) -> None:
+        self.func, self.output_schema = func, output_schema
+
+    def __call__(self, batch: pa.RecordBatch) -> Any:
+        return self.func(batch)
+
+
+def batch_udf(
+    output_schema: pa.Schema | None = None, checkpoint_file: Any = None
+) -> Callable[[Callable[[pa.RecordBatch], Any]], BatchUDF]:
+    """pylance's ``@lance.batch_udf(output_schema=...)`` decorator.
+
+    Raises:
+        UnsupportedFeatureError: ``checkpoint_file`` (pylance's resumable UDF cache).
+    """
+    if checkpoint_file is not None:
+        raise UnsupportedFeatureError("batch_udf: checkpoint_file (a resumable UDF cache) is not supported")
+    return lambda func: BatchUDF(func, output_schema)
+
+
 def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
     batch = t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=t.schema)
     out = getattr(udf, "func", udf)(batch)  # pylance's @batch_udf keeps the function as ``func``
-    if hasattr(out, "to_batches") and not isinstance(out, pa.Table):  # a pandas DataFrame
+    if (hasattr(out, "to_batches") or hasattr(out, "to_records")) and not isinstance(out, pa.Table | pa.RecordBatch):
+        # a pandas DataFrame (pylance's batch UDFs may return one)
         out = pa.Table.from_pandas(out, preserve_index=False)
     if isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
@@ -385,10 +482,15 @@ def plan_alter_columns(
     for alt in alterations:
         if not isinstance(alt, Mapping) or "path" not in alt:
             raise InvalidArgumentError(f"alter_columns: each alteration is a dict with a 'path', got {alt!r}")
-        extra = set(alt) - {"path", "name", "nullable", "data_type"}
-        if extra:
-            raise InvalidArgumentError(f"alter_columns: unknown key(s) {sorted(extra)} in {alt!r}")
-        src = field_at(schema, alt["path"])
+        extra = sorted(set(alt) - {"path", "name", "nullable", "data_type"})
+        if extra:  # pylance's messages
+            raise InvalidArgumentError(f"Unknown key: {extra[0]}. Valid keys are name, nullable, and data_type.")
+        if all(alt.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise InvalidArgumentError("At least one of name, nullable, or data_type must be specified")
+        try:
+            src = field_at(schema, alt["path"])
+        except InvalidArgumentError:
+            raise SchemaEvolutionError(f'Invalid user input: Column "{alt["path"]}" does not exist in the dataset') from None
         f = fields[src.id]
         if alt.get("name") is not None:
             f = dataclasses.replace(f, name=str(alt["name"]))
@@ -425,9 +527,42 @@ def _check_no_nulls(store: ObjectStore, manifest: Manifest, path: str) -> None:
             raise InvalidArgumentError(f'Column "{path}" contains NULL values and cannot be made non-nullable')
 
 
+def _cast_column(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
+    """``col`` cast to ``to`` without loss; else pylance's "Can't cast value 1024 to type Int8"."""
+    try:
+        return col.cast(to, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = None
+        try:  # the first value that does not survive the round trip
+            back = col.cast(to, safe=False).cast(col.type, safe=False)
+            diff = pc.fill_null(pc.not_equal(back, col), False)
+            bad = col.filter(diff)[0].as_py() if pc.any(diff).as_py() else None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        what = f"value {bad}" if bad is not None else "a value"
+        raise SchemaEvolutionError(f"Cast error: Can't cast {what} to type {rust_type_name(to)} ({e})") from None
+
+
+def _check_not_indexed(manifest: Manifest, casts: list[tuple[LanceField, pa.DataType]]) -> None:
+    """pylance refuses to cast a column an index covers (the cast would invalidate it)."""
+    if not manifest.index_section:
+        return
+    ids = {src.id for src, _ in casts}
+    names = sorted({i.name for i in decode_index_section(manifest.index_section, f"version {manifest.version}")
+                    if ids.intersection(i.fields)})
+    if names:
+        cols = ", ".join(src.name for src, _ in casts)
+        raise SchemaEvolutionError(
+            f"Invalid user input: Cannot cast column(s) [{cols}] to a new type: they have {len(names)} index(es) "
+            f"attached: [{', '.join(names)}]. Cast rewrites column data and invalidates any index on the affected "
+            "column(s). Drop the index(es) with drop_index() before altering, then recreate them after the cast "
+            "completes.")
+
+
 def _cast_merge(
     store: ObjectStore, manifest: Manifest, schema: LanceSchema, casts: list[tuple[LanceField, pa.DataType]]
 ) -> Merge:
+    _check_not_indexed(manifest, casts)
     next_id = manifest_max_field_id(manifest) + 1
     replaced: dict[int, tuple[LanceField, ...]] = {}
     reads: list[str] = []
@@ -436,7 +571,8 @@ def _cast_merge(
             raise UnsupportedFeatureError(f"alter_columns: casting nested field {src.name!r} is not supported")
         old_type = manifest.schema.arrow_field(src.id).type
         if not (_castable(old_type, dtype)):
-            raise InvalidArgumentError(f'Cannot cast column "{src.name}" from {old_type} to {dtype}')
+            raise SchemaEvolutionError(f'Invalid user input: Cannot cast column "{src.name}" from '
+                                       f'{rust_type_name(old_type)} to {rust_type_name(dtype)}')
         cur = schema.field_by_id(src.id)
         new = LanceSchema.from_arrow(pa.schema([pa.field(cur.name, dtype, cur.nullable)]), start_id=next_id)
         next_id = new.max_field_id() + 1
@@ -455,11 +591,8 @@ def _cast_merge(
     names = dict(zip(reads, target.names, strict=True))
 
     def compute(t: pa.Table) -> pa.Table:
-        try:
-            cols = [t.column(r).cast(target.field(names[r]).type, safe=True) for r in reads]
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise InvalidArgumentError(f"alter_columns: cast of {reads} to {target} failed: {e}") from None
-        return pa.Table.from_arrays(cols, schema=target)
+        return pa.Table.from_arrays([_cast_column(t.column(r), target.field(names[r]).type) for r in reads],
+                                    schema=target)
 
     frags = add_column_files(store, manifest, added, compute, reads)
     keep = set(new_schema.field_ids())

@@ -1,1 +1,1 @@
-"""The read path: scans, projections, blob payloads, data statistics."""
+"""The read path: scans, projections, takes, blob payloads, data statistics."""

@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_ops.format.errors import CorruptFileError, SchemaError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    CorruptFileError,
+    DeletedRowsTakeError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format.file.blob_columns import (
     KIND_DEDICATED,
     KIND_EXTERNAL,
@@ -188,7 +193,9 @@ def take_blobs(
                 found[int(k)] = loc
     missing = [int(w) for w in wanted.tolist() if int(w) not in found]
     if missing:
-        raise ValueError(f"{store.uri}: no rows {missing[:10]} ({'ids' if ids is not None else key})")
+        raise DeletedRowsTakeError(
+            f"{store.uri}: A take operation that includes row addresses must not target deleted (or missing) "
+            f"rows: no rows {missing[:10]} ({'ids' if ids is not None else key})")
     return [BlobFile(found[int(w)]) if found[int(w)] is not None else None for w in wanted.tolist()]  # type: ignore[arg-type]
 
 

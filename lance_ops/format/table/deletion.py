@@ -179,7 +179,43 @@ def read_deletion_file(
     return offsets
 
 
+#: per number of deleted rows: the Arrow IPC file's bytes before and after its one data buffer
+#: (a delete writes many files of equal size; the pyarrow writer costs ~15-60 us a file, this ~1 us)
+_IPC_TEMPLATES: dict[int, tuple[bytes, bytes] | None] = {}
+
+
 def _arrow_bytes(offsets: np.ndarray) -> bytes:
+    """The deletion file of ``offsets`` (uint32): an Arrow IPC file of one ``row_id`` column."""
+    n = int(offsets.size)
+    if n not in _IPC_TEMPLATES:
+        if len(_IPC_TEMPLATES) >= 256:
+            _IPC_TEMPLATES.clear()
+        _IPC_TEMPLATES[n] = _ipc_template(n)
+    hit = _IPC_TEMPLATES[n]
+    if hit is None:
+        return _arrow_bytes_written(offsets)
+    head, tail = hit
+    return b"".join((head, offsets.astype("<u4", copy=False).tobytes(), tail))
+
+
+def _ipc_template(n: int) -> tuple[bytes, bytes] | None:
+    """The bytes around the data buffer of an ``n``-row deletion file, found by writing a
+    distinctive probe and proven on a second one; None when they cannot be told apart."""
+    if n < 2:
+        return None
+    probe = (np.arange(n, dtype=np.uint32) | np.uint32(0xA5C30000)).astype("<u4")
+    data, raw = _arrow_bytes_written(probe), probe.tobytes()
+    pos = data.find(raw)
+    if pos < 0 or data.find(raw, pos + 1) >= 0:
+        return None
+    head, tail = data[:pos], data[pos + len(raw):]
+    other = (probe ^ np.uint32(0x0F0F0000)).astype("<u4")
+    if head + other.tobytes() + tail != _arrow_bytes_written(other):
+        return None
+    return head, tail
+
+
+def _arrow_bytes_written(offsets: np.ndarray) -> bytes:
     sink = pa.BufferOutputStream()
     batch = pa.record_batch([pa.array(offsets, type=pa.uint32())], schema=DELETION_SCHEMA)
     # Uncompressed: pylance reads both; at < 5000 u32 values compression saves little and costs most

@@ -46,3 +46,8 @@ def require_readable(manifest_version: str, where: str) -> None:
             f"{where} uses Lance file format {manifest_version or 'legacy (0.1)'}; "
             f"lance_ops reads file formats {', '.join(READABLE_FILE_VERSIONS)}"
         )
+
+
+def stable_version() -> str:
+    """The file format version "stable" names (pylance's ``lance.file.stable_version()``)."""
+    return _VERSION_ALIASES["stable"]

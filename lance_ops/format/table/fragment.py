@@ -5,11 +5,12 @@ sequences are kept as their inline protobuf bytes; :mod:`lance_ops.format.table.
 Instances are picklable so Spark executors can hand them to the driver.
 """
 
+import json
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import Any, cast
 
 from lance_ops.format._proto import table_pb2
-from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
 
 _new = object.__new__
 #: ``__dict__`` key of the protobuf message a fragment was decoded from (not a dataclass field:
@@ -101,6 +102,10 @@ class DeletionFile:
     def extension(self) -> str:
         return "bin" if self.file_type == BITMAP else "arrow"
 
+    def asdict(self) -> dict[str, Any]:
+        """pylance's ``DeletionFile.asdict()``."""
+        return deletion_file_dict(self)
+
 
 @dataclass(frozen=True)
 class FragmentMetadata:
@@ -130,6 +135,21 @@ class FragmentMetadata:
 
     def with_changes(self, **changes: object) -> "FragmentMetadata":
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def row_id_meta(self) -> bytes | None:
+        """pylance's name for the inline row id sequence (None without stable row ids)."""
+        return self.row_ids
+
+    def to_json(self) -> dict[str, Any]:
+        """pylance's ``FragmentMetadata.to_json()`` (a JSON-ready dict; pylance's
+        ``FragmentMetadata.from_json(json.dumps(...))`` reads it back)."""
+        return fragment_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: "str | dict[str, Any]") -> "FragmentMetadata":
+        """A fragment from pylance's JSON (``json.dumps(pylance_fragment.to_json())``)."""
+        return fragment_from_json(text)
 
     @classmethod
     def from_proto(cls, m: table_pb2.DataFragment, *, where: str = "") -> "FragmentMetadata":
@@ -190,3 +210,75 @@ class FragmentMetadata:
         if self.created_at_versions is not None:
             m.inline_created_at_versions = self.created_at_versions
         return m
+
+
+# ------------------------------------------------------------ pylance's JSON form
+# The shape is Lance's serde form of its ``Fragment`` struct: data files with their field ids,
+# ``deletion_file`` with ``file_type`` "array" or "bitmap", and the row id / row version
+# sequences as ``{"Inline": [bytes]}`` / ``{"inline": [bytes]}``.
+
+_FILE_TYPES = {ARROW_ARRAY: "array", BITMAP: "bitmap"}
+
+
+def deletion_file_dict(d: DeletionFile) -> dict[str, Any]:
+    """pylance's ``DeletionFile.asdict()``."""
+    return {"read_version": d.read_version, "id": d.id, "file_type": _FILE_TYPES[d.file_type],
+            "num_deleted_rows": d.num_deleted_rows, "base_id": d.base_id}
+
+
+def _inline(raw: bytes | None, key: str) -> dict[str, list[int]] | None:
+    return None if raw is None else {key: list(raw)}
+
+
+def fragment_to_json(f: FragmentMetadata) -> dict[str, Any]:
+    """The JSON-ready dict pylance's ``FragmentMetadata.to_json()`` gives."""
+    files = [{"fields": list(df.fields), "column_indices": list(df.column_indices),
+              "file_major_version": df.file_major_version, "file_minor_version": df.file_minor_version,
+              "file_size_bytes": df.file_size_bytes or None, "base_id": df.base_id, "path": df.path}
+             for df in f.files]
+    return {"id": f.id, "files": files, "overlays": [], "physical_rows": f.physical_rows,
+            "deletion_file": deletion_file_dict(f.deletion_file) if f.deletion_file else None,
+            "row_id_meta": _inline(f.row_ids, "Inline"),
+            "created_at_version_meta": _inline(f.created_at_versions, "inline"),
+            "last_updated_at_version_meta": _inline(f.last_updated_at_versions, "inline")}
+
+
+def _bytes(meta: dict[str, Any] | None, what: str) -> bytes | None:
+    if meta is None:
+        return None
+    inline = meta.get("Inline", meta.get("inline"))
+    if inline is None:
+        raise UnsupportedFeatureError(f"fragment JSON: {what} {sorted(meta)} is not inline; lance_ops reads "
+                                      "inline sequences only")
+    return bytes(inline)
+
+
+def fragment_from_json(text: str | dict[str, Any]) -> FragmentMetadata:
+    """A fragment from pylance's JSON (a string, or the dict ``to_json`` gives).
+
+    Raises:
+        InvalidArgumentError: not fragment JSON.
+        UnsupportedFeatureError: overlays, or external row id / version sequences.
+    """
+    try:
+        d = json.loads(text) if isinstance(text, str) else dict(text)
+        if d.get("overlays"):
+            raise UnsupportedFeatureError(f"fragment JSON: fragment {d['id']} has data overlays, which lance_ops "
+                                          "does not support")
+        files = tuple(DataFile(path=f["path"], fields=tuple(f["fields"]), column_indices=tuple(f["column_indices"]),
+                               file_major_version=f["file_major_version"], file_minor_version=f["file_minor_version"],
+                               file_size_bytes=f.get("file_size_bytes") or 0, base_id=f.get("base_id"))
+                      for f in d["files"])
+        dfile = d.get("deletion_file")
+        deletion = None if dfile is None else DeletionFile(
+            file_type={v: k for k, v in _FILE_TYPES.items()}[dfile["file_type"]], read_version=dfile["read_version"],
+            id=dfile["id"], num_deleted_rows=dfile.get("num_deleted_rows") or 0, base_id=dfile.get("base_id"))
+        return FragmentMetadata(id=d["id"], files=files, physical_rows=d["physical_rows"], deletion_file=deletion,
+                                row_ids=_bytes(d.get("row_id_meta"), "row_id_meta"),
+                                created_at_versions=_bytes(d.get("created_at_version_meta"), "created_at_version_meta"),
+                                last_updated_at_versions=_bytes(d.get("last_updated_at_version_meta"),
+                                                                "last_updated_at_version_meta"))
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, UnsupportedFeatureError):
+            raise
+        raise InvalidArgumentError(f"fragment JSON: not a Lance fragment ({type(e).__name__}: {e})") from None

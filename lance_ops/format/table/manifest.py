@@ -48,8 +48,12 @@ FLAG_STABLE_ROW_IDS = 2
 FLAG_USE_V2_FORMAT_DEPRECATED = 4
 FLAG_TABLE_CONFIG = 8
 FLAG_BASE_PATHS = 16  # files under other base paths: branches (shallow clones), multi-base datasets
+#: data files of other 2.x file versions than ``data_format.version`` (pylance 14's compaction with
+#: ``data_storage_version``); both words, kept once set (docs/FORMAT.md §17)
+FLAG_MIXED_FILE_VERSIONS = 256
 KNOWN_READER_FLAGS = (
     FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_USE_V2_FORMAT_DEPRECATED | FLAG_TABLE_CONFIG | FLAG_BASE_PATHS
+    | FLAG_MIXED_FILE_VERSIONS
 )
 KNOWN_WRITER_FLAGS = KNOWN_READER_FLAGS
 #: what each feature flag bit means (upstream ``rust/lance-table/src/feature_flags.rs``; bits
@@ -297,6 +301,8 @@ class Manifest:
             flags |= FLAG_STABLE_ROW_IDS
         if self.base_paths:
             flags |= FLAG_BASE_PATHS
+        # kept once set, as pylance keeps it (§17); build_manifest sets it for a new mixed file
+        flags |= self.reader_feature_flags & FLAG_MIXED_FILE_VERSIONS
         writer = flags | (FLAG_TABLE_CONFIG if self.config else 0)
         return flags, writer
 

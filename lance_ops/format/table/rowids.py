@@ -162,7 +162,7 @@ def _bitmap_ones(data: bytes, nbits: int, path: str, what: str) -> int:
         # pylance counts every bit of the buffer for len() but iterates only nbits: a set
         # padding bit would make the two disagree, and pylance never writes one.
         raise CorruptFileError(path, f"{what}: bitmap has bits set past the end of its range")
-    return int(np.unpackbits(raw).sum())
+    return int(np.bitwise_count(raw).sum(dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- segments
@@ -236,7 +236,8 @@ def _segment_values(seg: rowids_pb2.U64Segment, path: str) -> np.ndarray:
         rwb = seg.range_with_bitmap
         start, end = int(rwb.start), int(rwb.end)
         bits = np.unpackbits(np.frombuffer(rwb.bitmap, dtype=np.uint8), count=end - start, bitorder="little")
-        return _offsets_plus(np.flatnonzero(bits), start)
+        # (as bool: NumPy's nonzero over uint8 is ~3.5x slower than over bool)
+        return _offsets_plus(np.flatnonzero(bits.view(np.bool_)), start)
     values = _array_values(getattr(seg, kind), path, f"{kind} segment")
     if kind == "sorted_array" and values.size > 1 and np.any(values[1:] < values[:-1]):
         raise CorruptFileError(path, "sorted_array segment is not sorted")

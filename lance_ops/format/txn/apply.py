@@ -17,9 +17,9 @@ from lance_ops.format.errors import IncompatibleTransactionError, UnsupportedFea
 from lance_ops.format.index import coverage
 from lance_ops.format.index.metadata import decode_index_section, encode_index_section
 from lance_ops.format.table import rowids
-from lance_ops.format.table.file_versions import normalize_storage_version
+from lance_ops.format.table.file_versions import READABLE_FILE_VERSIONS, normalize_storage_version
 from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.table.manifest import FLAG_STABLE_ROW_IDS, Manifest
+from lance_ops.format.table.manifest import FLAG_MIXED_FILE_VERSIONS, FLAG_STABLE_ROW_IDS, Manifest
 from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
@@ -46,9 +46,12 @@ class _Ids:
         self.stable = stable
         self.version = version
 
-    def new_fragment(self, frag: FragmentMetadata) -> FragmentMetadata:
-        self.next_fragment_id += 1
-        changes: dict[str, object] = {"id": self.next_fragment_id}
+    def new_fragment(self, frag: FragmentMetadata, *, keep_id: bool = False) -> FragmentMetadata:
+        """``frag`` with the next fragment id (or its own, ``keep_id``) and, with stable row ids,
+        ids for its rows past its row-id sequence and both version sequences."""
+        if not keep_id:
+            self.next_fragment_id += 1
+        changes: dict[str, object] = {"id": frag.id if keep_id else self.next_fragment_id}
         if self.stable:
             n = frag.physical_rows
             kept = np.empty(0, np.uint64) if frag.row_ids is None else rowids.decode_row_ids(frag.row_ids)
@@ -141,7 +144,9 @@ def build_manifest(
     )
     b = _Build(prev, txn, version, stable, ids, data_storage_version, load_version)
     new, frags = _apply(txn.operation, b)
-    _check_file_versions(frags, prev, new.data_storage_version)
+    new = _without_dropped_field_indices(new)
+    if _check_file_versions(frags, prev, new.data_storage_version, mixing=_may_mix_file_versions(txn.operation)):
+        new = new.with_changes(reader_feature_flags=new.reader_feature_flags | FLAG_MIXED_FILE_VERSIONS)
     max_id = max([f.id for f in frags] + [ids.next_fragment_id, -1])
     new = new.with_changes(
         fragments=tuple(sorted(frags, key=lambda f: f.id)),
@@ -176,7 +181,12 @@ def _(op: Overwrite, b: _Build) -> _Applied:
     config = dict(prev.config) if prev is not None else {}
     if op.config_upsert_values:
         config.update(op.config_upsert_values)
-    flags = FLAG_STABLE_ROW_IDS if b.stable else 0
+    if op.enable_stable_row_ids:  # migration in place: every fragment gets row ids from here on
+        b.ids.stable = True
+    flags = FLAG_STABLE_ROW_IDS if b.stable or op.enable_stable_row_ids else 0
+    migrating = op.enable_stable_row_ids and prev is not None
+    if migrating:  # the same files: a mixed table stays mixed
+        flags |= prev.reader_feature_flags & FLAG_MIXED_FILE_VERSIONS
     new = Manifest(
         schema=op.schema,
         fragments=(),
@@ -185,14 +195,17 @@ def _(op: Overwrite, b: _Build) -> _Applied:
         writer_feature_flags=flags,
         max_fragment_id=prev.max_fragment_id if prev is not None else None,
         next_row_id=prev.next_row_id if prev is not None else 0,
-        data_storage_version=_overwrite_file_version(op, prev, b.data_storage_version),
+        data_storage_version=prev.data_storage_version if migrating else _overwrite_file_version(
+            op, prev, b.data_storage_version),
         config=config,
         table_metadata=dict(prev.table_metadata) if prev is not None else {},
         # a branch stays a branch: its name and the base paths its history may still use
         base_paths=prev.base_paths if prev is not None else (),
         branch=prev.branch if prev is not None else None,
+        index_section=op.index_section if op.enable_stable_row_ids else None,
     )
-    return new, [b.ids.new_fragment(f) for f in op.fragments]
+    # a migration keeps the fragments (their deletion files are named by fragment id)
+    return new, [b.ids.new_fragment(f, keep_id=op.enable_stable_row_ids) for f in op.fragments]
 
 
 @_apply.register
@@ -349,6 +362,23 @@ def _(op: Project, b: _Build) -> _Applied:
     return base.with_changes(schema=op.schema), frags
 
 
+#: indices of the table itself, not of a column (kept whatever the schema, as Lance keeps them)
+_SYSTEM_INDEX_NAMES = ("__lance_frag_reuse", "__lance_mem_wal")
+
+
+def _without_dropped_field_indices(m: Manifest) -> Manifest:
+    """``m`` without the index segments of a field its schema no longer has (a dropped column,
+    a cast that gave the column a new field id), as Lance's ``retain_relevant_indices``."""
+    if not m.index_section:
+        return m
+    ids = set(m.schema.field_ids())
+    before = decode_index_section(m.index_section, f"index section of version {m.version}")
+    after = tuple(i for i in before if set(i.fields) <= ids or i.name in _SYSTEM_INDEX_NAMES)
+    if len(after) == len(before):
+        return m
+    return m.with_changes(index_section=encode_index_section(after) if after else None)
+
+
 def _with_indices(m: Manifest, change: Callable[[tuple], tuple]) -> Manifest:
     """``m`` with its index section passed through ``change`` (raw bytes kept when unchanged)."""
     if not m.index_section:
@@ -371,10 +401,30 @@ def _overwrite_file_version(op: Overwrite, prev: Manifest | None, asked: str | N
     return normalize_storage_version(asked)
 
 
-def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | None, version: str) -> None:
-    """Every data file new in this version must have the dataset's file version (no mixing)."""
+@singledispatch
+def _may_mix_file_versions(op: Operation) -> bool:
+    """Whether ``op`` may bring data files of another 2.x version than the dataset's default.
+
+    Only a compaction's rewrite (``compact_files(data_storage_version=...)``, as pylance 14's):
+    the manifest then gets feature flag 256 (docs/FORMAT.md §17).
+    """
+    return False
+
+
+@_may_mix_file_versions.register
+def _(op: Rewrite) -> bool:
+    return True
+
+
+def _check_file_versions(
+    frags: Sequence[FragmentMetadata], base: Manifest | None, version: str, *, mixing: bool = False
+) -> bool:
+    """Every data file new in this version must have the dataset's file version, unless
+    ``mixing`` (a rewrite to another 2.x file version); returns whether a new file has another
+    version (the manifest then needs flag 256)."""
     carried = {id(f) for f in base.fragments} if base is not None else set()
     old: set[str] | None = None
+    mixed = False
     for f in frags:
         if id(f) in carried:  # the previous version's fragment object, unchanged
             continue
@@ -383,11 +433,16 @@ def _check_file_versions(frags: Sequence[FragmentMetadata], base: Manifest | Non
                 continue
             if old is None:  # a changed fragment may keep its old files
                 old = {d.path for g in base.fragments for d in g.files} if base is not None else set()
-            if df.path not in old:
-                raise UnsupportedFeatureError(
-                    f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
-                    "mixed file versions are not allowed (pylance refuses them too)"
-                )
+            if df.path in old:
+                continue
+            if mixing and df.version in READABLE_FILE_VERSIONS and version in READABLE_FILE_VERSIONS:
+                mixed = True
+                continue
+            raise UnsupportedFeatureError(
+                f"data file {df.path} has file version {df.version} but the dataset uses {version}; "
+                "only a compaction (compact_files(data_storage_version=...)) writes files of another version"
+            )
+    return mixed
 
 
 def _replace(

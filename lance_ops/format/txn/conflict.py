@@ -117,6 +117,8 @@ def _(a: Restore, pair: _Pair) -> set[int]:
 
 @_check_mine.register
 def _(a: Overwrite, pair: _Pair) -> set[int]:
+    if a.enable_stable_row_ids:  # a migration lists the fragments of its read version: plan it again
+        pair.fail(RetryableCommitConflictError, "the migration to stable row ids must be planned on the latest version")
     if _config_keys(a) & _config_keys(pair.theirs.operation):
         pair.fail(IncompatibleTransactionError, "both set the same config keys")
     return set()

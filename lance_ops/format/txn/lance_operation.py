@@ -14,7 +14,7 @@ import pyarrow as pa
 from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.txn.operations import Append, Delete, Overwrite, Restore, UpdateConfig
+from lance_ops.format.txn.operations import Append, Delete, Merge, Overwrite, Project, Restore, UpdateConfig
 
 
 @dataclass
@@ -65,6 +65,20 @@ def _update_config(
                         bool(sm.replace) if sm is not None else False)
 
 
+def _as_lance_schema(schema: pa.Schema | LanceSchema) -> LanceSchema:
+    return schema if isinstance(schema, LanceSchema) else LanceSchema.from_arrow(schema)
+
+
+def _project(schema: pa.Schema | LanceSchema) -> Project:
+    """pylance's ``Project(schema)``: a new schema over the same data files (field ids kept)."""
+    return Project(_as_lance_schema(schema))
+
+
+def _merge(fragments: Sequence[FragmentMetadata], schema: pa.Schema | LanceSchema) -> Merge:
+    """pylance's ``Merge(fragments, schema)``: every fragment with its new data files, and the schema."""
+    return Merge(list(fragments), _as_lance_schema(schema))
+
+
 class LanceOperation:
     """pylance's ``lance.LanceOperation`` namespace, building lance_ops operations."""
 
@@ -74,3 +88,5 @@ class LanceOperation:
     Restore = Restore
     Overwrite = staticmethod(_overwrite)
     UpdateConfig = staticmethod(_update_config)
+    Project = staticmethod(_project)
+    Merge = staticmethod(_merge)

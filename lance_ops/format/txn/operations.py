@@ -39,6 +39,12 @@ class Overwrite:
     fragments: Sequence[FragmentMetadata]
     schema: LanceSchema
     config_upsert_values: Mapping[str, str] | None = None
+    #: lance_ops' in-place migration to stable row ids (docs/FORMAT.md §19): the new version
+    #: gets flag 2 and row ids for every fragment; not in the proto (a decoded Overwrite has False)
+    enable_stable_row_ids: bool = False
+    #: with ``enable_stable_row_ids``: the index section of the new version (the indices carried
+    #: over, their files rewritten for row ids where they must be); None = no indices
+    index_section: bytes | None = None
     name = "overwrite"
 
     def to_proto(self, t: transaction_pb2.Transaction) -> None:

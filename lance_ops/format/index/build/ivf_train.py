@@ -118,7 +118,8 @@ def train_model(
     if kind == "IVF_PQ":
         m = num_sub_vectors or default_sub_vectors(dim)
         if dim % m:
-            raise InvalidArgumentError(f"create_index: num_sub_vectors={m} does not divide the dimension {dim}")
+            raise InvalidArgumentError(f"create_index: num_sub_vectors={m} does not divide the dimension {dim} "
+                                       f"(dimension {dim} must be divisible by num_sub_vectors {m})")
         pq_rows = vecs[rng.choice(len(vecs), min(len(vecs), PQ_SAMPLE_ROWS), replace=False)]
         resid = pq_rows - centroids[_nearest(pq_rows, centroids)]
         sub = dim // m

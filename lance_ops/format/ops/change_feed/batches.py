@@ -49,7 +49,15 @@ from lance_ops.format.ops.change_feed.schema_history import (
     conform,
     refuse_schema_changes,
 )
-from lance_ops.format.read.scan import PREFETCH_BYTES, ROW_ID, ScanPlan, open_fragment_rows, plan_scan
+from lance_ops.format.ops.row_id_migration import feed_begin
+from lance_ops.format.read.scan import (
+    DEFAULT_BATCH_SIZE,
+    PREFETCH_BYTES,
+    ROW_ID,
+    ScanPlan,
+    open_fragment_rows,
+    plan_scan,
+)
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 from lance_ops.format.txn.handlers import CommitHandler, checkout_manifest
@@ -97,6 +105,8 @@ def change_feed_batches(
         )
     schema = change_feed_schema(end.schema.to_arrow())
     user = schema.names[: len(schema.names) - 4]
+    # a migration to stable row ids changes no row: a range starting just before it starts at it
+    begin_version = feed_begin(store.uri, begin_version, lambda v: checkout_manifest(store, v, handler)[0])
     if begin_version == end_version:
         return
 
@@ -113,14 +123,24 @@ def change_feed_batches(
         if on_schema_change == "fail":
             refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 
+    kinds: dict[str, pa.Array] = {}  # each change type repeated, sliced per batch (no copy)
+    ts_type = pa.timestamp("us", tz="UTC")
+
     def emit(batch: pa.RecordBatch, kind: str, ids: np.ndarray, versions: np.ndarray) -> pa.RecordBatch:
         n = batch.num_rows
         v = np.asarray(versions, dtype=np.uint64)
+        const = kinds.get(kind)
+        if const is None or len(const) < n:
+            const = kinds[kind] = _repeated(kind, max(n, DEFAULT_BATCH_SIZE))
+        if n and v[0] == v[-1] and (v == v[0]).all():  # one commit version (the usual batch)
+            ts = np.full(n, lut[min(int(v[0]), end_version)], dtype=np.int64)
+        else:
+            ts = lut.take(np.minimum(v, end_version).astype(np.intp))
         cols = [batch.column(name) for name in user] + [
             pa.array(ids, type=pa.uint64()),
-            pa.array([kind], type=pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
+            const.slice(0, n),
             pa.array(v, type=pa.uint64()),
-            pa.array(lut[np.minimum(v, end_version).astype(np.intp)], type=pa.timestamp("us", tz="UTC")),
+            pa.array(ts, type=ts_type),
         ]
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
@@ -129,6 +149,13 @@ def change_feed_batches(
         yield from _changes(store, in_range, begin_version, end_version, emit, prefetch)
     finally:
         prefetch.close()
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """A string array of ``n`` copies of ``text``, built from two buffers."""
+    data = text.encode()
+    offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32)[: n + 1]
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from lance_ops.format.ops.change_feed.schema_history import (
     conform,
     refuse_schema_changes,
 )
+from lance_ops.format.ops.row_id_migration import feed_begin
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE
 from lance_ops.format.read.scan import (
     CREATED_AT,
@@ -496,6 +497,8 @@ def plan_change_feed(
         raise UnsupportedFeatureError(
             f"{uri}: the change feed needs stable row ids (create the dataset with enable_stable_row_ids=True)"
         )
+    # a migration to stable row ids changes no row: a range starting just before it starts at it
+    begin_version = feed_begin(uri, begin_version, lambda v: open_manifest(store, v)[0])
     user_schema = scan_schema(end_m.schema.to_arrow())
     schema = change_feed_schema(end_m.schema.to_arrow())
     if begin_version == end_version:

@@ -27,6 +27,7 @@ as pylance drops it, and reported the same way.
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lance_ops.format.index.handling import IndexAction, handling
 from lance_ops.format.index.metadata import FRAG_REUSE_INDEX_NAME, IndexMetadata, decode_index_section
@@ -123,11 +124,13 @@ def remap_indices(
     store: ObjectStore,
     manifest: Manifest,
     groups: Sequence[tuple[Sequence[FragmentMetadata], Sequence[FragmentMetadata]]],
+    orders: Sequence[Any] = (),
 ) -> IndexRemap:
     """Remap every index of ``manifest`` that holds row addresses and covers a rewritten fragment
     (``REMAP`` in :mod:`lance_ops.format.index.handling`).
 
-    ``groups`` are ``(old fragments, new fragments with their final ids)``.  Indices lance_ops
+    ``groups`` are ``(old fragments, new fragments with their final ids)``; ``orders`` the row
+    order of each clustered group (None for a group that kept its rows' order).  Indices lance_ops
     cannot remap are skipped here (the planner kept their fragments out, or the caller chose
     to drop their coverage).
     """
@@ -144,7 +147,8 @@ def remap_indices(
     if not todo:
         return IndexRemap()
     where = f"{store.uri}: {FRAG_REUSE_INDEX_NAME}"
-    amap = address_map(store, groups, reuse=reuse_maps(versions, where), reuse_fragments=reused_fragments(versions))
+    amap = address_map(store, groups, reuse=reuse_maps(versions, where), reuse_fragments=reused_fragments(versions),
+                       orders=orders)
     done: list[RemappedIndex] = []
     try:
         for idx in todo:

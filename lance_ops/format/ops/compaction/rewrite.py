@@ -16,9 +16,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_ops.format.errors import InvalidArgumentError
+from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
 from lance_ops.format.file.field_encoders import concat_batches
+from lance_ops.format.index.metadata import decode_index_section, user_indices
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.compaction.clustering import (
+    check_cluster_columns,
+    clustered_fragments,
+    marker,
+    rewrite_clustered,
+)
 from lance_ops.format.ops.compaction.index_remap import (
     IndexRemap,
     index_constraints,
@@ -32,16 +39,17 @@ from lance_ops.format.ops.compaction.small_fragments import (
     ranged_meta,
     read_small_group,
 )
+from lance_ops.format.ops.index_build import build_indices, plan_optimize_indices
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, check_writable, write_fragment_files
 from lance_ops.format.read.blob_payloads import has_blob_columns, with_payloads
 from lance_ops.format.read.scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from lance_ops.format.table import rowids
-from lance_ops.format.table.file_versions import require_writable
+from lance_ops.format.table.file_versions import normalize_storage_version, require_writable
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 from lance_ops.format.txn.commit_loop import DEFAULT_MAX_RETRIES, commit_transaction
 from lance_ops.format.txn.handlers import CommitHandler, checkout_manifest, commit_handler_for
-from lance_ops.format.txn.operations import ReserveFragments, Rewrite, RewriteGroup
+from lance_ops.format.txn.operations import ReserveFragments, Rewrite, RewriteGroup, UpdateConfig
 from lance_ops.format.txn.orphans import remove_fragment_files
 from lance_ops.format.txn.transaction import Transaction
 
@@ -56,11 +64,26 @@ class CompactionOptions:
     max_rows_per_group: int = 1024
     materialize_deletions: bool = True
     materialize_deletions_threshold: float = 0.1
+    #: per-run budget (pylance's newer names): bins are taken in ``bin_order`` while they fit
+    #: (:func:`select_bins`), the rest stay for the next run
     max_source_fragments: int | None = None
+    max_source_rows: int | None = None
+    max_source_bytes: int | None = None
+    #: "manifest": pylance's order (oldest bins first, the run stops at the first bin that does not
+    #: fit); "value" (lance_ops, the maintenance planner's budgets): the most valuable bins that fit
+    bin_order: str = "manifest"
     only_deletions: bool = False  # deletion materialisation: rewrite each qualifying fragment alone
     #: rewrite fragments covered by an index lance_ops cannot carry and drop that coverage
     #: (pylance's ``IgnoreRemap``); by default such fragments stay out of the plan
     ignore_remap: bool = False
+    #: file version of the rewritten fragments (pylance's option: "2.0", "2.1", "2.2", "stable");
+    #: None = the dataset's default.  Other fragments and the default stay (docs/FORMAT.md §17)
+    data_storage_version: str | None = None
+    #: clustered compaction (lance_ops): rewrite the fragments not yet clustered by these columns
+    #: with their rows ordered by them (docs/FORMAT.md §18); () = plain compaction
+    cluster_by: tuple[str, ...] = ()
+    #: "sort" (lexicographic by ``cluster_by``) or "zorder" (bit-interleaved keys)
+    strategy: str = "sort"
 
     @classmethod
     def resolve(cls, config: Mapping[str, str], **overrides: Any) -> "CompactionOptions":
@@ -75,6 +98,10 @@ class CompactionOptions:
                         values[f.name] = raw.strip().lower() in ("1", "true", "yes")
                     elif f.name == "materialize_deletions_threshold":
                         values[f.name] = float(raw)
+                    elif f.name in ("data_storage_version", "strategy", "bin_order"):
+                        values[f.name] = raw
+                    elif f.name == "cluster_by":
+                        values[f.name] = tuple(c.strip() for c in raw.split(",") if c.strip())
                     else:
                         values[f.name] = int(raw)
                 except ValueError:
@@ -82,7 +109,17 @@ class CompactionOptions:
                         f"dataset config {key}={raw!r} is not a valid {f.name} (fix it with update_config)"
                     ) from None
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("cluster_by"), str):
+            values["cluster_by"] = (values["cluster_by"],)
+        if "cluster_by" in values:
+            values["cluster_by"] = tuple(values["cluster_by"])
+        if values.get("data_storage_version") is not None:  # release names fixed to versions, as pylance's planner
+            values["data_storage_version"] = normalize_storage_version(values["data_storage_version"])
         opts = cls(**values)
+        if opts.strategy not in ("sort", "zorder"):
+            raise InvalidArgumentError(f"strategy must be 'sort' or 'zorder', got {opts.strategy!r}")
+        if opts.bin_order not in ("manifest", "value"):
+            raise InvalidArgumentError(f"bin_order must be 'manifest' or 'value', got {opts.bin_order!r}")
         if opts.target_rows_per_fragment <= 0:
             raise InvalidArgumentError(f"target_rows_per_fragment must be positive, got {opts.target_rows_per_fragment}")
         if not 0 <= opts.materialize_deletions_threshold <= 1:
@@ -105,6 +142,11 @@ class CompactionTask:
     fragments: tuple[FragmentMetadata, ...]
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     target_rows_per_fragment: int = COMPACTION_DEFAULTS.target_rows_per_fragment
+    #: file version the task writes (None: the dataset's default)
+    file_version: str | None = None
+    #: clustered rewrite: order the rows by these columns (``strategy``), see :mod:`.clustering`
+    cluster_by: tuple[str, ...] = ()
+    strategy: str = "sort"
 
 
 @dataclass(frozen=True)
@@ -131,6 +173,9 @@ class RewriteResult:
     task: CompactionTask
     new_fragments: tuple[FragmentMetadata, ...]
     rows: int
+    #: a clustered rewrite's row order (``row_order[j]``: the old position, in fragment order,
+    #: of the row now at position ``j``); None when the rows kept their order
+    row_order: Any = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +191,7 @@ class CompactionMetrics:
     indices_remapped: tuple[str, ...] = ()  # names of the indices rewritten for the new row addresses
     index_coverage_dropped: tuple[str, ...] = ()  # coverage the rewrite dropped, and why
     fragments_skipped: tuple[str, ...] = ()  # fragments kept out of the plan, and why
+    zone_maps_refreshed: tuple[str, ...] = ()  # ZONEMAP indices extended over a clustered rewrite
 
 
 def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
@@ -222,6 +268,78 @@ def _candidate_bins(
     return [b for run in runs for b in _split_for_size(run, opts.target_rows_per_fragment)]
 
 
+def _cluster_bins(
+    manifest: Manifest, opts: CompactionOptions, constraints: Any, skipped: list[int], uri: str
+) -> list[list[FragmentMetadata]]:
+    """The fragments not yet clustered by ``opts.cluster_by``, one bin per set of covering
+    indices (manifest order); clustered fragments stay as they are (docs/FORMAT.md §18)."""
+    check_cluster_columns(manifest.schema.to_arrow(), opts.cluster_by, uri)
+    if has_blob_columns(manifest):
+        raise UnsupportedFeatureError(f"{uri}: clustered compaction of a dataset with blob columns")
+    done = clustered_fragments(manifest.config, opts.cluster_by, opts.strategy)
+    bins: dict[frozenset[str], list[FragmentMetadata]] = {}
+    for frag in manifest.fragments:
+        if frag.id in done:
+            continue
+        if frag.id in constraints.blocked:
+            skipped.append(frag.id)
+            continue
+        bins.setdefault(constraints.key.get(frag.id, frozenset()), []).append(frag)
+    return list(bins.values())
+
+
+def target_file_version(manifest: Manifest, options: CompactionOptions, uri: str) -> str:
+    """The file version a compaction writes: ``options.data_storage_version`` or the dataset's.
+
+    A version other than the dataset's makes the table mixed (flag 256, docs/FORMAT.md §17);
+    blob columns are refused then (their layout differs between 2.0/2.1 and 2.2).
+    """
+    default = require_writable(manifest.data_storage_version, uri)
+    target = options.data_storage_version or default
+    if target != default and has_blob_columns(manifest):
+        raise UnsupportedFeatureError(
+            f"{uri}: compaction to file version {target} of a {default} dataset with blob columns "
+            "(blob layouts differ between file versions); compact without data_storage_version"
+        )
+    return target
+
+
+def bin_bytes(frags: Sequence[FragmentMetadata]) -> int:
+    """Bytes a bin reads: its data files (as the manifest records their sizes)."""
+    return sum(df.file_size_bytes or 0 for f in frags for df in f.files)
+
+
+def bin_value(frags: Sequence[FragmentMetadata], target: int) -> float:
+    """What rewriting a bin is worth: fragments it removes net of the files it writes, plus
+    the deleted rows it drops in units of ``target`` rows (docs/ARCHITECTURE.md, the planner)."""
+    live = sum(f.num_rows for f in frags)
+    deleted = sum(f.num_deleted_rows for f in frags)
+    return len(frags) - len(output_file_rows(live, target)) + deleted / target
+
+
+def select_bins(bins: list[list[FragmentMetadata]], opts: CompactionOptions) -> list[list[FragmentMetadata]]:
+    """The bins a run rewrites under ``max_source_fragments`` / ``_rows`` / ``_bytes``, kept in
+    manifest order.  ``bin_order="manifest"`` (pylance): oldest first, stopping at the first bin
+    that does not fit; ``"value"``: the most valuable first (:func:`bin_value`, then fewer bytes,
+    then manifest order), each taken when it fits what is left.  No limit: every bin."""
+    limits = (opts.max_source_fragments, opts.max_source_rows, opts.max_source_bytes)
+    if all(v is None for v in limits):
+        return bins
+    by_value = opts.bin_order == "value"
+    order = range(len(bins)) if not by_value else sorted(
+        range(len(bins)), key=lambda i: (-bin_value(bins[i], opts.target_rows_per_fragment), bin_bytes(bins[i]), i))
+    left = [float("inf") if v is None else v for v in limits]
+    chosen = []
+    for i in order:
+        need = (len(bins[i]), sum(f.physical_rows for f in bins[i]), bin_bytes(bins[i]))
+        if all(n <= room for n, room in zip(need, left, strict=True)):
+            chosen.append(i)
+            left = [room - n for n, room in zip(need, left, strict=True)]
+        elif not by_value:
+            break
+    return [bins[i] for i in sorted(chosen)]
+
+
 def plan_compaction(
     manifest: Manifest,
     uri: str,
@@ -240,22 +358,21 @@ def plan_compaction(
     Raises:
         UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written).
     """
-    check_writable(manifest.schema, require_writable(manifest.data_storage_version, uri))
+    check_writable(manifest.schema, target_file_version(manifest, options, uri))
     opts = options
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
     skipped: list[int] = []
-    bins = _candidate_bins(manifest, opts, constraints, skipped)
-    if opts.max_source_fragments is not None:
-        limited, used = [], 0
-        for b in bins:
-            if used + len(b) > opts.max_source_fragments:
-                break
-            limited.append(b)
-            used += len(b)
-        bins = limited
+    if opts.cluster_by:
+        bins = _cluster_bins(manifest, opts, constraints, skipped, uri)
+    else:
+        bins = _candidate_bins(manifest, opts, constraints, skipped)
+    bins = select_bins(bins, opts)
+    version = opts.data_storage_version
     tasks = tuple(
-        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment) for b in bins
+        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment,
+                       None if version == manifest.data_storage_version else version, opts.cluster_by, opts.strategy)
+        for b in bins
     )
     planned = [f.id for b in bins for f in b]
     return CompactionPlan(
@@ -445,12 +562,17 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
     store = ObjectStore(task.uri, task.storage_options)
     if manifest is None:
         manifest, _ = checkout_manifest(store, task.read_version)
-    file_version = require_writable(manifest.data_storage_version, task.uri)
+    file_version = task.file_version or require_writable(manifest.data_storage_version, task.uri)
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
     meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
     plan = plan_scan(manifest.schema, names + meta, None, False, False)
     sizes = output_file_rows(sum(f.num_rows for f in task.fragments), task.target_rows_per_fragment)
+    if task.cluster_by:
+        new, order = rewrite_clustered(store, manifest, task.fragments, columns=task.cluster_by, strategy=task.strategy,
+                                       file_version=file_version, target_rows_per_fragment=task.target_rows_per_fragment,
+                                       file_rows=sizes)
+        return RewriteResult(task, tuple(new), sum(f.physical_rows for f in new), order)
     stream = _RowMetaStream(sizes) if stable else None
 
     blobs = has_blob_columns(manifest)
@@ -554,6 +676,9 @@ def commit_compaction(
         store, Transaction(plan.read_version, Rewrite(groups, remap.rewritten), properties=props), handler=handler,
         max_retries=max_retries,
     )
+    refreshed: tuple[str, ...] = ()
+    if plan.options.cluster_by:
+        manifest, refreshed = _after_clustering(store, handler, manifest, plan.options, groups, props, max_retries)
     rewritten = {f.id for r in done for f in r.task.fragments}
     return CompactionMetrics(
         fragments_removed=sum(len(r.task.fragments) for r in done),
@@ -569,7 +694,32 @@ def commit_compaction(
             line for line in plan.coverage_dropped if _mentions(line, rewritten)
         ),
         fragments_skipped=plan.skipped,
+        zone_maps_refreshed=refreshed,
     )
+
+
+def _after_clustering(
+    store: ObjectStore, handler: CommitHandler, manifest: Manifest, opts: CompactionOptions,
+    groups: Sequence[RewriteGroup], props: dict[str, str], max_retries: int,
+) -> tuple[Manifest, tuple[str, ...]]:
+    """Record the new fragments as clustered (an UpdateConfig commit), then extend the ZONEMAP
+    indices over them (a CreateIndex commit, lance_ops' optimize_indices); returns the latest
+    manifest and the zone maps extended.  If either commit fails after the Rewrite landed, the
+    data stays correct: the next run clusters those fragments again, optimize_indices extends
+    the zone maps."""
+    new_ids = [f.id for g in groups for f in g.new_fragments]
+    config = marker(manifest.config, (f.id for f in manifest.fragments), new_ids, opts.cluster_by, opts.strategy)
+    manifest = commit_transaction(
+        store, Transaction(manifest.version, UpdateConfig(upsert_values=config), properties=props), handler=handler,
+        max_retries=max_retries,
+    )
+    zone_maps = tuple(sorted({i.name for i in user_indices(decode_index_section(manifest.index_section, store.uri))
+                              if i.kind == "ZONEMAP"}))
+    if zone_maps:
+        built = build_indices(store, manifest, plan_optimize_indices(manifest, index_names=list(zone_maps)),
+                              handler=handler)
+        manifest = built if built is not None else manifest
+    return manifest, zone_maps
 
 
 def _reserve_and_remap(
@@ -593,7 +743,8 @@ def _reserve_and_remap(
             next_id += 1
         groups.append(RewriteGroup(r.task.fragments, new_frags))
     read = handler.read_manifest(plan.read_version).manifest
-    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups])
+    remap = remap_indices(store, read, [(g.old_fragments, g.new_fragments) for g in groups],
+                          [r.row_order for r in done])
     return groups, remap
 
 
@@ -614,14 +765,20 @@ def compact_files(
     materialize_deletions: bool | None = None,
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    bin_order: str | None = None,
     only_deletions: bool | None = None,
     ignore_remap: bool | None = None,
+    data_storage_version: str | None = None,
+    cluster_by: Sequence[str] | str | None = None,
+    strategy: str | None = None,
     dry_run: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
     """In-process compaction of the dataset at ``uri`` checked out at ``manifest`` (plan, execute
     every task, commit); ``manifest_store`` as for :func:`~lance_ops.format.txn.handlers.commit_handler_for`."""
-    require_writable(manifest.data_storage_version, uri)
+    require_writable(manifest.data_storage_version, uri)  # (the default; a 2.x target is checked by the plan)
     if not dry_run:  # a dataset committing through a manifest store refuses before any file is written
         commit_handler_for(ObjectStore(uri, storage_options), manifest_store).check_writable()
     opts = CompactionOptions.resolve(
@@ -631,8 +788,14 @@ def compact_files(
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
+        max_source_rows=max_source_rows,
+        max_source_bytes=max_source_bytes,
+        bin_order=bin_order,
         only_deletions=only_deletions,
         ignore_remap=ignore_remap,
+        data_storage_version=data_storage_version,
+        cluster_by=cluster_by,
+        strategy=strategy,
     )
     plan = plan_compaction(manifest, uri, opts, storage_options=storage_options, manifest_store=manifest_store)
     if dry_run or not plan.tasks:

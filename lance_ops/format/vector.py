@@ -1,0 +1,53 @@
+"""Vector table helpers with pylance's names (``lance.vector.vec_to_table``)."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError
+
+__all__ = ["vec_to_table"]
+
+
+def _vectors(values: Any, ndim: int | None, check_ndim: bool) -> pa.FixedSizeListArray:
+    """Rows of equal length as a ``fixed_size_list<float32>[ndim]`` array (one NumPy copy)."""
+    mat = np.asarray(values, dtype=np.float32) if not check_ndim else None
+    if check_ndim:
+        lengths = {len(v) for v in values}
+        if ndim is not None:
+            lengths.add(ndim)
+        if len(lengths) > 1:
+            raise InvalidArgumentError(f"vec_to_table: vectors of different lengths {sorted(lengths)}")
+        mat = np.asarray(values, dtype=np.float32)
+    width = ndim if ndim is not None else (mat.shape[1] if mat.ndim == 2 else len(next(iter(values))))
+    return pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), list_size=width)
+
+
+def vec_to_table(
+    data: Mapping[str, Any] | Sequence[Any] | np.ndarray,
+    names: str | Sequence[str] | None = None,
+    ndim: int | None = None,
+    check_ndim: bool = True,
+) -> pa.Table:
+    """A table of float32 fixed-size-list vectors, as pylance's ``vec_to_table``: a dict gives
+    columns ``id`` (its keys) and ``vector``; a list or 2-D array gives one ``vector`` column
+    (``names`` renames them).
+
+    Raises:
+        InvalidArgumentError: vectors of different lengths (``check_ndim``), bad ``names``.
+        ArgumentTypeError: ``data`` is not a dict, list or ndarray.
+    """
+    if isinstance(data, Mapping):
+        cols = list(names) if names is not None else ["id", "vector"]
+        if len(cols) != 2:
+            raise InvalidArgumentError("vec_to_table: for a dict, names must be 2 strings (id, vector)")
+        return pa.Table.from_arrays([pa.array(list(data.keys())), _vectors(list(data.values()), ndim, check_ndim)],
+                                    names=cols)
+    if isinstance(data, list | np.ndarray):
+        cols = [names] if isinstance(names, str) else list(names or ["vector"])
+        if len(cols) != 1:
+            raise InvalidArgumentError(f"vec_to_table: names cannot be more than 1, got {len(cols)}")
+        return pa.Table.from_arrays([_vectors(data, ndim, check_ndim)], names=cols)
+    raise ArgumentTypeError(f"vec_to_table: data must be a dict, list or ndarray, got {type(data).__name__}")
