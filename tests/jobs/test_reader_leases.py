@@ -183,5 +183,5 @@ def test_change_feed_job_holds_its_range_while_a_cleaner_loops(spark, history, t
     assert normalize_feed([r.asDict() for r in spark.read.parquet(str(tmp_path / "sink")).drop("change_range")
                            .collect()]) == want
     assert lf.list_leases(uri) == []  # released when the job ended
-    stats = cleanup_elsewhere(uri)
-    assert stats["old_versions"] >= 4 and not old & on_disk(uri)
+    cleanup_elsewhere(uri)  # (the looping cleaner may have removed them already, after the release)
+    assert min(v["version"] for v in lf.dataset(uri).versions()) > 4 and not old & on_disk(uri)
