@@ -41,6 +41,10 @@ class Params:
     indexed_rows: int = 1_000_000  # compact_indexed (BTREE + IVF_PQ)
     scaling_rows: int = 10_000_000  # compact_scaling: local[1] vs local[2] at this many rows
     memory_rows: int = 20_000_000  # compact_memory: targets of memory_rows / 20, / 4 and / 1 rows
+    cleanup_files: int = 100_000  # cleanup_routine_1m_files / orphan_sweep_1m_files (issue: 1M)
+    cleanup_versions: int = 1_000  # (issue: 10,000)
+
+
     layout_rows: int = 1_000_000  # upgrade_20_to_22 / compact_zorder_2cols
     layout_fragments: int = 100
     reps: int = 7
@@ -62,6 +66,10 @@ QUICK = {
     "indexed_rows": 200_000,
     "scaling_rows": 2_000_000,
     "memory_rows": 4_000_000,
+    "cleanup_files": 20_000,
+    "cleanup_versions": 200,
+
+
     "layout_rows": 200_000,
     "layout_fragments": 50,
     "reps": 3,

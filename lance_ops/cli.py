@@ -108,6 +108,10 @@ def inspect_dataset(uri: str, *, storage_options: dict[str, str], version: int |
     console.print(render_table(frags, title=f"fragments of version {ds.version}"))
     console.print()
     console.print(render_table(index_rows(ds), title=f"indices of version {ds.version}"))
+    console.print()
+    leases = [{"id": x.id, "versions": f"{x.first_version}..{x.version}", "holder": x.holder,
+               "expires_in_s": round(x.expires_at - time.time(), 1)} for x in ds.leases()]
+    console.print(render_table(leases, title="reader leases (live)"))
     return 0
 
 

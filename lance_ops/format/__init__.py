@@ -9,7 +9,17 @@ The API mirrors pylance where they overlap::
 """
 
 from lance_ops.format._version import __version__ as __version__
-from lance_ops.format.api.functions import commit, dataset, resolve_version, write_dataset
+from lance_ops.format.api.functions import (
+    acquire_lease,
+    commit,
+    dataset,
+    lease,
+    list_leases,
+    release_lease,
+    renew_lease,
+    resolve_version,
+    write_dataset,
+)
 from lance_ops.format.api.lance_dataset import LanceDataset
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, Scanner
@@ -33,6 +43,9 @@ from lance_ops.format.errors import (
     InvalidArgumentError,
     InvalidURIError,
     LanceOpsError,
+    LeaseError,
+    LeaseExpiredError,
+    LeaseNotFoundError,
     ManifestStoreConflict,
     ManifestStoreRequiredError,
     MergeInsertMatchedError,
@@ -47,6 +60,7 @@ from lance_ops.format.errors import (
     TagError,
     UnsupportedFeatureError,
     UnsupportedIndexTypeError,
+    VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
 from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
@@ -63,6 +77,7 @@ from lance_ops.format.ops.index_build import (
     plan_optimize_indices,
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.restore import RestoreResult
 from lance_ops.format.ops.schema_evolution import BatchUDF, batch_udf, schema_with_new_columns
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
@@ -71,6 +86,7 @@ from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
 from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import Tags
 from lance_ops.format.txn.lance_operation import LanceOperation
 from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
@@ -190,4 +206,17 @@ __all__ = [
     "schema_with_new_columns",
     "write_dataset",
     "write_fragments",
+    "DEFAULT_LEASE_TTL",
+    "Lease",
+    "LeaseHandle",
+    "LeaseError",
+    "LeaseExpiredError",
+    "LeaseNotFoundError",
+    "VersionRemovedError",
+    "acquire_lease",
+    "lease",
+    "list_leases",
+    "release_lease",
+    "renew_lease",
+    "RestoreResult",
 ]

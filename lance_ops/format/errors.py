@@ -297,5 +297,37 @@ class ChunksTooLargeError(LanceOpsError):
         self.levels = levels
 
 
+class VersionRemovedError(DatasetNotFoundError):
+    """A version a reader or a restore asked for was removed by cleanup (or never existed).
+
+    Attributes:
+        uri: the dataset (or branch) URI.
+        version: the version that is gone.
+    """
+
+    def __init__(self, message: str, *, uri: str = "", version: int | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.version = version
+
+
+class LeaseError(LanceOpsError):
+    """A reader lease could not be acquired, renewed or read (names the dataset and the lease)."""
+
+    def __init__(self, message: str, *, uri: str = "", lease_id: str = "") -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.lease_id = lease_id
+
+
+class LeaseNotFoundError(LeaseError):
+    """No lease with that id (released, or removed by cleanup long after it expired)."""
+
+
+class LeaseExpiredError(LeaseError):
+    """The lease expired before it was renewed: cleanup may already have removed its version's
+    files, so it is not revived; acquire a new lease (and check the version still exists)."""
+
+
 class IndexNotFoundError(InvalidArgumentError, RuntimeError):
     """No index of that name (pylance's ``drop_index`` raises a ``RuntimeError``, "Lance index not found")."""

@@ -17,6 +17,9 @@ need lance_ops installed and the same ``storage_options``)::
     jobs.create_scalar_index(spark, uri, "id", "BTREE")
     jobs.change_feed(spark, uri, 3, 7)              # DataFrame (Delta CDF columns)
     jobs.write_change_feed(spark, uri, 3, 7, sink_uri, format="lance")
+    jobs.cleanup_old_versions(spark, uri, older_than=timedelta(days=7), mode="lite")  # routine; leases kept
+    jobs.remove_orphan_files(spark, uri, dry_run=True)     # the thorough sweep: files and bytes
+    jobs.restore(spark, uri, "gold")                # a version, tag or time; tags the current one first
     spark.readStream.format("lance_changes").option("startingVersion", 1).load(uri)
 
 Also a CLI: ``python -m lance_ops.jobs <job> ...`` (``--help``), which runs under spark-submit.
@@ -30,13 +33,16 @@ from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location
 from lance_ops.jobs.compaction import compact, materialize_deletions
 from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
 from lance_ops.jobs.indices import create_scalar_index, optimize_indices
+from lance_ops.jobs.maintenance import cleanup_old_versions, remove_orphan_files, restore
 from lance_ops.jobs.mutations import delete, upsert
 from lance_ops.jobs.results import (
     AppendResult,
     ChangeFeedWriteResult,
+    CleanupResult,
     CompactResult,
     DeleteResult,
     IndexBuildResult,
+    RestoreResult,
     UpsertResult,
 )
 from lance_ops.jobs.session import prepare_environment, register, spark_session
@@ -49,6 +55,11 @@ __all__ = [
     "SINK_ROW_ID",
     "AppendResult",
     "ChangeFeedWriteResult",
+    "CleanupResult",
+    "RestoreResult",
+    "cleanup_old_versions",
+    "remove_orphan_files",
+    "restore",
     "CompactResult",
     "DeleteResult",
     "IndexBuildResult",

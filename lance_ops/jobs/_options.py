@@ -36,6 +36,8 @@ READ_OPTIONS: dict[str, str] = {
     "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL): "
     "the latest version is the store's",
     "changed_between": "internal (change feed): rows inserted or updated in versions (b, e]",
+    "lease": "take a reader lease on the version read, so cleanup keeps it while the query reads (default true)",
+    "lease_ttl": "seconds the reader lease lives after the last task renewed it (default 300)",
 }
 
 #: ``format("lance")`` write options.

@@ -26,6 +26,7 @@ takes the end name, a dropped one is absent, a cast one is cast), exactly as the
 change feed; ``on_schema_change="fail"`` refuses such a range with ``SchemaChangeError``.
 """
 
+import contextlib
 import time
 import uuid
 from collections.abc import Mapping
@@ -50,6 +51,7 @@ from lance_ops.format.distributed import (
 )
 from lance_ops.format.errors import CommitStateUnknownError, UnsupportedFeatureError
 from lance_ops.jobs._common import version_number
+from lance_ops.jobs._leases import DEFAULT_READ_LEASE_TTL
 from lance_ops.jobs._options import manifest_store_option, source_options
 from lance_ops.jobs.mutations import committed_files, plan_deletions, write_fragments_df
 from lance_ops.jobs.results import ChangeFeedWriteResult
@@ -71,11 +73,14 @@ def change_feed(
     storage_options: Mapping[str, Any] | None = None,
     on_schema_change: str = "evolve",
     manifest_store: Any = None,
+    lease_ttl: float | None = DEFAULT_READ_LEASE_TTL,
 ) -> DataFrame:
     """The changes of ``(begin_version, end_version]`` (end: latest by default) as a DataFrame.
 
     Versions are numbers or tag names (of the branch at ``uri``; a branch is ``<root>/tree/<name>``).
     ``manifest_store``: the dataset's external manifest store (the latest version is its latest).
+    ``lease_ttl``: each query of the DataFrame leases versions ``begin..end`` while it reads
+    (renewed by its tasks, expiring that many seconds after them); None takes no lease.
 
     Raises:
         ValueError: not ``0 <= begin <= end``.
@@ -114,7 +119,8 @@ def change_feed(
     # The lance_changes source plans the rows from metadata (one task per fragment range holding
     # changes) and its tasks decode only the spans holding them.
     opts = source_options(storage_options=so, startingVersion=b + 1, endingVersion=e,
-                          on_schema_change=on_schema_change, manifest_store=manifest_store_option(manifest_store))
+                          on_schema_change=on_schema_change, manifest_store=manifest_store_option(manifest_store),
+                          lease=lease_ttl is not None, lease_ttl=lease_ttl)
     return spark.read.format("lance_changes").schema(out_schema).options(**opts).load(uri)
 
 
@@ -142,6 +148,7 @@ def write_change_feed(
     on_schema_change: str = "evolve",
     manifest_store: Any = None,
     sink_manifest_store: Any = None,
+    lease_ttl: float | None = DEFAULT_READ_LEASE_TTL,
 ) -> ChangeFeedWriteResult:
     """Write the change feed of ``(begin, end]`` to ``sink_uri``; re-running a range never duplicates.
 
@@ -157,12 +164,31 @@ def write_change_feed(
 
     ``manifest_store`` / ``sink_manifest_store``: the external manifest stores the source and
     the lance sink commit through (a sink that has one refuses this job without it).
+    ``lease_ttl``: the job holds a lease on versions ``begin..end`` of the source from start to
+    end (renewed every third of it, released when the job ends), so a cleanup running meanwhile
+    keeps them; None takes none.
     """
     t0 = time.perf_counter()
     begin_version = int(version_number(uri, begin_version, storage_options))  # type: ignore[arg-type]
     end_version = int(version_number(uri, end_version, storage_options))  # type: ignore[arg-type]
+    if lease_ttl is None:
+        held = contextlib.nullcontext()
+    else:
+        held = lf.lease(resolve_uri(uri), end_version, first_version=begin_version, ttl=lease_ttl,
+                        holder="change feed job", storage_options=storage_options)
+    with held:
+        return _write_range(spark, uri, begin_version, end_version, sink_uri, format, dict(storage_options or {}),
+                            sink_storage_options, max_rows_per_file, on_schema_change, manifest_store,
+                            sink_manifest_store, t0)
+
+
+def _write_range(spark: SparkSession, uri: str, begin_version: int, end_version: int, sink_uri: str, format: str,
+                 storage_options: dict[str, Any], sink_storage_options: Mapping[str, Any] | None,
+                 max_rows_per_file: int, on_schema_change: str, manifest_store: Any, sink_manifest_store: Any,
+                 t0: float) -> ChangeFeedWriteResult:
+    """:func:`write_change_feed`'s body, under the lease."""
     df = change_feed(spark, uri, begin_version, end_version, storage_options=storage_options,
-                     on_schema_change=on_schema_change, manifest_store=manifest_store)
+                     on_schema_change=on_schema_change, manifest_store=manifest_store, lease_ttl=None)
     sink_given, sink_uri = sink_uri, resolve_uri(sink_uri)  # resolved once, on the driver
     if format == "parquet":
         location = range_location(sink_given, begin_version, end_version)

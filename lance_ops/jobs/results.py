@@ -130,3 +130,34 @@ class ChangeFeedWriteResult(_Result):
     @property
     def rows_per_second(self) -> float:
         return _rate(self.rows_written, self.seconds)
+
+
+@dataclass(frozen=True)
+class CleanupResult(_Result):
+    """Routine cleanup (``mode``: lite or full) or the orphan sweep (``mode="orphans"``)."""
+
+    uri: str
+    mode: str
+    dry_run: bool
+    old_versions: int
+    files_removed: int  # data, deletion, .txn, index and temp files (or would be, with dry_run)
+    bytes_removed: int
+    failed_deletes: int
+    protected_by_tags: tuple[str, ...]
+    protected_by_branches: tuple[str, ...]
+    protected_by_leases: tuple[str, ...]  # lease ids that kept a version
+    leased_versions: tuple[int, ...]
+    removed_paths: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RestoreResult(_Result):
+    """A guarded restore: ``version`` has the data of ``restored_version``; undo by restoring ``undo_tag``."""
+
+    uri: str
+    previous_version: int
+    restored_version: int
+    version: int
+    undo_tag: str | None
+    seconds: float

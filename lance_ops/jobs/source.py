@@ -43,6 +43,7 @@ travels in the options (docs/RECIPES.md §1 (c)).  The URI is resolved once, whe
 their own working directory.
 """
 
+import contextlib
 import json
 import os
 import posixpath
@@ -96,6 +97,7 @@ from lance_ops.jobs._filters import (
     may_match,
     meta_filters,
 )
+from lance_ops.jobs._leases import ReadLease, lease_settings
 from lance_ops.jobs._options import (
     READ_OPTIONS,
     WRITE_OPTIONS,
@@ -239,6 +241,10 @@ class LanceReader(DataSourceReader):
         self.uri, _, manifest = _open_read(options)
         self.storage_options = storage_options(options)
         self.version = manifest.version  # pinned: every partition reads this version
+        ttl = lease_settings(options)
+        # leased while the query reads: tasks renew it, cleanup keeps this version's files
+        self.lease = ReadLease.acquire(self.uri, self.storage_options, self.version, ttl=ttl,
+                                       holder="spark read") if ttl else None
         self.manifest = light_manifest(manifest)  # no fragment list: the reader is shipped to every task
         user = {f.name for f in manifest.schema.top_level()}
         unknown = [f.name for f in schema.fields if f.name not in user and f.name not in META_COLUMNS]
@@ -273,6 +279,10 @@ class LanceReader(DataSourceReader):
         part = partition.value
         if part is None:
             return
+        with self.lease.holding() if self.lease is not None else contextlib.nullcontext():
+            yield from self._read(part)
+
+    def _read(self, part: FragmentRange) -> Iterator[pa.RecordBatch]:
         target = arrow_target(self.schema)
         wanted = list(self.schema.fieldNames())
         extra = sorted(set().union(*(_referenced(f) for f in self.pushed)) - set(wanted)) if self.pushed else []

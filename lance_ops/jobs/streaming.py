@@ -22,7 +22,9 @@ reader; each partition is one :class:`~lance_ops.format.distributed.ChangeFeedTa
 run on an executor.  The dataset needs stable row ids.
 """
 
+import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -45,6 +47,7 @@ from lance_ops.format.distributed import (
     resolve_uri,
 )
 from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.jobs._leases import LEASE_OPTIONS, ReadLease, lease_settings
 from lance_ops.jobs._options import check_options, get_int, storage_options
 from lance_ops.jobs._types import arrow_target, cast_batch, spark_schema
 from lance_ops.jobs.errors import InvalidOptionError
@@ -75,6 +78,7 @@ CHANGES_OPTIONS = {
     "storage.<key>": "one storage option",
     "manifest_store": "external manifest store the dataset commits through (SQLite path or sqlite:/// URL): "
     "the latest version is its latest, and a commit whose writer stopped before finalising is finalised",
+    **LEASE_OPTIONS,
 }
 
 
@@ -123,25 +127,43 @@ def _handler(options: Any, uri: str, so: dict[str, Any]) -> CommitHandler:
     return commit_handler_for(ObjectStore(uri, so), options.get("manifest_store") or None)
 
 
+@dataclass
+class LeasedTask:
+    """A change-feed task and the lease on the versions of its range (renewed by the task)."""
+
+    task: Any
+    lease: ReadLease | None
+
+
 class _ChangeReading:
     uri: str
     storage_options: dict[str, Any]
     schema: StructType
     on_schema_change: str = "evolve"
+    lease_ttl: float | None = None
 
-    def _partitions(self, begin: int, end: int) -> list[InputPartition]:
+    def _lease(self, begin: int, end: int) -> ReadLease | None:
+        """A lease on versions ``begin..end`` (the pre-images are read at ``begin``)."""
+        if self.lease_ttl is None or end <= begin:
+            return None
+        return ReadLease.acquire(self.uri, self.storage_options, end, first_version=begin, ttl=self.lease_ttl,
+                                 holder="spark lance_changes")
+
+    def _partitions(self, begin: int, end: int, lease: ReadLease | None = None) -> list[InputPartition]:
         if end <= begin:
             return []
         plan = plan_change_feed(self.uri, begin, end, storage_options=self.storage_options,
                                 on_schema_change=self.on_schema_change)
-        return [InputPartition(t) for t in plan.tasks]
+        return [InputPartition(LeasedTask(t, lease)) for t in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return
+        task, lease = partition.value.task, partition.value.lease
         target = arrow_target(self.schema)
-        for batch in execute_change_feed_task(partition.value):
-            yield cast_batch(batch, target)
+        with lease.holding() if lease is not None else contextlib.nullcontext():
+            for batch in execute_change_feed_task(task):
+                yield cast_batch(batch, target)
 
 
 class LanceChangesBatchReader(_ChangeReading, DataSourceReader):
@@ -159,9 +181,11 @@ class LanceChangesBatchReader(_ChangeReading, DataSourceReader):
         start = get_int(options, "startingversion", 1)
         assert start is not None
         self.begin = max(0, start - 1)
+        self.lease_ttl = lease_settings(options)
+        self.lease = self._lease(self.begin, self.end)  # renewed by the tasks, expires after them
 
     def partitions(self) -> list[InputPartition]:
-        return self._partitions(self.begin, self.end) or [InputPartition(None)]
+        return self._partitions(self.begin, self.end, self.lease) or [InputPartition(None)]
 
 
 class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -180,6 +204,9 @@ class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsT
         if self.max_versions is not None and self.max_versions <= 0:
             raise ValueError(f"maxVersionsPerTrigger must be positive, got {self.max_versions}")
         self.target: int | None = None
+        self.lease_ttl = lease_settings(options)
+        #: leases of the micro-batches planned and not committed yet, by end version
+        self.held: dict[int, ReadLease] = {}
         # a string, not the handler: the reader is pickled into the driver's Python worker
         self.manifest_store: str | None = options.get("manifest_store") or None
 
@@ -203,13 +230,38 @@ class LanceChangesStreamReader(_ChangeReading, DataSourceStreamReader, SupportsT
         end = self._latest() if self.target is None else self.target
         if isinstance(limit, ReadMaxFiles):
             end = min(end, begin + int(limit.max_files))
-        return {"version": max(begin, end)}
+        end = max(begin, end)
+        self._release_through(begin)  # Spark plans from ``begin``: the batches before it are done
+        self._hold(begin, end)  # from the moment the range is decided until Spark commits it
+        return {"version": end}
+
+    def _release_through(self, version: int) -> None:
+        for stop in [v for v in self.held if v <= version]:
+            self.held.pop(stop).release()
+
+    def _hold(self, begin: int, end: int) -> ReadLease | None:
+        """The lease of the micro-batch ``(begin, end]``, acquired once."""
+        lease = self.held.get(end)
+        if lease is None or lease.first_version != begin:
+            lease = self._lease(begin, end)
+            if lease is not None:
+                self.held[end] = lease
+        return lease
 
     def reportLatestOffset(self) -> dict:
         return {"version": self._latest()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return self._partitions(int(start["version"]), int(end["version"]))
+        """The micro-batch ``(start, end]``, leased until Spark commits it (``commit``)."""
+        begin, stop = int(start["version"]), int(end["version"])
+        return self._partitions(begin, stop, self._hold(begin, stop))
 
     def commit(self, end: dict) -> None:
-        """Nothing to release: offsets are immutable dataset versions."""
+        """Release the leases of the micro-batches up to ``end`` (their rows are written)."""
+        self._release_through(int(end["version"]))
+
+    def stop(self) -> None:
+        """The query stops: release what it still holds."""
+        for lease in self.held.values():
+            lease.release()
+        self.held.clear()

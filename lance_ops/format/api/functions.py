@@ -5,7 +5,7 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 import dataclasses
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +23,8 @@ from lance_ops.format.ops.write import (
     WriteMode,
 )
 from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY, write_and_commit
+from lance_ops.format.table import leases as _leases
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import (
     VersionRef,
 )
@@ -224,3 +226,69 @@ def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:
     if not older:
         raise DatasetNotFoundError(f"{ds.uri}: no version was committed at or before {when.isoformat()} (UTC)")
     return max(older)
+
+
+# ------------------------------------------------------------------ reader leases
+def _lease_store(uri: str, storage_options: Mapping[str, Any] | None, branch: str | None) -> ObjectStore:
+    if branch is None:
+        return ObjectStore(uri, storage_options)
+    return LanceDataset(uri, branch=branch, storage_options=storage_options)._store
+
+
+def lease(
+    uri: str,
+    version: int | None = None,
+    *,
+    ttl: "timedelta | float" = DEFAULT_LEASE_TTL,
+    first_version: int | None = None,
+    holder: str | None = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    manifest_store: "ManifestStore | str | None" = None,
+    auto_renew: bool = True,
+) -> LeaseHandle:
+    """A held lease on ``version`` (default: the latest) as a context manager, renewed in the
+    background while held: ``with lf.lease(uri, 7, ttl=600) as held: ...``."""
+    store = _lease_store(uri, storage_options, branch)
+    if version is None:
+        version = commit_handler_for(store, manifest_store).latest_version()
+    got = _leases.acquire_lease(store, version, ttl=ttl, first_version=first_version, holder=holder)
+    return LeaseHandle(store, got, ttl, auto_renew=auto_renew)
+
+
+def acquire_lease(
+    uri: str,
+    version: int,
+    *,
+    ttl: "timedelta | float" = DEFAULT_LEASE_TTL,
+    first_version: int | None = None,
+    holder: str | None = None,
+    branch: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Lease:
+    """Pin ``first_version..version`` (default: ``version`` alone) until now + ``ttl``, for a
+    holder that renews (:func:`renew_lease`) and releases (:func:`release_lease`) it itself, from any process.
+
+    Raises:
+        VersionRemovedError: a pinned end version was removed by cleanup.
+    """
+    return _leases.acquire_lease(_lease_store(uri, storage_options, branch), version, ttl=ttl,
+                         first_version=first_version, holder=holder)
+
+
+def renew_lease(uri: str, lease_id: str, *, ttl: "timedelta | float" = DEFAULT_LEASE_TTL, branch: str | None = None,
+          storage_options: Mapping[str, Any] | None = None) -> Lease:
+    """Extend a live lease to now + ``ttl`` (``LeaseExpiredError`` once it expired)."""
+    return _leases.renew_lease(_lease_store(uri, storage_options, branch), lease_id, ttl=ttl)
+
+
+def release_lease(uri: str, lease_id: str, *, branch: str | None = None,
+            storage_options: Mapping[str, Any] | None = None) -> None:
+    """Remove a lease (an unknown one is not an error)."""
+    _leases.release_lease(_lease_store(uri, storage_options, branch), lease_id)
+
+
+def list_leases(uri: str, *, include_expired: bool = False, branch: str | None = None,
+           storage_options: Mapping[str, Any] | None = None) -> list[Lease]:
+    """The live leases of the dataset (or branch), oldest first; expired ones too if asked."""
+    return _leases.list_leases(_lease_store(uri, storage_options, branch), include_expired=include_expired)

@@ -3,7 +3,7 @@
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -19,12 +19,13 @@ from lance_ops.format.errors import (
     RetryableCommitConflictError,
     TagError,
     UnsupportedFeatureError,
+    VersionRemovedError,
 )
 from lance_ops.format.index import describe as _describe
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
-from lance_ops.format.ops.cleanup import CleanupStats, cleanup_old_versions
+from lance_ops.format.ops.cleanup import CleanupMode, CleanupStats, cleanup_old_versions, remove_orphan_files
 from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from lance_ops.format.ops.delete_update import plan_delete, plan_update
 from lance_ops.format.ops.index_build import (
@@ -34,6 +35,7 @@ from lance_ops.format.ops.index_build import (
     plan_optimize_indices,
 )
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
+from lance_ops.format.ops.restore import RestoreResult, guarded_restore
 from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.schema_evolution import (
     NewColumns,
@@ -52,6 +54,7 @@ from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPla
 from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
 from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
 from lance_ops.format.table.refs import (
     Branches,
@@ -548,6 +551,65 @@ class LanceDataset:
         txn = Transaction(self.latest_version, Restore(target))
         self._advance(commit_transaction(self._store, txn, handler=self._handler))
 
+    def restore_to(
+        self,
+        target: "int | str | datetime",
+        *,
+        tag_current: bool = True,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> RestoreResult:
+        """Guarded restore (:mod:`.ops.restore`): make ``target`` -- a version, a tag of this
+        branch, or a time (a ``datetime`` or ISO string: the version current then) -- the latest,
+        after tagging the current latest ``restore-before-<version>-<time>`` (undo: restore to
+        that tag).  The handle moves to the new version.
+
+        Raises:
+            VersionRemovedError: cleanup removed the target (nothing is written).
+            TagError: no such tag (or one of another branch).
+        """
+        self._check_mutable()
+        version = self._restore_target(target)
+        root = find_root(self._store, self.branch)
+
+        def commit(v: int, props: Mapping[str, str]) -> int:
+            txn = Transaction(self.latest_version, Restore(v), properties=dict(props))
+            manifest = commit_transaction(self._store, txn, handler=self._handler)
+            self._advance(manifest)
+            return manifest.version
+
+        return guarded_restore(self._store, root, self.branch, version, self.latest_version, commit, asked=target,
+                               tag_current=tag_current, transaction_properties=transaction_properties)
+
+    def _restore_target(self, target: "int | str | datetime") -> int:
+        if isinstance(target, datetime):
+            return self._version_at(target)
+        if isinstance(target, str) and not target.isdigit():
+            try:
+                return self._version_number(target)
+            except TagError:
+                try:
+                    when = datetime.fromisoformat(target)
+                except ValueError:
+                    raise TagError(f"{self.uri}: {target!r} is neither a tag nor an ISO 8601 time") from None
+                return self._version_at(when)
+        if isinstance(target, bool) or not isinstance(target, int | str):
+            raise ArgumentTypeError(f"restore target must be a version, a tag or a time, got {type(target).__name__}")
+        return int(target)
+
+    def _version_at(self, when: datetime) -> int:
+        """The version current at ``when`` (UTC when naive); VersionRemovedError when cleanup
+        removed it (a gap in the versions left makes the answer unknowable)."""
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        listed = [(v["version"], v["timestamp"]) for v in self.versions()]
+        older = [v for v, t in listed if t <= when]
+        later = [v for v, t in listed if t > when]
+        if not older or (later and later[0] != older[-1] + 1):
+            raise VersionRemovedError(
+                f"{self.uri}: the version current at {when.isoformat()} (UTC) was removed by cleanup (versions "
+                f"left: {listed[0][0]}..{listed[-1][0]})", uri=self.uri, version=older[-1] + 1 if older else None)
+        return older[-1]
+
     def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
         None removes the key; ``replace=True`` makes ``upsert_values`` the whole config, as in
@@ -726,11 +788,14 @@ class LanceDataset:
         dry_run: bool = False,
         delete_unverified: bool = False,
         retention_duration_check: bool = True,
+        mode: CleanupMode = "full",
     ) -> CleanupStats:
         """Remove old versions and the files only they use (see :mod:`lance_ops.format.ops.cleanup`).
 
         ``older_than`` (default 14 days) below one hour is refused unless
         ``retention_duration_check=False`` (Delta's VACUUM check); a negative one always is.
+        Versions a live lease pins are kept (``stats.protected_by_leases``).  ``mode="lite"``
+        derives the files from metadata without listing ``data/`` (routine cleanup).
         """
         self._handler.latest_version()  # finalises a staged external commit before anything is judged unused
         return cleanup_old_versions(
@@ -740,7 +805,35 @@ class LanceDataset:
             dry_run=dry_run,
             delete_unverified=delete_unverified,
             retention_duration_check=retention_duration_check,
+            mode=mode,
         )
+
+    def remove_orphan_files(
+        self, older_than: timedelta | None = None, *, dry_run: bool = False, retention_duration_check: bool = True
+    ) -> CleanupStats:
+        """The thorough sweep: remove files no version, branch, tag or detached version names,
+        older than ``older_than`` (default 7 days); ``dry_run`` reports files and bytes."""
+        self._handler.latest_version()
+        return remove_orphan_files(self._store, older_than=timedelta(days=7) if older_than is None else older_than,
+                                   dry_run=dry_run, retention_duration_check=retention_duration_check)
+
+    def leases(self, *, include_expired: bool = False) -> "list[Lease]":
+        """The live leases of this dataset (branch), oldest first; expired ones too if asked."""
+        return list_leases(self._store, include_expired=include_expired)
+
+    def lease(
+        self, ttl: timedelta | float = DEFAULT_LEASE_TTL, *, holder: str | None = None, auto_renew: bool = True
+    ) -> LeaseHandle:
+        """Pin this handle's version against cleanup: ``with ds.lease(ttl=timedelta(minutes=5)):``.
+
+        The lease is renewed in the background every third of ``ttl`` while held and released
+        on exit; a killed holder's lease expires ``ttl`` after its last renewal.
+
+        Raises:
+            VersionRemovedError: this version was removed by cleanup meanwhile.
+        """
+        lease = acquire_lease(self._store, self.version, ttl=ttl, holder=holder)
+        return LeaseHandle(self._store, lease, ttl, auto_renew=auto_renew)
 
     def take_blobs(
         self,

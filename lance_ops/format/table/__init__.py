@@ -1,1 +1,1 @@
-"""The table's metadata on disk: manifests, fragments, deletion files, row ids, base paths, refs, lineage, file versions."""
+"""The table's metadata on disk: manifests, fragments, deletion files, row ids, base paths, refs, lineage, file versions, reader leases."""

@@ -103,6 +103,8 @@ class Pins:
 
         An index file is pinned when its ``_indices/<uuid>`` directory is.
         """
+        if not self.files:
+            return set()  # no other branch and no detached version: nothing outside pins a file
         key = _key(store, rel)
         hit = self.files.get(key)
         if hit:
