@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import threading
+import time
 import types
 import typing
 from collections.abc import Callable, Sequence
