@@ -151,7 +151,7 @@ class LanceIOManager(ConfigurableIOManager):  # type: ignore[misc]
             ds, n_upd, n_ins = merge(uri, table, on, where=where, storage_options=so,
                                      max_rows_per_file=self.max_rows_per_file, properties=props,
                                      manifest_store=ms)
-            extra.update(rows_updated=n_upd, rows_inserted=n_ins)
+            extra.update(num_updated_rows=n_upd, num_inserted_rows=n_ins)
         elif where is not None:
             ds, deleted = replace_where(uri, table, where, storage_options=so,
                                         max_rows_per_file=self.max_rows_per_file, properties=props,

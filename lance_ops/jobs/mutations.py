@@ -45,7 +45,7 @@ from lance_ops.jobs._common import (
 )
 from lance_ops.jobs._compat import check_store_assignment
 from lance_ops.jobs._types import META_COLUMNS, cast_batch, spark_schema
-from lance_ops.jobs.results import DeleteResult, UpsertResult
+from lance_ops.jobs.results import DeleteJobResult, UpsertResult
 from lance_ops.jobs.source import StagingStore, sweep_staging
 
 LOCAL_MASK = 0xFFFFFFFF
@@ -173,7 +173,7 @@ def delete(
     transaction_properties: Mapping[str, str] | None = None,
     manifest_store: Any = None,
     commit: CommitOptions | None = None,
-) -> DeleteResult:
+) -> DeleteJobResult:
     """Delete the rows matching the SQL predicate ``where``, in one Delete commit.
 
     The predicate is the format API's (pylance's dialect): it is validated on the driver by
@@ -198,11 +198,11 @@ def delete(
     with lance_errors():
         updated, removed, total = plan_deletions(spark, uri, m, spark_where, so)
     if total == 0:
-        return DeleteResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
+        return DeleteJobResult(given, m.version, None, 0, 0, 0, time.perf_counter() - t0)
     out = lf.commit(uri, lf.Delete(updated, removed, where), read_version=m.version, storage_options=so,
                     transaction_properties=_props(opts.properties()), manifest_store=opts.manifest_store,
                     max_retries=opts.max_retries)
-    return DeleteResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
+    return DeleteJobResult(given, m.version, out.version, total, len(updated), len(removed), time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------- upsert

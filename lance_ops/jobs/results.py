@@ -33,11 +33,11 @@ class AppendResult(_Result):
 
 
 @dataclass(frozen=True)
-class DeleteResult(_Result):
+class DeleteJobResult(_Result):
     uri: str
     read_version: int
     version: int | None  # None: no row matched, nothing committed
-    rows_deleted: int
+    num_deleted_rows: int
     fragments_updated: int
     fragments_removed: int
     seconds: float
@@ -48,8 +48,8 @@ class UpsertResult(_Result):
     uri: str
     read_version: int
     version: int | None
-    rows_updated: int
-    rows_inserted: int
+    num_updated_rows: int
+    num_inserted_rows: int
     fragments_added: int
     fragments_updated: int
     fragments_removed: int
@@ -57,7 +57,7 @@ class UpsertResult(_Result):
 
     @property
     def rows_per_second(self) -> float:
-        return _rate(self.rows_updated + self.rows_inserted, self.seconds)
+        return _rate(self.num_updated_rows + self.num_inserted_rows, self.seconds)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,11 @@ class CompactParams:
                                                 policy="deleted_ratio_threshold", ge=0, le=1)
     max_source_fragments: int | None = _f(COMPACTION_DEFAULTS.max_source_fragments,
                                           "at most this many fragments per compaction (default: all)")
+    data_storage_version: str | None = _f(COMPACTION_DEFAULTS.data_storage_version,
+                                          "file version of the rewritten fragments, e.g. \"2.2\" (upgrade; "
+                                          "default: the dataset's)")
+    cluster_by: tuple[str, ...] = _f((), "cluster the rewritten rows by these columns (default: plain compaction)")
+    strategy: str = _f(COMPACTION_DEFAULTS.strategy, "clustering: \"sort\" or \"zorder\"")
     dry_run: bool = _f(False, "plan only: report what would be rewritten, commit nothing")
 
 
@@ -131,6 +136,8 @@ class CleanupParams:
                               policy="cleanup_retain_versions", ge=1)
     delete_unverified: bool = _f(False, "also remove files of unfinished writes younger than 7 days")
     dry_run: bool = _f(False, "report what would be removed, remove nothing")
+    mode: str = _f("full", "\"full\" lists data/ as pylance does; \"lite\" derives the files from the removed "
+                   "versions' manifests (routine: time independent of the table's file count)")
     retention_duration_check: bool = _f(True, "refuse older_than_days below one hour (Delta's VACUUM check); "
                                         "turn off only when nothing else reads or writes the dataset")
 
@@ -270,8 +277,9 @@ def _run_compact(spark: Any, task: "Task") -> dict[str, Any]:
     return jobs.compact(spark, task.table.uri, target_rows_per_fragment=p.target_rows_per_fragment,
                         max_rows_per_group=p.max_rows_per_group, materialize_deletions=p.materialize_deletions,
                         materialize_deletions_threshold=p.materialize_deletions_threshold,
-                        max_source_fragments=p.max_source_fragments, dry_run=p.dry_run,
-                        **task.job_kwargs()).to_dict()
+                        max_source_fragments=p.max_source_fragments,
+                        data_storage_version=p.data_storage_version, cluster_by=list(p.cluster_by) or None,
+                        strategy=p.strategy, dry_run=p.dry_run, **task.job_kwargs()).to_dict()
 
 
 def _run_materialize_deletions(spark: Any, task: "Task") -> dict[str, Any]:
@@ -307,7 +315,7 @@ def _run_cleanup(spark: Any, task: "Task") -> dict[str, Any]:
     try:
         stats = task.table.open().cleanup_old_versions(
             older_than=timedelta(days=p.older_than_days), retain_versions=p.retain_versions, dry_run=p.dry_run,
-            delete_unverified=p.delete_unverified, retention_duration_check=p.retention_duration_check)
+            delete_unverified=p.delete_unverified, retention_duration_check=p.retention_duration_check, mode=p.mode)
     except lf.InvalidArgumentError as e:  # refused before anything is removed
         raise DatasetConfigError(task.dataset, "older_than_days", str(e),
                                  "keep at least an hour (policy.cleanup_older_than_days), or turn off "

@@ -34,12 +34,19 @@ class TableRef:
         storage_options_env: option name -> environment variable holding its value.
         manifest_store: the external manifest store the dataset commits through (SQLite path or
             ``sqlite:///`` URL), or None (conditional put).
+        name: how reports name it (a dataset's name in lance_ops.yaml); ``label`` falls back to the uri.
     """
 
     uri: str
     storage_options: Mapping[str, str] = field(default_factory=dict)
     storage_options_env: Mapping[str, str] = field(default_factory=dict)
     manifest_store: str | None = None
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name reports show: ``name``, else the uri."""
+        return self.name or self.uri
 
     @classmethod
     def from_settings(cls, d: Any, *, storage_options: Mapping[str, Any] | None = None,
@@ -48,7 +55,7 @@ class TableRef:
         connection's) win over the file's, ``manifest_store`` overrides the file's."""
         return cls(uri=d.uri, storage_options={**d.storage_options, **{k: v for k, v in (storage_options or {}).items()}},
                    storage_options_env=dict(d.storage_options_env),
-                   manifest_store=manifest_store or d.manifest_store)
+                   manifest_store=manifest_store or d.manifest_store, name=getattr(d, "name", ""))
 
     def with_uri(self, uri: str) -> "TableRef":
         """The same connection to another location (a branch ``<uri>/tree/<name>``, a sink)."""
@@ -57,13 +64,14 @@ class TableRef:
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
         return {"uri": self.uri, "storage_options": dict(self.storage_options),
-                "storage_options_env": dict(self.storage_options_env), "manifest_store": self.manifest_store}
+                "storage_options_env": dict(self.storage_options_env), "manifest_store": self.manifest_store,
+                "name": self.name}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TableRef":
         return cls(uri=str(data["uri"]), storage_options=dict(data.get("storage_options") or {}),
                    storage_options_env=dict(data.get("storage_options_env") or {}),
-                   manifest_store=data.get("manifest_store"))
+                   manifest_store=data.get("manifest_store"), name=str(data.get("name") or ""))
 
     # ------------------------------------------------------------------ access
     def resolved_storage_options(self) -> dict[str, Any]:

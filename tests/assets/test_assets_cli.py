@@ -47,7 +47,11 @@ def test_inspect_prints_versions_fragments_and_stats(tmp_path):
 def test_run_options_come_from_the_config_classes():
     parser, fields = build_parser()
     assert fields["compact"] == ["target_rows_per_fragment", "max_rows_per_group", "materialize_deletions",
-                                 "materialize_deletions_threshold", "max_source_fragments", "dry_run"]
+                                 "materialize_deletions_threshold", "max_source_fragments", "data_storage_version",
+                                 "cluster_by", "strategy", "dry_run"]
+    args = parser.parse_args(["run", "compact", "--cluster-by", "x", "y", "--strategy", "zorder",
+                              "--data-storage-version", "2.2"])
+    assert (args.cluster_by, args.strategy, args.data_storage_version) == (["x", "y"], "zorder", "2.2")
     args = parser.parse_args(["run", "compact", "--dry-run", "--no-materialize-deletions",
                               "--target-rows-per-fragment", "5000"])
     assert (args.dry_run, args.materialize_deletions, args.target_rows_per_fragment) == (True, False, 5000)

@@ -103,7 +103,8 @@ def test_launchpad_defaults_are_the_policy(tmp_path):
     assert resolved["operation"] is None
     assert resolved["compact"] == {"target_rows_per_fragment": 20_000, "max_rows_per_group": 256,
                                    "materialize_deletions": True, "materialize_deletions_threshold": 0.3,
-                                   "max_source_fragments": None, "dry_run": False}
+                                   "max_source_fragments": None, "data_storage_version": None, "cluster_by": [],
+                                   "strategy": "sort", "dry_run": False}
     assert resolved["materialize_deletions"]["threshold"] == 0.3
     assert resolved["cleanup_old_versions"]["retain_versions"] == 4
     assert resolved["append"]["rows"] == 4000 and resolved["append"]["format"] == "generate"

@@ -97,7 +97,7 @@ def test_append_and_merge_modes_keep_row_ids(tmp_path, instance):
     assert by_id[2]["_row_last_updated_at_version"] == 2 and by_id[4]["_row_created_at_version"] == 2
     assert by_id[1]["_row_last_updated_at_version"] == 1
     md = {k: v.value for k, v in mat(result, ["users"]).metadata.items()}
-    assert (md["rows_updated"], md["rows_inserted"], md["dagster/row_count"]) == (1, 1, 4)
+    assert (md["num_updated_rows"], md["num_inserted_rows"], md["dagster/row_count"]) == (1, 1, 4)
     # the change feed of the merge is one update and one insert
     import lance_ops.format as lf
 

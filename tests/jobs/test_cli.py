@@ -31,7 +31,7 @@ def test_cli_append_delete_compact(spark, uri, tmp_path, capsys):
     out = run("append", uri, "--source", src, "--format", "parquet", "--enable-stable-row-ids",
               "--max-rows-per-file", "20")
     assert (out["version"], out["rows_written"]) == (1, 100)
-    assert run("delete", uri, "--where", "id >= 90")["rows_deleted"] == 10
+    assert run("delete", uri, "--where", "id >= 90")["num_deleted_rows"] == 10
     out = run("compact", uri, "--target-rows-per-fragment", "1000")
     assert out["fragments_added"] == 1 and out["failed_tasks"] == [] and out["rows_rewritten"] == 90
     assert lance.dataset(uri).count_rows() == 90

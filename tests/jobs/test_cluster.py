@@ -103,7 +103,7 @@ def test_jobs_from_a_driver_program(cluster, tmp_path):
     print("cluster driver timings (s since the session started):", report["timings"])
     assert report["executors"] == 2 and len(report["task_pids"]) >= 2  # two workers did the work
     assert (report["append1"]["version"], report["append1"]["rows_written"]) == (1, 3000)
-    assert (report["delete"]["version"], report["delete"]["rows_deleted"]) == (2, 300)
+    assert (report["delete"]["version"], report["delete"]["num_deleted_rows"]) == (2, 300)
     comp = report["compact"]
     assert comp["failed_tasks"] == [] and comp["version"] == 4, comp
     assert comp["fragments_removed"] > comp["fragments_added"] >= 1 and comp["rows_rewritten"] > 2000, comp

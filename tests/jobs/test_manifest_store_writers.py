@@ -107,14 +107,14 @@ def test_every_writer_told_about_the_store_commits_through_it(spark, dataset, db
     aware_append(400)
 
     r = jobs.delete(spark, uri, "id >= 30 AND id < 36", manifest_store=db)
-    assert r.rows_deleted == 6
+    assert r.num_deleted_rows == 6
     model = model.filter(pc.invert((pc.field("id") >= 30) & (pc.field("id") < 36)))
     versions.append(check(uri, db, model))
     aware_append(500)
 
     up = pa.concat_tables([table(10, 2, "u"), table(600, 2, "u")])
     r = jobs.upsert(spark, uri, frame(spark, up), ["id"], manifest_store=db)
-    assert (r.rows_updated, r.rows_inserted) == (2, 2)
+    assert (r.num_updated_rows, r.num_inserted_rows) == (2, 2)
     model = pa.concat_tables([model.filter(pc.invert(pc.is_in(pc.field("id"), pa.array([10, 11])))), up])
     versions.append(check(uri, db, model))
     aware_append(700)

@@ -32,7 +32,7 @@ def test_delete_predicate_is_the_format_apis(spark, uri):
         assert repr(bad) in str(e.value) and uri in str(e.value)
     assert lance.dataset(uri).version == 1
     r = jobs.delete(spark, uri, "val = 'it''s' OR val = \"x y\"")
-    assert r.rows_deleted == 2
+    assert r.num_deleted_rows == 2
     assert sorted(lance.dataset(uri).to_table()["id"].to_pylist()) == [2, 3]
     assert lance.dataset(uri).count_rows("val = 'it''s'") == 0
 
@@ -69,7 +69,7 @@ def test_delete_with_a_sql_predicate(spark, uri):
     r = jobs.delete(spark, uri, "id % 7 = 0 OR val LIKE 'v29%' OR (id >= 100 AND id < 200)")
     assert r.version == 2 and r.read_version == 1
     gone = {i for i in range(300) if i % 7 == 0 or str(i).startswith("29") or 100 <= i < 200}
-    assert r.rows_deleted == len(gone)
+    assert r.num_deleted_rows == len(gone)
     assert (r.fragments_updated, r.fragments_removed) == (2, 1)  # fragment 1 (ids 100..199) is gone
     after = snapshot(uri)
     assert after.to_pylist() == [row for row in before.to_pylist() if row["id"] not in gone]
@@ -78,7 +78,7 @@ def test_delete_with_a_sql_predicate(spark, uri):
     assert ds.to_table(columns=["id"], filter="id = 140").num_rows == 0
     # metadata columns in the predicate, and a predicate matching nothing
     r2 = jobs.delete(spark, uri, "_rowid < 10 AND _row_created_at_version = 1")
-    assert r2.rows_deleted == len([i for i in range(10) if i not in gone])
+    assert r2.num_deleted_rows == len([i for i in range(10) if i not in gone])
     assert jobs.delete(spark, uri, "id > 10000").version is None
     assert lance.dataset(uri).version == 3
     store = ObjectStore(uri)
@@ -98,7 +98,7 @@ def test_upsert_keeps_row_ids_of_matched_rows(spark, uri):
         "score": pa.array([-1.0, -2.0, -3.0, -4.0, 5.0, 6.0]),
     })
     r = jobs.upsert(spark, uri, frame(spark, src, 3), on=["id"])
-    assert r.version == 3 and (r.rows_updated, r.rows_inserted) == (4, 2)
+    assert r.version == 3 and (r.num_updated_rows, r.num_inserted_rows) == (4, 2)
     t = {row["id"]: row for row in snapshot(uri).to_pylist()}
     assert len(t) == 122
     for i, val, score in [(5, "new5", -1.0), (45, "new45", -2.0), (110, "new110", -3.0), (119, None, -4.0)]:
@@ -129,7 +129,7 @@ def test_upsert_from_a_parquet_path_on_two_keys(spark, uri, tmp_path):
     path = str(tmp_path / "src")
     frame(spark, src.slice(0, 3), 1).write.parquet(path)
     r = jobs.upsert(spark, uri, path, on=["id", "g"], format="parquet")
-    assert (r.rows_updated, r.rows_inserted) == (3, 0)
+    assert (r.num_updated_rows, r.num_inserted_rows) == (3, 0)
     t = {row["id"]: row for row in snapshot(uri).to_pylist()}
     assert [t[i]["val"] for i in range(9, 14)] == ["v9", "x", "x", "x", "v13"]
     assert [t[i]["_rowid"] for i in range(10, 13)] == [10, 11, 12]

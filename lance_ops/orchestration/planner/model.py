@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lance_ops.orchestration.table import TableRef
+
 #: the operations the planner proposes, in the order a table's actions run
 OPERATIONS = ("compact", "materialize_deletions", "optimize_indices", "cleanup_old_versions", "orphan_sweep")
 
@@ -34,21 +36,6 @@ class _Json:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
-
-
-@dataclass(frozen=True)
-class TableRef(_Json):
-    """How to reach one table: its URI, storage options and external manifest store (a SQLite
-    path or URL; None = the object store's conditional put), with a display name."""
-
-    uri: str
-    storage_options: Mapping[str, str] = field(default_factory=dict)
-    manifest_store: str | None = None
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.name or self.uri
 
 
 @dataclass(frozen=True)
