@@ -46,7 +46,10 @@ def parse_timestamp(name: str, raw: str) -> dt.datetime:
 
 
 def _micros(t: dt.datetime) -> int:
-    return (t - _EPOCH) // dt.timedelta(microseconds=1)
+    """Microseconds since the epoch, exactly (also for pendulum's DateTime, whose difference is a
+    timedelta subclass that does not divide by a timedelta: Airflow hands out pendulum times)."""
+    d = t - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def _show(micros: int) -> str:

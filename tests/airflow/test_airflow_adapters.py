@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from conftest import CONFIG  # tests/airflow/conftest.py (at import: later, "conftest" is another folder's)
 
 import lance_ops.format as lf
 from lance_ops.orchestration import TableRef, resolve_params
@@ -15,8 +16,6 @@ pytestmark = [pytest.mark.airflow]
 
 
 def test_defaults_are_the_registrys_and_the_policys(tmp_path: Path):
-    from conftest import CONFIG
-
     from lance_ops.airflow import LanceCompactOperator, LanceMaterializeDeletionsOperator, LanceUpsertOperator
     from lance_ops.orchestration.settings import load_settings
 

@@ -177,6 +177,9 @@ def test_store_backed_dataset_is_read_through_its_manifest_store(settings, tmp_p
         table.version_at(times[3] + timedelta(days=1))
     assert table.versions_between(times[0], times[2]) == (1, [2, 3])
     assert table.versions_between(times[0] - timedelta(days=1), times[0]) == (0, [1])
+    import pendulum  # Airflow's data intervals are pendulum DateTimes (Interval // timedelta raises)
+
+    assert table.versions_between(pendulum.instance(times[0]), pendulum.instance(times[2])) == (1, [2, 3])
     with pytest.raises(fe.ManifestStoreRequiredError):  # the bug Airflow had: writing without the store
         lf.write_dataset(rows(99, 1), d.uri, mode="append")
     assert TableRef(str(tmp_path / "none")).latest_version() is None
