@@ -284,6 +284,6 @@ def test_a_bad_run_fails_with_the_typed_error_on_its_page(dev):
     assert d.wait([run_id]) == {run_id: "FAILURE"}
     page = d.page(f"/runs/{run_id}", "failed-run")
     assert "Failure" in page and "STEP_FAILURE" in page
-    assert "DatasetConfigError: dataset 'events', field `delete.where`: lance_delete needs a predicate" in page
-    assert "Fix: set ops.events.config.delete.where" in page and "['id', 'kind', 'amount']" in page
+    assert "DatasetConfigError: dataset 'events', field `delete.where`: a delete needs a predicate" in page
+    assert "Fix: set the predicate" in page and "['id', 'kind', 'amount']" in page
     assert lf.dataset(dev["events"]).version == before
