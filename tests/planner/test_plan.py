@@ -178,6 +178,7 @@ def test_after_maintain_every_table_plans_nothing_and_reads_the_same(tmp_path, s
     assert not committed or max(committed) in kept
 
 
+@pytest.mark.interop  # lancedb opens the table: the interop tier
 def test_lancedb_reads_the_maintained_table(tmp_path):
     lancedb = pytest.importorskip("lancedb")
     uri = str(tmp_path / "db" / "t.lance")
