@@ -137,9 +137,11 @@ def _run_bash(block: Block, cwd: Path) -> None:
 @pytest.mark.parametrize("section", [_param(s) for s in SECTIONS])
 def test_section_runs(section: Section, tmp_path, monkeypatch, request):
     """A section's runnable blocks, in order, in a fresh directory, one namespace."""
-    monkeypatch.chdir(tmp_path)
     if "spark" in section.needs:
-        request.getfixturevalue("spark")  # one session for every Spark section; the docs' spark_session() reuses it
+        # one session for every Spark section (the docs' spark_session() reuses it), started before the
+        # chdir: its JVM and Python workers keep the directory pytest started in, as in a full run
+        request.getfixturevalue("spark")
+    monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__main__"}
     for block in section.runnable:
         if block.lang == "python":
