@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from lance_ops.format.errors import (
@@ -42,20 +41,27 @@ from lance_ops.format.read.late_materialization import (
     late_columns,
     late_materialization_option,
 )
+from lance_ops.format.read.metadata_columns import (
+    CREATED_AT,
+    META_COLUMNS,
+    ROW_ADDR,
+    ROW_ID,
+    UPDATED_AT,
+    RowSequences,
+    add_metadata_columns,
+    filter_table,
+    metadata_filter,
+    row_sequences,
+    version_filter,
+)
 from lance_ops.format.read.zone_pruning import prune_fragments
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.sql import sql_conjuncts, sql_filter
-from lance_ops.format.table import rowids
 from lance_ops.format.table.bases import data_file_location
 from lance_ops.format.table.deletion import read_deletion_file
 from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 
-ROW_ID = "_rowid"
-ROW_ADDR = "_rowaddr"
-CREATED_AT = "_row_created_at_version"
-UPDATED_AT = "_row_last_updated_at_version"
-META_COLUMNS = (ROW_ID, ROW_ADDR, CREATED_AT, UPDATED_AT)
 DEFAULT_BATCH_SIZE = 65536
 
 
@@ -191,7 +197,7 @@ def check_filter(schema: LanceSchema, expr: object, what: str = "filter") -> Non
         names=[*arrow.names, *META_COLUMNS],
     )
     try:
-        _filter_table(empty, expr)
+        filter_table(empty, expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as e:
         msg = str(e).split("\n", 1)[0]
         unknown = _UNKNOWN_FIELD.search(msg)
@@ -387,16 +393,7 @@ def open_fragment_rows(
     mask = np.zeros(n, dtype=bool)
     mask[rows] = True
     meta = set(plan.meta_columns)
-    ids = versions_c = versions_u = None
-    if ROW_ID in meta and manifest.uses_stable_row_ids:
-        if frag.row_ids is None:
-            raise CorruptFileError(manifest.source or store.uri,
-                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.fragment_row_ids(frag, manifest.source)
-    if CREATED_AT in meta and frag.created_at_versions is not None:
-        versions_c = rowids.fragment_versions(frag, manifest.source, created=True)
-    if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
-        versions_u = rowids.fragment_versions(frag, manifest.source, created=False)
+    seqs = row_sequences(store, manifest, frag, meta)
     cuts = np.flatnonzero(np.diff(rows) > batch_size) + 1
     starts = np.concatenate([rows[:1], rows[cuts]])
     stops = np.concatenate([rows[cuts - 1], rows[-1:]]) + 1
@@ -410,8 +407,7 @@ def open_fragment_rows(
 
     def batches() -> Iterator[pa.RecordBatch]:
         for k, (s, _) in enumerate(spans):
-            yield from _fragment_batches(frag, plan, first if k == 0 else data(k), mask, meta, ids,
-                                         versions_c, versions_u, first=s)
+            yield from _fragment_batches(frag, plan, first if k == 0 else data(k), mask, meta, seqs, first=s)
 
     return batches()
 
@@ -497,24 +493,15 @@ def _open_fragment(
     if plan.filter_is_metadata_only and set(plan.filter_columns) <= {CREATED_AT, UPDATED_AT}:
         # a version-range filter: evaluated once per run of equal versions, before anything
         # is expanded per row or read, so fragments without a match cost almost nothing
-        live = _version_filter(frag, plan, live, manifest.source)
+        live = version_filter(frag, plan.filter_columns, plan.filter, live, manifest.source)
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
-    ids = versions_c = versions_u = None
-    if ROW_ID in meta and manifest.uses_stable_row_ids:
-        if frag.row_ids is None:
-            raise CorruptFileError(manifest.source or store.uri,
-                                   f"fragment {frag.id} has no row ids but the dataset uses stable row ids")
-        ids = rowids.fragment_row_ids(frag, manifest.source)
-    if CREATED_AT in meta and frag.created_at_versions is not None:
-        versions_c = rowids.fragment_versions(frag, manifest.source, created=True)
-    if UPDATED_AT in meta and frag.last_updated_at_versions is not None:
-        versions_u = rowids.fragment_versions(frag, manifest.source, created=False)
+    seqs = row_sequences(store, manifest, frag, meta)
     if plan.filter is not None and plan.filter_is_metadata_only:
         # Evaluate the filter once for the whole fragment, before any data is read: fragments
         # without a match are never opened.
-        live = _metadata_filter(frag, plan, live, ids, versions_c, versions_u)
+        live = metadata_filter(frag, plan.filter_columns, plan.filter, live, seqs)
         if live is None:
             return iter(())
         plan = replace(plan, filter=None)
@@ -530,11 +517,11 @@ def _open_fragment(
         data = _fragment_data(store, manifest, frag, early.data_columns, read_size, prefetch, first_reader=first_reader)
         take = _late_taker(store, manifest, frag, late, first_reader)
         # completed in the filter thread (one thread: batches in row order, as the taker needs)
-        return _fragment_batches(frag, early, data, live, set(early.meta_columns), ids, versions_c, versions_u,
+        return _fragment_batches(frag, early, data, live, set(early.meta_columns), seqs,
                                  filters=filters if pooled and FILTER_THREADS == 1 else None,
                                  batch_size=batch_size, finish=lambda b: _completed(b, take, plan, late))
     data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
-    return _fragment_batches(frag, plan, data, live, meta, ids, versions_c, versions_u,
+    return _fragment_batches(frag, plan, data, live, meta, seqs,
                              filters=filters if pooled else None, batch_size=batch_size)
 
 
@@ -610,99 +597,8 @@ def _completed(
     return pa.RecordBatch.from_arrays(cols, schema=plan.out_schema)
 
 
-def _metadata_filter(
-    frag: FragmentMetadata,
-    plan: ScanPlan,
-    live: np.ndarray | None,
-    ids: np.ndarray | None,
-    versions_c: np.ndarray | None,
-    versions_u: np.ndarray | None,
-) -> np.ndarray | None:
-    """Mask of the live rows matching a metadata-only filter; None when no row matches."""
-    rows = np.flatnonzero(live) if live is not None else np.arange(frag.physical_rows, dtype=np.int64)
-    if rows.size == 0:
-        return None
-    cols: dict[str, pa.Array] = {}
-    addr = None
-    for name in plan.filter_columns:
-        if name in (ROW_ADDR, ROW_ID) and addr is None:
-            addr = (np.uint64(frag.id) << np.uint64(32)) + rows.astype(np.uint64)
-        if name == ROW_ADDR:
-            cols[name] = pa.array(addr, type=pa.uint64())
-        elif name == ROW_ID:
-            cols[name] = pa.array(ids[rows] if ids is not None else addr, type=pa.uint64())
-        else:
-            seq = versions_c if name == CREATED_AT else versions_u
-            values = seq[rows] if seq is not None else np.ones(rows.size, dtype=np.uint64)
-            cols[name] = pa.array(values, type=pa.uint64())
-    cols[_ROW_INDEX] = pa.array(rows)
-    hits = _filter_table(pa.table(cols), plan.filter).column(_ROW_INDEX).to_numpy()
-    if hits.size == 0:
-        return None
-    mask = np.zeros(frag.physical_rows, dtype=bool)
-    mask[hits] = True
-    return mask
-
-
-def _version_runs(frag: FragmentMetadata, name: str, source: str) -> tuple[np.ndarray, np.ndarray]:
-    data = frag.created_at_versions if name == CREATED_AT else frag.last_updated_at_versions
-    if data is None:  # no sequence: version 1 for every row, as pylance reports it
-        return np.ones(1, dtype=np.uint64), np.array([frag.physical_rows], dtype=np.int64)
-    field = "inline_created_at_versions" if name == CREATED_AT else "inline_last_updated_at_versions"
-    with rowids.inline_field(source, frag.id, field):
-        return rowids.decode_version_runs(data, expected_len=frag.physical_rows, path=source or "<inline>")
-
-
-def _version_filter(
-    frag: FragmentMetadata, plan: ScanPlan, live: np.ndarray | None, source: str = ""
-) -> np.ndarray | None:
-    """Mask of the live rows matching a filter over the version columns only; None for no match.
-
-    The row range is cut where any referenced sequence changes value; the filter runs on one
-    row per piece and the result is expanded with ``np.repeat``.
-    """
-    n = frag.physical_rows
-    if n == 0:
-        return None
-    runs = {name: _version_runs(frag, name, source) for name in plan.filter_columns}
-    cuts = [np.cumsum(lens) for _, lens in runs.values()]
-    ends = np.unique(np.concatenate([*cuts, np.array([n], dtype=np.int64)]))
-    ends = ends[ends > 0]
-    starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1]])
-    cols: dict[str, pa.Array] = {}
-    for (name, (values, _)), run_ends in zip(runs.items(), cuts, strict=True):
-        cols[name] = pa.array(values[np.searchsorted(run_ends, starts, side="right")], type=pa.uint64())
-    cols[_ROW_INDEX] = pa.array(np.arange(starts.size, dtype=np.int64))
-    hits = _filter_table(pa.table(cols), plan.filter).column(_ROW_INDEX).to_numpy()
-    if hits.size == 0:
-        return None
-    matched = np.zeros(starts.size, dtype=bool)
-    matched[hits] = True
-    mask = np.repeat(matched, ends - starts)
-    if live is not None:
-        mask &= live
-        if not mask.any():
-            return None
-    return mask
-
-
-_ROW_INDEX = "__lance_ops_row_index"
-
-
-def _filter_table(table: pa.Table, expr: pc.Expression | tuple[pc.Expression, ...]) -> pa.Table:
-    """``table.filter(expr)`` on the calling thread: one batch gains nothing from Acero's pool,
-    and the hand-off costs more than the filter for the small batches of small fragments.
-    A tuple of expressions (AND terms) is applied as a chain of filter nodes."""
-    steps = expr if isinstance(expr, tuple) else (expr,)
-    decl = acero.Declaration.from_sequence(
-        [acero.Declaration("table_source", acero.TableSourceNodeOptions(table))]
-        + [acero.Declaration("filter", acero.FilterNodeOptions(e)) for e in steps]
-    )
-    return decl.to_table(use_threads=False)
-
-
 def _filter_batch(batch: pa.RecordBatch, expr: pc.Expression | tuple[pc.Expression, ...]) -> pa.RecordBatch:
-    out = _filter_table(pa.Table.from_batches([batch]), expr)
+    out = filter_table(pa.Table.from_batches([batch]), expr)
     parts = out.to_batches()
     if len(parts) == 1:
         return parts[0]
@@ -715,9 +611,7 @@ def _fragment_batches(
     data: Iterator[pa.RecordBatch],
     live: np.ndarray | None,
     meta: set[str],
-    ids: np.ndarray | None,
-    versions_c: np.ndarray | None,
-    versions_u: np.ndarray | None,
+    seqs: RowSequences,
     first: int = 0,
     filters: ThreadPoolExecutor | None = None,
     batch_size: int | None = None,
@@ -742,7 +636,7 @@ def _fragment_batches(
             # columns by position: a data file may still carry a column's old name
             cols = dict(zip(data_names, batch.columns, strict=True))
             if meta:
-                _add_metadata_columns(cols, meta, frag.id, start, stop, ids, versions_c, versions_u)
+                add_metadata_columns(cols, meta, frag.id, start, stop, seqs)
             out = pa.RecordBatch.from_pydict(cols) if cols else batch
         else:
             out = batch
@@ -800,33 +694,6 @@ def _shaped(batch: pa.RecordBatch, names: list[str], schema: pa.Schema) -> pa.Re
     if batch.schema.names == names:
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
     return pa.RecordBatch.from_arrays([batch.column(n) for n in names], schema=schema)
-
-
-def _add_metadata_columns(
-    cols: dict[str, pa.Array],
-    meta: set[str],
-    frag_id: int,
-    start: int,
-    stop: int,
-    ids: np.ndarray | None,
-    versions_c: np.ndarray | None,
-    versions_u: np.ndarray | None,
-) -> None:
-    """The metadata columns of physical rows ``[start, stop)`` of fragment ``frag_id``."""
-    base = frag_id << 32
-    addr = np.arange(base + start, base + stop, dtype=np.uint64)  # one pass, no temporary
-    if ROW_ADDR in meta:
-        cols[ROW_ADDR] = pa.array(addr, type=pa.uint64())
-    if ROW_ID in meta:
-        cols[ROW_ID] = pa.array(ids[start:stop] if ids is not None else addr, type=pa.uint64())
-    one = None
-    for name, seq in ((CREATED_AT, versions_c), (UPDATED_AT, versions_u)):
-        if name in meta:
-            if seq is not None:
-                cols[name] = pa.array(seq[start:stop], type=pa.uint64())
-            else:
-                one = one if one is not None else pa.array(np.ones(stop - start, dtype=np.uint64))
-                cols[name] = one
 
 
 #: bytes of pages a scan reads and decodes ahead of the consumer (see PagePrefetcher)
