@@ -17,6 +17,7 @@ import lance_ops.format as lf
 from .data import (
     DELETE_PREDICATE_SQL,
     Fixtures,
+    Workdirs,
     copy_dataset,
     delete_predicate,
     dir_bytes,
@@ -72,6 +73,10 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
     cleanup: Callable[[], None] | None = None
     after: Callable[["Case"], None] | None = None
+
+
+#: the target of most cases: lance_ops' time at most pylance's
+TIME_RATIO_TARGET = Target("ratio", 1.0, "time <= 1.0x pylance")
 
 
 class Skip(Exception):
@@ -143,8 +148,8 @@ def _pylance() -> Any:
     return lance
 
 
-def _fresh_dirs(fx: Fixtures, stem: str, labels: list[str]) -> dict[str, str]:
-    return {v: fx.path(f"{stem}_{v}") for v in labels}
+def _fresh_dirs(fx: Fixtures, stem: str, labels: list[str]) -> Workdirs:
+    return Workdirs({v: fx.path(f"{stem}_{v}") for v in labels})
 
 
 # ------------------------------------------------------------------------------- cases
@@ -181,7 +186,7 @@ def _write(fx: Fixtures, p: Any, name: str, version: str, target: Target | None,
         target=target,
         extra=extra,
         after=after,
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -257,13 +262,13 @@ def case_scan_projection_22(fx: Fixtures, p: Any) -> Case:
 
 def case_scan_22_pylance_written(fx: Fixtures, p: Any) -> Case:
     case = _scan_22(fx, p, "scan_22_pylance_written", None, "pylance")
-    case.target = Target("ratio", 1.0, "time <= 1.0x pylance")
+    case.target = TIME_RATIO_TARGET
     return case
 
 
 def case_scan_projection_22_pylance_written(fx: Fixtures, p: Any) -> Case:
     case = _scan_22(fx, p, "scan_projection_22_pylance_written", ["id", "x"], "pylance")
-    case.target = Target("ratio", 1.0, "time <= 1.0x pylance")
+    case.target = TIME_RATIO_TARGET
     return case
 
 
@@ -292,7 +297,7 @@ def case_scan_sql_filter(fx: Fixtures, p: Any) -> Case:
         work=table.nbytes / MB,
         unit="MB/s",
         reps=p.reps,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        target=TIME_RATIO_TARGET,
         extra={"rows": table.num_rows, "filter": SCAN_SQL_FILTER, "batch_size": bs, "data_storage_version": "2.2",
                "written_by": "pylance"},
     )
@@ -322,7 +327,7 @@ def case_scan_late_materialization(fx: Fixtures, p: Any) -> Case:
         work=table.nbytes / MB,
         unit="MB/s",
         reps=p.reps,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        target=TIME_RATIO_TARGET,
         extra={"rows": table.num_rows, "filter": SCAN_SELECTIVE_FILTER, "data_storage_version": "2.2",
                "written_by": "pylance"},
     )
@@ -365,7 +370,7 @@ def case_append(fx: Fixtures, p: Any) -> Case:
         per_op=n,
         extra={"appends": n, "rows_per_append": rows},
         after=after,
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -403,9 +408,6 @@ def delete_case(fx: Fixtures, p: Any, name: str, template: str, extra: dict[str,
     lance = _pylance()
     out = _fresh_dirs(fx, name.replace("_", ""), ["lance_ops", "pylance"])
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     return Case(
         name,
         {
@@ -415,10 +417,10 @@ def delete_case(fx: Fixtures, p: Any, name: str, template: str, extra: dict[str,
         work=p.delete_rows,
         unit="rows/s",
         reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        prepare=out.copier(template),
+        target=TIME_RATIO_TARGET,
         extra={"rows": p.delete_rows, "fragments": p.fragments, "predicate": DELETE_PREDICATE_SQL, **(extra or {})},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -432,29 +434,34 @@ def _compact_common(fx: Fixtures) -> tuple[str, int, int]:
     return template, fx.compaction_target(), live
 
 
+def compaction_case(name: str, lance: Any, template: str, out: Workdirs, target: int, *, work: int, reps: int,
+                    extra: dict[str, Any], goal: Target | None = TIME_RATIO_TARGET,
+                    after: Callable[[Case], None] | None = None) -> Case:
+    """``compact_files(target_rows_per_fragment=target)`` by lance_ops and by pylance in process,
+    each on a fresh copy of ``template`` in ``out``; ``work`` rows a run."""
+    return Case(
+        name,
+        {
+            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(target_rows_per_fragment=target),
+        },
+        work=work,
+        unit="rows/s",
+        reps=reps,
+        prepare=out.copier(template),
+        target=goal,
+        extra=extra,
+        after=after,
+        cleanup=out.cleanup,
+    )
+
+
 def case_compact_inprocess(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     template, target, live = _compact_common(fx)
     out = _fresh_dirs(fx, "compact", ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
-    return Case(
-        "compact_inprocess",
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
-        },
-        work=live,
-        unit="rows/s",
-        reps=p.reps,
-        prepare=prepare,
-        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target},
-        cleanup=lambda: [remove(d) for d in out.values()],
-    )
+    return compaction_case("compact_inprocess", lance, template, out, target, work=live, reps=p.reps, goal=None,
+                           extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target})
 
 
 def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
@@ -468,31 +475,15 @@ def case_compact_indexed(fx: Fixtures, p: Any) -> Case:
     target = per_frag * max(1, frags // p.compact_tasks)
     out = _fresh_dirs(fx, "compact_indexed", ["lance_ops", "pylance"])
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     def after(case: Case) -> None:
         for v, path in out.items():
             stats = {d.name: d.num_rows_indexed for d in lf.dataset(path).describe_indices()}
             case.extra[f"indexed_rows_{v}"] = stats
 
-    return Case(
-        "compact_indexed",
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
-        },
-        work=live,
-        unit="rows/s",
-        reps=p.small_reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+    return compaction_case(
+        "compact_indexed", lance, template, out, target, work=live, reps=p.small_reps, after=after,
         extra={"fragments": frags, "live_rows": live, "target_rows_per_fragment": target,
                "indices": "BTREE(id), IVF_PQ(vec, 16 partitions, 4 sub-vectors)"},
-        after=after,
-        cleanup=lambda: [remove(d) for d in out.values()],
     )
 
 
@@ -500,9 +491,6 @@ def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, C
                 work: int, extra: dict[str, Any]) -> Case:
     """Both libraries change private copies of ``template``; the index each wrote is recorded."""
     out = _fresh_dirs(fx, name.replace("_", ""), ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
 
     def after(case: Case) -> None:
         for v, path in out.items():
@@ -516,11 +504,11 @@ def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, C
         work=work,
         unit="rows/s",
         reps=p.reps,  # tens of milliseconds per run: the full repetitions
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        prepare=out.copier(template),
+        target=TIME_RATIO_TARGET,
         extra=extra,
         after=after,
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -563,12 +551,12 @@ def case_optimize_indices_ivf_pq(fx: Fixtures, p: Any) -> Case:
     )
 
 
-def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
-    lance = _pylance()
-    jobs = spark.jobs("compact")
-    template, target, live = _compact_common(fx)
+def spark_compact_case(name: str, fx: Fixtures, p: Any, spark: SparkEnv, jobs: Any, lance: Any, template: str,
+                       stem: str, target: int, live: int, extra: dict[str, Any]) -> Case:
+    """The Spark compaction job on ``local[2]`` against pylance's in-process ``compact_files``,
+    each on a fresh copy of ``template``."""
     session = spark.session("local[2]")
-    out = _fresh_dirs(fx, "spark_compact", ["lance_ops", "pylance"])
+    out = _fresh_dirs(fx, stem, ["lance_ops", "pylance"])
 
     def prepare(v: str) -> None:
         copy_dataset(template, out[v])
@@ -576,12 +564,10 @@ def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
             spark.session("local[2]")  # still the live session (compact_scaling may follow)
 
     return Case(
-        "compact_local2",
+        name,
         {
             "lance_ops": lambda: jobs.compact(session, out["lance_ops"], target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
+            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(target_rows_per_fragment=target),
         },
         work=live,
         unit="rows/s",
@@ -589,14 +575,17 @@ def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
         prepare=prepare,
         target=Target("ratio", 1.0, "time on local[2] <= 1.0x pylance"),
         spark_variants=frozenset({"lance_ops"}),
-        extra={
-            "fragments": p.fragments,
-            "live_rows": live,
-            "target_rows_per_fragment": target,
-            "master": "local[2]",
-        },
-        cleanup=lambda: [remove(d) for d in out.values()],
+        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
+               "master": "local[2]", **extra},
+        cleanup=out.cleanup,
     )
+
+
+def case_compact_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
+    lance = _pylance()
+    jobs = spark.jobs("compact")
+    template, target, live = _compact_common(fx)
+    return spark_compact_case("compact_local2", fx, p, spark, jobs, lance, template, "spark_compact", target, live, {})
 
 
 def case_compact_scaling(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
@@ -630,7 +619,7 @@ def case_compact_scaling(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
         target=Target("speedup", 1.8, "local[2] >= 1.8x faster than local[1]"),
         spark_variants=frozenset({"local1", "local2"}),
         extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -683,7 +672,7 @@ def case_compact_memory(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
         spark_variants=frozenset(v for v in variants if v.startswith("spark_")),
         extra={"fragments": p.fragments, "live_rows": live, "targets": labels,
                "target_rows_per_fragment": targets, "data_storage_version": "2.2", "stable_row_ids": True},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -721,9 +710,6 @@ def case_merge_insert(fx: Fixtures, p: Any) -> Case:
     template, source = fx.merge_dataset()
     out = _fresh_dirs(fx, "merge", ["lance_ops", "pylance"])
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     def ours() -> Any:
         return lf.dataset(out["lance_ops"]).merge_insert("id").when_matched_update_all() \
             .when_not_matched_insert_all().execute(source)
@@ -738,11 +724,11 @@ def case_merge_insert(fx: Fixtures, p: Any) -> Case:
         work=source.num_rows,
         unit="rows/s",
         reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        prepare=out.copier(template),
+        target=TIME_RATIO_TARGET,
         extra={"target_rows": p.merge_rows, "source_rows": source.num_rows, "stable_row_ids": True,
                "file_version": "2.2"},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 

@@ -9,8 +9,19 @@ import pyarrow.compute as pc
 
 import lance_ops.format as lf
 
-from .cases import Case, Skip, SparkEnv, Target, _fresh_dirs, _pylance, delete_case
-from .data import Fixtures, copy_dataset, remove
+from .cases import (
+    TIME_RATIO_TARGET,
+    Case,
+    Skip,
+    SparkEnv,
+    Target,
+    _fresh_dirs,
+    _pylance,
+    compaction_case,
+    delete_case,
+    spark_compact_case,
+)
+from .data import Fixtures
 
 
 def case_delete_22(fx: Fixtures, p: Any) -> Case:
@@ -28,27 +39,9 @@ def case_compact_22(fx: Fixtures, p: Any) -> Case:
     template = fx.pylance_deleted_22()
     target, live = fx.compaction_target(), lance.dataset(template).count_rows()
     out = _fresh_dirs(fx, "compact22", ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
-    return Case(
-        "compact_22",
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
-        },
-        work=live,
-        unit="rows/s",
-        reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
-        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
-               **_about_22("pylance")},
-        cleanup=lambda: [remove(d) for d in out.values()],
-    )
+    return compaction_case("compact_22", lance, template, out, target, work=live, reps=p.reps,
+                           extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
+                                  **_about_22("pylance")})
 
 
 def case_compact_22_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
@@ -57,32 +50,8 @@ def case_compact_22_local2(fx: Fixtures, p: Any, spark: SparkEnv) -> Case:
     jobs = spark.jobs("compact")
     template = fx.pylance_deleted_22()
     target, live = fx.compaction_target(), lance.dataset(template).count_rows()
-    session = spark.session("local[2]")
-    out = _fresh_dirs(fx, "spark_compact22", ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-        if v == "lance_ops":
-            spark.session("local[2]")
-
-    return Case(
-        "compact_22_local2",
-        {
-            "lance_ops": lambda: jobs.compact(session, out["lance_ops"], target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
-        },
-        work=live,
-        unit="rows/s",
-        reps=p.spark_reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time on local[2] <= 1.0x pylance"),
-        spark_variants=frozenset({"lance_ops"}),
-        extra={"fragments": p.fragments, "live_rows": live, "target_rows_per_fragment": target,
-               "master": "local[2]", **_about_22("pylance")},
-        cleanup=lambda: [remove(d) for d in out.values()],
-    )
+    return spark_compact_case("compact_22_local2", fx, p, spark, jobs, lance, template, "spark_compact22", target, live,
+                              _about_22("pylance"))
 
 
 #: materialize_22 threshold: pylance materialises a fragment when its deleted share is strictly
@@ -102,9 +71,6 @@ def case_materialize_22(fx: Fixtures, p: Any) -> Case:
     thr = MATERIALIZE_THRESHOLD
     out = _fresh_dirs(fx, "materialize22", ["lance_ops", "pylance"])
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     def after(case: Case) -> None:
         for v, d in out.items():
             if os.path.isdir(d):
@@ -123,11 +89,11 @@ def case_materialize_22(fx: Fixtures, p: Any) -> Case:
         work=live,
         unit="rows/s",
         reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        prepare=out.copier(template),
+        target=TIME_RATIO_TARGET,
         extra={"fragments": p.fragments, "live_rows": live, "threshold": thr, **_about_22("pylance")},
         after=after,
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
@@ -168,7 +134,7 @@ def case_change_feed_22(fx: Fixtures, p: Any) -> Case:
         work=n_py,
         unit="rows/s",
         reps=p.reps,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        target=TIME_RATIO_TARGET,
         extra={"base_rows": p.feed_rows, "versions": f"({begin}, {end}]", "feed_rows": n_py,
                **_about_22("pylance")},
     )
@@ -227,27 +193,9 @@ def case_compact_small_fragments(fx: Fixtures, p: Any) -> Case:
     rows = p.small_fragments * p.small_fragment_rows
     target = 1_048_576
     out = _fresh_dirs(fx, "small22", ["lance_ops", "pylance"])
-
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
-    return Case(
-        "compact_small_fragments",
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(
-                target_rows_per_fragment=target
-            ),
-        },
-        work=rows,
-        unit="rows/s",
-        reps=p.small_reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
-        extra={"fragments": p.small_fragments, "rows_per_fragment": p.small_fragment_rows,
-               "target_rows_per_fragment": target, **_about_22("pylance")},
-        cleanup=lambda: [remove(d) for d in out.values()],
-    )
+    return compaction_case("compact_small_fragments", lance, template, out, target, work=rows, reps=p.small_reps,
+                           extra={"fragments": p.small_fragments, "rows_per_fragment": p.small_fragment_rows,
+                                  "target_rows_per_fragment": target, **_about_22("pylance")})
 
 
 def _forget_manifests() -> None:
@@ -305,9 +253,6 @@ def case_add_columns_sql(fx: Fixtures, p: Any) -> Case:
     out = _fresh_dirs(fx, "add_columns22", ["lance_ops", "pylance"])
     ours = _sql_or_expression()
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     return Case(
         "add_columns_sql",
         {
@@ -317,10 +262,10 @@ def case_add_columns_sql(fx: Fixtures, p: Any) -> Case:
         work=rows,
         unit="rows/s",
         reps=p.reps,
-        prepare=prepare,
-        target=Target("ratio", 1.0, "time <= 1.0x pylance"),
+        prepare=out.copier(template),
+        target=TIME_RATIO_TARGET,
         extra={"rows": rows, "expression": str(ours), "data_storage_version": "2.2", "written_by": "pylance"},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 

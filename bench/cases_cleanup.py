@@ -22,7 +22,7 @@ from typing import Any
 
 import lance_ops.format as lf
 
-from .cases import Case, _pylance
+from .cases import Case, _fresh_dirs, _pylance
 from .data import Fixtures, make_table, remove
 
 ROUTINE_VERSIONS = 100
@@ -69,7 +69,7 @@ def _fixture(fx: Fixtures, p: Any) -> tuple[str, int, int]:
 def case_cleanup_routine(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     template, files, versions = _fixture(fx, p)
-    out = {v: fx.path(f"cleanup_routine_{v}") for v in ("lance_ops", "lance_ops_full", "pylance")}
+    out = _fresh_dirs(fx, "cleanup_routine", ["lance_ops", "lance_ops_full", "pylance"])
     keep = versions - ROUTINE_VERSIONS
     zero = timedelta(0)
 
@@ -91,17 +91,17 @@ def case_cleanup_routine(fx: Fixtures, p: Any) -> Case:
         work=ROUTINE_VERSIONS * (files // versions),
         unit="files/s",
         reps=p.small_reps,
-        prepare=lambda v: _link_copy(template, out[v]),
+        prepare=out.copier(template, _link_copy),
         extra={"files": files, "versions": versions, "versions_removed": ROUTINE_VERSIONS,
                "files_removed": ROUTINE_VERSIONS * (files // versions), "scaled_down_from": "1,000,000 files, 10,000 versions"},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 
 def case_orphan_sweep(fx: Fixtures, p: Any) -> Case:
     lance = _pylance()
     template, files, versions = _fixture(fx, p)
-    out = {v: fx.path(f"orphan_sweep_{v}") for v in ("lance_ops", "pylance")}
+    out = _fresh_dirs(fx, "orphan_sweep", ["lance_ops", "pylance"])
 
     def prepare(v: str) -> None:
         _link_copy(template, out[v])
@@ -128,7 +128,7 @@ def case_orphan_sweep(fx: Fixtures, p: Any) -> Case:
         prepare=prepare,
         extra={"files": files, "versions": versions, "orphans": 100,
                "scaled_down_from": "1,000,000 files, 10,000 versions"},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 

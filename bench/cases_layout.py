@@ -10,7 +10,7 @@ import pyarrow as pa
 import lance_ops.format as lf
 
 from .cases import Case, Target, _fresh_dirs, _pylance
-from .data import Fixtures, copy_dataset, make_table, remove
+from .data import Fixtures, make_table, remove
 
 
 def _template(fx: Fixtures, name: str, table: pa.Table, **kw: Any) -> str:
@@ -37,9 +37,6 @@ def _case(fx: Fixtures, p: Any, name: str, template: str, ours: dict[str, Any], 
     per_task = rows // 10  # pylance rewrites every fragment (10x smaller than the target)
     out = _fresh_dirs(fx, name, ["lance_ops", "pylance"])
 
-    def prepare(v: str) -> None:
-        copy_dataset(template, out[v])
-
     return Case(
         name,
         {
@@ -49,10 +46,10 @@ def _case(fx: Fixtures, p: Any, name: str, template: str, ours: dict[str, Any], 
         work=rows,
         unit="rows/s",
         reps=p.small_reps,
-        prepare=prepare,
+        prepare=out.copier(template),
         target=target,
         extra={"rows": rows, "fragments": p.layout_fragments, "target_rows_per_fragment": per_task, **extra},
-        cleanup=lambda: [remove(d) for d in out.values()],
+        cleanup=out.cleanup,
     )
 
 

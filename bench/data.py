@@ -14,6 +14,7 @@ bytes) and copied for every repetition of a case that modifies them.
 
 import os
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,20 @@ def copy_dataset(src: str, dst: str) -> str:
 
 def remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+class Workdirs(dict[str, str]):
+    """A case's output directory per variant: ``copier(template)`` is its ``prepare`` (a fresh
+    copy of the template before each timed run), ``cleanup`` removes them all."""
+
+    def copier(self, template: str, copy: Callable[[str, str], object] = copy_dataset) -> Callable[[str], None]:
+        def prepare(v: str) -> None:
+            copy(template, self[v])
+        return prepare
+
+    def cleanup(self) -> None:
+        for d in self.values():
+            remove(d)
 
 
 def dir_bytes(path: str) -> int:

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from .cases import Case, Skip, SparkEnv, Target
+from .cases import TIME_RATIO_TARGET, Case, Skip, SparkEnv
 from .data import Fixtures
 from .measure import Sample, library_versions, machine, measure
 from .registry import CASES, SPARK_CASES
@@ -266,7 +266,7 @@ def summarise(case: Case, samples: dict[str, list[Sample]]) -> dict[str, Any]:
 #: the memory bound of every compare case: lance_ops peak <= 2 x pylance peak + this
 MEMORY_SLACK_MB = 32
 #: the time target of a compare case that names none
-DEFAULT_TARGET = Target("ratio", 1.0, "time <= 1.0x pylance")
+DEFAULT_TARGET = TIME_RATIO_TARGET
 #: compare cases held to no time target: a Spark job against an in-process call (issue 35)
 UNTIMED_TARGETS = frozenset({"change_feed_22_local2"})
 
