@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 from datagen import META, simple_table
+from templates import template_copy
 
 import lance_ops.format as lf
 from lance_ops.format.errors import TagError
@@ -70,11 +71,7 @@ def template(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def ds_uri(template, tmp_path):
-    dst = str(tmp_path / "ds")
-    shutil.copytree(template, dst)
-    return dst
+ds_uri = template_copy("ds_uri")
 
 
 def test_removes_exactly_what_only_old_versions_use(ds_uri):

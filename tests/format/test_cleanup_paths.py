@@ -3,7 +3,6 @@ what the full path removes when there are no orphans; the orphan sweep removes o
 version names, older than its grace, with a dry run reporting files and bytes."""
 
 import os
-import shutil
 import time
 from datetime import timedelta
 
@@ -11,6 +10,7 @@ import lance
 import pyarrow.compute as pc
 import pytest
 from datagen import META, simple_table
+from templates import copy_of
 from test_cleanup import COLS, build_history, files
 
 import lance_ops.format as lf
@@ -43,9 +43,7 @@ def template(tmp_path_factory):
 
 @pytest.mark.parametrize("retain", [1, 3])
 def test_lite_removes_what_full_removes(template, tmp_path, retain):
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    shutil.copytree(template, a)
-    shutil.copytree(template, b)
+    a, b = copy_of(template, tmp_path / "a"), copy_of(template, tmp_path / "b")
     lf.dataset(a).tags.create("keep", 3)
     lf.dataset(b).tags.create("keep", 3)
     full = lf.dataset(a).cleanup_old_versions(**ZERO, retain_versions=retain)

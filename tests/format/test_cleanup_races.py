@@ -14,6 +14,7 @@ import lance
 import pyarrow.compute as pc
 import pytest
 from datagen import META, simple_table
+from templates import template_copy
 
 import lance_ops.format as lf
 from lance_ops.format.io.object_store import ObjectStore
@@ -39,11 +40,7 @@ def template(tmp_path_factory):
     return uri
 
 
-@pytest.fixture
-def uri(template, tmp_path):
-    dst = str(tmp_path / "ds")
-    shutil.copytree(template, dst)
-    return dst
+uri = template_copy("uri")
 
 
 class VanishingStore(ObjectStore):

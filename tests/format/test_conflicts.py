@@ -7,7 +7,6 @@ resulting version is also read with pylance.
 """
 
 import os
-import shutil
 from collections.abc import Callable
 
 import lance
@@ -16,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from datagen import META, simple_table
+from templates import copy_of
 
 import lance_ops.format as lf
 from lance_ops.format.io.object_store import ObjectStore
@@ -46,9 +46,7 @@ def templates(tmp_path_factory):
 
 
 def fresh(templates, tmp_path, name: str, stable: bool = True) -> str:
-    dst = str(tmp_path / name)
-    shutil.copytree(templates[stable], dst)
-    return dst
+    return copy_of(templates[stable], tmp_path / name)
 
 
 # ---------------------------------------------------------------- planned operations

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from file_versions import pin_file_version
+from templates import Templates
 
 import lance_ops.format as lf
 from lance_ops.format.errors import UnsupportedFeatureError
@@ -67,7 +68,7 @@ def build(root: str, client: str, stable: bool, file_version: str) -> str:
     return uri
 
 
-_TEMPLATES: dict[tuple[str, bool, str], str] = {}
+_TEMPLATES = Templates()
 
 
 @pytest.fixture
@@ -75,16 +76,16 @@ def grown(request, tmp_path_factory, tmp_path, file_version):
     """An FTS-indexed table (built once per client / row-id mode / format, copied per test) to
     which lance_ops appended two fragments and deleted rows; (uri, root)."""
     client, stable = request.param
-    key = (client, stable, file_version)
-    if key not in _TEMPLATES:
+
+    def grow() -> str:
         root = str(tmp_path_factory.mktemp(f"fts_{client}_{int(stable)}"))
         uri = build(root, client, stable, file_version)
         lf.write_dataset(docs(FRAG, 2 * FRAG), uri, mode="append")
         lf.write_dataset(docs(FRAG, 3 * FRAG), uri, mode="append")
         lf.dataset(uri).delete("id % 7 = 3")
-        _TEMPLATES[key] = root
-    root = str(tmp_path / "db")
-    shutil.copytree(_TEMPLATES[key], root)
+        return root
+
+    root = _TEMPLATES.copy((client, stable, file_version), grow, tmp_path / "db")
     return f"{root}/{TABLE}.lance", root
 
 

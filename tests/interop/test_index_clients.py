@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from file_versions import pin_file_version
+from templates import Templates
 
 import lance_ops.format as lf
 from lance_ops.format.index.handling import IndexAction, handling
@@ -90,20 +91,20 @@ def build_pylance(root: str, *, stable: bool, file_version: str) -> str:
 
 
 BUILDERS = {"lancedb": build_lancedb, "pylance": build_pylance}
-_TEMPLATES: dict[tuple[str, bool, str], str] = {}
+_TEMPLATES = Templates()
 
 
 @pytest.fixture
 def history(request, tmp_path_factory, tmp_path, file_version):
     """(dataset uri in a fresh copy, client, stable): built once per combination, copied per test."""
     client, stable = request.param
-    key = (client, stable, file_version)
-    if key not in _TEMPLATES:
+
+    def build() -> str:
         root = str(tmp_path_factory.mktemp(f"{client}_{int(stable)}"))
         BUILDERS[client](root, stable=stable, file_version=file_version)
-        _TEMPLATES[key] = root
-    root = str(tmp_path / "db")
-    shutil.copytree(_TEMPLATES[key], root)
+        return root
+
+    root = _TEMPLATES.copy((client, stable, file_version), build, tmp_path / "db")
     return f"{root}/{TABLE}.lance", client, stable
 
 

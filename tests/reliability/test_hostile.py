@@ -20,6 +20,7 @@ import pytest
 from datagen import META, simple_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from templates import template_copy
 
 import lance_ops.format as lf
 from lance_ops.format._proto import transaction_pb2
@@ -49,11 +50,7 @@ def template(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def uri(template, tmp_path):
-    dst = str(tmp_path / "ds")
-    shutil.copytree(template, dst)
-    return dst
+uri = template_copy("uri")
 
 
 @contextmanager

@@ -9,12 +9,12 @@ fragment whose data file holds other rows than ``physical_rows`` fails when it i
 """
 
 import os
-import shutil
 import struct
 
 import lance
 import pyarrow as pa
 import pytest
+from templates import template_copy
 
 import lance_ops.format as lf
 from lance_ops.format.table.fragment import DataFile, DeletionFile
@@ -36,11 +36,7 @@ def template(tmp_path_factory):
     return uri
 
 
-@pytest.fixture
-def uri(template, tmp_path):
-    dst = str(tmp_path / "ds")
-    shutil.copytree(template, dst)
-    return dst
+uri = template_copy("uri")
 
 
 def edit(uri: str, fn) -> str:

@@ -8,7 +8,6 @@ runs under a SIGALRM deadline, so a regression fails instead of hanging the suit
 
 import glob
 import os
-import shutil
 import signal
 import socket
 import time
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 import pyarrow.compute as pc
 import pytest
 from datagen import simple_table
+from templates import template_copy
 
 import lance_ops.format as lf
 from lance_ops.format.errors import CorruptFileError
@@ -58,11 +58,7 @@ def template(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def uri(template, tmp_path):
-    dst = str(tmp_path / "ds")
-    shutil.copytree(template, dst)
-    return dst
+uri = template_copy("uri")
 
 
 def _fifo(path: str) -> None:
