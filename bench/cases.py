@@ -434,26 +434,35 @@ def _compact_common(fx: Fixtures) -> tuple[str, int, int]:
     return template, fx.compaction_target(), live
 
 
-def compaction_case(name: str, lance: Any, template: str, out: Workdirs, target: int, *, work: int, reps: int,
-                    extra: dict[str, Any], goal: Target | None = TIME_RATIO_TARGET,
-                    after: Callable[[Case], None] | None = None) -> Case:
-    """``compact_files(target_rows_per_fragment=target)`` by lance_ops and by pylance in process,
-    each on a fresh copy of ``template`` in ``out``; ``work`` rows a run."""
+def copied_case(name: str, run: dict[str, Callable[[str], Any]], template: str, out: Workdirs, *, work: float,
+                reps: int, extra: dict[str, Any], goal: Target | None = TIME_RATIO_TARGET,
+                after: Callable[[Case], None] | None = None, unit: str = "rows/s",
+                copy: Callable[[str, str], object] = copy_dataset) -> Case:
+    """Each variant ``run[v](dir)`` on its own fresh copy (``copy``) of ``template`` (``out[v]``)
+    per timed run."""
     return Case(
         name,
-        {
-            "lance_ops": lambda: lf.dataset(out["lance_ops"]).compact_files(target_rows_per_fragment=target),
-            "pylance": lambda: lance.dataset(out["pylance"]).optimize.compact_files(target_rows_per_fragment=target),
-        },
+        {v: (lambda v=v: run[v](out[v])) for v in run},
         work=work,
-        unit="rows/s",
+        unit=unit,
         reps=reps,
-        prepare=out.copier(template),
+        prepare=out.copier(template, copy),
         target=goal,
         extra=extra,
         after=after,
         cleanup=out.cleanup,
     )
+
+
+def compaction_case(name: str, lance: Any, template: str, out: Workdirs, target: int, *, work: int, reps: int,
+                    extra: dict[str, Any], goal: Target | None = TIME_RATIO_TARGET,
+                    after: Callable[[Case], None] | None = None) -> Case:
+    """``compact_files(target_rows_per_fragment=target)`` by lance_ops and by pylance in process."""
+    run = {
+        "lance_ops": lambda d: lf.dataset(d).compact_files(target_rows_per_fragment=target),
+        "pylance": lambda d: lance.dataset(d).optimize.compact_files(target_rows_per_fragment=target),
+    }
+    return copied_case(name, run, template, out, work=work, reps=reps, extra=extra, goal=goal, after=after)
 
 
 def case_compact_inprocess(fx: Fixtures, p: Any) -> Case:
@@ -498,18 +507,8 @@ def _index_case(fx: Fixtures, p: Any, name: str, template: str, run: dict[str, C
             name = lf.dataset(path).describe_indices()[0].name
             case.extra[f"unindexed_rows_{v}"] = lf.dataset(path).index_statistics(name)["num_unindexed_rows"]
 
-    return Case(
-        name,
-        {v: (lambda v=v: run[v](out[v])) for v in out},
-        work=work,
-        unit="rows/s",
-        reps=p.reps,  # tens of milliseconds per run: the full repetitions
-        prepare=out.copier(template),
-        target=TIME_RATIO_TARGET,
-        extra=extra,
-        after=after,
-        cleanup=out.cleanup,
-    )
+    # tens of milliseconds per run: the full repetitions
+    return copied_case(name, run, template, out, work=work, reps=p.reps, extra=extra, after=after)
 
 
 def case_create_btree(fx: Fixtures, p: Any) -> Case:

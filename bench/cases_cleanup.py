@@ -22,7 +22,7 @@ from typing import Any
 
 import lance_ops.format as lf
 
-from .cases import Case, _fresh_dirs, _pylance
+from .cases import Case, _fresh_dirs, _pylance, copied_case
 from .data import Fixtures, make_table, remove
 
 ROUTINE_VERSIONS = 100
@@ -73,28 +73,23 @@ def case_cleanup_routine(fx: Fixtures, p: Any) -> Case:
     keep = versions - ROUTINE_VERSIONS
     zero = timedelta(0)
 
-    def lite() -> Any:
-        s = lf.dataset(out["lance_ops"]).cleanup_old_versions(zero, keep, retention_duration_check=False, mode="lite")
+    def lite(d: str) -> Any:
+        s = lf.dataset(d).cleanup_old_versions(zero, keep, retention_duration_check=False, mode="lite")
         assert s.old_versions == ROUTINE_VERSIONS, s.old_versions
 
-    def full() -> Any:
-        s = lf.dataset(out["lance_ops_full"]).cleanup_old_versions(zero, keep, retention_duration_check=False)
+    def full(d: str) -> Any:
+        s = lf.dataset(d).cleanup_old_versions(zero, keep, retention_duration_check=False)
         assert s.old_versions == ROUTINE_VERSIONS, s.old_versions
 
-    def pylance() -> Any:
-        s = lance.dataset(out["pylance"]).cleanup_old_versions(older_than=zero, retain_versions=keep)
+    def pylance(d: str) -> Any:
+        s = lance.dataset(d).cleanup_old_versions(older_than=zero, retain_versions=keep)
         assert s.old_versions == ROUTINE_VERSIONS, s.old_versions
 
-    return Case(
-        "cleanup_routine_1m_files",
-        {"lance_ops": lite, "lance_ops_full": full, "pylance": pylance},
-        work=ROUTINE_VERSIONS * (files // versions),
-        unit="files/s",
-        reps=p.small_reps,
-        prepare=out.copier(template, _link_copy),
+    return copied_case(
+        "cleanup_routine_1m_files", {"lance_ops": lite, "lance_ops_full": full, "pylance": pylance}, template, out,
+        work=ROUTINE_VERSIONS * (files // versions), unit="files/s", reps=p.small_reps, goal=None, copy=_link_copy,
         extra={"files": files, "versions": versions, "versions_removed": ROUTINE_VERSIONS,
                "files_removed": ROUTINE_VERSIONS * (files // versions), "scaled_down_from": "1,000,000 files, 10,000 versions"},
-        cleanup=out.cleanup,
     )
 
 
