@@ -28,7 +28,7 @@ sqlglot's tree is the simpler one to walk; the parse is done once per call, not 
 """
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -38,7 +38,16 @@ from sqlglot import exp
 import lance_ops.format.sql_collections  # noqa: F401  (registers the list / struct / arrow_cast handlers)
 from lance_ops.format.errors import SQLParseError, SQLTypeError
 from lance_ops.format.sql_parse import LanceSQL, parse_sql
-from lance_ops.format.sql_translator import FUNCTIONS, HANDLERS, Translator, Typed, bound_type, call_args
+from lance_ops.format.sql_translator import (
+    FUNCTIONS,
+    HANDLERS,
+    Handler,
+    Translator,
+    Typed,
+    bound_type,
+    call_args,
+    is_text,
+)
 
 __all__ = ["parse_sql", "sql_expression", "sql_filter"]
 
@@ -51,13 +60,13 @@ def _boolean(t: Translator, node: exp.Expr) -> pc.Expression:
     return pc.scalar(pa.scalar(None, pa.bool_())) if x.kind == "null" else x.expr
 
 
-def _binary(fn: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _binary(fn: str) -> Handler:
     def go(t: Translator, node: exp.Expr) -> Typed:
         return Typed(pc.Expression._call(fn, [_boolean(t, node.this), _boolean(t, node.expression)]), node)
     return go
 
 
-def _arith(fn: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _arith(fn: str) -> Handler:
     def go(t: Translator, node: exp.Expr) -> Typed:
         a, b = t.visit(node.this), t.visit(node.expression)
         return Typed(pc.Expression._call(fn, [a.expr, b.expr]), node)
@@ -94,7 +103,7 @@ def _is(t: Translator, node: exp.Is) -> Typed:
     raise t.parse_error(f"IS {other.sql(dialect=LanceSQL)} is not supported", node)
 
 
-def _null_safe_eq(negate: bool) -> Callable[[Translator, exp.Expr], Typed]:
+def _null_safe_eq(negate: bool) -> Handler:
     def go(t: Translator, node: exp.Expr) -> Typed:
         a, b = t.pair(node.this, node.expression)
         eq = pc.Expression._call("equal", [a, b])
@@ -186,8 +195,7 @@ def _escape(t: Translator, node: exp.Escape) -> Typed:
 
 def _require_string(t: Translator, x: Typed, what: str) -> None:
     typ = t.type_of(x)
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ)
-            or (pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type)) or pa.types.is_null(typ)):
+    if not (is_text(typ) or pa.types.is_null(typ)):
         raise t.type_error(f"{what} requires a string, {x.node.sql(dialect=LanceSQL)} is {typ}", x.node)
 
 
@@ -237,7 +245,7 @@ def _concat(t: Translator, node: exp.Expr) -> Typed:
     return Typed(pc.Expression._call("binary_join_element_wise", [*args, pc.scalar("")]), node)
 
 
-def _string_fn(fn: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _string_fn(fn: str) -> Handler:
     def go(t: Translator, node: exp.Expr) -> Typed:
         x = t.visit(node.this)
         _require_string(t, x, node.sql_name() if isinstance(node, exp.Func) else fn)
@@ -246,7 +254,7 @@ def _string_fn(fn: str) -> Callable[[Translator, exp.Expr], Typed]:
 
 
 
-def _match_fn(fn: str, what: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _match_fn(fn: str, what: str) -> Handler:
     """starts_with / ends_with / contains / regexp_match: (string, literal pattern)."""
     def go(t: Translator, node: exp.Expr) -> Typed:
         args = call_args(node)
@@ -295,7 +303,7 @@ def _extract(t: Translator, node: exp.Expr) -> Typed:
                         "(as in pylance); use date_part('year', column)", node)
 
 
-def _lower_upper(fn: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _lower_upper(fn: str) -> Handler:
     return _string_fn(fn)
 
 

@@ -2,7 +2,6 @@
 ``make_array(..)``, ``arrow_cast(v, 'Int32')``; registered in the translator's dispatch tables."""
 
 import re
-from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,6 +12,7 @@ from lance_ops.format.sql_parse import LanceSQL
 from lance_ops.format.sql_translator import (
     FUNCTIONS,
     HANDLERS,
+    Handler,
     Translator,
     Typed,
     call_args,
@@ -38,7 +38,7 @@ def _bracket(t: Translator, node: exp.Bracket) -> Typed:
     return Typed(pc.Expression._call(fn, [base.expr, pc.scalar(index.literal)]), node)
 
 
-def _array_has(kind: str) -> Callable[[Translator, exp.Expr], Typed]:
+def _array_has(kind: str) -> Handler:
     """array_has_any / array_has_all (list, [values]) and array_has / array_contains (list, value)."""
     def go(t: Translator, node: exp.Expr) -> Typed:
         args = call_args(node)

@@ -20,7 +20,7 @@ from lance_ops.format.sql_kernels import nan_rank_kernel
 from lance_ops.format.sql_parse import LanceSQL, node_position
 
 __all__ = ["FUNCTIONS", "HANDLERS", "Handler", "Translator", "Typed", "bound_type", "call_args", "find_field",
-           "is_list", "struct_field"]
+           "is_list", "is_text", "struct_field"]
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
 
@@ -142,8 +142,7 @@ class Translator:
             "bool": pa.types.is_boolean(target),
             "int": any(p(target) for p in _NUMERIC),
             "float": pa.types.is_floating(target) or pa.types.is_decimal(target),
-            "string": pa.types.is_string(target) or pa.types.is_large_string(target)
-            or pa.types.is_string_view(target) or (pa.types.is_dictionary(target) and pa.types.is_string(target.value_type)),
+            "string": is_text(target),
             "date": pa.types.is_date(target) or pa.types.is_timestamp(target),
             "timestamp": pa.types.is_timestamp(target) or pa.types.is_date(target),
             "binary": _is_binary(target),
@@ -308,6 +307,12 @@ def _int_to_decimal(v: pa.Scalar, to: pa.DataType) -> pa.Scalar:
     """An integer literal as a decimal of the column's type (Arrow's int64 -> decimal(10, 2) cast
     wants precision for any int64); raises ArrowInvalid when the value does not fit."""
     return pa.scalar(_decimal.Decimal(v.as_py()).scaleb(0), to)
+
+
+def is_text(t: pa.DataType) -> bool:
+    """A string type (plain, large, view, or dictionary-encoded strings)."""
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+            or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type)))
 
 
 def _is_binary(t: pa.DataType) -> bool:
