@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
@@ -153,14 +154,13 @@ class Scanner:
 
     def __init__(self, ds: DatasetHandle, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
         self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
+        self._options = ScanOptions(**kw)  # pylance's scanner refuses a bad keyword when it is made
 
     @property
     def projected_schema(self) -> pa.Schema:
-        kw = self._kw
+        opts = self._options
         columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
-        out = plan_scan(
-            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
-        ).out_schema
+        out = plan_scan(self._ds.lance_schema, columns, self._filter, opts.with_row_id, opts.with_row_address).out_schema
         return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
 
     def to_table(self) -> pa.Table:
