@@ -18,6 +18,7 @@ from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
 from lance_ops.format.table.refs import find_root
+from lance_ops.format.table.validate import validate_manifest
 from lance_ops.format.txn.commit_loop import commit_transaction
 from lance_ops.format.txn.handlers import (
     CommitHandler,
@@ -81,6 +82,15 @@ class DatasetCore:
     @property
     def max_field_id(self) -> int:
         return self._manifest.schema.max_field_id()
+
+    def validate(self) -> None:
+        """Check this version's integrity, as pylance's ``validate`` (:func:`.validate_manifest`).
+
+        Raises:
+            CorruptFileError: a repeated fragment id, a field stored twice in a fragment, more
+                deleted rows than rows.
+        """
+        validate_manifest(self._manifest)
 
     # ------------------------------------------------------------ mutations
     def _advance(self, manifest: Manifest | None) -> None:

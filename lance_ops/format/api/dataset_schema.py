@@ -5,13 +5,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_ops.format.api.arguments import sql_translator
+from lance_ops.format.api.arguments import read_all, sql_translator
 from lance_ops.format.api.dataset_core import DatasetCore
 from lance_ops.format.ops.schema_evolution import (
     NewColumns,
     plan_add_columns,
     plan_alter_columns,
     plan_drop_columns,
+    plan_merge,
 )
 
 
@@ -51,3 +52,12 @@ class SchemaEvolutionMethods(DatasetCore):
         self._handler.check_writable()
         self._commit(plan_drop_columns(self._manifest, columns))
 
+
+    def merge(self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None) -> None:
+        """Add the columns of ``data_obj`` by a left join on ``left_on`` = ``right_on`` (default
+        ``left_on``), as pylance's ``merge``: a row without a match gets nulls, a key matched by
+        several rows takes the last.  One more data file per fragment, a ``Merge``; the handle
+        moves to the new version."""
+        self._handler.check_writable()
+        right = read_all(data_obj, schema)
+        self._commit(plan_merge(self._store, self._manifest, right, left_on, right_on or left_on))

@@ -12,11 +12,13 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_ops.format.api.arguments import read_all, sql_translator
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
 from lance_ops.format.ops.delete_update import plan_delete
+from lance_ops.format.ops.schema_evolution import plan_add_columns, plan_merge
 from lance_ops.format.ops.write import write_fragments
 from lance_ops.format.read.data_stats import DataStatistics, data_statistics
 from lance_ops.format.read.projection import plan_projection
@@ -115,6 +117,45 @@ class LanceFragment:
         if removed:
             return None
         return updated[0] if updated else self.metadata
+
+    def merge_columns(
+        self,
+        value_func: Any,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+        reader_schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """Add columns to this fragment only, as pylance's ``LanceFragment.merge_columns``:
+        ``value_func`` as ``add_columns``' transforms (SQL strings, a batch UDF over
+        ``columns``, a reader or Table of the new values); commits nothing.
+
+        Returns:
+            the fragment with its new data file and the new schema (commit them with
+            ``LanceOperation.Merge(fragments, schema)``).
+
+        Raises:
+            InvalidArgumentError: a UDF with a checkpoint file (pylance's message).
+        """
+        if getattr(value_func, "cache", None) is not None:
+            raise InvalidArgumentError("A checkpoint file cannot be used when applying a UDF with "
+                                       "LanceFragment.merge_columns.")
+        op = plan_add_columns(self._ds._store, self._ds.manifest, value_func, columns, batch_size=batch_size,
+                              sql=sql_translator(), reader_schema=reader_schema, fragments=[self.metadata])
+        return op.fragments[0], op.schema
+
+    def merge(
+        self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """:meth:`LanceDataset.merge` of this fragment only (commits nothing), as pylance's
+        ``LanceFragment.merge``.
+
+        Returns:
+            the fragment with its new data file and the new schema.
+        """
+        right = read_all(data_obj, schema)
+        op = plan_merge(self._ds._store, self._ds.manifest, right, left_on, right_on or left_on,
+                        fragments=[self.metadata])
+        return op.fragments[0], op.schema
 
     @staticmethod
     def create(

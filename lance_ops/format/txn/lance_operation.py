@@ -6,6 +6,7 @@ builds lance_ops' operations (:mod:`.operations`) from the same arguments, so su
 ``lance_ops.format`` unchanged.
 """
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -75,7 +76,11 @@ def _project(schema: pa.Schema | LanceSchema) -> Project:
 
 
 def _merge(fragments: Sequence[FragmentMetadata], schema: pa.Schema | LanceSchema) -> Merge:
-    """pylance's ``Merge(fragments, schema)``: every fragment with its new data files, and the schema."""
+    """pylance's ``Merge(fragments, schema)``: every fragment with its new data files, and the
+    schema (a ``LanceSchema``; a ``pa.Schema``, numbered from 0, is deprecated as in pylance)."""
+    if isinstance(schema, pa.Schema):
+        warnings.warn("LanceOperation.Merge with a pyarrow Schema is deprecated (as in pylance): pass the "
+                      "LanceSchema merge_columns returns", DeprecationWarning, stacklevel=2)
     return Merge(list(fragments), _as_lance_schema(schema))
 
 

@@ -1,0 +1,153 @@
+"""pylance's Merge and metadata surface on both libraries (issue 34; docs/PYLANCE_TESTS.md):
+``ds.merge``, ``LanceFragment.merge`` / ``merge_columns`` committed with ``LanceOperation.Merge``,
+``update_metadata`` / ``update_field_metadata``, ``validate``.
+
+Each test runs the same calls on ``lance`` (pylance 14) and ``lance_ops.format`` and compares
+results; what lance_ops writes is then read by pylance and lancedb 0.40 as pylance's own.
+"""
+
+import lance
+import lancedb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_ops.format as lf
+
+pytestmark = pytest.mark.interop
+
+IMPLS = {"pylance": lance, "lance_ops": lf}
+
+
+def both(tmp_path, fn):
+    """``fn(impl, uri)`` on both libraries (own directories ``<name>/t.lance``); the two results."""
+    return [fn(impl, str(tmp_path / name / "t.lance")) for name, impl in IMPLS.items()]
+
+
+def read_back(uri: str) -> tuple:
+    """What pylance and lancedb read of the dataset at ``uri`` (``<db>/t.lance``)."""
+    ds = lance.dataset(uri)
+    ds.validate()
+    tbl = lancedb.connect(uri.rsplit("/", 1)[0]).open_table("t")
+    return (ds.schema, ds.to_table(), ds.version, tbl.to_arrow().sort_by("id"),
+            ds.to_table(filter="y > 10", columns=["id", "z"]))
+
+
+def _left(impl, uri):
+    ds = impl.write_dataset(pa.table({"id": pa.array([1, 2, 3, None, 5, 6]), "x": list("abcdef")}), uri,
+                            max_rows_per_file=2)
+    ds.delete("id = 2")
+    return ds
+
+
+# duplicate keys (the last row wins), a null key (matches the null key), unmatched rows on both sides
+RIGHT = pa.table({"rid": pa.array([3, 1, 1, 7, None, 6]), "y": [30, 10, 11, 70, 99, 60],
+                  "z": ["c", "a", "a2", "q", "n", "f"]})
+
+
+def test_dataset_merge(tmp_path):
+    def run(impl, uri):
+        ds = _left(impl, uri)
+        ds.merge(RIGHT, "id", "rid")
+        return (ds.version, ds.schema, ds.to_table(), ds.read_transaction(ds.version).operation.__class__.__name__
+                in ("Merge",), read_back(uri))
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+    assert got[1][2]["y"].to_pylist() == [11, 30, 99, None, 60]
+
+
+def test_dataset_merge_from_a_dataset_and_batches(tmp_path):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"id": range(10), "x": range(10)}), uri)
+        other = impl.write_dataset(pa.table({"id": range(5, 15), "y": range(100, 110)}), uri + "2")
+        ds.merge(other, "id")
+        batches = (pa.record_batch({"id": b["id"], "w": pc.negate(b["id"])}) for b in other.to_batches(columns=["id"]))
+        ds.merge(batches, "id", schema=pa.schema([("id", pa.int64()), ("w", pa.int64())]))
+        ds.merge(pa.table({"k": [3], "z": ["three"]}).to_reader(), "id", "k")
+        return ds.version, ds.to_table(), lance.dataset(uri).to_table()
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+    assert got[0][1]["y"].to_pylist() == [None] * 5 + list(range(100, 105))
+
+
+@pytest.mark.parametrize("case", ["left_missing", "right_missing", "types", "both_sides"])
+def test_dataset_merge_errors_as_pylance(tmp_path, case):
+    right = {"left_missing": (pa.table({"id": [1], "y": [1]}), "nope", None),
+             "right_missing": (pa.table({"id": [1], "y": [1]}), "id", "nope"),
+             "types": (pa.table({"id": ["1"], "y": [1]}), "id", None),
+             "both_sides": (pa.table({"x": [1], "id2": [1]}), "id", "id2")}[case]
+
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"id": [1, 2], "x": [3, 4]}), uri)
+        with pytest.raises(OSError) as info:
+            ds.merge(*right)
+        return str(info.value).split(", /")[0], isinstance(info.value, ValueError) or impl is lance, ds.version
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+
+
+def _merge_all(impl, uri, fn):
+    """``fn(fragment)`` -> (metadata, schema) of every fragment, committed as one Merge."""
+    ds = impl.dataset(uri)
+    out = [fn(f) for f in ds.get_fragments()]
+    op = impl.LanceOperation.Merge([m for m, _ in out], out[-1][1])
+    return impl.LanceDataset.commit(uri, op, read_version=ds.version)
+
+
+MERGE_COLUMNS = {
+    "sql": lambda f: f.merge_columns({"b": "a * 2", "c": "CAST(a AS string)"}),
+    "udf": lambda f: f.merge_columns(lambda b: pa.record_batch([pc.add(b["a"], 1)], ["b"]), columns=["a"]),
+    "batch_size": lambda f: f.merge_columns(lambda b: pa.record_batch([b["a"]], ["b"]), batch_size=3),
+    "rowid": lambda f: f.merge_columns(lambda b: pa.record_batch({"rid": b["_rowid"]}), columns=["_rowid"]),
+    "reader": lambda f: f.merge_columns(pa.table({"b": pc.multiply(f.to_table()["a"], 10)})),
+    "join": lambda f: f.merge(pa.table({"k": [3, 8, 12], "j": ["t", "e", "w"]}), "a", "k"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MERGE_COLUMNS))
+def test_fragment_merge_columns(tmp_path, how):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": range(20), "x": range(20)}), uri, max_rows_per_file=7)
+        ds.delete("a = 4")
+        ds.drop_columns(["x"])  # a hole in the field ids: the new ones follow every id used
+        merged = _merge_all(impl, uri, MERGE_COLUMNS[how])
+        merged.validate()
+        reader = lance.dataset(uri)
+        return (merged.version, merged.to_table(), [f.id for f in merged.lance_schema.fields] if impl is lf else
+                None, reader.to_table(), reader.schema, [d.fields for f in reader.get_fragments()
+                                                          for d in f.data_files()])
+
+    got = both(tmp_path, run)
+    assert got[0][:2] == got[1][:2] and got[0][3:] == got[1][3:]
+    assert got[1][2][-1] >= 2  # after the dropped column's id
+
+
+def test_merge_with_a_pyarrow_schema_is_deprecated(tmp_path):
+    def run(impl, uri):
+        impl.write_dataset(pa.table({"a": range(5)}), uri)
+        frag = impl.dataset(uri).get_fragments()[0]
+        meta, _ = frag.merge_columns(lambda _: pa.record_batch({"c": range(5)}))
+        with pytest.deprecated_call():
+            op = impl.LanceOperation.Merge([meta], pa.schema([("a", pa.int64()), ("c", pa.int64())]))
+        return impl.LanceDataset.commit(uri, op, read_version=1).to_table()
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+
+
+def test_merge_columns_refuses_a_checkpointed_udf(tmp_path):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": range(5)}), uri)
+
+        @impl.batch_udf(checkpoint_file=str(tmp_path / "cache.sqlite"))
+        def udf(batch):
+            return batch
+
+        with pytest.raises(ValueError, match="A checkpoint file cannot be used") as info:
+            ds.get_fragments()[0].merge_columns(udf, columns=["a"])
+        return type(info.value).__mro__[-4:] if impl is lance else None
+
+    both(tmp_path, run)
