@@ -151,3 +151,55 @@ def test_merge_columns_refuses_a_checkpointed_udf(tmp_path):
         return type(info.value).__mro__[-4:] if impl is lance else None
 
     both(tmp_path, run)
+
+
+def _fields(uri):
+    """Field paths and metadata as pylance reads them."""
+    def walk(f, prefix=""):
+        yield prefix + f.name, dict(f.metadata or {})
+        if pa.types.is_struct(f.type):
+            for c in f.type:
+                yield from walk(c, prefix + f.name + ".")
+    return [x for f in lance.dataset(uri).schema for x in walk(f)]
+
+
+def test_table_and_field_metadata_updates(tmp_path):
+    schema = pa.schema([pa.field("a", pa.int64(), metadata={"k": "v"}), pa.field("s", pa.struct([("c", pa.int32())]))],
+                       metadata={"sk": "sv"})
+
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": [1], "s": [{"c": 1}]}, schema=schema), uri)
+        seen = [ds.metadata, ds.update_metadata({"x": "1", "y": "2"}), ds.update_metadata({"x": None, "z": "3"}),
+                ds.update_metadata({"q": "1", "zz": None}, replace=True), ds.metadata]
+        seen.append(ds.update_field_metadata({"a": {"k2": "v2"}, "s.c": {"inner": "1"}}))
+        seen.append(_fields(uri))
+        ds.update_field_metadata({"a": {"only": "1", "nn": None}}, replace=True)
+        txn = ds.read_transaction(ds.version).operation
+        seen += [_fields(uri), {k: (dict(v.updates), v.replace) for k, v in txn.field_metadata_updates.items()}]
+        with pytest.raises(OSError, match="Field 'nope' not found"):
+            ds.update_field_metadata({"nope": {"a": "b"}})
+        for bad in ({"a": 1}, "x"):
+            with pytest.raises(TypeError):
+                ds.update_metadata(bad)
+        reader = lance.dataset(uri)
+        return seen, ds.version, reader.metadata, reader.schema, ds.schema
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+    assert got[1][2] == {"q": "1"}
+
+
+def test_update_config_operation_with_table_and_field_metadata(tmp_path):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": [1], "b": [2]}), uri)
+        op = impl.LanceOperation.UpdateConfig(
+            config_updates=impl.LanceOperation.UpdateMap({"c": "1"}),
+            table_metadata_updates=impl.LanceOperation.UpdateMap({"t": "1"}),
+            field_metadata_updates={1: impl.LanceOperation.UpdateMap({"f": "b"}, replace=True)})
+        out = impl.LanceDataset.commit(uri, op, read_version=ds.version)
+        reader = lance.dataset(uri)
+        return out.config(), out.metadata, _fields(uri), reader.metadata, reader.config()
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+    assert got[1][2] == [("a", {}), ("b", {b"f": b"b"})]

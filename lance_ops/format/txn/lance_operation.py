@@ -15,7 +15,16 @@ import pyarrow as pa
 from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.txn.operations import Append, Delete, Merge, Overwrite, Project, Restore, UpdateConfig
+from lance_ops.format.txn.operations import (
+    Append,
+    Delete,
+    Merge,
+    MetadataUpdate,
+    Overwrite,
+    Project,
+    Restore,
+    UpdateConfig,
+)
 
 
 @dataclass
@@ -43,13 +52,16 @@ def _update_config(
     schema_metadata_updates: UpdateMap | None = None,
     field_metadata_updates: Mapping[int, UpdateMap] | None = None,
 ) -> UpdateConfig:
-    """pylance's ``UpdateConfig(config_updates=, schema_metadata_updates=, ...)``."""
-    if table_metadata_updates is not None or field_metadata_updates:
-        raise UnsupportedFeatureError("LanceOperation.UpdateConfig: table and field metadata updates are not "
-                                      "supported by lance_ops (config and schema metadata are)")
-    for name, m in (("config_updates", config_updates), ("schema_metadata_updates", schema_metadata_updates)):
+    """pylance's ``UpdateConfig(config_updates=, table_metadata_updates=, schema_metadata_updates=,
+    field_metadata_updates={field_id: UpdateMap})``."""
+    fields = dict(field_metadata_updates or {})
+    for name, m in (("config_updates", config_updates), ("schema_metadata_updates", schema_metadata_updates),
+                    ("table_metadata_updates", table_metadata_updates),
+                    *((f"field_metadata_updates[{k!r}]", v) for k, v in fields.items())):
         if m is not None and not isinstance(m, UpdateMap):
             raise ArgumentTypeError(f"{name} must be a LanceOperation.UpdateMap, got {type(m).__name__}")
+    if any(isinstance(k, bool) or not isinstance(k, int) for k in fields):
+        raise ArgumentTypeError(f"field_metadata_updates is keyed by field id (int), got {sorted(map(repr, fields))}")
     upserts: dict[str, str] = {}
     deletes: list[str] = []
     if config_updates is not None:
@@ -61,9 +73,11 @@ def _update_config(
                 deletes.append(k)
             else:
                 upserts[k] = v
-    sm = schema_metadata_updates
+    sm, tm = schema_metadata_updates, table_metadata_updates
     return UpdateConfig(upserts, deletes, dict(sm.updates) if sm is not None else None,
-                        bool(sm.replace) if sm is not None else False)
+                        bool(sm.replace) if sm is not None else False,
+                        MetadataUpdate(dict(tm.updates), bool(tm.replace)) if tm is not None else None,
+                        {k: MetadataUpdate(dict(v.updates), bool(v.replace)) for k, v in fields.items()})
 
 
 def _as_lance_schema(schema: pa.Schema | LanceSchema) -> LanceSchema:
