@@ -203,3 +203,46 @@ def test_update_config_operation_with_table_and_field_metadata(tmp_path):
     got = both(tmp_path, run)
     assert got[0] == got[1]
     assert got[1][2] == [("a", {}), ("b", {b"f": b"b"})]
+
+
+UPDATES = {
+    "rowid": (pa.table({"_rowid": pa.array([0, 2, 1, 2], pa.uint64()), "name": ["A", "C0", "B", "C"]}), "_rowid", None),
+    "key": (pa.table({"k": [3, 9, None], "value": [333, 999, -1], "s": [{"c": 3}, {"c": 9}, {"c": None}]}), "id", "k"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(UPDATES))
+def test_fragment_update_columns(tmp_path, how):
+    data, left_on, right_on = UPDATES[how]
+
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"id": [1, 2, 3, None], "name": list("abcd"), "value": [10, 20, 30, 40],
+                                          "s": [{"c": i} for i in range(4)]}), uri)
+        ds.delete("value = 20")
+        meta, modified = ds.get_fragment(0).update_columns(data, left_on, right_on)
+        out = impl.LanceDataset.commit(uri, impl.LanceOperation.Update(updated_fragments=[meta],
+                                                                       fields_modified=modified),
+                                       read_version=ds.version)
+        again = lance.dataset(uri)
+        tbl = lancedb.connect(uri.rsplit("/", 1)[0]).open_table("t")
+        return (modified, [d.fields for d in again.get_fragment(0).data_files()], out.to_table(),
+                again.to_table(), tbl.to_arrow(), out.to_table(filter="value > 100"))
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("bad", ["nope", "_rowaddr", "type"])
+def test_fragment_update_columns_errors_as_pylance(tmp_path, bad):
+    data = {"nope": pa.table({"_rowid": pa.array([0], pa.uint64()), "nope": [1]}),
+            "_rowaddr": pa.table({"_rowid": pa.array([0], pa.uint64()), "_rowaddr": pa.array([0], pa.uint64())}),
+            "type": pa.table({"_rowid": pa.array([0], pa.int64()), "a": [1]})}[bad]
+
+    def run(impl, uri):
+        frag = impl.write_dataset(pa.table({"a": [1, 2]}), uri).get_fragment(0)
+        with pytest.raises(ValueError) as info:
+            frag.update_columns(data)
+        return str(info.value).split(", /")[0]
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]

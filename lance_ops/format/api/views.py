@@ -19,6 +19,7 @@ from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
 from lance_ops.format.ops.delete_update import plan_delete
 from lance_ops.format.ops.schema_evolution import plan_add_columns, plan_merge
+from lance_ops.format.ops.update_columns import plan_update_columns
 from lance_ops.format.ops.write import write_fragments
 from lance_ops.format.read.data_stats import DataStatistics, data_statistics
 from lance_ops.format.read.projection import plan_projection
@@ -156,6 +157,21 @@ class LanceFragment:
         op = plan_merge(self._ds._store, self._ds.manifest, right, left_on, right_on or left_on,
                         fragments=[self.metadata])
         return op.fragments[0], op.schema
+
+    def update_columns(
+        self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> tuple[FragmentMetadata, list[int]]:
+        """New values of existing columns of this fragment, as pylance's ``update_columns``: the
+        columns of ``data_obj`` (but ``right_on``, default ``left_on``) where its ``right_on``
+        equals the row's ``left_on`` (``_rowid`` by default), unchanged elsewhere.  Commits nothing.
+
+        Returns:
+            the new fragment metadata and the modified field ids (commit them with
+            ``LanceOperation.Update(updated_fragments=[...], fields_modified=...)``).
+        """
+        right = read_all(data_obj, schema)
+        return plan_update_columns(self._ds._store, self._ds.manifest, self.metadata, right, left_on,
+                                   right_on or left_on)
 
     @staticmethod
     def create(

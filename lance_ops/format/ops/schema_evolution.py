@@ -253,7 +253,7 @@ def _udf_merge(
         raise InvalidArgumentError("add_columns: a batch UDF needs at least one row to learn its output schema")
     out_schema = getattr(udf, "output_schema", None)
     if out_schema is None:  # learnt from the first batch, as pylance (a UDF may ignore its input's rows)
-        live = _read_live(store, manifest, first, reads, None)[0]
+        live = read_live(store, manifest, first, reads, None)[0]
         out_schema = _call_udf(udf, live.slice(0, batch_size or DEFAULT_BATCH_SIZE)).schema
     _check_new_names(manifest, out_schema.names)
     added = _new_fields(first_id, out_schema)
@@ -359,9 +359,9 @@ def _reader_merge(
     frags, written = [], []
     try:
         for frag in manifest.fragments:
-            _, offsets = _read_live(store, manifest, frag, [], None)
+            _, offsets = read_live(store, manifest, frag, [], None)
             live = frag.physical_rows if offsets is None else len(offsets)
-            full = _to_physical(stream.take(live), offsets, frag.physical_rows)
+            full = to_physical(stream.take(live), offsets, frag.physical_rows)
             new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added,
                                        version=manifest.data_storage_version,
                                        max_rows_per_file=max(frag.physical_rows, 1), background=False)
@@ -431,7 +431,7 @@ def schema_with_new_columns(manifest: Manifest, incoming: pa.Schema) -> LanceSch
 
 
 # ------------------------------------------------------------- per-fragment files
-def _read_live(
+def read_live(
     store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, columns: Sequence[str], batch_size: int | None
 ) -> tuple[pa.Table, np.ndarray | None]:
     """Live rows of ``frag`` (``columns`` only) and their physical offsets (None: no deletions)."""
@@ -450,7 +450,7 @@ def _read_live(
     return t.drop_columns([ROW_ADDR]), offsets
 
 
-def _to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:
+def to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:
     """Values of the live rows placed at their offsets, null at deleted rows (pylance's updater
     writes one value per physical row)."""
     if offsets is None:
@@ -485,10 +485,10 @@ def add_column_files(
     version = manifest.data_storage_version
 
     def one(frag: FragmentMetadata) -> FragmentMetadata:
-        live, offsets = _read_live(store, manifest, frag, read_columns, None)
+        live, offsets = read_live(store, manifest, frag, read_columns, None)
         parts = [compute(part) for part in _batches_of(live, batch_size)]
         values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
-        full = _to_physical(values, offsets, frag.physical_rows)
+        full = to_physical(values, offsets, frag.physical_rows)
         # encoded on this worker's thread: the two workers are the parallelism (through the
         # one shared encoder thread they waited for each other)
         new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
@@ -581,7 +581,7 @@ def _check_unique_siblings(schema: LanceSchema) -> None:
 def _check_no_nulls(store: ObjectStore, manifest: Manifest, path: str) -> None:
     top = path.split(".")[0]
     for frag in manifest.fragments:
-        live, _ = _read_live(store, manifest, frag, [top], None)
+        live, _ = read_live(store, manifest, frag, [top], None)
         col = live.column(top)
         for part in path.split(".")[1:]:
             col = pc.struct_field(col, part)
