@@ -246,3 +246,14 @@ def test_fragment_update_columns_errors_as_pylance(tmp_path, bad):
 
     got = both(tmp_path, run)
     assert got[0] == got[1]
+
+
+def test_merge_insert_without_a_clause_is_refused(tmp_path):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": [1, 2]}), uri)
+        with pytest.raises(ValueError) as info:
+            ds.merge_insert("a").execute(pa.table({"a": [2, 3]}))
+        return str(info.value).split(", /")[0], lance.dataset(uri).version
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]
