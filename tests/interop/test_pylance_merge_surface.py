@@ -257,3 +257,22 @@ def test_merge_insert_without_a_clause_is_refused(tmp_path):
 
     got = both(tmp_path, run)
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"columns": ["a", "_rowoffset"]},
+    {"columns": ["_rowoffset", "_rowid", "_rowaddr"]},
+    {"columns": ["_rowoffset", "a"], "filter": "a > 9"},
+    {"columns": ["a", "_rowoffset"], "offset": 3, "limit": 4},
+    {"columns": ["_rowoffset"], "batch_size": 4},
+])
+def test_row_offset_column(tmp_path, kwargs):
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"a": range(20)}), uri, max_rows_per_file=5)
+        ds.delete("a in (2, 3, 11)")
+        scanner = ds.scanner(**kwargs)
+        of_one = ds.scanner(**kwargs, fragments=[ds.get_fragment(2)]).to_table()  # offsets in the whole version
+        return ds.to_table(**kwargs), scanner.to_table(), scanner.projected_schema, of_one
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]

@@ -12,6 +12,7 @@ from lance_ops.format.api.dataset_indices import IndexMethods
 from lance_ops.format.api.dataset_metadata import MetadataMethods
 from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
 from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.row_offsets import split_row_offset
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
@@ -188,7 +189,10 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         self, columns: Sequence[str] | None, filter: pc.Expression | str | None, opts: ScanOptions
     ) -> tuple[ScanPlan, Callable[[pa.RecordBatch], pa.RecordBatch] | None, Iterator[pa.RecordBatch]]:
         """The plan of a scan, the projection's finishing step (None: none) and its batches."""
+        columns, add_offsets = split_row_offset(self._store, self._manifest, columns)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        if add_offsets is not None:
+            finish = add_offsets if finish is None else (lambda b, f=finish: add_offsets(f(b)))
         plan = plan_scan(self._manifest.schema, columns, filter, opts.with_row_id, opts.with_row_address,
                          opts.late_materialization)
         return plan, finish, self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size)

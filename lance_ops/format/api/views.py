@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.api.arguments import read_all, sql_translator
+from lance_ops.format.api.row_offsets import names_with_offset
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
@@ -215,6 +216,8 @@ class Scanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
+        if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
+            return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema
         opts = self._options
         columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
         out = plan_scan(self._ds.lance_schema, columns, self._filter, opts.with_row_id, opts.with_row_address).out_schema
