@@ -12,8 +12,8 @@ from lance_ops.format.api.dataset_indices import IndexMethods
 from lance_ops.format.api.dataset_metadata import MetadataMethods
 from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
 from lance_ops.format.api.results import DeleteResult, UpdateResult
-from lance_ops.format.api.row_offsets import split_row_offset
 from lance_ops.format.api.scan_options import ScanOptions
+from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
@@ -36,7 +36,7 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
+from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, ScanPlan, plan_scan, scan
 from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
@@ -189,13 +189,18 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         self, columns: Sequence[str] | None, filter: pc.Expression | str | None, opts: ScanOptions
     ) -> tuple[ScanPlan, Callable[[pa.RecordBatch], pa.RecordBatch] | None, Iterator[pa.RecordBatch]]:
         """The plan of a scan, the projection's finishing step (None: none) and its batches."""
+        manifest, with_addr, steps = self._manifest, opts.with_row_address, []
+        if opts.include_deleted_rows:
+            manifest, mark = include_deleted_rows(self._store, manifest, columns, opts.with_row_id)
+            with_addr, steps = True, [mark]
+            if not opts.with_row_address and not (isinstance(columns, list | tuple) and ROW_ADDR in columns):
+                steps.append(lambda b: b.drop_columns([ROW_ADDR]))
         columns, add_offsets = split_row_offset(self._store, self._manifest, columns)
         columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        if add_offsets is not None:
-            finish = add_offsets if finish is None else (lambda b, f=finish: add_offsets(f(b)))
-        plan = plan_scan(self._manifest.schema, columns, filter, opts.with_row_id, opts.with_row_address,
-                         opts.late_materialization)
-        return plan, finish, self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size)
+        steps += [s for s in (add_offsets, finish) if s is not None]
+        plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
+        batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
+        return plan, _chain(steps), batches
 
     def _scan(
         self,
@@ -204,12 +209,13 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         limit: int | None,
         offset: int | None,
         batch_size: int | None,
+        manifest: Manifest | None = None,
     ) -> Iterator[pa.RecordBatch]:
         if fragments is not None:  # pylance also takes LanceFragments, and any iterable of them
             fragments = [f.metadata if isinstance(f, LanceFragment) else f for f in fragments]
         return scan(
             self._store,
-            self._manifest,
+            manifest or self._manifest,
             plan,
             fragments=fragments,
             limit=limit,
@@ -581,6 +587,21 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+def _chain(
+    steps: Sequence[Callable[[pa.RecordBatch], pa.RecordBatch]],
+) -> Callable[[pa.RecordBatch], pa.RecordBatch] | None:
+    """The steps applied in order to each batch (None: none)."""
+    if not steps:
+        return None
+
+    def run(batch: pa.RecordBatch) -> pa.RecordBatch:
+        for step in steps:
+            batch = step(batch)
+        return batch
+
+    return run
 
 
 def _summary(m: Manifest) -> dict[str, str]:

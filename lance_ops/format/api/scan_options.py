@@ -28,6 +28,8 @@ class ScanOptions:
     fragment_readahead: int | None = None
     late_materialization: bool | Sequence[str] | None = None
     scan_in_order: bool | None = None
+    #: the rows deletion files hide, with null ``_rowid`` / ``_rowaddr`` (needs ``_rowid``)
+    include_deleted_rows: bool | None = None
 
     def __post_init__(self) -> None:
         check_scan_args(self.limit, self.offset, self.batch_size)

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.api.arguments import read_all, sql_translator
-from lance_ops.format.api.row_offsets import names_with_offset
 from lance_ops.format.api.scan_options import ScanOptions
+from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
