@@ -303,3 +303,28 @@ def test_include_deleted_rows(tmp_path, kwargs, stable):
         assert got[0][0].num_rows == 0 and got[1][0]["_rowid"].to_pylist() == [None] * 5
         return
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("builder", sorted(IMPLS))
+def test_per_segment_index_statistics(tmp_path, builder, monkeypatch):
+    """The ``indices`` of ``stats.index_stats`` as both libraries read them from the same files
+    (indices built and extended by pylance, or by lance_ops)."""
+    monkeypatch.setenv("LANCE_INCLUDE_VECTOR_CENTROIDS", "true")
+    impl, uri = IMPLS[builder], str(tmp_path / "t.lance")
+    t = pa.table({"v": pa.FixedSizeListArray.from_arrays(pc.random(512 * 8).cast("float32"), 8),
+                  "b": range(512), "s": [str(i % 7) for i in range(512)], "l": [[str(i % 3)] for i in range(512)]})
+    ds = impl.write_dataset(t, uri, max_rows_per_file=300)
+    ds.create_index("v", "IVF_PQ", num_partitions=2, num_sub_vectors=2)
+    ds.create_index("v", "IVF_FLAT", name="flat", num_partitions=2, metric="cosine")
+    for col, kind in (("b", "BTREE"), ("s", "BTREE"), ("s", "BITMAP"), ("b", "ZONEMAP"), ("l", "LABEL_LIST")):
+        ds.create_scalar_index(col, kind, name=f"{col}_{kind}")
+    ds.insert(t.slice(0, 10))
+    ds.optimize.optimize_indices(num_indices_to_merge=0)
+    names = ["v_idx", "flat", "b_BTREE", "s_BTREE", "s_BITMAP", "b_ZONEMAP", "l_LABEL_LIST"]
+    ours, theirs = lf.dataset(uri), lance.dataset(uri)
+    for name in names:
+        mine, pylance_says = ours.stats.index_stats(name), theirs.stats.index_stats(name)
+        assert mine["indices"] == pylance_says["indices"] == mine["segments"], name
+        assert len(mine["indices"]) == 2
+    sizes = [p["size"] for p in ours.stats.index_stats("v_idx")["indices"][0]["partitions"]]
+    assert sum(sizes) == 512

@@ -7,6 +7,7 @@ from lance_ops.format.api.dataset_core import DatasetCore
 from lance_ops.format.errors import IndexNotFoundError
 from lance_ops.format.index import describe as _describe
 from lance_ops.format.index.metadata import decode_index_section
+from lance_ops.format.index.segment_stats import segment_statistics
 from lance_ops.format.ops.index_build import (
     build_indices,
     plan_create_index,
@@ -29,14 +30,20 @@ class IndexMethods(DatasetCore):
         return _describe.list_indices(self.describe_indices())
 
     def index_statistics(self, index_name: str) -> dict[str, Any]:
-        """Coverage statistics of one index (the keys of pylance's ``stats.index_stats``).
+        """Statistics of one index (the keys of pylance's ``stats.index_stats``): coverage, and per
+        segment (``indices`` / ``segments``) what its files say (:mod:`.index.segment_stats`).
 
         Raises:
             KeyError: no index of that name.
         """
         for d in self.describe_indices():
             if d.name == index_name:
-                return _describe.index_statistics(d)
+                stats = _describe.index_statistics(d)
+                where = f"{self.uri} version {self.version}"
+                segments = [i for i in decode_index_section(self._manifest.index_section, where) if i.name == index_name]
+                stats["indices"] = [segment_statistics(self._store, i) for i in segments]
+                stats["segments"] = stats["indices"]
+                return stats
         raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
 
     def create_scalar_index(
