@@ -7,7 +7,7 @@ from lance_ops.format.api.dataset_core import DatasetCore
 from lance_ops.format.errors import IndexNotFoundError
 from lance_ops.format.index import describe as _describe
 from lance_ops.format.index.metadata import decode_index_section
-from lance_ops.format.index.segment_stats import segment_statistics
+from lance_ops.format.index.segment_stats import readable, segment_statistics
 from lance_ops.format.ops.index_build import (
     build_indices,
     plan_create_index,
@@ -41,8 +41,9 @@ class IndexMethods(DatasetCore):
                 stats = _describe.index_statistics(d)
                 where = f"{self.uri} version {self.version}"
                 segments = [i for i in decode_index_section(self._manifest.index_section, where) if i.name == index_name]
-                stats["indices"] = [segment_statistics(self._store, i) for i in segments]
-                stats["segments"] = stats["indices"]
+                if segments and all(readable(i) for i in segments):
+                    stats["indices"] = [segment_statistics(self._store, i) for i in segments]
+                    stats["segments"] = stats["indices"]
                 return stats
         raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
 

@@ -1,6 +1,6 @@
 """Per-segment index statistics, as pylance's ``stats.index_stats(name)["indices"]`` lists them:
 read from each segment's files (IVF partitions and centroids, BTREE value range and pages,
-bitmap counts, zones).  Kinds lance_ops does not read give an empty dict."""
+bitmap counts, zones).  For other kinds ``index_stats`` has no ``indices`` key."""
 
 import json
 from collections.abc import Callable
@@ -26,14 +26,19 @@ def _reads(*kinds: str) -> Callable[[_Reader], _Reader]:
     return register
 
 
+def readable(segment: IndexMetadata) -> bool:
+    """Whether lance_ops reads the statistics of this segment's kind."""
+    return segment.kind in _READERS
+
+
 def segment_statistics(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
-    """The statistics pylance lists for one segment of an index (``{}`` for other kinds).
+    """The statistics pylance lists for one segment of an index (of a kind :func:`readable`).
 
     Raises:
         CorruptFileError: a segment file that cannot be decoded.
+        KeyError: a kind lance_ops does not read.
     """
-    reader = _READERS.get(segment.kind)
-    return reader(store, segment) if reader is not None else {}
+    return _READERS[segment.kind](store, segment)
 
 
 def _open(store: ObjectStore, segment: IndexMetadata, name: str) -> DataFileReader:
