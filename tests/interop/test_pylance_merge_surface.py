@@ -328,3 +328,18 @@ def test_per_segment_index_statistics(tmp_path, builder, monkeypatch):
         assert len(mine["indices"]) == 2
     sizes = [p["size"] for p in ours.stats.index_stats("v_idx")["indices"][0]["partitions"]]
     assert sum(sizes) == 512
+
+
+def test_update_operation_is_a_class(tmp_path):
+    """``LanceOperation.Update`` builds an Update and is its type (pylance code checks
+    ``isinstance(txn.operation, LanceOperation.Update)``)."""
+    def run(impl, uri):
+        ds = impl.write_dataset(pa.table({"id": range(4), "u": [False] * 4}), uri)
+        txn, stats = ds.merge_insert("id").when_matched_update_all().execute_uncommitted(
+            pa.table({"id": [1], "u": [True]}))
+        assert isinstance(txn.operation, impl.LanceOperation.Update)
+        out = impl.LanceDataset.commit(uri, txn)
+        return stats, out.to_table(), lance.dataset(uri).to_table()
+
+    got = both(tmp_path, run)
+    assert got[0] == got[1]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedFeatureError
+from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.txn.operations import (
@@ -99,25 +99,6 @@ def _merge(fragments: Sequence[FragmentMetadata], schema: pa.Schema | LanceSchem
     return Merge(list(fragments), _as_lance_schema(schema))
 
 
-def _update(
-    removed_fragment_ids: Sequence[int] = (),
-    updated_fragments: Sequence[FragmentMetadata] = (),
-    new_fragments: Sequence[FragmentMetadata] = (),
-    fields_modified: Sequence[int] = (),
-    fields_for_preserving_frag_bitmap: Sequence[int] = (),
-    update_mode: str | None = None,
-) -> Update:
-    """pylance's ``Update(removed_fragment_ids=, updated_fragments=, new_fragments=,
-    fields_modified=, ...)`` (rows rewritten, or columns rewritten by ``update_columns``)."""
-    if update_mode == "rewrite_columns":
-        raise UnsupportedFeatureError("LanceOperation.Update: update_mode='rewrite_columns' (row version "
-                                      "metadata of the matched rows only) is not supported by lance_ops")
-    if update_mode not in (None, "", "rewrite_rows"):
-        raise InvalidArgumentError(f"update_mode must be 'rewrite_rows' or 'rewrite_columns', got {update_mode!r}")
-    return Update(list(removed_fragment_ids), list(updated_fragments), list(new_fragments), list(fields_modified),
-                  list(fields_for_preserving_frag_bitmap))
-
-
 class LanceOperation:
     """pylance's ``lance.LanceOperation`` namespace, building lance_ops operations."""
 
@@ -129,4 +110,4 @@ class LanceOperation:
     UpdateConfig = staticmethod(_update_config)
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
-    Update = staticmethod(_update)
+    Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``

@@ -72,11 +72,13 @@ class Delete:
 
 @dataclass(frozen=True)
 class Update:
-    """Rows rewritten: old rows tombstoned (updated/removed fragments), new rows in new fragments."""
+    """Rows rewritten: old rows tombstoned (updated/removed fragments), new rows in new fragments;
+    or columns rewritten (``update_columns``: updated fragments and ``fields_modified``).  The
+    keywords and defaults are pylance's ``LanceOperation.Update``."""
 
-    removed_fragment_ids: Sequence[int]
-    updated_fragments: Sequence[FragmentMetadata]
-    new_fragments: Sequence[FragmentMetadata]
+    removed_fragment_ids: Sequence[int] = ()
+    updated_fragments: Sequence[FragmentMetadata] = ()
+    new_fragments: Sequence[FragmentMetadata] = ()
     fields_modified: Sequence[int] = ()
     fields_for_preserving_frag_bitmap: Sequence[int] = ()
     name = "update"
