@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError
+from lance_ops.format.ops.inputs import coerce_batches
 
 
 def sql_translator() -> Any:
@@ -43,3 +44,10 @@ def check_scan_args(limit: object, offset: object, batch_size: object) -> None:
         if value < low:  # pylance's messages (ValueError there too)
             raise InvalidArgumentError(f"{name.capitalize()} must be non-negative ({name}={value})" if low == 0 else
                                        f"{name} must be between 1 and 4294967295, got {value}")
+
+
+def read_all(data: Any, schema: pa.Schema | None = None) -> pa.Table:
+    """Any input pylance's ``merge`` takes (its ``ReaderLike``: a Table, reader, dataset, scanner,
+    DataFrame, batches with ``schema``) read into one Table."""
+    schema, batches = coerce_batches(data, schema)
+    return pa.Table.from_batches(list(batches), schema=schema)

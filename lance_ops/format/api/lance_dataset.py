@@ -1,7 +1,5 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
-import itertools
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -9,40 +7,28 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_ops.format.api.arguments import check_readahead, check_scan_args, pop_ignored, sql_translator
+from lance_ops.format.api.arguments import pop_ignored
+from lance_ops.format.api.dataset_indices import IndexMethods
+from lance_ops.format.api.dataset_metadata import MetadataMethods
+from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
 from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.scan_options import ScanOptions
+from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
-    IndexNotFoundError,
     InvalidArgumentError,
-    RetryableCommitConflictError,
     TagError,
-    UnsupportedFeatureError,
     VersionRemovedError,
 )
-from lance_ops.format.index import describe as _describe
-from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.change_feed.batches import change_feed_batches, change_feed_schema
 from lance_ops.format.ops.cleanup import CleanupMode, CleanupStats, cleanup_old_versions, remove_orphan_files
 from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, compact_files
 from lance_ops.format.ops.delete_update import plan_delete, plan_update
-from lance_ops.format.ops.index_build import (
-    build_indices,
-    plan_create_index,
-    plan_create_scalar_index,
-    plan_optimize_indices,
-)
 from lance_ops.format.ops.merge_insert import MergeInsertBuilder
 from lance_ops.format.ops.restore import RestoreResult, guarded_restore
 from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
-from lance_ops.format.ops.schema_evolution import (
-    NewColumns,
-    plan_add_columns,
-    plan_alter_columns,
-    plan_drop_columns,
-)
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
@@ -50,12 +36,11 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ScanPlan, plan_scan, scan
+from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, ScanPlan, plan_scan, scan
 from lance_ops.format.read.take import take_offsets, take_row_ids
-from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
-from lance_ops.format.table.manifest import Manifest, NamingScheme, is_detached_version
+from lance_ops.format.table.manifest import Manifest, NamingScheme
 from lance_ops.format.table.refs import (
     Branches,
     Tags,
@@ -75,11 +60,11 @@ from lance_ops.format.txn.handlers import (
 )
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
-from lance_ops.format.txn.operations import CreateIndex, Delete, Restore, Update, UpdateConfig
+from lance_ops.format.txn.operations import Delete, Restore, Update
 from lance_ops.format.txn.transaction import Transaction, read_transaction_file
 
 
-class LanceDataset:
+class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
     """A Lance dataset checked out at one version."""
 
     def __init__(
@@ -126,152 +111,6 @@ class LanceDataset:
         self._scheme = self._handler.cached_scheme() or self._handler.list_versions()[0] or NamingScheme.V2
         self._manifest = manifest
         return self
-
-    # ----------------------------------------------------------- properties
-    @property
-    def uri(self) -> str:
-        return self._store.uri
-
-    @property
-    def version(self) -> int:
-        return self._manifest.version
-
-    @property
-    def branch(self) -> str | None:
-        """The branch this handle is on (None = main); its files live under ``<root>/tree/<branch>``."""
-        return self._manifest.branch
-
-    @property
-    def root_uri(self) -> str:
-        """URI of the root dataset (where tags, branch refs and main live); ``uri`` for main."""
-        return find_root(self._store, self.branch).uri
-
-    @property
-    def latest_version(self) -> int:
-        return self._handler.latest_version()
-
-    @property
-    def manifest(self) -> Manifest:
-        return self._manifest
-
-    @property
-    def lance_schema(self) -> LanceSchema:
-        return self._manifest.schema
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self._manifest.schema.to_arrow()
-
-    @property
-    def has_stable_row_ids(self) -> bool:
-        return self._manifest.uses_stable_row_ids
-
-    @property
-    def data_storage_version(self) -> str:
-        return self._manifest.data_storage_version
-
-    def config(self) -> dict[str, str]:
-        """The table config of this version (a method, as in pylance)."""
-        return dict(self._manifest.config)
-
-    @property
-    def max_field_id(self) -> int:
-        return self._manifest.schema.max_field_id()
-
-    # -------------------------------------------------------------- indices
-    def describe_indices(self) -> list[_describe.IndexDescription]:
-        """The indices of this version (built by pylance), with their coverage, as pylance's
-        ``describe_indices``; ``num_rows_unindexed`` and ``coverage`` say what they miss."""
-        return _describe.describe_indices(self._manifest, f"{self.uri} version {self.version}")
-
-    def list_indices(self) -> list[dict[str, Any]]:
-        """One dict per index segment (name, type, uuid, fields, version, fragment_ids, base_id)."""
-        return _describe.list_indices(self.describe_indices())
-
-    def index_statistics(self, index_name: str) -> dict[str, Any]:
-        """Coverage statistics of one index (the keys of pylance's ``stats.index_stats``).
-
-        Raises:
-            KeyError: no index of that name.
-        """
-        for d in self.describe_indices():
-            if d.name == index_name:
-                return _describe.index_statistics(d)
-        raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
-
-    def create_scalar_index(
-        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
-    ) -> None:
-        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
-        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
-        the handle moves to the new version (as pylance's).
-
-        Raises:
-            UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
-            SchemaError: no such column.
-            InvalidArgumentError: ``replace=False`` and an index of that name exists.
-        """
-        self._check_mutable()
-        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
-        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
-
-    def create_index(
-        self,
-        column: str,
-        index_type: str,
-        name: str | None = None,
-        metric: str = "L2",
-        replace: bool = False,
-        num_partitions: int | None = None,
-        num_sub_vectors: int | None = None,
-    ) -> "LanceDataset":
-        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
-        on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
-        to the new version.  Arguments and return value (this dataset) as pylance's ``create_index``
-        (``replace`` defaults to False).
-
-        Raises:
-            UnsupportedFeatureError: another index type or metric, or not a vector column.
-            SchemaError: no such column.
-            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
-        """
-        self._check_mutable()
-        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
-                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
-        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
-        return self
-
-    def optimize_indices(
-        self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
-    ) -> None:
-        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
-        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
-        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
-        segments with the new fragments as one.  Other kinds are left as they are.  The handle
-        moves to the new version (it stays where it is when there was nothing to do)."""
-        self._check_mutable()
-        plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
-        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
-
-    def drop_index(self, name: str) -> None:
-        """Remove every segment of index ``name`` in a new version (a ``CreateIndex`` removing
-        them, as pylance's ``drop_index``); the handle moves to it.  Index files stay until
-        ``cleanup_old_versions``.
-
-        Raises:
-            IndexNotFoundError: no index of that name (a ``RuntimeError`` too, as pylance's).
-        """
-        self._check_mutable()
-        section = self._manifest.index_section
-        segments = [i for i in decode_index_section(section, f"{self.uri} version {self.version}")
-                    if i.name == name] if section else []
-        if not segments:
-            raise IndexNotFoundError(f"Lance index not found: name={name} ({self.uri} version {self.version})")
-        self._commit(CreateIndex((), segments))
-
-    @property
-    def has_index(self) -> bool:
-        return bool(self._manifest.index_section) and bool(self.describe_indices())
 
     # ------------------------------------------------------------- versions
     def versions(self) -> list[dict[str, Any]]:
@@ -329,64 +168,39 @@ class LanceDataset:
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
 
     def to_batches(
-        self,
-        columns: Sequence[str] | None = None,
-        filter: pc.Expression | str | None = None,
-        *,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
-        limit: int | None = None,
-        offset: int | None = None,
-        batch_size: int | None = None,
-        fragments: Sequence[FragmentMetadata] | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        late_materialization: bool | Sequence[str] | None = None,
-        scan_in_order: bool | None = None,
+        self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
     ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version columns.
-        Rows come in fragment order whatever ``scan_in_order`` says (pylance's ``True``).
-
-        ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
-        only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
-        ``None`` pylance's heuristic (strings, lists and wide values late; narrow fixed-width
-        values early).  The rows are the same either way.
-        """
-        check_scan_args(limit, offset, batch_size)
-        check_readahead(batch_readahead, fragment_readahead)
-        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
-                         late_materialization)
-        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version
+        columns; ``options`` are pylance's scan keywords (:class:`.scan_options.ScanOptions`)."""
+        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
         return batches if finish is None else map(finish, batches)
 
     def to_table(
-        self,
-        columns: Sequence[str] | None = None,
-        filter: pc.Expression | str | None = None,
-        *,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
-        limit: int | None = None,
-        offset: int | None = None,
-        batch_size: int | None = None,
-        fragments: Sequence[FragmentMetadata] | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        late_materialization: bool | Sequence[str] | None = None,
-        scan_in_order: bool | None = None,
+        self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
-        check_scan_args(limit, offset, batch_size)
-        check_readahead(batch_readahead, fragment_readahead)
-        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
-        plan = plan_scan(self._manifest.schema, columns, filter, with_row_id, with_row_address,
-                         late_materialization)
-        batches = self._scan(plan, fragments, limit, offset, batch_size)
+        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
             return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _scan_with(
+        self, columns: Sequence[str] | None, filter: pc.Expression | str | None, opts: ScanOptions
+    ) -> tuple[ScanPlan, Callable[[pa.RecordBatch], pa.RecordBatch] | None, Iterator[pa.RecordBatch]]:
+        """The plan of a scan, the projection's finishing step (None: none) and its batches."""
+        manifest, with_addr, steps = self._manifest, opts.with_row_address, []
+        if opts.include_deleted_rows:
+            manifest, mark = include_deleted_rows(self._store, manifest, columns, opts.with_row_id)
+            with_addr, steps = True, [mark]
+            if not opts.with_row_address and not (isinstance(columns, list | tuple) and ROW_ADDR in columns):
+                steps.append(lambda b: b.drop_columns([ROW_ADDR]))
+        columns, add_offsets = split_row_offset(self._store, self._manifest, columns)
+        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        steps += [s for s in (add_offsets, finish) if s is not None]
+        plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
+        batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
+        return plan, _chain(steps), batches
 
     def _scan(
         self,
@@ -395,72 +209,19 @@ class LanceDataset:
         limit: int | None,
         offset: int | None,
         batch_size: int | None,
+        manifest: Manifest | None = None,
     ) -> Iterator[pa.RecordBatch]:
         if fragments is not None:  # pylance also takes LanceFragments, and any iterable of them
             fragments = [f.metadata if isinstance(f, LanceFragment) else f for f in fragments]
         return scan(
             self._store,
-            self._manifest,
+            manifest or self._manifest,
             plan,
             fragments=fragments,
             limit=limit,
             offset=offset,
             batch_size=batch_size or DEFAULT_BATCH_SIZE,
         )
-
-    # ------------------------------------------------------------ mutations
-    def _advance(self, manifest: Manifest | None) -> None:
-        """Move this handle to ``manifest``, the version a mutation just committed (pylance's
-        handles move in place); None (nothing was committed) leaves it where it is.
-
-        Every mutating method calls it once after its commit: ``self._advance(manifest)``.
-        """
-        if manifest is None:
-            return
-        self._manifest = manifest
-        self._scheme = self._handler.cached_scheme() or self._scheme
-
-    def _check_mutable(self) -> None:
-        """Refuse to commit from a detached version (outside the lineage); a checkout of an older
-        version of the lineage commits on top of the latest, through the conflict checks, as
-        pylance's does."""
-        if is_detached_version(self.version):
-            raise UnsupportedFeatureError(
-                f"{self.uri}: version {self.version} is detached (outside the lineage); lance_ops commits on "
-                "top of the latest version only: open the latest version to change the dataset"
-            )
-
-    def _commit(self, operation: Any, properties: Mapping[str, str] | None = None) -> Manifest:
-        """Commit ``operation`` read at this handle's version and move the handle to the result."""
-        self._check_mutable()
-        manifest = self._commit_on(self._manifest, operation, properties)
-        self._advance(manifest)
-        return manifest
-
-    def _retrying(
-        self, attempt: Callable[[Manifest], Manifest], conflict_retries: int, retry_timeout: timedelta
-    ) -> None:
-        """Run ``attempt`` (plan on a manifest, then commit on top of it) and move the handle to
-        the version it commits; a retryable conflict plans again on the latest version, up to
-        ``conflict_retries`` times within ``retry_timeout`` (pylance's ``delete`` / ``update``)."""
-        self._check_mutable()
-        self._handler.check_writable()
-        deadline = time.monotonic() + retry_timeout.total_seconds()
-        manifest = self._manifest
-        for retry in itertools.count():
-            try:
-                self._advance(attempt(manifest))
-                return
-            except RetryableCommitConflictError:
-                if retry >= conflict_retries or time.monotonic() > deadline:
-                    raise
-            manifest, _ = checkout_manifest(self._store, None, self._handler)
-
-    def _commit_on(
-        self, manifest: Manifest, operation: Any, properties: Mapping[str, str] | None
-    ) -> Manifest:
-        txn = Transaction(manifest.version, operation, properties=dict(properties or {}))
-        return commit_transaction(self._store, txn, handler=self._handler, known=manifest)
 
     def delete(
         self,
@@ -609,71 +370,6 @@ class LanceDataset:
                 f"{self.uri}: the version current at {when.isoformat()} (UTC) was removed by cleanup (versions "
                 f"left: {listed[0][0]}..{listed[-1][0]})", uri=self.uri, version=older[-1] + 1 if older else None)
         return older[-1]
-
-    def update_config(self, upsert_values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
-        """Set table config keys (e.g. ``lance.compaction.target_rows_per_fragment``); a value of
-        None removes the key; ``replace=True`` makes ``upsert_values`` the whole config, as in
-        pylance.  The handle moves to the new version.
-
-        Returns:
-            the config of the new version.
-        """
-        if not isinstance(upsert_values, Mapping):
-            raise ArgumentTypeError(f"update_config takes a mapping of str to str or None, got {type(upsert_values).__name__}")
-        upserts: dict[str, str] = {}
-        removes: list[str] = []
-        for k, v in upsert_values.items():
-            if not isinstance(k, str) or not k:
-                raise ArgumentTypeError(f"config keys must be non-empty strings, got {type(k).__name__} {k!r}")
-            if v is None:
-                removes.append(k)
-            elif isinstance(v, str):
-                upserts[k] = v
-            else:
-                raise ArgumentTypeError(f"config value of {k!r} must be a string or None (remove), got {type(v).__name__} {v!r}")
-        if replace:
-            removes = [k for k in self._manifest.config if k not in upserts]
-        return dict(self._commit(UpdateConfig(upserts, removes)).config)
-
-    def delete_config_keys(self, keys: Sequence[str]) -> None:
-        """Remove config keys (as pylance); the handle moves to the new version."""
-        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
-            raise ArgumentTypeError(f"delete_config_keys takes a list of key strings, got {keys!r}")
-        self._commit(UpdateConfig({}, list(keys)))
-
-    # ------------------------------------------------------ schema evolution
-    def add_columns(
-        self,
-        transforms: NewColumns,
-        read_columns: Sequence[str] | None = None,
-        reader_schema: pa.Schema | None = None,
-        batch_size: int | None = None,
-    ) -> None:
-        """Add columns, as pylance's ``add_columns``; the handle moves to the new version.
-
-        ``transforms``: ``{name: SQL string or pc.Expression}`` (one new data file per
-        fragment; all-null ones such as ``CAST(NULL AS INT)`` metadata only), a ``pa.Field`` /
-        list of fields / ``pa.Schema`` of all-null columns (metadata only), a
-        ``RecordBatchReader`` (or batches with ``reader_schema``) of the new values, or a batch UDF taking a RecordBatch of ``read_columns`` (live rows)
-        and returning a RecordBatch of the new columns.  Committed as a ``Merge``.
-        """
-        self._handler.check_writable()
-        self._commit(plan_add_columns(self._store, self._manifest, transforms, read_columns, batch_size=batch_size,
-                                      sql=sql_translator(), reader_schema=reader_schema))
-
-    def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
-        """Rename, change nullability or cast columns, as pylance's ``alter_columns``: each
-        alteration a dict with ``path`` and any of ``name``, ``nullable``, ``data_type``.
-        Renames and nullability are a ``Project`` (metadata only); casts rewrite the column
-        under a new field id (a ``Merge``)."""
-        self._handler.check_writable()
-        self._commit(plan_alter_columns(self._store, self._manifest, alterations))
-
-    def drop_columns(self, columns: Sequence[str]) -> None:
-        """Drop columns (dotted paths for struct children), as pylance's ``drop_columns``: a
-        ``Project``, metadata only; ``compact_files`` then rewrites the data without them."""
-        self._handler.check_writable()
-        self._commit(plan_drop_columns(self._manifest, columns))
 
     # ---------------------------------------------------------- maintenance
     @property
@@ -881,32 +577,6 @@ class LanceDataset:
             return None
         return read_transaction_file(self._store, manifest.transaction_file)
 
-    def update_schema_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
-        """Set (``None``: remove) schema metadata keys in a new version, as pylance's
-        ``update_schema_metadata`` (an ``UpdateConfig`` with ``schema_metadata_updates``); with
-        ``replace`` the given keys become the whole metadata.
-
-        Returns:
-            the new version's schema metadata (the handle moves to the new version).
-        """
-        if not isinstance(values, Mapping):
-            raise ArgumentTypeError(f"update_schema_metadata takes a mapping of str to str or None, "
-                                    f"got {type(values).__name__}")
-        for k, v in values.items():
-            if not isinstance(k, str) or not (v is None or isinstance(v, str)):
-                raise ArgumentTypeError(f"schema metadata must map str to str or None, got {k!r}: {v!r}")
-        self._commit(UpdateConfig({}, [], dict(values), bool(replace)))
-        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
-
-    @property
-    def schema_metadata(self) -> dict[str, str]:
-        """The schema's metadata as strings (pylance's ``schema_metadata``)."""
-        return {k: bytes(v).decode() for k, v in self.lance_schema.metadata.items()}
-
-    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> dict[str, str]:
-        """Replace the whole schema metadata (pylance's ``replace_schema_metadata``)."""
-        return self.update_schema_metadata(new_metadata, replace=True)
-
     @property
     def stats(self) -> "LanceStats":
         """pylance's ``ds.stats``: ``dataset_stats()`` and ``index_stats(name)``."""
@@ -917,6 +587,21 @@ class LanceDataset:
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+def _chain(
+    steps: Sequence[Callable[[pa.RecordBatch], pa.RecordBatch]],
+) -> Callable[[pa.RecordBatch], pa.RecordBatch] | None:
+    """The steps applied in order to each batch (None: none)."""
+    if not steps:
+        return None
+
+    def run(batch: pa.RecordBatch) -> pa.RecordBatch:
+        for step in steps:
+            batch = step(batch)
+        return batch
+
+    return run
 
 
 def _summary(m: Manifest) -> dict[str, str]:

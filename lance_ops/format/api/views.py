@@ -12,10 +12,15 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_ops.format.api.arguments import read_all, sql_translator
+from lance_ops.format.api.scan_options import ScanOptions
+from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
 from lance_ops.format.ops.delete_update import plan_delete
+from lance_ops.format.ops.schema_evolution import plan_add_columns, plan_merge
+from lance_ops.format.ops.update_columns import plan_update_columns
 from lance_ops.format.ops.write import write_fragments
 from lance_ops.format.read.data_stats import DataStatistics, data_statistics
 from lance_ops.format.read.projection import plan_projection
@@ -115,6 +120,60 @@ class LanceFragment:
             return None
         return updated[0] if updated else self.metadata
 
+    def merge_columns(
+        self,
+        value_func: Any,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+        reader_schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """Add columns to this fragment only, as pylance's ``LanceFragment.merge_columns``:
+        ``value_func`` as ``add_columns``' transforms (SQL strings, a batch UDF over
+        ``columns``, a reader or Table of the new values); commits nothing.
+
+        Returns:
+            the fragment with its new data file and the new schema (commit them with
+            ``LanceOperation.Merge(fragments, schema)``).
+
+        Raises:
+            InvalidArgumentError: a UDF with a checkpoint file (pylance's message).
+        """
+        if getattr(value_func, "cache", None) is not None:
+            raise InvalidArgumentError("A checkpoint file cannot be used when applying a UDF with "
+                                       "LanceFragment.merge_columns.")
+        op = plan_add_columns(self._ds._store, self._ds.manifest, value_func, columns, batch_size=batch_size,
+                              sql=sql_translator(), reader_schema=reader_schema, fragments=[self.metadata])
+        return op.fragments[0], op.schema
+
+    def merge(
+        self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """:meth:`LanceDataset.merge` of this fragment only (commits nothing), as pylance's
+        ``LanceFragment.merge``.
+
+        Returns:
+            the fragment with its new data file and the new schema.
+        """
+        right = read_all(data_obj, schema)
+        op = plan_merge(self._ds._store, self._ds.manifest, right, left_on, right_on or left_on,
+                        fragments=[self.metadata])
+        return op.fragments[0], op.schema
+
+    def update_columns(
+        self, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> tuple[FragmentMetadata, list[int]]:
+        """New values of existing columns of this fragment, as pylance's ``update_columns``: the
+        columns of ``data_obj`` (but ``right_on``, default ``left_on``) where its ``right_on``
+        equals the row's ``left_on`` (``_rowid`` by default), unchanged elsewhere.  Commits nothing.
+
+        Returns:
+            the new fragment metadata and the modified field ids (commit them with
+            ``LanceOperation.Update(updated_fragments=[...], fields_modified=...)``).
+        """
+        right = read_all(data_obj, schema)
+        return plan_update_columns(self._ds._store, self._ds.manifest, self.metadata, right, left_on,
+                                   right_on or left_on)
+
     @staticmethod
     def create(
         dataset_uri: str,
@@ -153,14 +212,15 @@ class Scanner:
 
     def __init__(self, ds: DatasetHandle, columns: Sequence[str] | None, filter: Any, kw: dict[str, Any]) -> None:
         self._ds, self._columns, self._filter, self._kw = ds, columns, filter, kw
+        self._options = ScanOptions(**kw)  # pylance's scanner refuses a bad keyword when it is made
 
     @property
     def projected_schema(self) -> pa.Schema:
-        kw = self._kw
+        if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
+            return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema
+        opts = self._options
         columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
-        out = plan_scan(
-            self._ds.lance_schema, columns, self._filter, kw.get("with_row_id", False), kw.get("with_row_address", False)
-        ).out_schema
+        out = plan_scan(self._ds.lance_schema, columns, self._filter, opts.with_row_id, opts.with_row_address).out_schema
         return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
 
     def to_table(self) -> pa.Table:

@@ -575,9 +575,21 @@ class MergeInsertBuilder:
         cond = resolve_filter(self._manifest.schema, expr, "when_not_matched_by_source_delete expr")
         return self._with(delete_not_matched_by_source=True, delete_condition=cond)
 
+    def _check_configured(self) -> None:
+        """Refuse a merge that can change nothing (no clause given), as pylance does.
+
+        Raises:
+            InvalidArgumentError: no ``when_*`` clause (pylance's ``ValueError`` message).
+        """
+        p = self._params
+        if not (p.update_matched or p.insert_not_matched or p.delete_not_matched_by_source or p.fail_matched):
+            raise InvalidArgumentError("Invalid user input: The merge insert job is not configured to change the "
+                                       "data in any way")
+
     def execute_uncommitted(self, data: Any, *, schema: pa.Schema | None = None) -> tuple[Transaction, dict[str, int]]:
         """Write every file and return ``(transaction, stats)``; ``lance_ops.format.commit(uri,
         transaction)`` commits it."""
+        self._check_configured()
         results = plan_merge_insert(self._store, self._manifest, self._params, data, schema=schema,
                                     max_rows_per_file=self._max_rows_per_file)
         return Transaction(self._manifest.version, merge_insert_operation(self._manifest.schema, results)), \
@@ -592,6 +604,7 @@ class MergeInsertBuilder:
             ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}``.
         """
         idempotency_key(dict(transaction_properties or {}))  # refused before anything is written
+        self._check_configured()
         results = plan_merge_insert(self._store, self._manifest, self._params, data, schema=schema,
                                     max_rows_per_file=self._max_rows_per_file)
         manifest = commit_merge_insert(self._store, self._manifest, results, handler=self._handler,

@@ -39,7 +39,7 @@ from lance_ops.format.errors import (
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, ROW_ADDR, plan_scan, scan_fragment
+from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, plan_scan, scan_fragment
 from lance_ops.format.schema import LanceField, LanceSchema, rust_type_name
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
@@ -85,6 +85,7 @@ def plan_add_columns(
     batch_size: int | None = None,
     sql: Callable[[str, pa.Schema], pc.Expression] | None = None,
     reader_schema: pa.Schema | None = None,
+    fragments: Sequence[FragmentMetadata] | None = None,
 ) -> Merge:
     """The ``Merge`` adding the columns ``transforms`` defines (see the module docstring).
 
@@ -96,20 +97,30 @@ def plan_add_columns(
             RecordBatches with ``reader_schema``) of the new columns, one row per live row in
             scan order.
         sql: translates a SQL string over the dataset's Arrow schema to an expression.
+        fragments: only these fragments of ``manifest`` (pylance's ``LanceFragment.merge_columns``);
+            the new field ids still follow every id of the dataset.
 
     Raises:
         InvalidArgumentError: a name already in the dataset, a reserved name, an unknown column
             in ``read_columns``, a UDF returning the wrong number of rows.
         SchemaError: an expression that cannot be computed on the dataset's columns.
     """
+    first_id = manifest_max_field_id(manifest) + 1
+    if fragments is not None:
+        manifest = manifest.with_changes(fragments=tuple(fragments))
+    if isinstance(transforms, pa.Table):  # pylance's ReaderLike: the values of the live rows, in order
+        transforms = transforms.to_reader()
     if isinstance(transforms, pa.Schema | pa.Field) or _is_field_list(transforms):
-        return _all_null_merge(manifest, _as_schema(transforms))
+        return _all_null_merge(manifest, _as_schema(transforms), first_id)
     if isinstance(transforms, Mapping):
-        return _sql_merge(store, manifest, transforms, batch_size, sql)
+        return _sql_merge(store, manifest, transforms, batch_size, sql, first_id)
     if isinstance(transforms, pa.RecordBatchReader) or (reader_schema is not None and not callable(transforms)):
-        return _reader_merge(store, manifest, transforms, reader_schema)
+        return _reader_merge(store, manifest, transforms, reader_schema, first_id)
+    if getattr(transforms, "cache", None) is not None:
+        raise UnsupportedFeatureError("add_columns: a batch_udf with checkpoint_file (a resumable UDF cache) is "
+                                      "not supported by lance_ops")
     if callable(transforms):
-        return _udf_merge(store, manifest, transforms, read_columns, batch_size)
+        return _udf_merge(store, manifest, transforms, read_columns, batch_size, first_id)
     raise InvalidArgumentError(
         f"add_columns takes a dict of name -> SQL expression, a pyarrow Field/Schema of all-null columns or a "
         f"batch UDF, got {type(transforms).__name__}"
@@ -138,21 +149,21 @@ def _check_new_names(manifest: Manifest, names: Iterable[str]) -> None:
             raise InvalidArgumentError(f"add_columns: column name {n!r} is reserved for Lance metadata columns")
 
 
-def _new_fields(manifest: Manifest, arrow: pa.Schema) -> LanceSchema:
-    """``arrow`` as Lance fields numbered after every id the dataset ever used."""
-    return LanceSchema.from_arrow(arrow, start_id=manifest_max_field_id(manifest) + 1)
+def _new_fields(first_id: int, arrow: pa.Schema) -> LanceSchema:
+    """``arrow`` as Lance fields numbered from ``first_id`` (after every id the dataset ever used)."""
+    return LanceSchema.from_arrow(arrow, start_id=first_id)
 
 
 def _merged(manifest: Manifest, added: LanceSchema) -> LanceSchema:
     return dataclasses.replace(manifest.schema, fields=(*manifest.schema.fields, *added.fields))
 
 
-def _all_null_merge(manifest: Manifest, arrow: pa.Schema) -> Merge:
+def _all_null_merge(manifest: Manifest, arrow: pa.Schema, first_id: int) -> Merge:
     _check_new_names(manifest, arrow.names)
     bad = [f.name for f in arrow if not f.nullable]
     if bad:
         raise InvalidArgumentError(f"All-null columns must be nullable, but field '{bad[0]}' is not.")
-    added = _new_fields(manifest, pa.schema(list(arrow)))
+    added = _new_fields(first_id, pa.schema(list(arrow)))
     return Merge(list(manifest.fragments), _merged(manifest, added))
 
 
@@ -170,6 +181,7 @@ def _sql_merge(
     transforms: Mapping[str, Any],
     batch_size: int | None,
     sql: Callable[[str, pa.Schema], pc.Expression] | None,
+    first_id: int,
 ) -> Merge:
     _check_new_names(manifest, transforms)
     arrow = manifest.schema.to_arrow()
@@ -192,7 +204,7 @@ def _sql_merge(
     reads = referenced_columns(manifest.schema, exprs.values())
     out_schema = _project(arrow.empty_table(), exprs, "").schema
     if not reads and _all_null(exprs):  # ``CAST(NULL AS INT)``: metadata only, as pylance
-        return _all_null_merge(manifest, pa.schema([pa.field(f.name, f.type, True) for f in out_schema]))
+        return _all_null_merge(manifest, pa.schema([pa.field(f.name, f.type, True) for f in out_schema]), first_id)
     # DataFusion's rule: nullable if an input column is (pylance: ``x * 2`` of a non-nullable x is
     # not nullable); an expression naming a null literal may produce nulls whatever its inputs
     nullable = {
@@ -201,7 +213,7 @@ def _sql_merge(
         for n, e in exprs.items()
     }
     out_schema = pa.schema([pa.field(f.name, f.type, nullable[f.name]) for f in out_schema])
-    added = _new_fields(manifest, out_schema)
+    added = _new_fields(first_id, out_schema)
 
     def compute(t: pa.Table) -> pa.Table:
         return _project(t, exprs, manifest.source)
@@ -229,20 +241,22 @@ def _udf_merge(
     udf: Callable[..., Any],
     read_columns: Sequence[str] | None,
     batch_size: int | None,
+    first_id: int,
 ) -> Merge:
     names = [f.name for f in manifest.schema.top_level()]
     reads = list(names if read_columns is None else read_columns)
-    unknown = [c for c in reads if c not in names]
+    unknown = [c for c in reads if c not in names and c not in META_COLUMNS]  # pylance reads _rowid too
     if unknown:
         raise InvalidArgumentError(f"add_columns: read_columns {unknown} are not in the dataset (columns {names})")
     first = next((f for f in manifest.fragments if f.num_rows > 0), None)
     if first is None:
         raise InvalidArgumentError("add_columns: a batch UDF needs at least one row to learn its output schema")
     out_schema = getattr(udf, "output_schema", None)
-    if out_schema is None:  # learnt from one row, as pylance
-        out_schema = _call_udf(udf, _read_live(store, manifest, first, reads, 1)[0].slice(0, 1)).schema
+    if out_schema is None:  # learnt from the first batch, as pylance (a UDF may ignore its input's rows)
+        live = read_live(store, manifest, first, reads, None)[0]
+        out_schema = _call_udf(udf, live.slice(0, batch_size or DEFAULT_BATCH_SIZE)).schema
     _check_new_names(manifest, out_schema.names)
-    added = _new_fields(manifest, out_schema)
+    added = _new_fields(first_id, out_schema)
     target = added.to_arrow()
 
     def compute(t: pa.Table) -> pa.Table:
@@ -260,6 +274,54 @@ def _all_null(exprs: Mapping[str, pc.Expression]) -> bool:
     """Every expression (reading no column) evaluates to null."""
     one = _project(pa.table({"__one": [0]}), exprs, "")
     return all(c.null_count == len(c) for c in one.columns)
+
+
+def plan_merge(
+    store: ObjectStore,
+    manifest: Manifest,
+    right: pa.Table,
+    left_on: str,
+    right_on: str,
+    *,
+    fragments: Sequence[FragmentMetadata] | None = None,
+) -> Merge:
+    """pylance's ``merge`` (a left join): the columns of ``right`` but ``right_on`` become new
+    columns of every fragment (of ``fragments`` if given), the row whose ``right_on`` equals the
+    row's ``left_on`` (the last such row, nulls matching nulls, as pylance's hash joiner), null
+    where none does.  One more data file per fragment, committed as a ``Merge``.
+
+    Raises:
+        SchemaEvolutionError: a key column missing on either side, key types that differ, a
+            right column the dataset already has (pylance's ``OSError`` messages).
+    """
+    names = [f.name for f in manifest.schema.top_level()]
+    if left_on not in names:
+        raise SchemaEvolutionError(f"Invalid user input: Column {left_on} does not exist in the left side dataset")
+    if right_on not in right.column_names:
+        raise SchemaEvolutionError(f"Invalid user input: Column {right_on} does not exist in the right side dataset")
+    left_type, right_type = manifest.schema.to_arrow().field(left_on).type, right.schema.field(right_on).type
+    if left_type != right_type:
+        raise SchemaEvolutionError(f"Invalid user input: Index column type mismatch: expected "
+                                   f"{rust_type_name(right_type)}, got {rust_type_name(left_type)}")
+    both = [n for n in right.column_names if n != right_on and n in names]
+    if both:
+        raise SchemaEvolutionError(f"Invalid user input: Column {both[0]} exists in both sides of the dataset")
+    values = right.drop_columns([right_on])
+    _check_new_names(manifest, values.column_names)
+    added = _new_fields(manifest_max_field_id(manifest) + 1,
+                        pa.schema([f.with_nullable(True) for f in values.schema]))
+    target = added.to_arrow()
+    flipped = right.column(right_on).combine_chunks()[::-1]  # the first match in it is the last one
+    values = values.cast(target)
+    last = len(flipped) - 1
+
+    def compute(t: pa.Table) -> pa.Table:
+        pos = pc.index_in(t.column(0), value_set=flipped, skip_nulls=False)
+        return values.take(pc.subtract(last, pos))
+
+    scope = manifest if fragments is None else manifest.with_changes(fragments=tuple(fragments))
+    frags = add_column_files(store, scope, added, compute, [left_on])
+    return Merge(frags, _merged(manifest, added))
 
 
 class _RowStream:
@@ -286,18 +348,20 @@ class _RowStream:
             raise SchemaEvolutionError("Invalid user input: Stream produced more values than expected for dataset")
 
 
-def _reader_merge(store: ObjectStore, manifest: Manifest, data: Any, reader_schema: pa.Schema | None) -> Merge:
+def _reader_merge(
+    store: ObjectStore, manifest: Manifest, data: Any, reader_schema: pa.Schema | None, first_id: int
+) -> Merge:
     """New columns from a stream of batches: fragment by fragment, in scan order (streamed)."""
     schema = reader_schema if reader_schema is not None else data.schema
     _check_new_names(manifest, schema.names)
-    added = _new_fields(manifest, schema)
+    added = _new_fields(first_id, schema)
     stream = _RowStream(iter(data), added.to_arrow())
     frags, written = [], []
     try:
         for frag in manifest.fragments:
-            _, offsets = _read_live(store, manifest, frag, [], None)
+            _, offsets = read_live(store, manifest, frag, [], None)
             live = frag.physical_rows if offsets is None else len(offsets)
-            full = _to_physical(stream.take(live), offsets, frag.physical_rows)
+            full = to_physical(stream.take(live), offsets, frag.physical_rows)
             new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added,
                                        version=manifest.data_storage_version,
                                        max_rows_per_file=max(frag.physical_rows, 1), background=False)
@@ -313,8 +377,11 @@ def _reader_merge(store: ObjectStore, manifest: Manifest, data: Any, reader_sche
 class BatchUDF:
     """A batch function for ``add_columns`` with its output schema, as pylance's ``BatchUDF``."""
 
-    def __init__(self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None) -> None:
-        self.func, self.output_schema = func, output_schema
+    def __init__(
+        self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None, cache: Any = None
+    ) -> None:
+        #: ``cache``: pylance's checkpoint file; ``add_columns`` refuses a UDF with one
+        self.func, self.output_schema, self.cache = func, output_schema, cache
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
         return self.func(batch)
@@ -323,14 +390,9 @@ class BatchUDF:
 def batch_udf(
     output_schema: pa.Schema | None = None, checkpoint_file: Any = None
 ) -> Callable[[Callable[[pa.RecordBatch], Any]], BatchUDF]:
-    """pylance's ``@lance.batch_udf(output_schema=...)`` decorator.
-
-    Raises:
-        UnsupportedFeatureError: ``checkpoint_file`` (pylance's resumable UDF cache).
-    """
-    if checkpoint_file is not None:
-        raise UnsupportedFeatureError("batch_udf: checkpoint_file (a resumable UDF cache) is not supported")
-    return lambda func: BatchUDF(func, output_schema)
+    """pylance's ``@lance.batch_udf(output_schema=...)`` decorator; a ``checkpoint_file`` (pylance's
+    resumable UDF cache) is kept and refused when the UDF is applied."""
+    return lambda func: BatchUDF(func, output_schema, checkpoint_file)
 
 
 def _call_udf(udf: Callable[..., Any], t: pa.Table) -> pa.Table:
@@ -365,11 +427,11 @@ def schema_with_new_columns(manifest: Manifest, incoming: pa.Schema) -> LanceSch
     if not new:
         return manifest.schema
     _check_new_names(manifest, [f.name for f in new])
-    return _merged(manifest, _new_fields(manifest, pa.schema(new)))
+    return _merged(manifest, _new_fields(manifest_max_field_id(manifest) + 1, pa.schema(new)))
 
 
 # ------------------------------------------------------------- per-fragment files
-def _read_live(
+def read_live(
     store: ObjectStore, manifest: Manifest, frag: FragmentMetadata, columns: Sequence[str], batch_size: int | None
 ) -> tuple[pa.Table, np.ndarray | None]:
     """Live rows of ``frag`` (``columns`` only) and their physical offsets (None: no deletions)."""
@@ -388,7 +450,7 @@ def _read_live(
     return t.drop_columns([ROW_ADDR]), offsets
 
 
-def _to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:
+def to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:
     """Values of the live rows placed at their offsets, null at deleted rows (pylance's updater
     writes one value per physical row)."""
     if offsets is None:
@@ -423,10 +485,10 @@ def add_column_files(
     version = manifest.data_storage_version
 
     def one(frag: FragmentMetadata) -> FragmentMetadata:
-        live, offsets = _read_live(store, manifest, frag, read_columns, None)
+        live, offsets = read_live(store, manifest, frag, read_columns, None)
         parts = [compute(part) for part in _batches_of(live, batch_size)]
         values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
-        full = _to_physical(values, offsets, frag.physical_rows)
+        full = to_physical(values, offsets, frag.physical_rows)
         # encoded on this worker's thread: the two workers are the parallelism (through the
         # one shared encoder thread they waited for each other)
         new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
@@ -519,7 +581,7 @@ def _check_unique_siblings(schema: LanceSchema) -> None:
 def _check_no_nulls(store: ObjectStore, manifest: Manifest, path: str) -> None:
     top = path.split(".")[0]
     for frag in manifest.fragments:
-        live, _ = _read_live(store, manifest, frag, [top], None)
+        live, _ = read_live(store, manifest, frag, [top], None)
         col = live.column(top)
         for part in path.split(".")[1:]:
             col = pc.struct_field(col, part)

@@ -7,7 +7,7 @@ get ``next_row_id, ...`` and both version sequences start at the new version.
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import singledispatch
 
@@ -16,6 +16,7 @@ import numpy as np
 from lance_ops.format.errors import IncompatibleTransactionError, UnsupportedFeatureError
 from lance_ops.format.index import coverage
 from lance_ops.format.index.metadata import decode_index_section, encode_index_section
+from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table import rowids
 from lance_ops.format.table.file_versions import READABLE_FILE_VERSIONS, normalize_storage_version
 from lance_ops.format.table.fragment import FragmentMetadata
@@ -25,6 +26,7 @@ from lance_ops.format.txn.operations import (
     CreateIndex,
     Delete,
     Merge,
+    MetadataUpdate,
     Operation,
     Overwrite,
     Project,
@@ -301,6 +303,10 @@ def _(op: UpdateConfig, b: _Build) -> _Applied:
     base = b.base
     config = {k: v for k, v in base.config.items() if k not in set(op.delete_keys)}
     config.update(op.upsert_values)
+    if op.table_metadata_updates is not None:
+        base = base.with_changes(table_metadata=op.table_metadata_updates.apply(base.table_metadata))
+    if op.field_metadata_updates:
+        base = base.with_changes(schema=_with_field_metadata(base.schema, op.field_metadata_updates))
     if op.schema_metadata_updates is None:
         return base.with_changes(config=config), list(base.fragments)
     metadata = {} if op.schema_metadata_replace else dict(base.schema.metadata)
@@ -311,6 +317,17 @@ def _(op: UpdateConfig, b: _Build) -> _Applied:
             metadata[k] = v.encode()
     schema = dataclasses.replace(base.schema, metadata=metadata)
     return base.with_changes(config=config, schema=schema), list(base.fragments)
+
+
+def _with_field_metadata(schema: LanceSchema, updates: Mapping[int, MetadataUpdate]) -> LanceSchema:
+    """``schema`` with the metadata of the fields ``updates`` names changed (values as bytes)."""
+    fields = []
+    for f in schema.fields:
+        if f.id in updates:
+            current = {k: bytes(v).decode() for k, v in f.metadata.items()}
+            f = dataclasses.replace(f, metadata={k: v.encode() for k, v in updates[f.id].apply(current).items()})
+        fields.append(f)
+    return dataclasses.replace(schema, fields=tuple(fields))
 
 
 @_apply.register

@@ -68,7 +68,10 @@ def _config_keys(op: Operation) -> set[str]:
 @_config_keys.register
 def _(op: UpdateConfig) -> set[str]:
     schema_keys = {f"schema metadata {k!r}" for k in op.schema_metadata_updates or ()}
-    return set(op.upsert_values) | set(op.delete_keys) | schema_keys
+    table_keys = {f"table metadata {k!r}" for k in (op.table_metadata_updates.updates
+                                                     if op.table_metadata_updates is not None else ())}
+    field_keys = {f"field {fid} metadata {k!r}" for fid, u in op.field_metadata_updates.items() for k in u.updates}
+    return set(op.upsert_values) | set(op.delete_keys) | schema_keys | table_keys | field_keys
 
 
 @_config_keys.register

@@ -6,6 +6,7 @@ builds lance_ops' operations (:mod:`.operations`) from the same arguments, so su
 ``lance_ops.format`` unchanged.
 """
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -14,7 +15,17 @@ import pyarrow as pa
 from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.txn.operations import Append, Delete, Merge, Overwrite, Project, Restore, UpdateConfig
+from lance_ops.format.txn.operations import (
+    Append,
+    Delete,
+    Merge,
+    MetadataUpdate,
+    Overwrite,
+    Project,
+    Restore,
+    Update,
+    UpdateConfig,
+)
 
 
 @dataclass
@@ -42,13 +53,16 @@ def _update_config(
     schema_metadata_updates: UpdateMap | None = None,
     field_metadata_updates: Mapping[int, UpdateMap] | None = None,
 ) -> UpdateConfig:
-    """pylance's ``UpdateConfig(config_updates=, schema_metadata_updates=, ...)``."""
-    if table_metadata_updates is not None or field_metadata_updates:
-        raise UnsupportedFeatureError("LanceOperation.UpdateConfig: table and field metadata updates are not "
-                                      "supported by lance_ops (config and schema metadata are)")
-    for name, m in (("config_updates", config_updates), ("schema_metadata_updates", schema_metadata_updates)):
+    """pylance's ``UpdateConfig(config_updates=, table_metadata_updates=, schema_metadata_updates=,
+    field_metadata_updates={field_id: UpdateMap})``."""
+    fields = dict(field_metadata_updates or {})
+    for name, m in (("config_updates", config_updates), ("schema_metadata_updates", schema_metadata_updates),
+                    ("table_metadata_updates", table_metadata_updates),
+                    *((f"field_metadata_updates[{k!r}]", v) for k, v in fields.items())):
         if m is not None and not isinstance(m, UpdateMap):
             raise ArgumentTypeError(f"{name} must be a LanceOperation.UpdateMap, got {type(m).__name__}")
+    if any(isinstance(k, bool) or not isinstance(k, int) for k in fields):
+        raise ArgumentTypeError(f"field_metadata_updates is keyed by field id (int), got {sorted(map(repr, fields))}")
     upserts: dict[str, str] = {}
     deletes: list[str] = []
     if config_updates is not None:
@@ -60,9 +74,11 @@ def _update_config(
                 deletes.append(k)
             else:
                 upserts[k] = v
-    sm = schema_metadata_updates
+    sm, tm = schema_metadata_updates, table_metadata_updates
     return UpdateConfig(upserts, deletes, dict(sm.updates) if sm is not None else None,
-                        bool(sm.replace) if sm is not None else False)
+                        bool(sm.replace) if sm is not None else False,
+                        MetadataUpdate(dict(tm.updates), bool(tm.replace)) if tm is not None else None,
+                        {k: MetadataUpdate(dict(v.updates), bool(v.replace)) for k, v in fields.items()})
 
 
 def _as_lance_schema(schema: pa.Schema | LanceSchema) -> LanceSchema:
@@ -75,7 +91,11 @@ def _project(schema: pa.Schema | LanceSchema) -> Project:
 
 
 def _merge(fragments: Sequence[FragmentMetadata], schema: pa.Schema | LanceSchema) -> Merge:
-    """pylance's ``Merge(fragments, schema)``: every fragment with its new data files, and the schema."""
+    """pylance's ``Merge(fragments, schema)``: every fragment with its new data files, and the
+    schema (a ``LanceSchema``; a ``pa.Schema``, numbered from 0, is deprecated as in pylance)."""
+    if isinstance(schema, pa.Schema):
+        warnings.warn("LanceOperation.Merge with a pyarrow Schema is deprecated (as in pylance): pass the "
+                      "LanceSchema merge_columns returns", DeprecationWarning, stacklevel=2)
     return Merge(list(fragments), _as_lance_schema(schema))
 
 
@@ -90,3 +110,4 @@ class LanceOperation:
     UpdateConfig = staticmethod(_update_config)
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
+    Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``

@@ -72,11 +72,13 @@ class Delete:
 
 @dataclass(frozen=True)
 class Update:
-    """Rows rewritten: old rows tombstoned (updated/removed fragments), new rows in new fragments."""
+    """Rows rewritten: old rows tombstoned (updated/removed fragments), new rows in new fragments;
+    or columns rewritten (``update_columns``: updated fragments and ``fields_modified``).  The
+    keywords and defaults are pylance's ``LanceOperation.Update``."""
 
-    removed_fragment_ids: Sequence[int]
-    updated_fragments: Sequence[FragmentMetadata]
-    new_fragments: Sequence[FragmentMetadata]
+    removed_fragment_ids: Sequence[int] = ()
+    updated_fragments: Sequence[FragmentMetadata] = ()
+    new_fragments: Sequence[FragmentMetadata] = ()
     fields_modified: Sequence[int] = ()
     fields_for_preserving_frag_bitmap: Sequence[int] = ()
     name = "update"
@@ -175,8 +177,39 @@ class ReserveFragments:
 
 
 @dataclass(frozen=True)
+class MetadataUpdate:
+    """Changes to a string map (pylance's ``UpdateMap``): key -> value, None = delete; with
+    ``replace`` the set values become the whole map (None entries are then ignored, as pylance)."""
+
+    updates: Mapping[str, str | None]
+    replace: bool = False
+
+    def apply(self, current: Mapping[str, str]) -> dict[str, str]:
+        out = {} if self.replace else dict(current)
+        for k, v in self.updates.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+        return out
+
+    def to_proto(self, m: transaction_pb2.Transaction.UpdateMap) -> None:
+        m.replace = self.replace
+        for key, value in self.updates.items():
+            if value is None:
+                m.update_entries.add(key=key)
+            else:
+                m.update_entries.add(key=key, value=value)
+
+    @classmethod
+    def from_proto(cls, m: transaction_pb2.Transaction.UpdateMap) -> "MetadataUpdate":
+        return cls({e.key: (e.value if e.HasField("value") else None) for e in m.update_entries}, bool(m.replace))
+
+
+@dataclass(frozen=True)
 class UpdateConfig:
-    """Upsert and delete table config keys (``lance.compaction.*`` and user keys)."""
+    """Upsert and delete table config keys (``lance.compaction.*`` and user keys), and change
+    the schema, table and field metadata (pylance's ``update_*_metadata``)."""
 
     upsert_values: Mapping[str, str] = field(default_factory=dict)
     delete_keys: Sequence[str] = ()
@@ -184,6 +217,10 @@ class UpdateConfig:
     #: ``schema_metadata_replace`` the map replaces the whole metadata (pylance's ``UpdateMap``)
     schema_metadata_updates: Mapping[str, str | None] | None = None
     schema_metadata_replace: bool = False
+    #: the manifest's table metadata (``update_metadata``)
+    table_metadata_updates: MetadataUpdate | None = None
+    #: field id -> changes of that field's metadata (``update_field_metadata``)
+    field_metadata_updates: Mapping[int, MetadataUpdate] = field(default_factory=dict)
     name = "update_config"
 
     def to_proto(self, t: transaction_pb2.Transaction) -> None:
@@ -200,6 +237,10 @@ class UpdateConfig:
                     sm.update_entries.add(key=key)
                 else:
                     sm.update_entries.add(key=key, value=value)
+        if self.table_metadata_updates is not None:
+            self.table_metadata_updates.to_proto(t.update_config.table_metadata_updates)
+        for fid, update in self.field_metadata_updates.items():
+            update.to_proto(t.update_config.field_metadata_updates[fid])
 
 
 @dataclass(frozen=True)
@@ -311,7 +352,10 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
             schema_md = dict(uc.schema_metadata)
         replace_md = bool(uc.schema_metadata_updates.replace) if uc.HasField("schema_metadata_updates") \
             else bool(uc.schema_metadata)
-        return UpdateConfig(upserts, deletes, schema_md, replace_md)
+        table_md = MetadataUpdate.from_proto(uc.table_metadata_updates) \
+            if uc.HasField("table_metadata_updates") else None
+        field_md = {int(k): MetadataUpdate.from_proto(v) for k, v in uc.field_metadata_updates.items()}
+        return UpdateConfig(upserts, deletes, schema_md, replace_md, table_md, field_md)
     if kind == "restore":
         return Restore(t.restore.version)
     if kind == "merge":

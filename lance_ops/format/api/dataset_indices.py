@@ -1,0 +1,123 @@
+"""A dataset handle's indices: describe, build (scalar and vector), optimize and drop, as pylance's."""
+
+from collections.abc import Sequence
+from typing import Any, Self
+
+from lance_ops.format.api.dataset_core import DatasetCore
+from lance_ops.format.errors import IndexNotFoundError
+from lance_ops.format.index import describe as _describe
+from lance_ops.format.index.metadata import decode_index_section
+from lance_ops.format.index.segment_stats import readable, segment_statistics
+from lance_ops.format.ops.index_build import (
+    build_indices,
+    plan_create_index,
+    plan_create_scalar_index,
+    plan_optimize_indices,
+)
+from lance_ops.format.txn.operations import CreateIndex
+
+
+class IndexMethods(DatasetCore):
+    """The index methods of :class:`.lance_dataset.LanceDataset`."""
+
+    def describe_indices(self) -> list[_describe.IndexDescription]:
+        """The indices of this version (built by pylance), with their coverage, as pylance's
+        ``describe_indices``; ``num_rows_unindexed`` and ``coverage`` say what they miss."""
+        return _describe.describe_indices(self._manifest, f"{self.uri} version {self.version}")
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """One dict per index segment (name, type, uuid, fields, version, fragment_ids, base_id)."""
+        return _describe.list_indices(self.describe_indices())
+
+    def index_statistics(self, index_name: str) -> dict[str, Any]:
+        """Statistics of one index (the keys of pylance's ``stats.index_stats``): coverage, and per
+        segment (``indices`` / ``segments``) what its files say (:mod:`.index.segment_stats`).
+
+        Raises:
+            KeyError: no index of that name.
+        """
+        for d in self.describe_indices():
+            if d.name == index_name:
+                stats = _describe.index_statistics(d)
+                where = f"{self.uri} version {self.version}"
+                segments = [i for i in decode_index_section(self._manifest.index_section, where) if i.name == index_name]
+                if segments and all(readable(i) for i in segments):
+                    stats["indices"] = [segment_statistics(self._store, i) for i in segments]
+                    stats["segments"] = stats["indices"]
+                return stats
+        raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
+
+    def create_scalar_index(
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+    ) -> None:
+        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
+        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
+        the handle moves to the new version (as pylance's).
+
+        Raises:
+            UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and an index of that name exists.
+        """
+        self._check_mutable()
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str,
+        name: str | None = None,
+        metric: str = "L2",
+        replace: bool = False,
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+    ) -> Self:
+        """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
+        on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
+        to the new version.  Arguments and return value (this dataset) as pylance's ``create_index``
+        (``replace`` defaults to False).
+
+        Raises:
+            UnsupportedFeatureError: another index type or metric, or not a vector column.
+            SchemaError: no such column.
+            InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
+        """
+        self._check_mutable()
+        plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+        return self
+
+    def optimize_indices(
+        self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
+    ) -> None:
+        """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
+        segments with the new fragments as one.  Other kinds are left as they are.  The handle
+        moves to the new version (it stays where it is when there was nothing to do)."""
+        self._check_mutable()
+        plan = plan_optimize_indices(self._manifest, num_indices_to_merge=num_indices_to_merge, index_names=index_names)
+        self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def drop_index(self, name: str) -> None:
+        """Remove every segment of index ``name`` in a new version (a ``CreateIndex`` removing
+        them, as pylance's ``drop_index``); the handle moves to it.  Index files stay until
+        ``cleanup_old_versions``.
+
+        Raises:
+            IndexNotFoundError: no index of that name (a ``RuntimeError`` too, as pylance's).
+        """
+        self._check_mutable()
+        section = self._manifest.index_section
+        segments = [i for i in decode_index_section(section, f"{self.uri} version {self.version}")
+                    if i.name == name] if section else []
+        if not segments:
+            raise IndexNotFoundError(f"Lance index not found: name={name} ({self.uri} version {self.version})")
+        self._commit(CreateIndex((), segments))
+
+    @property
+    def has_index(self) -> bool:
+        return bool(self._manifest.index_section) and bool(self.describe_indices())
+

@@ -1,0 +1,36 @@
+"""pylance's scan keywords, defined once: ``to_table``, ``to_batches`` and ``scanner`` (and a
+fragment's scans) take the same ones and hand them on as one :class:`ScanOptions`."""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from lance_ops.format.api.arguments import check_readahead, check_scan_args
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScanOptions:
+    """The keywords of a scan (pylance's names); an unknown one is a ``TypeError``, as pylance's.
+
+    ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
+    only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
+    ``None`` pylance's heuristic.  Rows come in fragment order whatever ``scan_in_order`` says
+    (pylance's ``True``); the read-ahead depths are accepted and ignored.
+    """
+
+    with_row_id: bool = False
+    with_row_address: bool = False
+    limit: int | None = None
+    offset: int | None = None
+    batch_size: int | None = None
+    fragments: Sequence[Any] | None = None
+    batch_readahead: int | None = None
+    fragment_readahead: int | None = None
+    late_materialization: bool | Sequence[str] | None = None
+    scan_in_order: bool | None = None
+    #: the rows deletion files hide, with null ``_rowid`` / ``_rowaddr`` (needs ``_rowid``)
+    include_deleted_rows: bool | None = None
+
+    def __post_init__(self) -> None:
+        check_scan_args(self.limit, self.offset, self.batch_size)
+        check_readahead(self.batch_readahead, self.fragment_readahead)
