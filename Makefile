@@ -21,9 +21,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m lance_ops.demo
 
-# Every test (what CI runs). The UI tests install Debian's Chromium themselves (tests/browser.py).
+# Every test (what CI runs): two xdist workers (one file per worker at a time), then the tests that
+# need the machine to themselves (marker serial: live servers, the browser, stress and soak).
+# The UI tests install Debian's Chromium themselves (tests/browser.py).
 test: $(STAMP)
-	$(PY) -m pytest -q -m "" tests
+	$(PY) -m pytest -q -m "not serial" -n 2 --dist loadfile --durations=25 tests
+	$(PY) -m pytest -q -m "serial" --durations=10 tests
 
 # The fast tier: format, conformance and unit tests (a bare `pytest` runs the same).
 check: $(STAMP)

@@ -1,5 +1,6 @@
 """Shared fixtures (test data lives in datagen.py)."""
 
+import itertools
 import os
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -19,6 +20,18 @@ FOLDER_MARKERS = {
     "reliability": ("stress",),
     "interop": ("interop",),
 }
+# Files whose tests race against wall-clock deadlines or need the machine to themselves (live
+# Dagster and Airflow servers, the browser, the concurrency stress and soak runs): ``make test``
+# runs every other test on two xdist workers, then these alone (marker ``serial``).
+SERIAL_FILES = {
+    "airflow/test_airflow_live.py",
+    "assets/test_assets_ui.py",
+    "assets/test_assets_autopilot_live.py",
+    "reliability/test_stress.py",
+    "reliability/test_soak.py",
+}
+# markers set per test (not by folder): a folder is skipped only if no combination of them selects it
+PER_TEST_MARKERS = ("slow", "pylance", "soak", "serial")
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -49,10 +62,29 @@ def pytest_ignore_collect(collection_path, config):
     markers = _folder_markers(collection_path)
     if not markexpr or not markers:
         return None
-    # slow/pylance are per test: a folder is skipped only when no test in it could be selected
-    if not Expression.compile(markexpr).evaluate(lambda name: name in markers):
-        return True
-    return None
+    # per-test markers: a folder is skipped only when no test in it could be selected
+    expression = Expression.compile(markexpr)
+    for bits in itertools.product((False, True), repeat=len(PER_TEST_MARKERS)):
+        on = {m for m, bit in zip(PER_TEST_MARKERS, bits, strict=True) if bit}
+        if expression.evaluate(lambda name, on=on: name in markers or name in on):
+            return None
+    return True
+
+
+def _relative(path: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(_TESTS).as_posix()
+    except ValueError:
+        return ""
+
+
+# under xdist the folders whose files take minutes go first, so no long file starts last
+FIRST = ("assets", "airflow", "jobs", "docs", "interop")
+
+
+def _rank(item) -> int:
+    top = _relative(Path(str(item.fspath))).split("/")[0]
+    return FIRST.index(top) if top in FIRST else len(FIRST)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -60,10 +92,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in _folder_markers(Path(str(item.fspath))):
             item.add_marker(getattr(pytest.mark, name))
+        if _relative(Path(str(item.fspath))) in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
         module = getattr(item, "module", None)
         if module is not None and any(getattr(module, n, None) is sys.modules.get(n) for n in ("lance", "lancedb")
                                       if n in sys.modules):
             item.add_marker(pytest.mark.pylance)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_rank)  # stable: each file's tests stay together and in order
 
 
 @pytest.fixture
