@@ -3,9 +3,6 @@ Lance operators answer ``get_openlineage_facets_on_start/complete``; the provide
 events with its file transport, and they validate against the OpenLineage JSON schema and name
 the Lance dataset and version."""
 
-import json
-import os
-
 import pytest
 from conftest import HOME, load_dag
 from lineage_schema import validate_event
@@ -15,10 +12,7 @@ from lance_ops.orchestration.lineage import events_in
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-LOG = HOME / "openlineage.jsonl"
-# before the provider reads its configuration (it caches it)
-os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(LOG), "append": True})
-os.environ["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "airflow_test"
+LOG = HOME / "openlineage.jsonl"  # the provider's file transport (conftest's ENV)
 
 DAG = '''
 import pendulum
@@ -32,10 +26,6 @@ with DAG("lance_lineage", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), sc
 
 
 def test_a_dag_run_emits_lance_lineage_through_the_provider(airflow_db, fresh_dataset, spark):
-    from airflow.providers.openlineage import conf
-
-    for name in dir(conf):  # a configuration read before this module set it
-        getattr(getattr(conf, name), "cache_clear", lambda: None)()
     LOG.unlink(missing_ok=True)
     run = load_dag("lance_lineage", DAG).test()
     assert str(run.state) == "success"
