@@ -43,9 +43,11 @@ from lance_ops.assets.sensors import build_sensors
 from lance_ops.orchestration.settings import DatasetSettings, Settings, load_settings
 
 
-def dataset_resource(d: DatasetSettings) -> LanceDatasetResource:
+def dataset_resource(d: DatasetSettings, settings: Settings | None = None) -> LanceDatasetResource:
+    lineage = settings.openlineage if settings is not None and settings.openlineage.enabled else None
     return LanceDatasetResource(uri=d.uri, storage_options=d.storage_options,
-                                storage_options_env=d.storage_options_env, manifest_store=d.manifest_store)
+                                storage_options_env=d.storage_options_env, manifest_store=d.manifest_store,
+                                openlineage=lineage.model_dump_json() if lineage is not None else "")
 
 
 def spark_resource(settings: Settings) -> Any:
@@ -93,7 +95,7 @@ def build_definitions(settings: Settings) -> Definitions:
     check_targets = []
     plans = change_feed_plans(settings)
     for d in settings.datasets:
-        res = dataset_resource(d)
+        res = dataset_resource(d, settings)
         resources[resource_key(d.name)] = res
         plan = plans[d.name]
         assets.append(build_dataset_asset(d, plan))

@@ -115,10 +115,21 @@ def run_spark(context: Any, d: DatasetSettings, res: LanceDatasetResource, spark
         params = resolve_params(name, d, params)
     task = task_for(context, d, res, name, params, uri)
     try:
-        return spark.run_task(context, task)  # type: ignore[no-any-return]
+        return lineage_run(context, res, task, lambda: spark.run_task(context, task))
     except (SchemaError, UnsupportedFeatureError) as e:
         spec = task.spec
         raise DatasetConfigError(d.name, spec.error_field, str(e), spec.fix) from e
+
+
+def lineage_run(context: Any, res: LanceDatasetResource, task: Task, run: Any) -> OperationResult:
+    """``run()`` with OpenLineage events when the dataset's settings turn them on (job
+    ``<Dagster job>.<dataset>.<operation>``; ``lance_ops.orchestration.lineage``)."""
+    settings = res.lineage()
+    if settings is None:
+        return run()  # type: ignore[no-any-return]
+    from lance_ops.orchestration.lineage import run_with_lineage
+
+    return run_with_lineage(settings, task, f"{context.job_name}.{task.dataset}.{task.operation}", run)
 
 
 def _committed(res: LanceDatasetResource, run_id: str, before: int | None, result_version: int | None) -> list[int]:
@@ -217,7 +228,7 @@ def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
     task.validate()
     before = res.latest_version()
     if name == "cleanup_old_versions":
-        result = task.run().to_dict()
+        result = lineage_run(context, res, task, task.run).to_dict()
         context.log.info(f"cleanup_old_versions {d.name}: {json.dumps(result, default=str)}")
         yield observation(d, res, name, job_metadata(result))  # cleanup makes no version
         return

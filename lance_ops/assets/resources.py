@@ -17,6 +17,7 @@ import lance_ops.format as lf
 from lance_ops.format import COMMIT_DEFAULTS
 from lance_ops.format.distributed import ObjectStore
 from lance_ops.orchestration import OperationResult, TableRef, Task, error_from_json
+from lance_ops.orchestration.settings import OpenLineageSettings
 
 
 class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
@@ -28,12 +29,18 @@ class LanceDatasetResource(ConfigurableResource):  # type: ignore[misc]
         storage_options_env: option name -> environment variable holding its value (GCS
             credentials); read when the dataset is opened, never logged.
         manifest_store: the external manifest store the dataset commits through.
+        openlineage: lance_ops.yaml's ``openlineage`` section as JSON when enabled, else empty.
     """
 
     uri: str
     storage_options: dict[str, str] = {}
     storage_options_env: dict[str, str] = {}
     manifest_store: str | None = COMMIT_DEFAULTS.manifest_store
+    openlineage: str = ""
+
+    def lineage(self) -> OpenLineageSettings | None:
+        """The OpenLineage settings the dataset's runs emit with (None: off)."""
+        return OpenLineageSettings.model_validate_json(self.openlineage) if self.openlineage else None
 
     def table(self) -> TableRef:
         return TableRef(self.uri, dict(self.storage_options), dict(self.storage_options_env), self.manifest_store)

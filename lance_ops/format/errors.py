@@ -331,3 +331,57 @@ class LeaseExpiredError(LeaseError):
 
 class IndexNotFoundError(InvalidArgumentError, RuntimeError):
     """No index of that name (pylance's ``drop_index`` raises a ``RuntimeError``, "Lance index not found")."""
+
+
+# --------------------------------------------------------------------------- across processes
+#: the modules whose classes :func:`error_from_dict` rebuilds (looked up by name, in this order;
+#: never an arbitrary import path from the payload)
+ERROR_MODULES = ("lance_ops.format.errors", "lance_ops.jobs.errors", "lance_ops.orchestration.errors",
+                 "lance_ops.airflow.errors")
+
+
+def _jsonable(value: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def error_to_dict(error: BaseException) -> "dict[str, Any]":
+    """``{"type", "module", "message", "args", "fields"}`` of ``error``, JSON-able: what crosses a
+    process boundary (Spark executor to driver, spark-submit or Pipes driver to the orchestrator)."""
+    fields = {k: v for k, v in vars(error).items() if not k.startswith("_") and _jsonable(v)}
+    args = list(error.args) if _jsonable(list(error.args)) else [str(error)]
+    return {"type": type(error).__name__, "module": type(error).__module__, "message": str(error),
+            "args": args, "fields": fields}
+
+
+def _error_class(name: str, module: str) -> "type[LanceOpsError] | None":
+    import importlib
+
+    for mod in ([module] if module in ERROR_MODULES else []) + list(ERROR_MODULES):
+        try:
+            cls = getattr(importlib.import_module(mod), name, None)
+        except ImportError:  # a layer whose extra is not installed (pyspark, dagster, airflow)
+            continue
+        if isinstance(cls, type) and issubclass(cls, LanceOpsError):
+            return cls
+    return None
+
+
+def error_from_dict(info: "dict[str, Any]") -> LanceOpsError:
+    """The error :func:`error_to_dict` described, as the same class with the same message, args
+    and fields (its constructor is not called); an unknown type becomes a ``LanceOpsError`` naming it."""
+    name, message = str(info.get("type", "LanceOpsError")), str(info.get("message", ""))
+    cls = _error_class(name, str(info.get("module", "")))
+    if cls is None:
+        return LanceOpsError(f"{name}: {message}")
+    error = cls.__new__(cls)
+    BaseException.__init__(error, *(info.get("args") or [message]))
+    error.__dict__.update(info.get("fields") or {})
+    if str(error) != message:  # a class whose __str__ is not its args: keep the message exact
+        BaseException.__init__(error, message)
+    return error

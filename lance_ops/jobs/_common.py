@@ -20,6 +20,7 @@ from lance_ops.format.distributed import (
     scan_schema,
 )
 from lance_ops.format.errors import InvalidArgumentError, LanceOpsError, SchemaError
+from lance_ops.jobs._error_transport import carried_error_in
 from lance_ops.jobs._options import source_options
 from lance_ops.jobs._types import META_COLUMNS, spark_schema
 
@@ -120,7 +121,12 @@ _ERROR_LINE = re.compile(r"^(lance_ops(?:\.\w+)+)\.(\w+Error): (.+)$", re.MULTIL
 
 def lance_error_in(e: BaseException) -> LanceOpsError | None:
     """The lance_ops error a Spark task or Python data source raised, rebuilt from the text of the
-    exception Spark surfaces (its type and message), or None if there is none."""
+    exception Spark surfaces, or None if there is none: the same class with its fields from the
+    note :func:`~lance_ops.jobs._error_transport.carried` functions add, else (an error raised
+    outside them) the class named on the traceback's last line, built from its message."""
+    carried = carried_error_in(str(e))
+    if carried is not None:
+        return carried
     m = _ERROR_LINE.search(str(e))
     if m is None:
         return None

@@ -44,6 +44,7 @@ from lance_ops.jobs._common import (
     referenced_columns,
 )
 from lance_ops.jobs._compat import check_store_assignment
+from lance_ops.jobs._error_transport import carried
 from lance_ops.jobs._types import META_COLUMNS, cast_batch, spark_schema
 from lance_ops.jobs.results import DeleteJobResult, UpsertResult
 from lance_ops.jobs.source import StagingStore, sweep_staging
@@ -75,6 +76,7 @@ def write_fragments_df(
     """
     target = schema.to_arrow()
 
+    @carried
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = StagingStore(uri, storage_options, write_id)
         frags = write_fragment_files(store, (cast_batch(b, target) for b in batches), schema,
@@ -102,6 +104,7 @@ def _deletion_writer(
 ) -> Callable[[pa.Table], pa.Table]:
     """Executor side: one fragment's matching offsets -> its new deletion file."""
 
+    @carried
     def write(table: pa.Table) -> pa.Table:
         fid = int(table.column("fragment_id")[0].as_py())
         offsets = np.unique(table.column("offset").to_numpy()).astype(np.uint32)
@@ -222,6 +225,7 @@ def _upsert_task(
     user = ctx.schema.to_arrow()
     meta = pa.schema([pa.field(c, pa.uint64()) for c in ctx.meta_columns])
 
+    @carried
     def write(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         group = int(key[0].as_py())
         store = StagingStore(uri, storage_options, write_id)

@@ -88,6 +88,7 @@ from lance_ops.format.distributed import (
 )
 from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
 from lance_ops.jobs._compat import check_store_assignment
+from lance_ops.jobs._error_transport import carried
 from lance_ops.jobs._filters import (
     FragmentRange,
     _and,
@@ -275,6 +276,7 @@ class LanceReader(DataSourceReader):
                     out.append(InputPartition(part))
         return out or [InputPartition(None)]
 
+    @carried
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         part = partition.value
         if part is None:
@@ -454,6 +456,7 @@ class LanceWriter(DataSourceArrowWriter):
             self.lance_schema = LanceSchema.from_arrow(incoming)
         self.read_version = existing.version if existing is not None else 0
 
+    @carried
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         from pyspark import TaskContext
 

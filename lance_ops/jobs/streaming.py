@@ -47,6 +47,7 @@ from lance_ops.format.distributed import (
     resolve_uri,
 )
 from lance_ops.format.errors import UnsupportedFeatureError
+from lance_ops.jobs._error_transport import carried
 from lance_ops.jobs._leases import LEASE_OPTIONS, ReadLease, lease_settings
 from lance_ops.jobs._options import check_options, get_int, storage_options
 from lance_ops.jobs._types import arrow_target, cast_batch, spark_schema
@@ -156,6 +157,7 @@ class _ChangeReading:
                                 on_schema_change=self.on_schema_change)
         return [InputPartition(LeasedTask(t, lease)) for t in plan.tasks]
 
+    @carried
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return

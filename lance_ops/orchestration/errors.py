@@ -6,18 +6,16 @@ before anything is written.
 
 An exception crosses a process boundary (a spark-submit driver to an Airflow worker, a Pipes
 driver to a Dagster run) as :func:`error_to_json` (type, module, message, fields) and comes back
-as the same class with :func:`error_from_json`, looked up in :mod:`lance_ops.format.errors`, this
-module or ``lance_ops.jobs`` (never by an arbitrary import path).  :func:`is_retryable` says
+as the same class with :func:`error_from_json`, looked up in the layers' ``errors`` modules
+(:data:`lance_ops.format.errors.ERROR_MODULES`; never by an arbitrary import path).  :func:`is_retryable` says
 whether running the same task again can succeed: a wrong schema, predicate, argument or
 configuration cannot, so orchestrators fail such a task without retries.
 """
 
-import importlib
-import json
 from typing import Any
 
 from lance_ops.format import errors as format_errors
-from lance_ops.format.errors import LanceOpsError
+from lance_ops.format.errors import LanceOpsError, error_from_dict, error_to_dict
 
 
 class DatasetConfigError(LanceOpsError, ValueError):
@@ -61,8 +59,6 @@ NON_RETRYABLE: tuple[type[BaseException], ...] = (
     SettingsError,
 )
 
-_MODULES = ("lance_ops.format.errors", "lance_ops.orchestration.errors", "lance_ops.jobs")
-
 
 def is_retryable(error: BaseException) -> bool:
     """True unless ``error`` is one a retry cannot fix (:data:`NON_RETRYABLE`, or a ``ValueError``
@@ -72,44 +68,13 @@ def is_retryable(error: BaseException) -> bool:
     return not (isinstance(error, LanceOpsError) and isinstance(error, ValueError))
 
 
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def error_to_json(error: BaseException) -> dict[str, Any]:
-    """``{"type", "module", "message", "args", "fields", "retryable"}`` of ``error`` (JSON-able)."""
-    fields = {k: v for k, v in vars(error).items() if not k.startswith("_") and _jsonable(v)}
-    args = [a for a in error.args] if _jsonable(list(error.args)) else [str(error)]
-    return {"type": type(error).__name__, "module": type(error).__module__, "message": str(error),
-            "args": args, "fields": fields, "retryable": is_retryable(error)}
-
-
-def _error_class(name: str, module: str) -> type[LanceOpsError] | None:
-    candidates = [module, *_MODULES] if module in _MODULES else list(_MODULES)
-    for mod in candidates:
-        try:
-            cls = getattr(importlib.import_module(mod), name, None)
-        except ImportError:  # lance_ops.jobs without pyspark
-            continue
-        if isinstance(cls, type) and issubclass(cls, LanceOpsError):
-            return cls
-    return None
+    """``{"type", "module", "message", "args", "fields", "retryable"}`` of ``error`` (JSON-able;
+    :func:`lance_ops.format.errors.error_to_dict` plus whether a retry can succeed)."""
+    return {**error_to_dict(error), "retryable": is_retryable(error)}
 
 
 def error_from_json(info: dict[str, Any]) -> LanceOpsError:
     """The error :func:`error_to_json` described, as the same class with the same message and
     fields; an unknown type becomes a ``LanceOpsError`` naming it."""
-    name, message = str(info.get("type", "LanceOpsError")), str(info.get("message", ""))
-    cls = _error_class(name, str(info.get("module", "")))
-    if cls is None:
-        return LanceOpsError(f"{name}: {message}")
-    error = cls.__new__(cls)
-    BaseException.__init__(error, *(info.get("args") or [message]))
-    error.__dict__.update(info.get("fields") or {})
-    if str(error) != message:  # a class whose __str__ is not its args (keeps the message exact)
-        BaseException.__init__(error, message)
-    return error
+    return error_from_dict(info)

@@ -197,9 +197,40 @@ class RootSettings(_Strict):
     policy: PolicySettings = Field(default_factory=PolicySettings)
 
 
+class OpenLineageTransportSettings(_Strict):
+    """Where OpenLineage events go: ``console`` (the ``openlineage.client`` logger), ``file`` (one
+    JSON event per line appended to ``log_file_path``) or ``http`` (Marquez, DataHub, ... at
+    ``url`` + ``endpoint``; the API key read from the environment variable ``api_key_env``)."""
+
+    type: Literal["console", "file", "http"] = "console"
+    log_file_path: str | None = None
+    url: str | None = None
+    endpoint: str = "api/v1/lineage"
+    api_key_env: str | None = None
+    timeout: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _needs(self) -> "OpenLineageTransportSettings":
+        if self.type == "file" and not self.log_file_path:
+            raise ValueError("openlineage.transport type 'file' needs log_file_path")
+        if self.type == "http" and not self.url:
+            raise ValueError("openlineage.transport type 'http' needs url")
+        return self
+
+
+class OpenLineageSettings(_Strict):
+    """OpenLineage run events of every operation Dagster and the CLI run (``enabled: true`` turns
+    them on; Airflow's come from its OpenLineage provider).  ``namespace``: the jobs' namespace."""
+
+    enabled: bool = False
+    namespace: str = "lance_ops"
+    transport: OpenLineageTransportSettings = Field(default_factory=OpenLineageTransportSettings)
+
+
 class Settings(_Strict):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     datasets: tuple[DatasetSettings, ...]
+    openlineage: OpenLineageSettings = Field(default_factory=OpenLineageSettings)
     roots: tuple[RootSettings, ...] = ()
     source_path: str = "<embedded default>"
 
@@ -293,7 +324,15 @@ def parse_settings(text: str, *, base_dir: Path | None = None, source_path: str 
         datasets.append(DatasetSettings(name=name, storage_options=literal, storage_options_env=from_env, **body))
     return Settings(spark=SparkSettings(**(raw.get("spark") or {})), datasets=tuple(datasets),
                     roots=tuple(_root(body, base, source_path) for body in raw.get("roots") or ()),
-                    source_path=source_path)
+                    openlineage=_openlineage(raw.get("openlineage") or {}, base), source_path=source_path)
+
+
+def _openlineage(body: dict[str, Any], base: Path) -> OpenLineageSettings:
+    """The ``openlineage:`` section; a relative ``log_file_path`` resolves against the file's directory."""
+    transport = dict(body.get("transport") or {})
+    if transport.get("log_file_path"):
+        transport["log_file_path"] = _absolute(str(transport["log_file_path"]), base)
+    return OpenLineageSettings(**{**body, "transport": transport})
 
 
 def _split_storage_options(options: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:

@@ -50,6 +50,11 @@ ENV = {
     "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
     "AIRFLOW_CONN_LANCE_DEFAULT": json.dumps({"conn_type": "lance", "extra": {"spark": {"master": "local[2,2]"}}}),
     "LANCE_OPS_CONFIG": str(CONFIG),
+    # the OpenLineage provider's transport (read when its plugin loads: set for the whole session;
+    # tests/airflow/test_airflow_lineage.py reads the file)
+    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(HOME / "openlineage.jsonl"),
+                                                   "append": True}),
+    "AIRFLOW__OPENLINEAGE__NAMESPACE": "airflow_test",
     "NUMBA_CACHE_DIR": str(HOME / "numba"),
     "PYTHONPATH": os.pathsep.join([str(ROOT), str(DAGS), os.environ.get("PYTHONPATH", "")]),
 }

@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from lance_ops.airflow.errors import LanceConfigError
 from lance_ops.airflow.hooks.lance import LanceHook
+from lance_ops.airflow.lineage import OpenLineageMixin
 from lance_ops.format.errors import LanceOpsError, SchemaError, UnsupportedFeatureError
 from lance_ops.orchestration import (
     DatasetConfigError,
@@ -68,7 +69,7 @@ def _config_error(e: DatasetConfigError) -> LanceConfigError:
     return err
 
 
-class LanceBaseOperator(BaseOperator):
+class LanceBaseOperator(OpenLineageMixin, BaseOperator):
     """What every Lance operator shares: the dataset, the connection, the task, the asset event.
 
     ``params_from_arguments()`` maps the operator's arguments to the operation's parameters (None:
@@ -158,7 +159,7 @@ class LanceBaseOperator(BaseOperator):
         """Validate and run the operation's task (its stamp: this task instance)."""
         return self.run_task(context, d, hook, self.task(context, table, params))
 
-    def run_task(self, context: Context, d: DatasetSettings | None, hook: LanceHook, task: Task) -> OperationResult:
+    def run_lance_task(self, context: Context, d: DatasetSettings | None, hook: LanceHook, task: Task) -> OperationResult:
         try:
             task.validate()
             if not task.spec.spark:
