@@ -15,7 +15,7 @@ from lance_ops.orchestration.planner.execute import (
     run_planned,
 )
 from lance_ops.orchestration.planner.fleet import discover_tables, fleet_members, plan_fleet
-from lance_ops.orchestration.planner.ledger import history, stamps
+from lance_ops.orchestration.planner.ledger import history, record_skipped, skipped_decisions, stamps
 from lance_ops.orchestration.planner.model import (
     OPERATIONS,
     Action,
@@ -47,7 +47,9 @@ __all__ = [
     "maintain",
     "plan",
     "plan_fleet",
+    "record_skipped",
     "run_action",
     "run_planned",
+    "skipped_decisions",
     "stamps",
 ]
