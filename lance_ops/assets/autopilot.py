@@ -43,13 +43,12 @@ from dagster import (
     sensor,
 )
 
-import lance_ops.format as lf
 from lance_ops.orchestration.planner import (
     Action,
     FleetBudget,
     FleetPlan,
     plan_fleet,
-    record_skipped,
+    record_fleet_skipped,
     run_planned,
 )
 from lance_ops.orchestration.settings import Settings
@@ -122,18 +121,11 @@ def record_new_skips(fleet: FleetPlan, raw_cursor: str | None, log: Any) -> str:
         seen = set(json.loads(raw_cursor or "[]"))
     except ValueError:
         seen = set()
-    now = {f"{s.action.run_key}|{s.why}" for s in fleet.skipped}
-    refs = {p.table.label: p.table for p in fleet.plans}
-    by_table: dict[str, list[Any]] = {}
-    for s in fleet.skipped:
-        if f"{s.action.run_key}|{s.why}" not in seen:
-            by_table.setdefault(s.action.table, []).append(s)
-    for table, skipped in by_table.items():
-        try:
-            record_skipped(refs[table], skipped, run_id=f"tick-{uuid.uuid4().hex[:12]}", orchestrator="dagster")
-        except (OSError, KeyError, lf.LanceOpsError) as e:  # the ledger is a record: never stop the tick
-            log.warning(f"{table}: skipped actions not recorded ({type(e).__name__}: {e})")
-    return json.dumps(sorted(now))
+    new = [s for s in fleet.skipped if f"{s.action.run_key}|{s.why}" not in seen]
+    for table, err in record_fleet_skipped(fleet, new, run_id=f"tick-{uuid.uuid4().hex[:12]}",
+                                           orchestrator="dagster"):
+        log.warning(f"{table}: skipped actions not recorded ({err})")
+    return json.dumps(sorted(f"{s.action.run_key}|{s.why}" for s in fleet.skipped))
 
 
 def autopilot_definitions(settings: Settings, budget: FleetBudget | None = None, **kwargs: Any) -> Definitions:

@@ -25,7 +25,7 @@ from typing import Any
 
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore
-from lance_ops.orchestration.planner.model import Action, Skipped, TableRef
+from lance_ops.orchestration.planner.model import Action, FleetPlan, Skipped, TableRef
 
 RUN_ID = "lance_ops/run_id"
 ORCHESTRATOR = "lance_ops/orchestrator"
@@ -126,6 +126,23 @@ def record_skipped(ref: TableRef, skipped: Iterable[Skipped], *, run_id: str, or
            "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"), "skipped": entries}
     _store(ref).put(rel, json.dumps(doc).encode())
     return rel
+
+
+def record_fleet_skipped(fleet: FleetPlan, skipped: Iterable[Skipped] | None = None, *, run_id: str,
+                         orchestrator: str) -> list[tuple[str, str]]:
+    """:func:`record_skipped` for every table of a fleet tick (``skipped``: default the tick's);
+    the tables whose ledger could not be written, and why (a record never stops a tick)."""
+    refs = {p.table.label: p.table for p in fleet.plans}
+    by_table: dict[str, list[Skipped]] = {}
+    for s in fleet.skipped if skipped is None else skipped:
+        by_table.setdefault(s.action.table, []).append(s)
+    errors = []
+    for table, items in by_table.items():
+        try:
+            record_skipped(refs[table], items, run_id=run_id, orchestrator=orchestrator)
+        except (OSError, KeyError, RuntimeError, lf.LanceOpsError) as e:
+            errors.append((table, f"{type(e).__name__}: {e}"))
+    return errors
 
 
 def skipped_decisions(ref: TableRef) -> list[dict[str, Any]]:
