@@ -104,7 +104,9 @@ def test_compaction_sensor_deleted_ratio_requests_materialisation(tmp_path, spar
 
 
 def test_compaction_sensor_versions_since_compaction(tmp_path, instance):
-    _, defs = defs_for(tmp_path, target_rows_per_fragment=100, min_small_fragments=100,
+    # fragments below the target (so a compaction has bins to rewrite: the planner proposes none
+    # that would rewrite nothing), too few to count as many small fragments
+    _, defs = defs_for(tmp_path, target_rows_per_fragment=1000, min_small_fragments=100,
                        max_versions_since_compaction=3)
     uri = str(tmp_path / "events")
     lf.write_dataset(simple_table(0, 500), uri, enable_stable_row_ids=True)
