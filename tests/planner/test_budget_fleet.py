@@ -71,6 +71,12 @@ def test_skipped_for_budget_says_why(tmp_path):
         ("compact", s.action.version, s.why, report.run_id)
     assert row["who"].startswith("cli:") and row["reasons"] == s.action.explain()
     assert [r["status"] for r in history(uri)].count("committed") == len(lance.dataset(uri).versions())
+    out = io.StringIO()  # lance-ops history shows it too
+    assert main(["history", uri, "--json"], out=out) == 0
+    assert [(r["status"], r["why"]) for r in json.loads(out.getvalue()) if r["status"] != "committed"] == [
+        ("skipped", s.why)]
+    out = io.StringIO()
+    assert main(["history", uri], out=out) == 0 and "skipped" in out.getvalue()
     dry = maintain([(TableRef(uri), T.POLICY)], max_bytes=100, dry_run=True)
     assert len(dry.skipped) == 1 and len([r for r in history(uri) if r["status"] == "skipped"]) == 1
 
