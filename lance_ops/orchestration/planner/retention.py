@@ -19,6 +19,8 @@ from lance_ops.orchestration.planner.context import TableContext
 from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 GIB = 1 << 30
+#: the orphan paths an action lists in its details (the count is always there)
+MAX_PATHS = 100
 
 
 def cleanup_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, ...]]:
@@ -81,5 +83,6 @@ def orphan_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, ..
     return (Action(
         table=ctx.ref.label, operation="remove_orphan_files", version=ctx.version, parameters=params,
         reasons=(reason,), estimate=Estimate(files_removed=len(found), bytes_removed=size),
-        priority=round(len(found) / 100 + size / GIB, 3), details={"paths": sorted(found)},
+        priority=round(len(found) / 100 + size / GIB, 3),
+        details={"paths": sorted(found)[:MAX_PATHS], "paths_total": len(found)},  # run config carries details
     ),), ()
