@@ -4,7 +4,8 @@
     lance-ops inspect URI [--version N] [--storage-option KEY=VALUE ...]
     lance-ops run JOB [--dataset NAME] [--config lance_ops.yaml] [job options]
     lance-ops run compact --target-rows-per-fragment 100000 --dry-run
-    lance-ops run maintain            # what the dataset's policy asks for now
+    lance-ops run maintain            # what the planner finds the dataset needs now
+    lance-ops run restore --version 12       # guarded: the current version is tagged first
 
 Each command is one ``add_<command>`` function registering its parser and its handler
 (``COMMANDS``), so more commands plug in without touching the others.  An error is one line naming
@@ -44,6 +45,8 @@ JOB_CONFIGS = {
     "optimize_indices": "OptimizeIndicesConfig",
     "write_change_feed": "ChangeFeedConfig",
     "cleanup_old_versions": "CleanupConfig",
+    "remove_orphan_files": "RemoveOrphanFilesConfig",
+    "restore": "RestoreConfig",
     "maintain": None,
     "observe": None,
     "checks": None,
@@ -308,13 +311,15 @@ JOB_EXAMPLES = {
     "optimize_indices": "lance-ops run optimize_indices --dataset events --num-indices-to-merge 0",
     "write_change_feed": "lance-ops run change_feed --dataset events --begin-version 3 --end-version 7",
     "cleanup_old_versions": "lance-ops run cleanup --dataset events --older-than-days 30 --dry-run",
+    "remove_orphan_files": "lance-ops run remove_orphan_files --dataset events --older-than-hours 24 --dry-run",
+    "restore": "lance-ops run restore --dataset events --version 12   (or --timestamp 2026-01-31T08:00:00, --tag NAME)",
     "maintain": "lance-ops run maintain --dataset events",
     "observe": "lance-ops run observe --dataset events",
     "checks": "lance-ops run checks --dataset events",
 }
 JOB_HELP = {
-    "maintain": "what the dataset's policy asks for now: compaction or deletion materialisation, then "
-                "optimize_indices below policy.min_index_coverage",
+    "maintain": "what the maintenance planner finds the dataset needs now (its policy): compaction or deletion "
+                "materialisation, optimize_indices, cleanup, the orphan sweep (lance-ops plan shows it)",
     "observe": "record the latest version as an observation",
     "checks": "run the dataset's asset checks",
 }

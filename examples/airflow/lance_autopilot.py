@@ -4,8 +4,9 @@ chosen action, as the Dagster sensor runs one run per action.
 
 The budget is the planner's ``FleetBudget``: bytes to rewrite per tick and runs per tick
 (``LANCE_OPS_AUTOPILOT_MAX_BYTES`` / ``LANCE_OPS_AUTOPILOT_MAX_RUNS``); ``max_active_tis_per_dag``
-bounds how many actions run at once.  What the budget left out is logged by ``plan`` and
-planned again on the next run.  Each action's commits carry the run's stamps
+bounds how many actions run at once.  What the budget left out is logged by ``plan``, kept in
+each table's ledger (``lance-ops history URI`` lists it as skipped, with the reason) and planned
+again on the next run.  Each action's commits carry the run's stamps
 (``lance-ops history URI``).  ``LANCE_OPS_AUTOPILOT_CONFIG`` names another lance_ops.yaml than
 ``LANCE_OPS_CONFIG``."""
 
@@ -29,7 +30,7 @@ def _settings():
 def lance_autopilot():
     @task
     def plan() -> list[dict]:
-        from lance_ops.orchestration.planner import FleetBudget, plan_fleet
+        from lance_ops.orchestration.planner import FleetBudget, plan_fleet, record_fleet_skipped
 
         budget = FleetBudget(max_bytes=int(os.environ.get("LANCE_OPS_AUTOPILOT_MAX_BYTES", 0)) or None,
                              max_runs=int(os.environ.get("LANCE_OPS_AUTOPILOT_MAX_RUNS", 0)) or None)
@@ -38,6 +39,8 @@ def lance_autopilot():
             log.warning("%s: not planned: %s", table, err)
         for s in fleet.skipped:
             log.info("skipped %s (priority %s): %s", s.action.run_key, s.action.priority, s.why)
+        for table, err in record_fleet_skipped(fleet, run_id=get_current_context()["run_id"], orchestrator="airflow"):
+            log.warning("%s: skipped actions not recorded: %s", table, err)
         return [a.to_dict() for a in fleet.selected]
 
     @task(max_active_tis_per_dag=4, retries=0)

@@ -30,6 +30,8 @@ _NAMES = {
     "LanceChangeFeedOperator": "operators.lance",
     "LanceMaintainOperator": "operators.lance",
     "LanceOptimizeIndicesOperator": "operators.lance",
+    "LanceRestoreOperator": "operators.maintenance",
+    "LanceRemoveOrphanFilesOperator": "operators.maintenance",
     "LanceVersionSensor": "sensors.lance",
     "LanceMaintenanceSensor": "sensors.lance",
     "LanceVersionTrigger": "triggers.lance",

@@ -15,13 +15,14 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "lance-ops",  # the distribution's canonical name, or discovery raises
         "name": "Lance (lance_ops)",
         "description": "Maintenance of Lance datasets (append, delete, upsert, compaction, deletion "
-                       "materialisation, cleanup, change feed) through lance_ops' Spark jobs.",
+                       "materialisation, cleanup, orphan sweep, restore, change feed) through lance_ops' Spark jobs.",
         "integrations": [{"integration-name": "Lance", "external-doc-url": "https://lance.org",
                           "tags": ["software"]}],
         "connection-types": [{"connection-type": "lance", "hook-class-name": f"{PACKAGE}.hooks.lance.LanceHook",
                               "hook-name": "Lance"}],
         "hooks": [{"integration-name": "Lance", "python-modules": [f"{PACKAGE}.hooks.lance"]}],
-        "operators": [{"integration-name": "Lance", "python-modules": [f"{PACKAGE}.operators.lance"]}],
+        "operators": [{"integration-name": "Lance", "python-modules": [f"{PACKAGE}.operators.lance",
+                                                                          f"{PACKAGE}.operators.maintenance"]}],
         "sensors": [{"integration-name": "Lance", "python-modules": [f"{PACKAGE}.sensors.lance"]}],
         "triggers": [{"integration-name": "Lance", "python-modules": [f"{PACKAGE}.triggers.lance"]}],
     }

@@ -11,14 +11,18 @@ planned action through :func:`lance_ops.orchestration.planner.run_planned`) and 
   ``tag_concurrency_limits``, ``applyLimitPerUniqueValue``), ``lance_ops/operation``,
   ``lance_ops/reasons``, ``lance_ops/priority``, ``lance_ops/estimated_bytes``;
 - what the budget left out, and tables that could not be planned, are logged on the tick; a
-  tick without requests says why in its skip reason.
+  tick without requests says why in its skip reason.  A skipped action is kept in the table's
+  ledger (``lance-ops history`` lists it) the first tick it is skipped for a reason (the
+  sensor's cursor holds the run keys already recorded, so repeated ticks add nothing).
 
 Run config carries the action only (its table by name); the run resolves the table's storage
-options from ``lance_ops.yaml`` in the worker, so no secret enters Dagster's database.  Merge
-into a code location with ``Definitions.merge(defs, autopilot_definitions(settings))``.
+options from ``lance_ops.yaml`` in the worker, so no secret enters Dagster's database.  The code
+location of ``lance_ops.assets`` has both (the sensor STOPPED until turned on); another code
+location merges ``autopilot_definitions(settings, budget)``.
 """
 
 import json
+import uuid
 from typing import Any
 
 from dagster import (
@@ -39,7 +43,14 @@ from dagster import (
     sensor,
 )
 
-from lance_ops.orchestration.planner import Action, FleetBudget, plan_fleet, run_planned
+from lance_ops.orchestration.planner import (
+    Action,
+    FleetBudget,
+    FleetPlan,
+    plan_fleet,
+    record_fleet_skipped,
+    run_planned,
+)
 from lance_ops.orchestration.settings import Settings
 
 JOB_NAME = "lance_autopilot"
@@ -89,16 +100,32 @@ def build_autopilot(settings: Settings, budget: FleetBudget | None = None, *, mi
             context.log.warning(f"{table}: not planned: {err}")
         for s in fleet.skipped:
             context.log.info(f"skipped {s.action.run_key} (priority {s.action.priority}): {s.why}")
+        cursor = record_new_skips(fleet, context.cursor, context.log)
         requests = [RunRequest(run_key=a.run_key, tags=action_tags(a),
                                run_config={"ops": {"run_planned_action": {"config": {"action": a.to_json()}}}})
                     for a in fleet.selected]
         if not requests:
             healthy = sum(1 for p in fleet.plans if p.healthy)
-            return SkipReason(f"{len(fleet.plans)} tables planned, {healthy} need nothing; "
-                              f"{len(fleet.skipped)} actions skipped for the budget; {len(fleet.errors)} errors")
-        return SensorResult(run_requests=requests)
+            return SensorResult(skip_reason=SkipReason(
+                f"{len(fleet.plans)} tables planned, {healthy} need nothing; {len(fleet.skipped)} actions skipped "
+                f"for the budget; {len(fleet.errors)} errors"), cursor=cursor)
+        return SensorResult(run_requests=requests, cursor=cursor)
 
     return autopilot_job, autopilot_sensor
+
+
+def record_new_skips(fleet: FleetPlan, raw_cursor: str | None, log: Any) -> str:
+    """Keep the tick's skipped actions in their tables' ledgers, except those the previous tick
+    recorded (``raw_cursor``: their run keys and reasons); the new cursor."""
+    try:
+        seen = set(json.loads(raw_cursor or "[]"))
+    except ValueError:
+        seen = set()
+    new = [s for s in fleet.skipped if f"{s.action.run_key}|{s.why}" not in seen]
+    for table, err in record_fleet_skipped(fleet, new, run_id=f"tick-{uuid.uuid4().hex[:12]}",
+                                           orchestrator="dagster"):
+        log.warning(f"{table}: skipped actions not recorded ({err})")
+    return json.dumps(sorted(f"{s.action.run_key}|{s.why}" for s in fleet.skipped))
 
 
 def autopilot_definitions(settings: Settings, budget: FleetBudget | None = None, **kwargs: Any) -> Definitions:

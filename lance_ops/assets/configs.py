@@ -2,7 +2,7 @@
 
 Each dataset asset has its own config class (``dataset_config_class``): one group per operation
 (``append``, ``delete``, ``upsert``, ``compact``, ``materialize_deletions``,
-``optimize_indices``, ``cleanup_old_versions``) whose defaults are that dataset's source and policy, so the launchpad
+``optimize_indices``, ``cleanup_old_versions``, ``remove_orphan_files``, ``restore``) whose defaults are that dataset's source and policy, so the launchpad
 of ``lance_compact`` pre-fills the dataset's ``target_rows_per_fragment`` and friends.  The job
 picks the operation (run tag ``lance_ops/operation``); only its group is read.
 
@@ -96,6 +96,8 @@ CompactConfig = OPERATION_CONFIGS[Operation.compact]
 MaterializeDeletionsConfig = OPERATION_CONFIGS[Operation.materialize_deletions]
 OptimizeIndicesConfig = OPERATION_CONFIGS[Operation.optimize_indices]
 CleanupConfig = OPERATION_CONFIGS[Operation.cleanup_old_versions]
+RemoveOrphanFilesConfig = OPERATION_CONFIGS[Operation.remove_orphan_files]
+RestoreConfig = OPERATION_CONFIGS[Operation.restore]
 _OptionalDelete = config_class(OPERATIONS["delete"].params, "OptionalDeleteConfig", optional=("where",))
 
 

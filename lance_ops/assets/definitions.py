@@ -12,7 +12,9 @@ For all datasets together (a fixed number):
 
 - jobs ``lance_<operation>`` (``jobs.py``), ``lance_checks``, ``lance_write_change_feed``, ``lance_observe``;
 - sensors ``lance_compaction_sensor``, ``lance_new_versions_sensor``,
-  ``lance_checks_after_maintenance``, ``lance_pool_limits``, ``lance_automation_sensor``;
+  ``lance_checks_after_maintenance``, ``lance_pool_limits``, ``lance_automation_sensor``, and the
+  autopilot (``lance_autopilot_sensor``, STOPPED until turned on, and its job ``lance_autopilot``:
+  the planner over the datasets and ``roots:``, one run per action);
 - schedules ``lance_append_schedule``, ``lance_nightly_compaction``, ``lance_nightly_cleanup``
   (one more per distinct cron);
 - resource ``spark``: SparkResource (in the run worker, the default) or, with
@@ -31,6 +33,7 @@ from dagster import (
     in_process_executor,
 )
 
+from lance_ops.assets.autopilot import build_autopilot
 from lance_ops.assets.change_feed import build_change_feed_asset, change_feed_asset_name, partitions_def_name
 from lance_ops.assets.checks import build_checks
 from lance_ops.assets.datasets import ChangeFeedPlan, build_dataset_asset, change_feed_plan
@@ -108,11 +111,12 @@ def build_definitions(settings: Settings) -> Definitions:
     jobs = build_jobs(settings, AssetSelection.checks_for_assets(*check_targets))
     sensors = build_sensors(settings, jobs, jobs["lance_checks"], versions)
     schedules = build_schedules(settings, jobs)
+    autopilot_job, autopilot_sensor = build_autopilot(settings)  # STOPPED: nothing runs until it is turned on
     return Definitions(
         assets=assets,
         asset_checks=checks,
-        jobs=list(jobs.values()),
-        sensors=sensors,
+        jobs=[*jobs.values(), autopilot_job],
+        sensors=[*sensors, autopilot_sensor],
         schedules=schedules,
         resources=resources,
         executor=in_process_executor,

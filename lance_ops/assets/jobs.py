@@ -2,8 +2,9 @@
 
 - ``lance_<operation>`` (asset jobs over the dataset assets, tagged ``lance_ops/operation``):
   ``lance_append``, ``lance_delete``, ``lance_upsert``, ``lance_compact``,
-  ``lance_materialize_deletions``, ``lance_optimize_indices``, ``lance_cleanup_old_versions`` and ``lance_maintain`` (what
-  each selected dataset's policy asks for now).  Launch one on a dataset from its asset page
+  ``lance_materialize_deletions``, ``lance_optimize_indices``, ``lance_cleanup_old_versions``,
+  ``lance_remove_orphan_files``, ``lance_restore`` and ``lance_maintain`` (what the maintenance
+  planner finds each selected dataset needs now).  Launch one on a dataset from its asset page
   (the job is listed there) or select the dataset in the job's launchpad; the config defaults
   are the dataset's policy.
 - ``lance_checks``: the asset checks (a run selects the datasets' checks).
@@ -40,8 +41,9 @@ WRITE_CHANGE_FEED_JOB = "lance_write_change_feed"
 OBSERVE_JOB = "lance_observe"
 
 DESCRIPTIONS = {
-    Operation.maintain: "Do what each selected dataset's policy asks for now: compact or materialise deletions, "
-                        "then optimize indices below policy.min_index_coverage (or nothing).",
+    Operation.maintain: "Do what the maintenance planner finds each selected dataset needs now (its policy): "
+                        "compact or materialise deletions, optimize indices, clean up old versions, sweep orphan "
+                        "files (or nothing); lance-ops plan shows the plan.",
     Operation.append: "Append rows from each selected dataset's source (the first append creates it with stable "
                       "row ids).",
     Operation.delete: "Delete the rows of the selected dataset matching `delete.where` (a SQL predicate as pylance takes it).",
@@ -52,6 +54,10 @@ DESCRIPTIONS = {
     Operation.optimize_indices: "Index the rows no index segment covers yet (new segments built on Spark "
                                 "executors, one commit), as pylance's optimize_indices.",
     Operation.cleanup_old_versions: "Remove old versions and the files only they use.",
+    Operation.remove_orphan_files: "Remove files no version, branch or tag references (failed writers' files), "
+                                   "older than `remove_orphan_files.older_than_hours`; `dry_run` reports them.",
+    Operation.restore: "Roll the selected dataset back to `restore.version`, `restore.timestamp` or `restore.tag` "
+                       "(the current version is tagged restore-before-... first, so it can be undone).",
 }
 
 

@@ -36,7 +36,8 @@ from lance_ops.orchestration import (
     operation,
     resolve_params,
 )
-from lance_ops.orchestration.maintain import decide_maintenance
+from lance_ops.orchestration.maintain import PlannedStep, decide_maintenance, planned_steps
+from lance_ops.orchestration.operations import params_to_json
 from lance_ops.orchestration.settings import DatasetSettings
 from lance_ops.orchestration.stamps import RUN_ID_PROPERTY
 
@@ -74,10 +75,16 @@ def ensure_pool_limit(instance: DagsterInstance, pool: str, limit: int) -> bool:
     return True
 
 
-def maintenance_due(d: DatasetSettings, res: LanceDatasetResource) -> tuple[Operation, list[str]] | None:
-    """The first action the policy asks for now (``lance_ops.orchestration.maintain``), or None."""
+def maintenance_due(d: DatasetSettings, res: LanceDatasetResource) -> tuple[Operation, list[str], dict[str, Any]] | None:
+    """The first action the planner finds due now (``lance_ops.orchestration.maintain``): its
+    operation, reasons, and the run config of the dataset's asset that runs it with the plan's
+    parameters; or None."""
     actions = decide_maintenance(res.table(), d.policy)
-    return (Operation(actions[0].operation), list(actions[0].reasons)) if actions else None
+    if not actions:
+        return None
+    a = actions[0]
+    params = params_to_json(resolve_params(a.operation, d, dict(a.parameters)))
+    return Operation(a.operation), list(a.reasons), {"ops": {d.name: {"config": {a.operation: params}}}}
 
 
 def resolve_operation(context: AssetExecutionContext, d: DatasetSettings, config: Any) -> Operation:
@@ -205,19 +212,18 @@ def run_dataset_operation(context: AssetExecutionContext, d: DatasetSettings, re
 
 def _maintain(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource,
               spark: Any) -> Iterator[Any]:
-    """What the policy asks for now (``lance_ops.orchestration.maintain.decide_maintenance``): each
-    action with the parameters the policy fills; every version but the last an AssetMaterialization."""
-    actions = decide_maintenance(res.table(), d.policy)
-    if not actions:
+    """What the planner finds the dataset needs (``lance_ops.orchestration.maintain.planned_steps``):
+    each step with the plan's parameters, planned again after the previous one ran; every version
+    a materialisation."""
+    step: PlannedStep | None = None
+    for step in planned_steps(res.table(), d):
+        context.log.info(f"{d.name}: the planner asks for {step.operation} ({'; '.join(step.reasons)})")
+        yield from _run_operation(context, d, res, spark, step.operation, step.params, step.reasons, final=False)
+    if step is None:
         latest = res.latest_version()
-        context.log.info(f"{d.name}: version {latest} is within the policy; nothing to do")
+        context.log.info(f"{d.name}: version {latest} needs nothing (the planner's plan is empty)")
         if latest is not None:
             yield observation(d, res, "maintain", job_metadata({"operation": "maintain", "version": None}))
-        return
-    for i, a in enumerate(actions):
-        context.log.info(f"{d.name}: the policy asks for {a.operation} ({'; '.join(a.reasons)})")
-        yield from _run_operation(context, d, res, spark, a.operation, resolve_params(a.operation, d), a.reasons,
-                                  final=i == len(actions) - 1)
 
 
 def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: LanceDatasetResource, spark: Any,
@@ -227,15 +233,17 @@ def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
     task = task_for(context, d, res, name, params)
     task.validate()
     before = res.latest_version()
-    if name == "cleanup_old_versions":
-        result = lineage_run(context, res, task, task.run).to_dict()
-        context.log.info(f"cleanup_old_versions {d.name}: {json.dumps(result, default=str)}")
-        yield observation(d, res, name, job_metadata(result))  # cleanup makes no version
-        return
     t0 = time.perf_counter()
-    result = run_spark(context, d, res, spark, name, params).with_reasons(reasons).to_dict()
+    if not task.spec.spark:  # in process: cleanup and the orphan sweep commit nothing, a restore one version
+        result = lineage_run(context, res, task, task.run).with_reasons(reasons).to_dict()
+        context.log.info(f"{name} {d.name}: {json.dumps(result, default=str)}")
+        if result.get("version") is None:
+            yield observation(d, res, name, job_metadata(result))
+            return
+    else:
+        result = run_spark(context, d, res, spark, name, params).with_reasons(reasons).to_dict()
+        context.log.info(f"{name} {d.name} ({spark.describe()}): {json.dumps(result, default=str)}")
     result.setdefault("seconds", round(time.perf_counter() - t0, 3))
-    context.log.info(f"{name} {d.name} ({spark.describe()}): {json.dumps(result, default=str)}")
     if getattr(params, "dry_run", False):
         assert before is not None
         yield observation(d, res, f"{name}.dry_run", job_metadata(result))

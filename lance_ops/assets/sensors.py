@@ -1,12 +1,12 @@
 """Sensors: one of each for every dataset together, with a per-dataset cursor.
 
-- ``lance_compaction_sensor``: per dataset with a new version, what the policy asks for
-  (compaction or deletion materialisation; else ``optimize_indices`` when an index covers less
-  than ``policy.min_index_coverage``) as a run of ``lance_compact`` /
-  ``lance_materialize_deletions`` / ``lance_optimize_indices`` on that dataset's asset (run key
-  ``<name>:<op>:v<version>``; no run config: the dataset's config defaults are its policy).
-  Where both are due the compaction goes first; the version it commits is a new version, on
-  which the next tick requests the index run (compaction keeps coverage, so it is still due).
+- ``lance_compaction_sensor``: per dataset with a new version, the first action the maintenance
+  planner finds due (``lance_ops.orchestration.maintain.decide_maintenance``: compaction or
+  deletion materialisation, ``optimize_indices``, cleanup, the orphan sweep) as a run of its job
+  (``lance_compact``, ``lance_optimize_indices``, ...) on that dataset's asset, with the plan's
+  parameters as run config (run key ``<name>:<op>:v<version>``).  Where several are due the
+  compaction goes first; the version it commits is a new version, on which the next tick
+  requests the next action (compaction keeps coverage, so an index run is still due).
 - ``lance_new_versions_sensor``: a change-feed partition per new version (datasets with a change
   feed) and an observation of versions written outside Dagster.
 - ``lance_checks_after_maintenance`` (run status): the dataset's checks after each successful
@@ -125,13 +125,14 @@ def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: Default
     @sensor(
         name="lance_compaction_sensor",
         jobs=[jobs[job_name(o)] for o in (Operation.compact, Operation.materialize_deletions,
-                                          Operation.optimize_indices)],
+                                          Operation.optimize_indices, Operation.cleanup_old_versions,
+                                          Operation.remove_orphan_files)],
         required_resource_keys=keys,
         minimum_interval_seconds=interval,
         default_status=status,
-        description="Per dataset with a new version: a compaction or deletion materialisation when small "
-                    "fragments, the deleted-row ratio or the versions since the last compaction cross its policy; "
-                    "else an index optimisation when an index covers less than policy.min_index_coverage.",
+        description="Per dataset with a new version: the first action the maintenance planner finds due "
+                    "under its policy (compaction or deletion materialisation, index optimisation, cleanup, "
+                    "orphan sweep), run with the plan's parameters.",
     )
     def compaction_sensor(context: SensorEvaluationContext, **_resources: Any) -> Any:
         cursor = load_cursor(context.cursor)
@@ -150,10 +151,11 @@ def _compaction_sensor(settings: Settings, jobs: dict[str, Any], status: Default
             if wanted is None:
                 notes.append(f"{d.name} v{latest} within the policy")
                 continue
-            operation, reasons = wanted
+            operation, reasons, run_config = wanted
             requests.append(RunRequest(
                 run_key=f"{d.name}:{operation.value}:v{latest}",
                 job_name=job_name(operation),
+                run_config=run_config,
                 asset_selection=[AssetKey([d.name])],
                 tags={DATASET_TAG: d.name, "lance_ops/version": str(latest), REASON_TAG: "; ".join(reasons)[:200]},
             ))

@@ -16,14 +16,13 @@ from lance_ops.orchestration.policy import (
     MAINTENANCE_OPERATIONS,
     manifest_stats,
     transaction_of,
-    versions_since_compaction,
 )
 from lance_ops.orchestration.stamps import JOB_PROPERTY, OPERATION_PROPERTY, RUN_ID_PROPERTY
 from lance_ops.orchestration.table import TableRef
 
 __all__ = ["JOB_PROPERTY", "MAINTENANCE_OPERATIONS", "OPERATION_PROPERTY", "RUN_ID_PROPERTY", "VERSION_COLUMNS",
            "fingerprint", "manifest_stats", "rewrite_fingerprints", "rewrite_groups", "rewrite_without_deletions",
-           "transaction_of", "versions_by", "versions_since_compaction"]
+           "transaction_of", "versions_by"]
 
 VERSION_COLUMNS = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 

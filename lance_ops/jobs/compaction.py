@@ -112,6 +112,9 @@ def compact(
     materialize_deletions: bool | None = None,
     materialize_deletions_threshold: float | None = None,
     max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    bin_order: str | None = None,
     ignore_remap: bool | None = None,
     data_storage_version: str | None = None,
     cluster_by: Sequence[str] | str | None = None,
@@ -143,6 +146,8 @@ def compact(
         commit: commit options (:class:`lance_ops.format.CommitOptions`); the keywords win.
         data_storage_version: file version of the rewritten fragments (pylance's option; the
             table then mixes versions, docs/FORMAT.md §17); resumable with ``max_source_fragments``.
+        max_source_fragments, max_source_rows, max_source_bytes: the run's budget (pylance's
+            names); ``bin_order="value"`` takes the most valuable bins first (the planner's order).
         cluster_by, strategy: clustered compaction (``"sort"`` or ``"zorder"``) of the fragments
             not yet clustered by these columns (docs/FORMAT.md §18).
     """
@@ -152,6 +157,9 @@ def compact(
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_source_fragments=max_source_fragments,
+        max_source_rows=max_source_rows,
+        max_source_bytes=max_source_bytes,
+        bin_order=bin_order,
         ignore_remap=ignore_remap,
         data_storage_version=data_storage_version,
         cluster_by=cluster_by,
@@ -168,6 +176,10 @@ def materialize_deletions(
     uri: str,
     threshold: float = COMPACTION_DEFAULTS.materialize_deletions_threshold,
     *,
+    max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    bin_order: str | None = None,
     ignore_remap: bool | None = None,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
@@ -183,7 +195,8 @@ def materialize_deletions(
     ``manifest_store`` / ``commit`` as for :func:`compact`.
     """
     overrides = dict(only_deletions=True, materialize_deletions=True, materialize_deletions_threshold=threshold,
-                     ignore_remap=ignore_remap)
+                     max_source_fragments=max_source_fragments, max_source_rows=max_source_rows,
+                     max_source_bytes=max_source_bytes, bin_order=bin_order, ignore_remap=ignore_remap)
     return _compact(spark, uri, overrides, dry_run=dry_run, storage_options=storage_options,
                     read_version=read_version, inject_task_failures=inject_task_failures,
                     transaction_properties=transaction_properties,

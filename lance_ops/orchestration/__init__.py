@@ -3,7 +3,7 @@
 Between ``lance_ops.jobs`` (Spark) and the orchestrators (``assets``, ``airflow``, ``cli``), which
 are adapters over it:
 
-- :mod:`.settings` (``lance_ops.yaml``, validated strictly) and :mod:`.policy` (is maintenance due?);
+- :mod:`.settings` (``lance_ops.yaml``, validated strictly) and :mod:`.policy` (manifest statistics);
 - :class:`~.table.TableRef` (how to reach a dataset: opened, listed and searched by time through
   its commit handler);
 - :mod:`.operations` (the registry: name -> typed parameters with format's defaults, idempotency,
@@ -12,7 +12,7 @@ are adapters over it:
 - :class:`~.results.OperationResult` (one shape for Dagster metadata, Airflow XCom, CLI output);
 - :mod:`.stamps` (run stamps and idempotency keys per orchestrator);
 - :mod:`.errors` (config errors, and errors across processes as type + fields);
-- :mod:`.maintain` (the one maintenance decision and its execution).
+- :mod:`.maintain` (the planner's plan as registry tasks: the one maintain of every orchestrator).
 
 This ``__init__`` imports only what needs ``lance_ops.format`` alone; :mod:`.settings` needs the
 ``orchestration`` extra (pydantic, PyYAML).

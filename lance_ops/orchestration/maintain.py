@@ -1,63 +1,97 @@
-"""Maintain: what a dataset's policy asks for now, decided once for every orchestrator.
+"""Maintain: what the maintenance planner finds a dataset needs, run by every orchestrator.
 
-:func:`decide_maintenance` is the whole decision (pure metadata: manifests and transactions):
-compaction or deletion materialisation when the policy's thresholds are crossed
-(:mod:`.policy`), then ``optimize_indices`` when an index lance_ops extends covers less than
-``policy.min_index_coverage`` of the live rows.  :func:`maintain` runs the actions through the
-orchestrator's runner with the parameters the policy fills (:func:`.operations.resolve_params`),
-so Dagster, Airflow and ``lance-ops run maintain`` do the same for the same ``lance_ops.yaml``.
-
-The decision is kept to one function on purpose: a maintenance planner may replace it.
+The decision is the planner's alone (:func:`lance_ops.orchestration.planner.plan`: compaction or
+deletion materialisation, ``optimize_indices`` per index, cleanup, the orphan sweep, from metadata,
+within the policy's budgets).  :func:`planned_steps` turns the plan into registry operations
+(:mod:`.operations`) with their parameter objects -- the dataset's settings first, then exactly the
+parameters the plan chose -- and asks the planner again after each step, so every step runs with
+parameters exact for the version it meets; each operation (per index for ``optimize_indices``) is
+tried at most once per maintain.  Dagster's ``lance_maintain``, Airflow's ``LanceMaintainOperator``
+and ``lance-ops run maintain`` iterate it with their own runner, so the same ``lance_ops.yaml``
+and the same table state give the same actions everywhere.  :func:`decide_maintenance` is the
+plan's view for sensors and triggers (what is due now, and why).
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-import lance_ops.format as lf
-from lance_ops.orchestration.operations import resolve_params
-from lance_ops.orchestration.policy import maintenance_request
+from lance_ops.orchestration.operations import operation, resolve_params
+from lance_ops.orchestration.planner.model import Action
+from lance_ops.orchestration.planner.table_plan import plan
 from lance_ops.orchestration.results import OperationResult
 from lance_ops.orchestration.table import TableRef
+
+#: a maintain asks the planner at most this many times (every operation is tried once anyway)
+MAX_STEPS = 16
 
 
 @dataclass(frozen=True)
 class MaintenanceAction:
-    """One operation the policy asks for, why, and the version it judged."""
+    """One action the planner finds due: the operation, why (the reasons' texts), the version it
+    judged, and the parameters it chose (the registry's names)."""
 
     operation: str
     reasons: tuple[str, ...]
     version: int
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, a: Action) -> "MaintenanceAction":
+        return cls(a.operation, tuple(r.text for r in a.reasons), a.version, dict(a.parameters))
 
 
-def index_reasons(ds: lf.LanceDataset, threshold: float) -> list[str]:
-    """Why ``optimize_indices`` is due at ``ds``'s version: each index lance_ops extends covering
-    less than ``threshold`` of the live rows (0 turns it off)."""
-    if threshold <= 0:
-        return []
-    extendable = set(lf.optimizable_index_names(ds.manifest))
-    if not extendable:
-        return []
-    return [f"index {x.name} covers {x.coverage:.1%} < {threshold:.0%} ({x.num_rows_unindexed} rows unindexed)"
-            for x in ds.describe_indices() if x.name in extendable and x.coverage < threshold]
+@dataclass(frozen=True)
+class PlannedStep:
+    """A planned action as a registry operation: ``params`` is its parameter object."""
+
+    action: Action
+    operation: str
+    params: Any
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return tuple(r.text for r in self.action.reasons)
+
+
+def registry_params(action: Action, d: Any | None) -> Any:
+    """The registry's parameter object for ``action``: the dataset's settings ``d`` (a
+    ``DatasetSettings``, or None), then every parameter the plan chose."""
+    fields = {f.name for f in dataclasses.fields(operation(action.operation).params)}
+    unknown = sorted(set(action.parameters) - fields)
+    if unknown:  # a planner parameter the registry cannot carry would silently change the action
+        raise KeyError(f"{action.operation}: the registry has no parameter {unknown}")
+    return resolve_params(action.operation, d, dict(action.parameters))
+
+
+def _plan(table: TableRef, policy: Any) -> tuple[Action, ...]:
+    if table.latest_version() is None:
+        return ()
+    return plan(table, policy).actions
 
 
 def decide_maintenance(table: TableRef, policy: Any) -> list[MaintenanceAction]:
-    """The actions ``policy`` (a ``PolicySettings``) asks for at ``table``'s latest version, in order:
-    at most one of compact / materialize_deletions, then optimize_indices.  [] when the dataset
-    is within the policy or does not exist."""
-    latest = table.latest_version()
-    if latest is None:
-        return []
-    ds = table.open(latest)
-    actions = []
-    wanted = maintenance_request(ds.manifest, table, policy)
-    if wanted is not None:
-        actions.append(MaintenanceAction(wanted.operation, tuple(wanted.reasons), latest))
-    low = index_reasons(ds, float(getattr(policy, "min_index_coverage", 0.0)))
-    if low:
-        actions.append(MaintenanceAction("optimize_indices", tuple(low), latest))
-    return actions
+    """The actions the planner finds due at ``table``'s latest version under ``policy`` (a
+    ``PolicySettings``), in the order they run; [] when the table is healthy or does not exist."""
+    return [MaintenanceAction.of(a) for a in _plan(table, policy)]
+
+
+def _key(a: Action) -> tuple[str, tuple[str, ...]]:
+    return a.operation, tuple(a.parameters.get("index_names") or ())
+
+
+def planned_steps(table: TableRef, d: Any) -> Iterator[PlannedStep]:
+    """The steps of one maintain of ``table`` (settings ``d``: policy and parameter defaults):
+    the next one is planned when the caller asks for it, after running the previous one."""
+    tried: set[tuple[str, tuple[str, ...]]] = set()
+    for _ in range(MAX_STEPS):
+        todo = [a for a in _plan(table, d.policy) if _key(a) not in tried]
+        if not todo:
+            return
+        action = todo[0]
+        tried.add(_key(action))
+        yield PlannedStep(action, action.operation, registry_params(action, d))
 
 
 #: ``runner(operation, params, reasons) -> OperationResult``: how an orchestrator runs one action
@@ -65,12 +99,11 @@ Runner = Callable[[str, Any, tuple[str, ...]], OperationResult]
 
 
 def maintain(table: TableRef, d: Any, runner: Runner) -> list[OperationResult]:
-    """Run what :func:`decide_maintenance` asks for on ``table`` (settings ``d``: policy and
-    parameter defaults) through ``runner``; [] when nothing is due."""
-    return [runner(a.operation, resolve_params(a.operation, d), a.reasons)
-            for a in decide_maintenance(table, d.policy)]
+    """Run what the planner finds ``table`` needs through ``runner``; [] when nothing is due."""
+    return [runner(s.operation, s.params, s.reasons) for s in planned_steps(table, d)]
 
 
 def nothing_to_do(version: int | None) -> OperationResult:
-    """The result of a maintain that found the dataset within its policy."""
+    """The result of a maintain that found the dataset needing nothing."""
     return OperationResult("maintain", None, {"latest_version": version})
+

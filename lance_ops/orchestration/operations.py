@@ -13,7 +13,7 @@ classes; :func:`resolve_params` fills unset fields from the dataset's policy (``
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import lance_ops.format as lf
@@ -96,6 +96,10 @@ class CompactParams:
                                                 policy="deleted_ratio_threshold", ge=0, le=1)
     max_source_fragments: int | None = _f(COMPACTION_DEFAULTS.max_source_fragments,
                                           "at most this many fragments per compaction (default: all)")
+    max_source_rows: int | None = _f(None, "at most this many rows read per compaction (default: all)", gt=0)
+    max_source_bytes: int | None = _f(None, "at most this many bytes read per compaction (default: all)", gt=0)
+    bin_order: str = _f("manifest", "which bins a limited run takes: \"manifest\" (pylance: oldest first) or "
+                        "\"value\" (the most valuable first, as the planner)")
     data_storage_version: str | None = _f(COMPACTION_DEFAULTS.data_storage_version,
                                           "file version of the rewritten fragments, e.g. \"2.2\" (upgrade; "
                                           "default: the dataset's)")
@@ -111,6 +115,10 @@ class MaterializeDeletionsParams:
     threshold: float = _f(COMPACTION_DEFAULTS.materialize_deletions_threshold,
                           "deleted fraction at which a fragment is rewritten", policy="deleted_ratio_threshold",
                           ge=0, le=1)
+    max_source_fragments: int | None = _f(None, "at most this many fragments per run (default: all)", gt=0)
+    max_source_rows: int | None = _f(None, "at most this many rows read per run (default: all)", gt=0)
+    max_source_bytes: int | None = _f(None, "at most this many bytes read per run (default: all)", gt=0)
+    bin_order: str = _f("manifest", "which fragments a limited run takes: \"manifest\" or \"value\"")
     dry_run: bool = _f(False, "plan only: report what would be rewritten, commit nothing")
 
 
@@ -154,9 +162,32 @@ class ChangeFeedParams:
 
 
 @dataclass(frozen=True)
+class RestoreParams:
+    """Roll the dataset back to a version, a time or a tag (guarded: the current version is tagged first)."""
+
+    version: int | None = _f(None, "restore this version number (or set timestamp or tag)", ge=1)
+    timestamp: str | None = _f(None, "restore the version current at this time: ISO 8601, UTC when naive "
+                               "(or set version or tag)")
+    tag: str | None = _f(None, "restore the version this tag names (or set version or timestamp)")
+    tag_current: bool = _f(True, "tag the current version restore-before-<version>-<time> first (undo: restore "
+                           "that tag)")
+
+
+@dataclass(frozen=True)
+class RemoveOrphanFilesParams:
+    """Remove files no version, branch or tag references (files of failed writers), older than a grace period."""
+
+    older_than_hours: float = _f(168.0, "only files older than this many hours (younger ones may belong to a "
+                                 "commit in flight)", policy="orphan_min_age_hours", ge=0)
+    dry_run: bool = _f(False, "report the files and bytes, remove nothing")
+    retention_duration_check: bool = _f(True, "refuse older_than_hours below one hour; turn off only when "
+                                        "nothing else writes the dataset")
+
+
+@dataclass(frozen=True)
 class MaintainParams:
-    """What the dataset's policy asks for now: compaction or deletion materialisation, then
-    optimize_indices when an index covers less than ``policy.min_index_coverage``."""
+    """What the maintenance planner finds the dataset needs now (its policy in lance_ops.yaml): compaction or
+    deletion materialisation, optimize_indices, cleanup, the orphan sweep, in that order."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +260,30 @@ def _validate_optimize_indices(table: TableRef, params: OptimizeIndicesParams, n
                                  f"name indices from {known} ({INDEX_KINDS}), or leave it empty")
 
 
+def restore_target(params: RestoreParams) -> "int | str | datetime":
+    """The one target a restore names: a version number, a tag, or a time."""
+    if params.version is not None:
+        return params.version
+    if params.tag is not None:
+        return params.tag
+    assert params.timestamp is not None
+    return datetime.fromisoformat(params.timestamp)
+
+
+def _validate_restore(table: TableRef, params: RestoreParams, name: str) -> None:
+    given = [k for k in ("version", "timestamp", "tag") if getattr(params, k) is not None]
+    if len(given) != 1:
+        raise DatasetConfigError(name, "restore.version/timestamp/tag",
+                                 f"a restore names exactly one target, got {given or 'none'}",
+                                 "set one of version (e.g. 12), timestamp (e.g. 2026-01-31T08:00:00) or tag")
+    if params.timestamp is not None:
+        try:
+            datetime.fromisoformat(params.timestamp)
+        except ValueError as e:
+            raise DatasetConfigError(name, "restore.timestamp", f"{params.timestamp!r} is not an ISO 8601 time",
+                                     "write it as 2026-01-31T08:00:00 (UTC) or with an offset") from e
+
+
 def _validate_change_feed(table: TableRef, params: ChangeFeedParams, name: str) -> None:
     latest = table.latest_version() or 0
     for begin, end in params.ranges:
@@ -277,7 +332,8 @@ def _run_compact(spark: Any, task: "Task") -> dict[str, Any]:
     return jobs.compact(spark, task.table.uri, target_rows_per_fragment=p.target_rows_per_fragment,
                         max_rows_per_group=p.max_rows_per_group, materialize_deletions=p.materialize_deletions,
                         materialize_deletions_threshold=p.materialize_deletions_threshold,
-                        max_source_fragments=p.max_source_fragments,
+                        max_source_fragments=p.max_source_fragments, max_source_rows=p.max_source_rows,
+                        max_source_bytes=p.max_source_bytes, bin_order=p.bin_order,
                         data_storage_version=p.data_storage_version, cluster_by=list(p.cluster_by) or None,
                         strategy=p.strategy, dry_run=p.dry_run, **task.job_kwargs()).to_dict()
 
@@ -286,8 +342,9 @@ def _run_materialize_deletions(spark: Any, task: "Task") -> dict[str, Any]:
     from lance_ops import jobs
 
     p = task.params
-    return jobs.materialize_deletions(spark, task.table.uri, p.threshold, dry_run=p.dry_run,
-                                      **task.job_kwargs()).to_dict()
+    return jobs.materialize_deletions(spark, task.table.uri, p.threshold, max_source_fragments=p.max_source_fragments,
+                                      max_source_rows=p.max_source_rows, max_source_bytes=p.max_source_bytes,
+                                      bin_order=p.bin_order, dry_run=p.dry_run, **task.job_kwargs()).to_dict()
 
 
 def _run_optimize_indices(spark: Any, task: "Task") -> dict[str, Any]:
@@ -326,6 +383,31 @@ def _run_cleanup(spark: Any, task: "Task") -> dict[str, Any]:
     return out
 
 
+def _run_remove_orphan_files(spark: Any, task: "Task") -> dict[str, Any]:
+    from lance_ops import jobs
+
+    p, t = task.params, task.table
+    try:
+        res = jobs.remove_orphan_files(None, t.uri, older_than=timedelta(hours=p.older_than_hours), dry_run=p.dry_run,
+                                       retention_duration_check=p.retention_duration_check,
+                                       storage_options=t.resolved_storage_options(), manifest_store=t.manifest_store)
+    except lf.InvalidArgumentError as e:  # refused before anything is removed
+        raise DatasetConfigError(task.dataset, "older_than_hours", str(e),
+                                 "keep at least an hour (policy.orphan_min_age_hours), or turn off "
+                                 "retention_duration_check when nothing else writes the dataset") from e
+    out = {k: v for k, v in res.to_dict().items() if k != "removed_paths"}
+    out.update(version=None, paths=[x for x in res.removed_paths][:100])
+    return out
+
+
+def _run_restore(spark: Any, task: "Task") -> dict[str, Any]:
+    from lance_ops import jobs
+
+    p = task.params
+    return jobs.restore(None, task.table.uri, restore_target(p), tag_current=p.tag_current,
+                        **task.job_kwargs()).to_dict()
+
+
 def _run_maintain(spark: Any, task: "Task") -> dict[str, Any]:
     raise DatasetConfigError(task.dataset, "operation", "maintain is a decision, not one Spark job",
                              "run it with lance_ops.orchestration.maintain.maintain (every orchestrator does)")
@@ -350,6 +432,11 @@ OPERATIONS: dict[str, OperationSpec] = {spec.name: spec for spec in (
                   _run_change_feed, _validate_change_feed),
     OperationSpec("cleanup_old_versions", CleanupParams, False, False, True, "cleanup_old_versions.older_than_days",
                   "keep at least an hour", _run_cleanup, _none),
+    OperationSpec("remove_orphan_files", RemoveOrphanFilesParams, False, False, True,
+                  "remove_orphan_files.older_than_hours", "keep at least an hour", _run_remove_orphan_files, _none),
+    OperationSpec("restore", RestoreParams, False, False, True, "restore.version/timestamp/tag",
+                  "name a version, time or tag cleanup kept (lance-ops inspect lists them)", _run_restore,
+                  _validate_restore),
     OperationSpec("maintain", MaintainParams, False, True, True, "maintain", "fix the dataset's policy",
                   _run_maintain, _none),
 )}

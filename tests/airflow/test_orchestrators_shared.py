@@ -254,3 +254,94 @@ def test_schema_error_arrives_as_schema_error(orchestrator, tmp_path, airflow_db
     assert "columns not in the dataset ['label']" in text
     _, uri, store = world(tmp_path)
     assert TableRef(uri, manifest_store=store).list_versions() == [1]  # nothing committed
+
+
+# ---------------------------------------------------------------------------- one maintain: the planner's
+PLANNED_YAML = """\
+spark:
+  master: local[2,2]
+datasets:
+  planned:
+    uri: {root}/planned
+    source: {{format: generate, rows: 100}}
+    change_feed: {{sink_uri: {root}/planned_changes}}
+    policy: {{target_rows_per_fragment: 10000, min_small_fragments: 3, min_unindexed_rows: 100,
+              min_index_coverage: 0.5}}
+"""
+PLANNED_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+from lance_ops.airflow import LanceMaintainOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    LanceMaintainOperator(task_id="maintain", dataset="planned", config_path={cfg!r})
+"""
+
+
+def planned_state(tmp_path: Path) -> tuple[str, str]:
+    """Five small fragments (three under a BTREE, 300 rows unindexed: 80% coverage, above
+    min_index_coverage but over min_unindexed_rows) and a failed writer's file three hours old."""
+    import lance
+
+    cfg, uri = tmp_path / "lance_ops.yaml", str(tmp_path / "planned")
+    cfg.write_text(PLANNED_YAML.format(root=tmp_path))
+    for i, n in enumerate((400, 400, 400, 150, 150)):
+        start = 0 if i == 0 else lf.dataset(uri).manifest.next_row_id
+        lf.write_dataset(pa.table({"id": pa.array(range(start, start + n), pa.int64()), "kind": ["a"] * n,
+                                   "amount": pa.array([1.0] * n)}), uri, mode="append" if i else "create",
+                         enable_stable_row_ids=True)
+        if i == 2:
+            lance.dataset(uri).create_scalar_index("id", "BTREE")
+    stray = Path(uri) / "data" / "stray.lance"
+    stray.write_bytes(b"x" * 64)
+    os.utime(stray, (stray.stat().st_mtime - 3 * 3600,) * 2)
+    return str(cfg), uri
+
+
+def maintain_planned(orchestrator: str, tmp_path: Path, cfg: str) -> None:
+    if orchestrator == "dagster":
+        from lance_ops.assets.definitions import build_definitions
+        from lance_ops.assets.runs import execute
+
+        defs = build_definitions(parse_settings(Path(cfg).read_text(), base_dir=tmp_path, source_path=cfg))
+        (tmp_path / "dagster_home").mkdir(exist_ok=True)
+        with instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+            assert execute(defs, "planned", "maintain", None, instance=instance).success
+    elif orchestrator == "cli":
+        from lance_ops.cli import main
+
+        assert main(["run", "maintain", "--config", cfg, "--dataset", "planned"], out=io.StringIO()) == 0
+    else:
+        dag_id = "lance_planned_maintain"
+        run = load_dag(dag_id, PLANNED_DAG.format(dag_id=dag_id, cfg=cfg)).test()
+        assert str(run.state) == "success", [(ti.task_id, str(ti.state)) for ti in run.get_task_instances()]
+
+
+@pytest.mark.parametrize("orchestrator", list(DRIVERS))
+def test_maintain_is_the_planners_plan_everywhere(orchestrator, tmp_path, airflow_db, spark, monkeypatch):
+    """The same table state gets the same maintain actions from Dagster, Airflow and the CLI: the
+    planner's (compaction, the index catch-up the old coverage threshold would not have asked for,
+    and the orphan sweep), each committed and stamped by the orchestrator."""
+    from lance_ops.orchestration.maintain import decide_maintenance
+    from lance_ops.orchestration.planner import plan
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    cfg, uri = planned_state(tmp_path)
+    d = parse_settings(Path(cfg).read_text(), base_dir=tmp_path).dataset("planned")
+    planned = [a.operation for a in decide_maintenance(TableRef(uri), d.policy)]
+    assert planned == ["compact", "optimize_indices", "remove_orphan_files"]
+    assert planned == [a.operation for a in plan(uri, d.policy).actions]
+    maintain_planned(orchestrator, tmp_path, cfg)
+    table = TableRef(uri)
+    after = [(table.transaction(v).operation.name, table.transaction(v).properties.get("lance_ops/operation"))
+             for v in table.list_versions() if v > 6]
+    ds = lf.dataset(uri)
+    (idx,) = [x for x in ds.describe_indices() if x.name == "id_idx"]
+    got = {"commits": after, "fragments": len(ds.get_fragments()), "rows": ds.count_rows(),
+           "unindexed": idx.num_rows_unindexed, "stray": (Path(uri) / "data" / "stray.lance").exists(),
+           "plan_after": [a.operation for a in decide_maintenance(table, d.policy)]}
+    assert got["commits"][-1] == ("create_index", "optimize_indices") and ("rewrite", "compact") in got["commits"]
+    assert (got["rows"], got["unindexed"], got["stray"], got["plan_after"]) == (1500, 0, False, [])
+    RESULTS.setdefault("planned", got)
+    assert got == RESULTS["planned"], orchestrator

@@ -47,8 +47,13 @@ def test_inspect_prints_versions_fragments_and_stats(tmp_path):
 def test_run_options_come_from_the_config_classes():
     parser, fields = build_parser()
     assert fields["compact"] == ["target_rows_per_fragment", "max_rows_per_group", "materialize_deletions",
-                                 "materialize_deletions_threshold", "max_source_fragments", "data_storage_version",
-                                 "cluster_by", "strategy", "dry_run"]
+                                 "materialize_deletions_threshold", "max_source_fragments", "max_source_rows",
+                                 "max_source_bytes", "bin_order", "data_storage_version", "cluster_by", "strategy",
+                                 "dry_run"]
+    assert fields["restore"] == ["version", "timestamp", "tag", "tag_current"]
+    assert fields["remove_orphan_files"] == ["older_than_hours", "dry_run", "retention_duration_check"]
+    args = parser.parse_args(["run", "restore", "--version", "3"])  # the job's --version, not lance-ops'
+    assert (args.job, args.version, args.tag, args.tag_current) == ("restore", 3, None, None)
     args = parser.parse_args(["run", "compact", "--cluster-by", "x", "y", "--strategy", "zorder",
                               "--data-storage-version", "2.2"])
     assert (args.cluster_by, args.strategy, args.data_storage_version) == (["x", "y"], "zorder", "2.2")

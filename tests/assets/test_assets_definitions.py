@@ -11,6 +11,7 @@ from dagster import (
     AssetKey,
     BackfillPolicy,
     DefaultScheduleStatus,
+    DefaultSensorStatus,
     DynamicPartitionsDefinition,
     build_schedule_context,
 )
@@ -23,10 +24,11 @@ from lance_ops.orchestration.settings import DEFAULT_CONFIG_YAML, load_settings,
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 OPERATIONS = ["maintain", "append", "delete", "upsert", "compact", "materialize_deletions", "optimize_indices",
-              "cleanup_old_versions"]
-JOBS = {f"lance_{op}" for op in OPERATIONS} | {"lance_checks", "lance_write_change_feed", "lance_observe"}
+              "cleanup_old_versions", "remove_orphan_files", "restore"]
+JOBS = {f"lance_{op}" for op in OPERATIONS} | {"lance_checks", "lance_write_change_feed", "lance_observe",
+                                               "lance_autopilot"}
 SENSORS = {"lance_compaction_sensor", "lance_new_versions_sensor", "lance_checks_after_maintenance",
-           "lance_pool_limits", "lance_automation_sensor"}
+           "lance_pool_limits", "lance_automation_sensor", "lance_autopilot_sensor"}
 SCHEDULES = {"lance_append_schedule", "lance_nightly_compaction", "lance_nightly_cleanup"}
 
 
@@ -46,6 +48,8 @@ def test_code_location_defines_assets_jobs_sensors_schedules_checks(tmp_path):
     assert schedules["lance_nightly_compaction"].cron_schedule == "0 2 * * *"
     assert schedules["lance_nightly_compaction"].default_status == DefaultScheduleStatus.RUNNING
     assert schedules["lance_nightly_cleanup"].cron_schedule == "0 3 * * *"
+    sensors = {s.name: s for s in repo.sensor_defs}  # the autopilot is there, off until turned on
+    assert sensors["lance_autopilot_sensor"].default_status == DefaultSensorStatus.STOPPED
     assert {k.name for k in repo.asset_graph.asset_check_keys} == {
         "row_ids_unique", "compaction_preserves_rows", "deletions_materialized", "maintenance_versions_empty",
         "change_feed_lag", "index_coverage"}
@@ -103,10 +107,14 @@ def test_launchpad_defaults_are_the_policy(tmp_path):
     assert resolved["operation"] is None
     assert resolved["compact"] == {"target_rows_per_fragment": 20_000, "max_rows_per_group": 256,
                                    "materialize_deletions": True, "materialize_deletions_threshold": 0.3,
-                                   "max_source_fragments": None, "data_storage_version": None, "cluster_by": [],
+                                   "max_source_fragments": None, "max_source_rows": None, "max_source_bytes": None,
+                                   "bin_order": "manifest", "data_storage_version": None, "cluster_by": [],
                                    "strategy": "sort", "dry_run": False}
     assert resolved["materialize_deletions"]["threshold"] == 0.3
     assert resolved["cleanup_old_versions"]["retain_versions"] == 4
+    assert resolved["remove_orphan_files"] == {"older_than_hours": 1.0, "dry_run": False,
+                                               "retention_duration_check": True}  # policy.orphan_min_age_hours
+    assert resolved["restore"] == {"version": None, "timestamp": None, "tag": None, "tag_current": True}
     assert resolved["append"]["rows"] == 4000 and resolved["append"]["format"] == "generate"
     schema = job.run_config_schema.config_type.fields["ops"].config_type.fields[NAME].config_type
     compact = schema.fields["config"].config_type.fields["compact"].config_type

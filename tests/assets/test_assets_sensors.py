@@ -53,8 +53,11 @@ def test_compaction_sensor_small_fragments(tmp_path, spark, instance):
     (req,) = requests(above)
     assert above.cursor == c(2)
     assert req.job_name == "lance_compact" and req.run_key == f"{NAME}:compact:v2"
-    assert req.asset_selection == [AssetKey([NAME])] and not req.run_config  # the config defaults are the policy
-    assert "4 small fragments >= 4" in req.tags["lance_ops/reason"] and req.tags["lance_ops/version"] == "2"
+    assert req.asset_selection == [AssetKey([NAME])]
+    compact = req.run_config["ops"][NAME]["config"]["compact"]  # the plan's parameters over the policy's
+    assert (compact["target_rows_per_fragment"], compact["materialize_deletions_threshold"]) == (10_000, 0.2)
+    assert "4 small fragments (< 10000 rows, after deletions) >= 4" in req.tags["lance_ops/reason"]
+    assert req.tags["lance_ops/version"] == "2"
     again = tick(defs, instance, "compaction_sensor", cursor=above.cursor)
     assert requests(again) == [] and again.skip_reason.skip_message == "no new version"
     # Run what was requested: one fragment (the policy's target), and the next tick asks for nothing.
@@ -101,7 +104,9 @@ def test_compaction_sensor_deleted_ratio_requests_materialisation(tmp_path, spar
 
 
 def test_compaction_sensor_versions_since_compaction(tmp_path, instance):
-    _, defs = defs_for(tmp_path, target_rows_per_fragment=100, min_small_fragments=100,
+    # fragments below the target (so a compaction has bins to rewrite: the planner proposes none
+    # that would rewrite nothing), too few to count as many small fragments
+    _, defs = defs_for(tmp_path, target_rows_per_fragment=1000, min_small_fragments=100,
                        max_versions_since_compaction=3)
     uri = str(tmp_path / "events")
     lf.write_dataset(simple_table(0, 500), uri, enable_stable_row_ids=True)

@@ -195,12 +195,12 @@ def test_graphql_lists_one_set_of_jobs_sensors_schedules(dev):
     assert {j["name"] for j in node["jobs"]} - {"__ASSET_JOB"} == {
         "lance_maintain", "lance_append", "lance_delete", "lance_upsert", "lance_compact",
         "lance_materialize_deletions", "lance_optimize_indices", "lance_cleanup_old_versions", "lance_checks",
-        "lance_write_change_feed",
+        "lance_write_change_feed", "lance_remove_orphan_files", "lance_restore", "lance_autopilot",
         "lance_observe"}
     assert {(s["name"], s["sensorState"]["status"]) for s in node["sensors"]} == {
         ("lance_compaction_sensor", "RUNNING"), ("lance_new_versions_sensor", "RUNNING"),
         ("lance_checks_after_maintenance", "RUNNING"), ("lance_automation_sensor", "RUNNING"),
-        ("lance_pool_limits", "RUNNING")}
+        ("lance_pool_limits", "RUNNING"), ("lance_autopilot_sensor", "STOPPED")}
     assert {(s["name"], s["cronSchedule"], s["scheduleState"]["status"]) for s in node["schedules"]} == {
         ("lance_append_schedule", "0 * * * *", "STOPPED"),
         ("lance_nightly_compaction", "0 2 * * *", "RUNNING"),

@@ -4,6 +4,7 @@ dataset read through its commit handler, and one maintenance decision."""
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from lance_ops.orchestration import (
     is_retryable,
     resolve_params,
 )
-from lance_ops.orchestration.maintain import decide_maintenance
+from lance_ops.orchestration.maintain import decide_maintenance, maintain, planned_steps
 from lance_ops.orchestration.settings import parse_settings
 
 YAML = """\
@@ -194,5 +195,81 @@ def test_one_decision_for_every_state(settings):
     assert decide_maintenance(table, d.policy) == []
     for i in range(1, 3):
         lf.write_dataset(rows(i * 10, 10), d.uri, mode="append", manifest_store=d.manifest_store)
-    (a,) = decide_maintenance(table, d.policy)
-    assert (a.operation, a.version, a.reasons) == ("compact", 3, ("3 small fragments >= 3",))
+    (a,) = decide_maintenance(table, d.policy)  # the planner's view: its reasons and parameters
+    assert (a.operation, a.version, a.reasons) == ("compact", 3, ("3 small fragments (< 1000 rows, after "
+                                                                  "deletions) >= 3",))
+    assert a.parameters == {"target_rows_per_fragment": 1000, "max_rows_per_group": 1024,
+                            "materialize_deletions_threshold": 0.2}
+
+
+def test_maintain_runs_the_plan_step_by_step_with_the_registry_parameters(settings, tmp_path):
+    """Every orchestrator's maintain: the planner's actions as registry tasks, planned again after
+    each step; here the runner runs them in process (compaction through format, the orphan sweep
+    through the registry's own runner, as Dagster and Airflow do)."""
+    d = settings.dataset("events")
+    table = TableRef.from_settings(d)
+    lf.write_dataset(rows(0, 10), d.uri, enable_stable_row_ids=True, manifest_store=d.manifest_store)
+    for i in range(1, 4):
+        lf.write_dataset(rows(i * 10, 10), d.uri, mode="append", manifest_store=d.manifest_store)
+    stray = tmp_path / "events" / "data" / "stray.lance"
+    stray.write_bytes(b"x" * 64)
+    old = time.time() - 3 * 3600
+    os.utime(stray, (old, old))
+    ran = []
+
+    def runner(name, params, reasons):
+        ran.append((name, type(params).__name__, reasons[0].split(" ")[1]))
+        if name == "compact":
+            assert (params.target_rows_per_fragment, params.materialize_deletions_threshold) == (1000, 0.2)
+            m = table.open().compact_files(target_rows_per_fragment=params.target_rows_per_fragment)
+            return OperationResult(name, m.version)
+        task = Task(name, table, params, {"lance_ops/operation": name}, "events")
+        task.validate()
+        return task.run()
+
+    steps = list(planned_steps(table, d))  # nothing runs between the steps: each is tried once
+    assert [s.operation for s in steps] == ["compact", "remove_orphan_files"]
+    assert steps[1].params == OPERATIONS["remove_orphan_files"].params(older_than_hours=1.0)
+    results = maintain(table, d, runner)
+    assert ran == [("compact", "CompactParams", "small"), ("remove_orphan_files", "RemoveOrphanFilesParams", "files")]
+    assert results[1].metrics["files_removed"] == 1 and not stray.exists()
+    assert decide_maintenance(table, d.policy) == [] and maintain(table, d, runner) == []
+    assert table.open().count_rows() == 40 and len(table.open().get_fragments()) == 1
+
+
+def test_restore_and_orphan_sweep_are_registry_operations(settings):
+    d = settings.dataset("events")
+    table = TableRef.from_settings(d)
+    lf.write_dataset(rows(0, 10), d.uri, enable_stable_row_ids=True, manifest_store=d.manifest_store)
+    lf.write_dataset(rows(10, 10), d.uri, mode="append", manifest_store=d.manifest_store)
+    stamp = dagster_stamp("run-1", "lance_restore", "events")
+
+    def task(name, **overrides):
+        props = stamp.commit_properties(name, idempotent=OPERATIONS[name].idempotent)
+        return Task(name, table, resolve_params(name, d, overrides), props, "events")
+
+    for bad in ({}, {"version": 1, "tag": "x"}):
+        with pytest.raises(DatasetConfigError, match="exactly one target"):
+            task("restore", **bad).validate()
+    with pytest.raises(DatasetConfigError, match="ISO 8601"):
+        task("restore", timestamp="yesterday").validate()
+    t = task("restore", version=1)
+    assert Task.from_json(json.loads(json.dumps(t.to_json()))) == t
+    r = t.run()
+    assert (r.version, r.metrics["restored_version"], r.metrics["previous_version"]) == (3, 1, 2)
+    assert r.metrics["undo_tag"].startswith("restore-before-2-") and table.open().count_rows() == 10
+    props = table.transaction(3).properties
+    assert (props["dagster/run_id"], props["lance_ops/operation"]) == ("run-1", "restore")
+    undo = task("restore", tag=r.metrics["undo_tag"], tag_current=False).run()
+    assert undo.version == 4 and table.open().count_rows() == 20
+    when = task("restore", timestamp=datetime.now(UTC).isoformat()).run()  # the version current now
+    assert when.metrics["restored_version"] == 4
+    table.open().cleanup_old_versions(timedelta(0), 1, retention_duration_check=False)
+    with pytest.raises(fe.VersionRemovedError, match="removed by cleanup"):
+        task("restore", version=1).run()
+    assert not is_retryable(fe.VersionRemovedError("x"))
+    sweep = task("remove_orphan_files", dry_run=True)
+    assert sweep.params.older_than_hours == d.policy.orphan_min_age_hours
+    assert sweep.run().metrics["files_removed"] == 0
+    with pytest.raises(DatasetConfigError, match="older_than_hours"):
+        task("remove_orphan_files", older_than_hours=0.1).run()

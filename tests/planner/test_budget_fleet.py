@@ -65,6 +65,20 @@ def test_skipped_for_budget_says_why(tmp_path):
     assert report.results == ()
     (s,) = report.skipped
     assert s.action.operation == "compact" and s.why.startswith("byte budget: needs ")
+    # the skipped decision is kept beside the table: the history shows it (no version was made)
+    (row,) = [r for r in history(uri) if r["status"] == "skipped"]
+    assert (row["operation"], row["version"], row["why"], row["run_id"]) == \
+        ("compact", s.action.version, s.why, report.run_id)
+    assert row["who"].startswith("cli:") and row["reasons"] == s.action.explain()
+    assert [r["status"] for r in history(uri)].count("committed") == len(lance.dataset(uri).versions())
+    out = io.StringIO()  # lance-ops history shows it too
+    assert main(["history", uri, "--json"], out=out) == 0
+    assert [(r["status"], r["why"]) for r in json.loads(out.getvalue()) if r["status"] != "committed"] == [
+        ("skipped", s.why)]
+    out = io.StringIO()
+    assert main(["history", uri], out=out) == 0 and "skipped" in out.getvalue()
+    dry = maintain([(TableRef(uri), T.POLICY)], max_bytes=100, dry_run=True)
+    assert len(dry.skipped) == 1 and len([r for r in history(uri) if r["status"] == "skipped"]) == 1
 
 
 @pytest.mark.parametrize(("limits", "rewritten"), [

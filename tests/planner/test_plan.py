@@ -129,7 +129,7 @@ def test_healthy_table_plans_nothing_and_the_plan_is_json(tmp_path):
     assert json.loads(p.to_json())["stats"]["rows"] == 1000
 
 
-def test_orphan_files_are_proposed_not_swept(tmp_path):
+def test_orphan_files_are_proposed_and_swept(tmp_path):
     uri = str(tmp_path / "orphans")
     T.healthy(uri)
     stray = os.path.join(uri, "data", "stray.lance")
@@ -139,11 +139,17 @@ def test_orphan_files_are_proposed_not_swept(tmp_path):
     old = time.time() - 2 * 3600
     os.utime(stray, (old, old))
     (a,) = plan(uri, T.POLICY).actions
-    assert a.operation == "orphan_sweep" and a.details["paths"] == ["data/stray.lance"]
+    assert a.operation == "remove_orphan_files" and a.details["paths"] == ["data/stray.lance"]
     assert (a.estimate.files_removed, a.estimate.bytes_removed) == (1, 100)
+    assert a.parameters == {"older_than_hours": T.POLICY.orphan_min_age_hours,
+                            "retention_duration_check": T.POLICY.cleanup_retention_duration_check}
+    before = lance.dataset(uri).to_table()
     report = maintain([(TableRef(uri), T.POLICY)])
-    assert report.results == () and [s.action.operation for s in report.skipped] == ["orphan_sweep"]
-    assert os.path.exists(stray)
+    (r,) = report.results
+    assert (r.status, r.action.operation, r.version) == ("ran", "remove_orphan_files", None)
+    assert (r.metrics["data_files_removed"], r.metrics["bytes_removed"]) == (1, 100) and report.skipped == ()
+    assert not os.path.exists(stray) and plan(uri, T.POLICY).healthy
+    assert lance.dataset(uri).to_table().equals(before)
 
 
 def _answers(uri):

@@ -418,12 +418,12 @@ def _sink_asset(dataset: str | None, sink_uri: str | None, config_path: str | No
 
 
 class LanceMaintainOperator(LanceBaseOperator):
-    """What the dataset's policy in ``lance_ops.yaml`` asks for now
-    (:func:`lance_ops.orchestration.maintain.decide_maintenance`, the same decision Dagster's
-    ``lance_maintain`` and ``lance-ops run maintain`` make): a compaction or deletion
-    materialisation, then optimize_indices when an index's coverage is below the policy, or
-    nothing.  The XCom is the last action's result with the policy's ``reasons`` and every
-    action's result under ``actions``; with ``uri`` instead of ``dataset`` the default policy applies."""
+    """What the maintenance planner finds the dataset needs under its policy in ``lance_ops.yaml``
+    (:func:`lance_ops.orchestration.maintain.maintain`, the same steps Dagster's ``lance_maintain``
+    and ``lance-ops run maintain`` run): compaction or deletion materialisation, optimize_indices,
+    cleanup, the orphan sweep, or nothing.  The XCom is the last action's result with the plan's
+    ``reasons`` and every action's result under ``actions``; with ``uri`` instead of ``dataset``
+    the default policy applies."""
 
     operation = "maintain"
 
@@ -438,14 +438,14 @@ class LanceMaintainOperator(LanceBaseOperator):
         settings = d or _default_settings(uri)
 
         def runner(name: str, params: Any, reasons: tuple[str, ...]) -> OperationResult:
-            self.log.info("%s: the policy asks for %s (%s)", self.name, name, "; ".join(reasons))
+            self.log.info("%s: the planner asks for %s (%s)", self.name, name, "; ".join(reasons))
             props = _stamp(context).commit_properties(name, idempotent=operation(name).idempotent)
             task = Task(name, table, params, props, self.name)
             return self.run_task(context, d, hook, task).with_reasons(reasons)
 
         results = maintain(table, settings, runner)
         if not results:
-            self.log.info("%s: the latest version is within the policy; nothing to do", self.name)
+            self.log.info("%s: the planner finds nothing to do at the latest version", self.name)
             out: dict[str, Any] = {"operation": "maintain", "version": None, "reasons": [], "actions": []}
         else:
             out = {**results[-1].to_dict(), "requested": results[0].operation,
@@ -460,8 +460,8 @@ def _default_settings(uri: str) -> DatasetSettings:
 
 
 def maintenance_due(table: TableRef, policy: PolicySettings) -> dict[str, Any] | None:
-    """The first action the policy asks for at the latest version as a dict (the maintenance
-    trigger's event), or None."""
+    """The first action the maintenance planner finds due at the latest version as a dict (the
+    maintenance trigger's event), or None."""
     actions = decide_maintenance(table, policy)
     if not actions:
         return None

@@ -147,9 +147,10 @@ class LanceVersionSensor(BaseSensorOperator):
 
 
 class LanceMaintenanceSensor(BaseSensorOperator):
-    """Wait until the dataset's policy asks for maintenance (the decision of
-    :func:`lance_ops.orchestration.maintain.decide_maintenance`: compaction or deletion
-    materialisation, or optimize_indices); returns ``{"operation", "reasons", "version"}``.
+    """Wait until the maintenance planner finds the dataset needs something under its policy
+    (:func:`lance_ops.orchestration.maintain.decide_maintenance`: compaction or deletion
+    materialisation, optimize_indices, cleanup, the orphan sweep); returns the first action's
+    ``{"operation", "reasons", "version"}``.
 
     The dataset is ``dataset`` (a name in ``lance_ops.yaml``: its policy) or ``uri`` (lance_ops'
     default policy), as for the operators.

@@ -2,8 +2,8 @@
 
 ``LanceVersionTrigger`` fires when the dataset has a version beyond ``after_version``; with
 ``watch=True`` it fires once per new version and never ends (an ``AssetWatcher`` for event-driven
-scheduling).  ``LanceMaintenanceTrigger`` fires when the dataset's policy in ``lance_ops.yaml``
-asks for compaction or deletion materialisation (the thresholds of Dagster's compaction sensor,
+scheduling).  ``LanceMaintenanceTrigger`` fires when the maintenance planner finds the dataset needs something
+under its policy in ``lance_ops.yaml`` (the decision Dagster's compaction sensor reads,
 :mod:`lance_ops.orchestration.maintain`).  Blocking reads (manifests, the connection) run in a thread.
 """
 

@@ -15,7 +15,13 @@ from lance_ops.orchestration.planner.execute import (
     run_planned,
 )
 from lance_ops.orchestration.planner.fleet import discover_tables, fleet_members, plan_fleet
-from lance_ops.orchestration.planner.ledger import history, stamps
+from lance_ops.orchestration.planner.ledger import (
+    history,
+    record_fleet_skipped,
+    record_skipped,
+    skipped_decisions,
+    stamps,
+)
 from lance_ops.orchestration.planner.model import (
     OPERATIONS,
     Action,
@@ -47,7 +53,10 @@ __all__ = [
     "maintain",
     "plan",
     "plan_fleet",
+    "record_fleet_skipped",
+    "record_skipped",
     "run_action",
     "run_planned",
+    "skipped_decisions",
     "stamps",
 ]

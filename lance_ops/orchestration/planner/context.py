@@ -53,7 +53,7 @@ class TableContext:
 
     @classmethod
     def open(cls, ref: TableRef, policy: Policy, max_bytes: int | None = None) -> "TableContext":
-        ds = lf.dataset(ref.uri, storage_options=dict(ref.storage_options), manifest_store=ref.manifest_store)
+        ds = lf.dataset(ref.uri, storage_options=ref.resolved_storage_options(), manifest_store=ref.manifest_store)
         return cls(ref, policy, ds, max_bytes)
 
     @property
@@ -66,7 +66,7 @@ class TableContext:
 
     @cached_property
     def store(self) -> ObjectStore:
-        return ObjectStore(self.ds.uri, dict(self.ref.storage_options))
+        return ObjectStore(self.ds.uri, self.ref.resolved_storage_options())
 
     @cached_property
     def handler(self) -> CommitHandler:

@@ -5,9 +5,9 @@ each action runs with parameters exact for the version it meets) and the first a
 tried this run is run: rewrites, then indices, then cleanup.  Each operation (per index for
 ``optimize_indices``) is tried at most once per run, so a run ends; what a byte budget leaves
 out (``max_bytes``: summed over the actions' bytes read; a compaction is re-planned within what
-is left, most valuable bins first) is reported as skipped, and the next run continues.  Every
-commit carries the ledger's stamps (:mod:`.ledger`).  The orphan sweep is proposed but not run
-here.
+is left, most valuable bins first) is reported as skipped, kept beside the table in the ledger
+(:func:`.ledger.record_skipped`, not with ``dry_run``), and the next run continues.  Every commit
+carries the ledger's stamps (:mod:`.ledger`); the orphan sweep (``remove_orphan_files``) runs last.
 """
 
 import dataclasses
@@ -21,7 +21,7 @@ from typing import Any
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
 from lance_ops.orchestration.planner.fleet import Member, fleet_members, within_budget
-from lance_ops.orchestration.planner.ledger import stamps
+from lance_ops.orchestration.planner.ledger import record_skipped, stamps
 from lance_ops.orchestration.planner.model import Action, Skipped, TableRef, _Json
 from lance_ops.orchestration.planner.table_plan import plan
 
@@ -51,7 +51,6 @@ class MaintainReport(_Json):
 
 Runner = Callable[[lf.LanceDataset, TableRef, Action, dict[str, str]], tuple[int | None, dict[str, Any]]]
 RUNNERS: dict[str, Runner] = {}
-NOT_RUN: dict[str, str] = {"orphan_sweep": "the orphan sweep is proposed only; maintain does not run it"}
 
 
 def runner(operation: str) -> Callable[[Runner], Runner]:
@@ -106,6 +105,14 @@ def _cleanup(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str
     return None, _metrics(s)
 
 
+@runner("remove_orphan_files")
+def _orphans(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
+    p = a.parameters
+    s = ds.remove_orphan_files(timedelta(hours=p["older_than_hours"]),
+                               retention_duration_check=p["retention_duration_check"])
+    return None, _metrics(s)
+
+
 def run_action(ref: TableRef, action: Action, *, run_id: str, orchestrator: str = "cli") -> ActionResult:
     """Run one planned action on ``ref`` now (its commits stamped); failures are returned, not raised."""
     start = time.perf_counter()
@@ -153,8 +160,11 @@ def maintain(source: Any, *, max_bytes: int | None = None, dry_run: bool = False
     errors: list[tuple[str, str]] = []
     left = [max_bytes]
     for ref, policy in _by_priority(fleet_members(source), errors):
+        mark = len(skipped)
         try:
             _maintain_table(ref, policy, left, dry_run, run_id, orchestrator, results, skipped, on_action)
+            if not dry_run:
+                record_skipped(ref, skipped[mark:], run_id=run_id, orchestrator=orchestrator)
         except (lf.LanceOpsError, OSError) as e:
             errors.append((ref.label, f"{type(e).__name__}: {e}"))
     used = sum(r.action.budget_bytes for r in results if r.status in ("ran", "planned"))
@@ -183,9 +193,6 @@ def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run:
             return
         action = todo[0]
         tried.add(_key(action))
-        if action.operation in NOT_RUN:
-            skipped.append(Skipped(action, NOT_RUN[action.operation]))
-            continue
         if left[0] is not None and action.budget_bytes > left[0]:
             smaller = within_budget((ref, policy), action, left[0])
             if smaller is None:

@@ -7,15 +7,25 @@ HISTORY``: version, time, operation, who, run, and metrics derived from the tran
 operation (fragments and rows added / removed, segments), so it survives a lost orchestrator
 database.  Commits stamped by the Dagster assets (``dagster/run_id``) and the Airflow operators
 (``airflow/run_id``, ``airflow/dag_id``) are read too.
+
+Decisions that commit nothing -- actions skipped for a budget -- are kept beside the table as well:
+one small JSON file per run and table under ``_lance_ops/decisions/`` (:func:`record_skipped`,
+written with the table's object store; no Lance reader, cleanup or sweep touches that folder), and
+the history lists them as rows with ``status`` ``skipped`` and the reason in ``why``.
 """
 
 import getpass
+import json
+import time
+import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import singledispatch
 from typing import Any
 
 import lance_ops.format as lf
-from lance_ops.orchestration.planner.model import Action, TableRef
+from lance_ops.format.distributed import ObjectStore
+from lance_ops.orchestration.planner.model import Action, FleetPlan, Skipped, TableRef
 
 RUN_ID = "lance_ops/run_id"
 ORCHESTRATOR = "lance_ops/orchestrator"
@@ -25,15 +35,20 @@ REASONS = "lance_ops/reasons"
 PRIORITY = "lance_ops/priority"
 DAGSTER_RUN_ID = "dagster/run_id"
 AIRFLOW_RUN_ID = "airflow/run_id"  # the stamps of the orchestration layer's Airflow operators
+#: where skipped decisions are kept, relative to the table's root
+DECISIONS_DIR = "_lance_ops/decisions"
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 def stamps(action: Action, *, run_id: str, orchestrator: str) -> dict[str, str]:
     """The transaction properties of a commit made for ``action``."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return {RUN_ID: run_id, ORCHESTRATOR: orchestrator, USER: user, OPERATION: action.operation,
+    return {RUN_ID: run_id, ORCHESTRATOR: orchestrator, USER: _user(), OPERATION: action.operation,
             REASONS: action.explain()[:1000], PRIORITY: str(action.priority)}
 
 
@@ -95,9 +110,63 @@ def _who(props: dict[str, str]) -> tuple[str, str]:
     return "", ""
 
 
+def _store(ref: TableRef) -> ObjectStore:
+    return ObjectStore(ref.uri, ref.resolved_storage_options())
+
+
+def record_skipped(ref: TableRef, skipped: Iterable[Skipped], *, run_id: str, orchestrator: str) -> str | None:
+    """Keep ``skipped`` (one table's actions a run or tick left out, and why) beside the table;
+    the file's path relative to the table, or None when nothing was skipped."""
+    entries = [{"action": s.action.to_dict(), "why": s.why} for s in skipped]
+    if not entries:
+        return None
+    now = time.time()
+    rel = f"{DECISIONS_DIR}/{int(now * 1e6):020d}-{uuid.uuid4().hex[:8]}.json"
+    doc = {"run_id": run_id, "orchestrator": orchestrator, "user": _user(),
+           "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"), "skipped": entries}
+    _store(ref).put(rel, json.dumps(doc).encode())
+    return rel
+
+
+def record_fleet_skipped(fleet: FleetPlan, skipped: Iterable[Skipped] | None = None, *, run_id: str,
+                         orchestrator: str) -> list[tuple[str, str]]:
+    """:func:`record_skipped` for every table of a fleet tick (``skipped``: default the tick's);
+    the tables whose ledger could not be written, and why (a record never stops a tick)."""
+    refs = {p.table.label: p.table for p in fleet.plans}
+    by_table: dict[str, list[Skipped]] = {}
+    for s in fleet.skipped if skipped is None else skipped:
+        by_table.setdefault(s.action.table, []).append(s)
+    errors = []
+    for table, items in by_table.items():
+        try:
+            record_skipped(refs[table], items, run_id=run_id, orchestrator=orchestrator)
+        except (OSError, KeyError, RuntimeError, lf.LanceOpsError) as e:
+            errors.append((table, f"{type(e).__name__}: {e}"))
+    return errors
+
+
+def skipped_decisions(ref: TableRef) -> list[dict[str, Any]]:
+    """The skipped decisions kept beside the table, as history rows (oldest first)."""
+    store = _store(ref)
+    rows = []
+    for name in sorted(store.list_dir(DECISIONS_DIR)):
+        try:
+            doc = json.loads(store.read(f"{DECISIONS_DIR}/{name}"))
+        except (OSError, ValueError, lf.LanceOpsError):  # removed meanwhile, or not ours
+            continue
+        for e in doc.get("skipped", ()):
+            a = Action.from_dict(e["action"])
+            rows.append({"version": a.version, "timestamp": doc["timestamp"], "operation": a.operation,
+                         "lance_operation": "", "who": f"{doc['orchestrator']}:{doc['user']}",
+                         "run_id": doc["run_id"], "reasons": a.explain(), "metrics": {}, "status": "skipped",
+                         "why": e["why"]})
+    return rows
+
+
 def history(table: TableRef | str, *, limit: int | None = None) -> list[dict[str, Any]]:
     """One row per readable version, newest first: version, timestamp (UTC ISO), operation,
-    who, run_id, reasons, metrics."""
+    who, run_id, reasons, metrics, ``status`` ``committed``; and one row per decision kept beside
+    the table (``status`` ``skipped``, ``why``), placed by its time."""
     ref = table if isinstance(table, TableRef) else TableRef(uri=str(table))
     ds = lf.dataset(ref.uri, storage_options=dict(ref.storage_options), manifest_store=ref.manifest_store)
     rows = []
@@ -122,5 +191,8 @@ def history(table: TableRef | str, *, limit: int | None = None) -> list[dict[str
             "run_id": run,
             "reasons": props.get(REASONS, ""),
             "metrics": operation_metrics(txn.operation) if txn is not None else {},
+            "status": "committed",
         })
-    return rows
+    merged = sorted(rows + skipped_decisions(ref), key=lambda r: (r["timestamp"], r["status"] == "committed",
+                                                                   r["version"]), reverse=True)
+    return merged[:limit] if limit is not None else merged

@@ -15,7 +15,7 @@ from typing import Any
 from lance_ops.orchestration.table import TableRef
 
 #: the operations the planner proposes, in the order a table's actions run
-OPERATIONS = ("compact", "materialize_deletions", "optimize_indices", "cleanup_old_versions", "orphan_sweep")
+OPERATIONS = ("compact", "materialize_deletions", "optimize_indices", "cleanup_old_versions", "remove_orphan_files")
 
 
 def _plain(value: Any) -> Any:

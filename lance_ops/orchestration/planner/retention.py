@@ -8,11 +8,10 @@ run only runs when the version listing holds that many versions beyond the retai
 Orphan sweep: data files under ``data/`` that no version's manifest names, older than
 ``orphan_min_age_hours`` (younger ones may belong to a commit in flight); proposed at
 ``orphan_min_files``.  The listing of ``data/`` is compared with the latest manifest first; the
-other manifests are read only when it holds more files.  A table with branches (which share the
-files they were created from) is left to cleanup.  The sweep itself is not run by ``maintain``.
+sweep's own dry run (``remove_orphan_files``: every version, branch and tag read) runs only when
+it holds more files, and gives the exact files and bytes.  ``maintain`` runs it.
 """
 
-import time
 from datetime import timedelta
 
 import lance_ops.format as lf
@@ -20,6 +19,8 @@ from lance_ops.orchestration.planner.context import TableContext
 from lance_ops.orchestration.planner.model import Action, Estimate, Reason
 
 GIB = 1 << 30
+#: the orphan paths an action lists in its details (the count is always there)
+MAX_PATHS = 100
 
 
 def cleanup_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, ...]]:
@@ -52,32 +53,36 @@ def cleanup_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, .
     ),), ()
 
 
-def _referenced(ctx: TableContext, latest_only: bool) -> set[str]:
-    manifests = [ctx.manifest] if latest_only else [ctx.handler.read_manifest(v).manifest for v in ctx.versions]
-    return {df.path for m in manifests for f in m.fragments for df in f.files if df.base_id is None}
+def _maybe_orphans(ctx: TableContext) -> bool:
+    """The cheap pre-check: does ``data/`` hold a file the latest manifest does not name?"""
+    listed = set(ctx.store.list_dir("data"))
+    named = {df.path for f in ctx.manifest.fragments for df in f.files if df.base_id is None}
+    return bool(listed - named)
 
 
 def orphan_actions(ctx: TableContext) -> tuple[tuple[Action, ...], tuple[str, ...]]:
-    """The orphan sweep proposal (at most one action), and notes."""
+    """The orphan sweep (``remove_orphan_files``, at most one action), and notes: its own dry run
+    (every version, branch, tag and detached version read), run only when the pre-check finds a
+    file in ``data/`` the latest manifest does not name."""
     p = ctx.policy
-    listed = set(ctx.store.list_dir("data"))
-    if not listed - _referenced(ctx, latest_only=True):
+    if not _maybe_orphans(ctx):
         return (), ()
-    if ctx.ds.branches.list():
-        return (), ("orphan sweep not planned: the table has branches sharing its files (cleanup handles them)",)
-    unreferenced = listed - _referenced(ctx, latest_only=False)
-    cut = time.time() - p.orphan_min_age_hours * 3600
-    found = {rel: size for rel, size, mtime in ctx.store.list_files("data")
-             if rel.removeprefix("data/") in unreferenced and (mtime is None or mtime <= cut)}
+    params = {"older_than_hours": p.orphan_min_age_hours, "retention_duration_check": p.cleanup_retention_duration_check}
+    try:
+        stats = ctx.ds.remove_orphan_files(timedelta(hours=p.orphan_min_age_hours), dry_run=True,
+                                           retention_duration_check=p.cleanup_retention_duration_check)
+    except lf.InvalidArgumentError as e:
+        return (), (f"orphan sweep not planned: {e}",)
+    found = [x for x in stats.removed_paths if not x.startswith("_versions/")]
     if len(found) < p.orphan_min_files:
         return (), ()
-    size = sum(found.values())
+    size = stats.bytes_removed
     reason = Reason("orphan_files", len(found), p.orphan_min_files,
-                    f"{len(found)} data files ({size} bytes) no version references, older than "
+                    f"{len(found)} files ({size} bytes) no version, branch or tag references, older than "
                     f"{p.orphan_min_age_hours} h")
     return (Action(
-        table=ctx.ref.label, operation="orphan_sweep", version=ctx.version,
-        parameters={"min_age_hours": p.orphan_min_age_hours}, reasons=(reason,),
-        estimate=Estimate(files_removed=len(found), bytes_removed=size),
-        priority=round(len(found) / 100 + size / GIB, 3), details={"paths": sorted(found)},
+        table=ctx.ref.label, operation="remove_orphan_files", version=ctx.version, parameters=params,
+        reasons=(reason,), estimate=Estimate(files_removed=len(found), bytes_removed=size),
+        priority=round(len(found) / 100 + size / GIB, 3),
+        details={"paths": sorted(found)[:MAX_PATHS], "paths_total": len(found)},  # run config carries details
     ),), ()
