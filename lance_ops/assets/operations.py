@@ -101,26 +101,26 @@ def resolve_operation(context: AssetExecutionContext, d: DatasetSettings, config
 
 
 def task_for(context: Any, d: DatasetSettings, res: LanceDatasetResource, name: str, params: Any,
-             uri: str | None = None) -> Task:
+             uri: str | None = None, reasons: tuple[str, ...] = ()) -> Task:
     """The run's task: the dataset (or ``uri``, one of its branches), the parameters and the
     run's stamp (``txnAppId`` ``dagster/<root run id>/<dataset>/<operation>`` for a single-commit
     operation, so a retried step or a re-executed run commits at most once)."""
     root = getattr(context.run, "root_run_id", None) or context.run_id
     stamp = dagster_stamp(context.run_id, context.job_name, d.name, root)
     table = res.table() if uri is None else res.table().with_uri(uri)
-    props = stamp.commit_properties(name, idempotent=operation(name).idempotent)
+    props = stamp.commit_properties(name, idempotent=operation(name).idempotent, reasons=reasons)
     return Task(name, table, params, props, d.name)
 
 
 def run_spark(context: Any, d: DatasetSettings, res: LanceDatasetResource, spark: Any, name: str,
-              params: Any, uri: str | None = None) -> OperationResult:
+              params: Any, uri: str | None = None, reasons: tuple[str, ...] = ()) -> OperationResult:
     """Run a Spark operation through ``spark`` (either Spark resource) on ``res`` (or ``uri``);
     ``params`` is the registry's parameter object or a mapping of overrides over the dataset's
     settings.  A SchemaError or UnsupportedFeatureError of the job becomes a DatasetConfigError
     naming the operation's field (the typed cause chained)."""
     if not hasattr(params, "__dataclass_fields__"):
         params = resolve_params(name, d, params)
-    task = task_for(context, d, res, name, params, uri)
+    task = task_for(context, d, res, name, params, uri, reasons)
     try:
         return lineage_run(context, res, task, lambda: spark.run_task(context, task))
     except (SchemaError, UnsupportedFeatureError) as e:
@@ -230,7 +230,7 @@ def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
                    name: str, params: Any, reasons: tuple[str, ...], *, final: bool = True) -> Iterator[Any]:
     """One operation; ``final=False``: every version it commits as an AssetMaterialization (another
     operation of the same step follows and ends it)."""
-    task = task_for(context, d, res, name, params)
+    task = task_for(context, d, res, name, params, reasons=reasons)
     task.validate()
     before = res.latest_version()
     t0 = time.perf_counter()
@@ -241,7 +241,7 @@ def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
             yield observation(d, res, name, job_metadata(result))
             return
     else:
-        result = run_spark(context, d, res, spark, name, params).with_reasons(reasons).to_dict()
+        result = run_spark(context, d, res, spark, name, params, reasons=reasons).with_reasons(reasons).to_dict()
         context.log.info(f"{name} {d.name} ({spark.describe()}): {json.dumps(result, default=str)}")
     result.setdefault("seconds", round(time.perf_counter() - t0, 3))
     if getattr(params, "dry_run", False):

@@ -7,7 +7,7 @@ Built once here for every orchestrator: the run's id and job (``dagster/run_id``
 task or a re-executed run commits at most once.  The CLI runs through Dagster and stamps as it.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lance_ops.format.distributed import TXN_APP_ID, TXN_VERSION, with_idempotency
@@ -18,11 +18,13 @@ JOB_PROPERTY = "dagster/job"
 AIRFLOW_RUN_PROPERTY = "airflow/run_id"
 AIRFLOW_DAG_PROPERTY = "airflow/dag_id"
 OPERATION_PROPERTY = "lance_ops/operation"
+#: why the commit was made, when the planner asked for it (maintain, the autopilot): ``lance-ops history`` shows it
+REASONS_PROPERTY = "lance_ops/reasons"
 #: the write's version within its ``txnAppId`` (one idempotent commit per operation and run)
 WRITE_VERSION = 0
 
 __all__ = ["AIRFLOW_DAG_PROPERTY", "AIRFLOW_RUN_PROPERTY", "JOB_PROPERTY", "OPERATION_PROPERTY",
-           "RUN_ID_PROPERTY", "TXN_APP_ID", "TXN_VERSION", "RunStamp", "airflow_stamp", "dagster_stamp"]
+           "REASONS_PROPERTY", "RUN_ID_PROPERTY", "TXN_APP_ID", "TXN_VERSION", "RunStamp", "airflow_stamp", "dagster_stamp"]
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,12 @@ class RunStamp:
     properties: Mapping[str, str] = field(default_factory=dict)  # run id, job
     app_id: str = ""  # txnAppId prefix: one write of one run (the operation is appended)
 
-    def commit_properties(self, operation: str, *, idempotent: bool) -> dict[str, str]:
-        """The properties of ``operation``'s commits; with ``idempotent`` also ``txnAppId``
-        (``<app_id>/<operation>``) and ``txnVersion``."""
+    def commit_properties(self, operation: str, *, idempotent: bool, reasons: Sequence[str] = ()) -> dict[str, str]:
+        """The properties of ``operation``'s commits (with the planner's ``reasons`` when it asked for
+        it); with ``idempotent`` also ``txnAppId`` (``<app_id>/<operation>``) and ``txnVersion``."""
         props = {**self.properties, OPERATION_PROPERTY: operation}
+        if reasons:
+            props[REASONS_PROPERTY] = "; ".join(reasons)[:1000]
         if not idempotent or not self.app_id:
             return props
         return with_idempotency(props, f"{self.app_id}/{operation}", WRITE_VERSION)

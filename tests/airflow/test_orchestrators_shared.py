@@ -345,3 +345,57 @@ def test_maintain_is_the_planners_plan_everywhere(orchestrator, tmp_path, airflo
     assert (got["rows"], got["unindexed"], got["stray"], got["plan_after"]) == (1500, 0, False, [])
     RESULTS.setdefault("planned", got)
     assert got == RESULTS["planned"], orchestrator
+
+
+# ---------------------------------------------------------------------------- one history, three orchestrators
+HISTORY_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+from lance_ops.airflow import LanceDeleteOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    LanceDeleteOperator(task_id="delete", uri={uri!r}, where="id < 100", lance_conn_id="lance_store")
+"""
+
+
+def test_history_shows_every_orchestrators_commits(tmp_path, airflow_db, spark, monkeypatch):
+    """One store-backed table appended by Dagster, deleted from by Airflow, upserted and maintained by
+    the CLI: ``lance-ops history --json`` names each commit's orchestrator and run, with its metrics."""
+    from lance_ops.assets.configs import AppendConfig
+    from lance_ops.assets.definitions import build_definitions
+    from lance_ops.assets.runs import execute
+    from lance_ops.cli import main
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    cfg, uri, store = world(tmp_path)
+    defs = build_definitions(parse_settings(Path(cfg).read_text(), base_dir=tmp_path, source_path=cfg))
+    (tmp_path / "dagster_home").mkdir()
+    with instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        dagster_run = execute(defs, NAME, "append", AppendConfig(), instance=instance)
+        assert dagster_run.success
+    os.environ["AIRFLOW_CONN_LANCE_STORE"] = json.dumps({"conn_type": "lance", "extra": {
+        "manifest_store": store, "spark": {"master": "local[2,2]"}}})
+    run = load_dag("lance_shared_history", HISTORY_DAG.format(dag_id="lance_shared_history", uri=uri)).test()
+    assert str(run.state) == "success"
+    flags = ["--config", cfg, "--dataset", NAME]
+    assert main(["run", "upsert", *flags, "--start-id", "900", "--rows", "200"], out=io.StringIO()) == 0
+    small_appends(uri, store)
+    assert main(["run", "maintain", *flags], out=io.StringIO()) == 0
+    out = io.StringIO()
+    assert main(["history", uri, "--manifest-store", store, "--json"], out=out) == 0
+    rows = [r for r in json.loads(out.getvalue()) if r["status"] == "committed"]
+    assert [r["version"] for r in rows] == sorted((r["version"] for r in rows), reverse=True)
+    by_op = {}
+    for r in reversed(rows):  # oldest first: the first commit of each operation
+        by_op.setdefault(r["operation"], r)
+    append, delete, upsert = by_op["append"], by_op["delete"], by_op["upsert"]
+    assert append["who"].startswith("dagster") and append["run_id"] == dagster_run.run_id
+    assert append["metrics"]["num_added_rows"] == 500
+    assert delete["who"] == "airflow:lance_shared_history" and delete["run_id"] == run.run_id
+    assert delete["metrics"]["num_updated_fragments"] + delete["metrics"]["num_removed_fragments"] >= 1
+    assert upsert["who"].startswith("dagster") and upsert["run_id"]  # the CLI runs its jobs in a Dagster instance
+    compact = by_op["compact"]
+    assert compact["version"] == rows[0]["version"] and compact["lance_operation"] == "rewrite"
+    assert compact["reasons"] and compact["metrics"]["num_removed_fragments"] >= 3
+    assert {r["run_id"] for r in (append, delete, upsert)} == {dagster_run.run_id, run.run_id, upsert["run_id"]}

@@ -439,7 +439,7 @@ class LanceMaintainOperator(LanceBaseOperator):
 
         def runner(name: str, params: Any, reasons: tuple[str, ...]) -> OperationResult:
             self.log.info("%s: the planner asks for %s (%s)", self.name, name, "; ".join(reasons))
-            props = _stamp(context).commit_properties(name, idempotent=operation(name).idempotent)
+            props = _stamp(context).commit_properties(name, idempotent=operation(name).idempotent, reasons=reasons)
             task = Task(name, table, params, props, self.name)
             return self.run_task(context, d, hook, task).with_reasons(reasons)
 

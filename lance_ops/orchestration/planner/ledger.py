@@ -26,12 +26,13 @@ from typing import Any
 import lance_ops.format as lf
 from lance_ops.format.distributed import ObjectStore
 from lance_ops.orchestration.planner.model import Action, FleetPlan, Skipped, TableRef
+from lance_ops.orchestration.stamps import REASONS_PROPERTY
 
 RUN_ID = "lance_ops/run_id"
 ORCHESTRATOR = "lance_ops/orchestrator"
 USER = "lance_ops/user"
 OPERATION = "lance_ops/operation"
-REASONS = "lance_ops/reasons"
+REASONS = REASONS_PROPERTY
 PRIORITY = "lance_ops/priority"
 DAGSTER_RUN_ID = "dagster/run_id"
 AIRFLOW_RUN_ID = "airflow/run_id"  # the stamps of the orchestration layer's Airflow operators
