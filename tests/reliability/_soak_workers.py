@@ -30,9 +30,10 @@ def _journal(path: str, **entry: object) -> None:
         f.flush()
 
 
-def writer(uri: str, lib: str, base: int, journal: str, stop: str, seed: int) -> None:
+def writer(uri: str, lib: str, base: int, journal: str, stop: str, seed: int,
+           storage_options: dict | None = None) -> None:
     """Appends (and deletes of its own rows) until ``stop`` exists; ids from ``base`` (a restarted
-    writer continues after the ids its journal names)."""
+    writer continues after the ids its journal names).  ``storage_options``: lance_ops writers only."""
     import pyarrow.compute as pc
 
     import lance_ops.format as lf
@@ -65,11 +66,11 @@ def writer(uri: str, lib: str, base: int, journal: str, stop: str, seed: int) ->
                     else:
                         version = lance.write_dataset(table(ids), uri, mode="append").version
                 elif delete:
-                    ds = lf.dataset(uri)
+                    ds = lf.dataset(uri, storage_options=storage_options)
                     ds.delete(pc.field("id").isin(ids))
                     version = ds.version
                 else:
-                    version = lf.write_dataset(table(ids), uri, mode="append").version
+                    version = lf.write_dataset(table(ids), uri, mode="append", storage_options=storage_options).version
                 break
             except Exception:  # noqa: BLE001 - a lost race: retried
                 time.sleep(rng.uniform(0, 0.05))
@@ -80,7 +81,7 @@ def writer(uri: str, lib: str, base: int, journal: str, stop: str, seed: int) ->
         live = [i for i in live if i not in set(ids)] if delete else live + ids
 
 
-def reader(uri: str, out: str, stop: str) -> None:
+def reader(uri: str, out: str, stop: str, storage_options: dict | None = None) -> None:
     """Leases the latest version, waits (cleanups run), reads it in full and checks every row."""
     import lance_ops.format as lf
 
@@ -88,7 +89,7 @@ def reader(uri: str, out: str, stop: str) -> None:
     problems: list[str] = []
     while not os.path.exists(stop):
         try:
-            ds = lf.dataset(uri)
+            ds = lf.dataset(uri, storage_options=storage_options)
             with ds.lease(ttl=3):
                 time.sleep(random.uniform(0.2, 1.5))  # a long reader
                 t = ds.to_table(columns=["id", "val", "score"])
@@ -106,7 +107,7 @@ def reader(uri: str, out: str, stop: str) -> None:
         json.dump({"reads": reads, "failed": failed, "problems": problems}, f)
 
 
-def maintainer(uri: str, out: str, stop: str) -> None:
+def maintainer(uri: str, out: str, stop: str, storage_options: dict | None = None) -> None:
     """Compaction (with deletion materialisation), optimize_indices, cleanup on a short retention
     (routine and full in turn) and the orphan sweep, in a loop."""
     import lance_ops.format as lf
@@ -117,18 +118,18 @@ def maintainer(uri: str, out: str, stop: str) -> None:
     while not os.path.exists(stop):
         i += 1
         try:
-            ds = lf.dataset(uri)
+            ds = lf.dataset(uri, storage_options=storage_options)
             if i % 3 == 0:
                 ds.compact_files(target_rows_per_fragment=2000, materialize_deletions_threshold=0.05)
                 runs["compact"] += 1
             if i % 5 == 0 and ds.list_indices():
-                lf.dataset(uri).optimize_indices()
+                lf.dataset(uri, storage_options=storage_options).optimize_indices()
                 runs["optimize_indices"] += 1
-            lf.dataset(uri).cleanup_old_versions(RETENTION, retention_duration_check=False,
+            lf.dataset(uri, storage_options=storage_options).cleanup_old_versions(RETENTION, retention_duration_check=False,
                                                  mode="lite" if i % 2 else "full")
             runs["cleanup"] += 1
             if i % 7 == 0:
-                lf.dataset(uri).remove_orphan_files(timedelta(seconds=30), retention_duration_check=False)
+                lf.dataset(uri, storage_options=storage_options).remove_orphan_files(timedelta(seconds=30), retention_duration_check=False)
                 runs["sweep"] += 1
         except lf.CommitConflictError:
             pass  # lost a race against a writer: the next round retries
