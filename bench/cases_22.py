@@ -98,18 +98,9 @@ def case_materialize_22(fx: Fixtures, p: Any) -> Case:
 
 
 def _feed_until_preimages(path: str, begin: int, end: int) -> pa.Table:
-    """lance_ops' change feed cut where pylance's ``delta()`` stops: the inserts and update
-    post-images (the feed yields those first, then pre-images and deletes)."""
-    from lance_ops.format.ops.change_feed.batches import change_feed_batches
-
-    batches = []
-    ds = lf.dataset(path)
-    for b in change_feed_batches(ds._store, ds._handler, begin, end):
-        kind = b.column("_change_type")[0].as_py() if b.num_rows else None
-        if kind in ("update_preimage", "delete"):
-            break
-        batches.append(b)
-    return pa.Table.from_batches(batches) if batches else pa.table({})
+    """lance_ops' change feed of the rows pylance's ``delta()`` gives: the inserts and update
+    post-images (``change_types``: the begin version is neither planned nor read)."""
+    return lf.dataset(path).change_feed(begin, end, change_types=("insert", "update_postimage"))
 
 
 def _pylance_delta(path: str, begin: int, end: int) -> int:

@@ -99,3 +99,22 @@ def test_streamed_plan_is_the_whole_plan(history, monkeypatch, keys, chunk):
     updated = len([i for i in live if i % 5 == 0 and i % 11])
     assert got == {"insert": 50, "update_postimage": updated, "update_preimage": updated,
                    "delete": len([i for i in live if i % 11 == 0])}
+
+
+@pytest.mark.parametrize("kinds", [("insert", "update_postimage"), ("update_preimage",), ("delete",),
+                                   ("insert", "delete"), "update_postimage"])
+def test_change_types_keep_exactly_those_rows(history, kinds):
+    """``change_types`` gives the rows of those kinds of the whole feed, in the same order, for
+    every range of the history (the begin side unread when neither pre-images nor deletes)."""
+    import pyarrow.compute as pc
+
+    from lance_ops.format.errors import InvalidArgumentError
+
+    ds = lf.dataset(history)
+    wanted = pa.array([kinds] if isinstance(kinds, str) else list(kinds))
+    for b, e in itertools.combinations(range(0, 11, 2), 2):
+        full = ds.change_feed(b, e)
+        got = ds.change_feed(b, e, change_types=kinds)
+        assert got.equals(full.filter(pc.is_in(full.column("_change_type"), wanted))), (b, e)
+    with pytest.raises(InvalidArgumentError, match="upsert"):
+        ds.change_feed(1, 3, change_types=["upsert"])

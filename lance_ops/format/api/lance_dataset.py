@@ -1,6 +1,6 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -422,7 +422,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         return v
 
     def change_feed(
-        self, begin_version: VersionRef, end_version: VersionRef = None, *, on_schema_change: str = "evolve"
+        self, begin_version: VersionRef, end_version: VersionRef = None, *, on_schema_change: str = "evolve",
+        change_types: Collection[str] | None = None,
     ) -> pa.Table:
         """Changes in ``(begin_version, end_version]`` (default: this version), Delta CDF columns.
 
@@ -430,7 +431,9 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         columns plus ``_rowid``, ``_change_type``, ``_commit_version``, ``_commit_timestamp``;
         across schema changes earlier rows are mapped onto them by field id (added columns
         null, renamed ones under the end name, dropped ones absent, casts applied), or with
-        ``on_schema_change="fail"`` a :class:`SchemaChangeError` is raised.
+        ``on_schema_change="fail"`` a :class:`SchemaChangeError` is raised.  ``change_types``
+        keeps only those kinds of rows (None: all); without ``update_preimage`` and ``delete``
+        nothing of the begin version is read.
         """
         begin_version = self._version_number(begin_version)
         end = self.version if end_version is None else self._version_number(end_version)
@@ -438,7 +441,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end}]")
         schema = change_feed_schema(self.checkout_version(end).schema)
         batches = change_feed_batches(
-            self._store, self._handler, begin_version, end, on_schema_change=on_schema_change  # type: ignore[arg-type]
+            self._store, self._handler, begin_version, end, on_schema_change=on_schema_change,  # type: ignore[arg-type]
+            change_types=change_types,
         )
         return pa.Table.from_batches(list(batches), schema=schema)
 

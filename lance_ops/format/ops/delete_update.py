@@ -19,6 +19,7 @@ import pyarrow.dataset as pads
 
 from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError, SchemaError
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.delete_match import matching_offsets, predicate_columns
 from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment_files
 from lance_ops.format.read.blob_payloads import has_blob_columns, with_payloads
 from lance_ops.format.read.scan import (
@@ -131,7 +132,9 @@ def plan_delete(
     by_id = {f.id: f for f in manifest.fragments}
     results: dict[int, FragmentMetadata | None] = {}
     total = 0
-    matches = _matching_addresses(store, manifest, predicate)
+    names = predicate_columns(manifest, predicate) if store.is_local else None
+    matches = (matching_offsets(store, manifest, predicate, names) if names is not None
+               else _matching_addresses(store, manifest, predicate))
     if store.is_local:
         for fid, offsets in matches:
             total += int(offsets.size)

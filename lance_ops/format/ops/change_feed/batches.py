@@ -31,7 +31,7 @@ raises :class:`~lance_ops.format.errors.SchemaChangeError` instead.
 """
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,6 +65,8 @@ from lance_ops.format.txn.handlers import CommitHandler, checkout_manifest
 OnSchemaChange = Literal["evolve", "fail"]
 
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
+#: the change types read from the begin version
+_BEGIN_SIDE = frozenset({"update_preimage", "delete"})
 
 
 def change_feed_schema(user_schema: pa.Schema) -> pa.Schema:
@@ -88,12 +90,19 @@ def change_feed_batches(
     end_version: int,
     *,
     on_schema_change: OnSchemaChange = "evolve",
+    change_types: Collection[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the change feed of ``(begin_version, end_version]`` of the dataset at ``store``.
 
+    ``change_types``: the kinds of rows wanted (of :data:`CHANGE_TYPES`; None: all).  Without
+    ``update_preimage`` and ``delete`` the begin version's rows are neither planned nor read
+    (``("insert", "update_postimage")`` are the rows pylance's ``delta()`` gives).
+
     Raises:
         SchemaChangeError: ``on_schema_change="fail"`` and a version in the range changed the schema.
+        InvalidArgumentError: a change type not in :data:`CHANGE_TYPES`.
     """
+    wanted = _change_types(change_types)
     if begin_version < 0 or end_version < begin_version:
         raise InvalidArgumentError(f"need 0 <= begin_version <= end_version, got ({begin_version}, {end_version}]")
     if on_schema_change not in ("evolve", "fail"):
@@ -146,9 +155,21 @@ def change_feed_batches(
 
     prefetch = PagePrefetcher(budget_bytes=PREFETCH_BYTES)
     try:
-        yield from _changes(store, in_range, begin_version, end_version, emit, prefetch)
+        yield from _changes(store, in_range, begin_version, end_version, emit, prefetch, wanted)
     finally:
         prefetch.close()
+
+
+def _change_types(change_types: Collection[str] | None) -> frozenset[str]:
+    if change_types is None:
+        return frozenset(CHANGE_TYPES)
+    if isinstance(change_types, str):
+        change_types = [change_types]
+    kinds = frozenset(change_types)
+    unknown = sorted(k for k in kinds if k not in CHANGE_TYPES)
+    if unknown:
+        raise InvalidArgumentError(f"change_types: unknown {unknown}, expected some of {list(CHANGE_TYPES)}")
+    return kinds
 
 
 def _repeated(text: str, n: int) -> pa.Array:
@@ -184,6 +205,7 @@ def _changes(
     end_version: int,
     emit: Callable[[pa.RecordBatch, str, np.ndarray, np.ndarray], pa.RecordBatch],
     prefetch: PagePrefetcher,
+    kinds: frozenset[str] = frozenset(CHANGE_TYPES),
 ) -> Iterator[pa.RecordBatch]:
     """Inserts, update post-images, update pre-images, then deletes; every fragment and row
     is chosen from metadata (:mod:`.feed_rows`) before a data file is opened, and only the user
@@ -194,7 +216,7 @@ def _changes(
         return open_fragment_rows(store, r.manifest, r.fragment, r.plan, r.rows, prefetch=prefetch)
 
     pending: deque[tuple[_Read, Iterator[pa.RecordBatch]]] = deque()
-    reads = _reads(store, in_range, begin_version, end_version, cmap)
+    reads = (r for r in _reads(store, in_range, begin_version, end_version, cmap, kinds) if r.kind in kinds)
     while True:
         while len(pending) <= READ_LOOKAHEAD:
             r = next(reads, None)
@@ -214,14 +236,15 @@ def _changes(
 
 
 def _reads(
-    store: ObjectStore, in_range: dict[int, Manifest], begin_version: int, end_version: int, cmap_out: list[ColumnMap]
+    store: ObjectStore, in_range: dict[int, Manifest], begin_version: int, end_version: int, cmap_out: list[ColumnMap],
+    kinds: frozenset[str] = frozenset(CHANGE_TYPES),
 ) -> Iterator[_Read]:
     """The feed's reads in output order, each planned when the reader reaches it
-    (:func:`.feed_plan.streamed_plan`)."""
+    (:func:`.feed_plan.streamed_plan`); the begin side only when ``kinds`` needs it."""
     end = in_range[end_version]
     user = [f.name for f in end.schema.top_level()]
     plan = plan_scan(end.schema, user or [ROW_ID], None, False, False)
-    start = in_range.get(begin_version) if begin_version > 0 else None
+    start = in_range.get(begin_version) if begin_version > 0 and kinds & _BEGIN_SIDE else None
     begin_plan = None
     if start is not None:
         between = [in_range[v].schema for v in sorted(in_range) if begin_version < v < end_version]
