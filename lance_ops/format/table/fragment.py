@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from lance_ops.format._proto import table_pb2
 from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_ops.format.schema import CallableStr
 
 _new = object.__new__
 #: ``__dict__`` key of the protobuf message a fragment was decoded from (not a dataclass field:
@@ -33,13 +34,17 @@ class DataFile:
     file_size_bytes: int = 0
     base_id: int | None = None
 
+    def __post_init__(self) -> None:
+        if type(self.path) is not CallableStr:  # pylance's deprecated ``path()`` reads too
+            object.__setattr__(self, "path", CallableStr(self.path))
+
     @classmethod
     def from_proto(cls, m: table_pb2.DataFile) -> "DataFile":
         # the dataclass __init__ (a setattr per field of a frozen class) is bypassed: manifests
         # of 10,000 fragments decode twice as fast
         out = _new(cls)
         out.__dict__.update(
-            path=m.path,
+            path=CallableStr(m.path),
             fields=tuple(m.fields),
             column_indices=tuple(m.column_indices),
             file_major_version=m.file_major_version,
