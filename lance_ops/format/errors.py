@@ -22,6 +22,11 @@ class DatasetNotFoundError(LanceOpsError, ValueError):
     a missing version, so code catching pylance's error catches this one."""
 
 
+
+class DatasetPathNotFoundError(DatasetNotFoundError, OSError):
+    """Nothing at all at the URI ``LanceDataset.drop`` was given: pylance raises ``OSError``
+    ("Not found: <path>") there, so this is one too (and a :class:`DatasetNotFoundError`)."""
+
 class DatasetAlreadyExistsError(LanceOpsError):
     """``mode="create"`` was asked for where a dataset already exists."""
 

@@ -7,9 +7,9 @@ a ``fixed_size_list``, which is folded into the parent's logical type
 their own with their own ids.
 """
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-import warnings
 from functools import cached_property
 
 import pyarrow as pa

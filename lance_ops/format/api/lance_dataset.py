@@ -1,5 +1,6 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +18,8 @@ from lance_ops.format.api.system_columns import include_deleted_rows, split_row_
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    DatasetNotFoundError,
+    DatasetPathNotFoundError,
     InvalidArgumentError,
     TagError,
     VersionRemovedError,
@@ -99,6 +102,27 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             self._store = branch_store(root, target_branch)
             self._handler = commit_handler_for(self._store, manifest_store)
         self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
+
+    @staticmethod
+    def drop(base_uri: Any, storage_options: Mapping[str, str] | None = None,
+             ignore_not_found: bool | None = None) -> None:
+        """Delete the dataset at ``base_uri`` with every file under it (pylance's).
+
+        Raises:
+            DatasetPathNotFoundError: (an ``OSError``) nothing is there, unless ``ignore_not_found``.
+            DatasetNotFoundError: (a ``ValueError``) the path holds no manifest: not a dataset root.
+        """
+        store = ObjectStore(os.fspath(base_uri), dict(storage_options or {}))
+        if not store.exists(""):
+            if ignore_not_found:
+                return
+            raise DatasetPathNotFoundError(f"Not found: {store.root}")
+        if not any(name.endswith(".manifest") for name in store.list_dir("_versions")):
+            raise DatasetNotFoundError(
+                f"Invalid user input: Refusing to drop {store.root!r}: no Lance manifest under '_versions', "
+                "so this is not a dataset root"
+            )
+        store.remove_root()
 
     @classmethod
     def _from_manifest(
