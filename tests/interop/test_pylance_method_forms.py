@@ -1,0 +1,125 @@
+"""pylance's method forms and small dataset calls on both libraries (issue 34; docs/PYLANCE_TESTS.md):
+``LanceSchema.fields()`` / ``LanceField.name()``, ``DataFile.path()`` (deprecated),
+``LanceDataset.drop`` and the ``prefilter`` scan keyword.
+
+Each test runs the same calls on ``lance`` (pylance 14) and ``lance_ops.format`` and compares the
+results; what lance_ops writes then opens in pylance and lancedb 0.40 as pylance's own does.
+"""
+
+import os
+import pickle
+import warnings
+from pathlib import Path
+
+import lance
+import lancedb
+import pyarrow as pa
+import pytest
+
+import lance_ops.format as lf
+
+pytestmark = pytest.mark.interop
+
+IMPLS = {"pylance": lance, "lance_ops": lf}
+DATA = pa.table({"a": pa.array([1, 2, 3]), "s": pa.array([{"x": 1, "y": "p"}, {"x": 2, "y": "q"}, {"x": 3, "y": None}]),
+                 "t": pa.array(["u", None, "w"])})
+
+
+def both(tmp_path, fn):
+    """``fn(impl, uri)`` on both libraries (own directories ``<name>/t.lance``); the two results."""
+    return [fn(impl, str(tmp_path / name / "t.lance")) for name, impl in IMPLS.items()]
+
+
+def _schema_view(impl, uri):
+    ds = impl.write_dataset(DATA, uri)
+    ds.update_field_metadata({"a": {"k1": "v1", "k2": "v2"}, "s.x": {"inner": "yes"}})
+    ds = impl.dataset(uri)
+
+    def walk(f):
+        return (f.name(), f.id(), f.metadata, f.to_arrow().name, [walk(c) for c in f.children()])
+
+    fields = ds.lance_schema.fields()
+    return [walk(f) for f in fields], type(fields) is list
+
+
+def test_lance_schema_fields_method_form(tmp_path):
+    mine, theirs = both(tmp_path, _schema_view)[::-1]
+    assert mine == theirs
+    assert mine[0][0] == ("a", 0, {"k1": "v1", "k2": "v2"}, "a", [])
+    assert [c[0] for c in mine[0][1][4]] == ["x", "y"] and mine[0][1][4][0][2] == {"inner": "yes"}
+    assert mine[1] is True
+    # what lance_ops wrote opens as pylance's own: pylance's method forms and lancedb read the same
+    uri = str(tmp_path / "lance_ops" / "t.lance")
+    assert [
+        (f.name(), f.metadata) for f in lance.dataset(uri).lance_schema.fields()
+    ] == [("a", {"k1": "v1", "k2": "v2"}), ("s", {}), ("t", {})]
+    assert lancedb.connect(str(tmp_path / "lance_ops")).open_table("t").to_arrow() == lance.dataset(uri).to_table()
+
+
+def test_lance_schema_attribute_forms_stay():
+    schema = lf.LanceSchema.from_pyarrow(DATA.schema)
+    # the attribute forms lance_ops code uses: every field depth-first, names as plain strings
+    assert [f.name for f in schema.fields] == ["a", "s", "x", "y", "t"]
+    assert schema.fields == tuple(schema.fields) and schema.field("s").name == "s"
+    assert schema.field("s").name() == "s"
+    assert [f.name() for f in schema.fields()] == ["a", "s", "t"]
+    assert pickle.loads(pickle.dumps(schema)) == schema
+
+
+def _data_file_path(impl, uri):
+    ds = impl.write_dataset(DATA, uri)
+    meta = ds.get_fragments()[0].metadata
+    df = meta.files[0]
+    with pytest.warns(DeprecationWarning, match=r"DataFile.path\(\) is deprecated"):
+        called = df.path()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the attribute form does not warn
+        attr = df.path
+    unpickled = pickle.loads(pickle.dumps(meta))
+    with pytest.warns(DeprecationWarning):
+        again = unpickled.files[0].path()
+    return called == attr == again, isinstance(attr, str), len(str(attr).removesuffix(".lance")), unpickled == meta
+
+
+def test_data_file_path_deprecated_call(tmp_path):
+    mine, theirs = both(tmp_path, _data_file_path)[::-1]
+    assert mine == theirs == (True, True, 50, True)
+
+
+def _drop(impl, uri):
+    out = []
+    impl.write_dataset(DATA, uri)
+    impl.LanceDataset.drop(uri)
+    out.append(os.path.exists(uri))
+    impl.LanceDataset.drop(uri, ignore_not_found=True)
+    for kwargs in ({}, {"ignore_not_found": False}):
+        with pytest.raises(OSError, match="Not found"):
+            impl.LanceDataset.drop(uri, **kwargs)
+    Path(uri).mkdir(parents=True)
+    (Path(uri) / "notes.txt").write_text("not a dataset")
+    with pytest.raises(ValueError, match="Refusing to drop"):
+        impl.LanceDataset.drop(uri)
+    out.append(os.path.exists(uri))
+    # a dropped path takes a new dataset
+    ds = impl.write_dataset(DATA.slice(0, 1), uri, mode="overwrite")
+    out.append((ds.version, ds.count_rows()))
+    return out
+
+
+def test_dataset_drop(tmp_path):
+    mine, theirs = both(tmp_path, _drop)[::-1]
+    assert mine == theirs == [False, True, (1, 1)]
+    uri = str(tmp_path / "lance_ops" / "t.lance")
+    assert lance.dataset(uri).to_table() == DATA.slice(0, 1)
+
+
+def _prefilter(impl, uri):
+    ds = impl.write_dataset(pa.table({"s": pa.array([None if i % 2 == 0 else f"s-{i}" for i in range(3000)])}), uri)
+    ds.create_scalar_index("s", index_type="BTREE")
+    return (ds.scanner(prefilter=True, filter="s = 's-501'").to_table().to_pylist(),
+            ds.to_table(prefilter=False, filter="s IS NULL").num_rows)
+
+
+def test_prefilter_keyword_without_nearest(tmp_path):
+    mine, theirs = both(tmp_path, _prefilter)[::-1]
+    assert mine == theirs == ([{"s": "s-501"}], 1500)
