@@ -123,3 +123,24 @@ def _prefilter(impl, uri):
 def test_prefilter_keyword_without_nearest(tmp_path):
     mine, theirs = both(tmp_path, _prefilter)[::-1]
     assert mine == theirs == ([{"s": "s-501"}], 1500)
+
+
+def _env_batch_size(impl, uri, monkeypatch):
+    ds = impl.write_dataset(pa.table({"a": range(10000)}), uri, max_rows_per_file=5000)
+    monkeypatch.setenv("LANCE_DEFAULT_BATCH_SIZE", "12")
+    out = [sorted({b.num_rows for b in ds.to_batches()}), sorted({b.num_rows for b in ds.to_batches(batch_size=100)}),
+           sorted({b.num_rows for b in ds.get_fragments()[0].to_batches()}),
+           [b["a"][0].as_py() for b in ds.scanner(scan_in_order=True).to_batches()][:3]]
+    monkeypatch.setenv("LANCE_DEFAULT_BATCH_SIZE", "abc")  # not a number: the default, with a warning
+    out.append(sorted({b.num_rows for b in ds.to_batches()}))
+    monkeypatch.delenv("LANCE_DEFAULT_BATCH_SIZE")
+    out.append(sorted({b.num_rows for b in ds.to_batches()}))
+    return out
+
+
+def test_default_batch_size_environment_variable(tmp_path, monkeypatch):
+    mine, theirs = (_env_batch_size(impl, str(tmp_path / name / "t.lance"), monkeypatch)
+                    for name, impl in reversed(IMPLS.items()))
+    # files of 5000 rows: batches of 12 and the 8 left at each file's end; unset or invalid, the
+    # default (pylance's 8192, lance_ops' 65536) is above a file's rows
+    assert mine == theirs == [[8, 12], [100], [8, 12], [0, 12, 24], [5000], [5000]]

@@ -39,7 +39,7 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, ScanPlan, plan_scan, scan
+from lance_ops.format.read.scan import META_COLUMNS, ROW_ADDR, ScanPlan, default_batch_size, plan_scan, scan
 from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
@@ -244,7 +244,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             fragments=fragments,
             limit=limit,
             offset=offset,
-            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+            batch_size=batch_size or default_batch_size(),
         )
 
     def delete(
