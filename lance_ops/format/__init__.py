@@ -25,6 +25,7 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
+    AppendSchemaError,
     ArgumentTypeError,
     BranchError,
     CastError,
@@ -39,6 +40,7 @@ from lance_ops.format.errors import (
     DatasetPathNotFoundError,
     DeletedRowsTakeError,
     DetachedCommitError,
+    EmptySchemaError,
     IncompatibleTransactionError,
     IndexNotFoundError,
     InvalidArgumentError,
@@ -144,6 +146,7 @@ __all__ = [
     "CommitOptions",
     "CompactionOptions",
     "ManifestStoreRequiredError",
+    "AppendSchemaError",
     "ArgumentTypeError",
     "BranchError",
     "CommitConflictError",
@@ -184,6 +187,7 @@ __all__ = [
     "RewriteGroup",
     "Scanner",
     "SchemaChangeError",
+    "EmptySchemaError",
     "SchemaError",
     "SQLParseError",
     "SQLTypeError",

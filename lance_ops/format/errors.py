@@ -48,6 +48,17 @@ class SchemaError(LanceOpsError):
     """Data does not match the dataset schema (missing column, wrong type, ...)."""
 
 
+
+class AppendSchemaError(SchemaError, OSError):
+    """The data's columns or types do not fit the dataset's schema (unexpected column, missing
+    non-nullable one, a type that does not widen).  An ``OSError`` too, as pylance's "Append with
+    different schema"."""
+
+
+class EmptySchemaError(SchemaError, OSError):
+    """Data without columns to write: an ``OSError`` too, as pylance's "Cannot write with an
+    empty schema"."""
+
 class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument's value is invalid (names the argument and the value received)."""
 
