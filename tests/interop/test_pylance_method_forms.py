@@ -144,3 +144,23 @@ def test_default_batch_size_environment_variable(tmp_path, monkeypatch):
     # files of 5000 rows: batches of 12 and the 8 left at each file's end; unset or invalid, the
     # default (pylance's 8192, lance_ops' 65536) is above a file's rows
     assert mine == theirs == [[8, 12], [100], [8, 12], [0, 12, 24], [5000], [5000]]
+
+
+def _schema_errors(impl, uri):
+    impl.write_dataset(pa.table({"colA": [1, 2], "colB": [3, 4]}), uri)
+    for data in (pa.table({"COLUMN-C": [1], "colB": [2]}), pa.table({"colA": ["x"]})):
+        with pytest.raises(OSError):
+            impl.write_dataset(data, uri, mode="append")
+    with pytest.raises(OSError, match="Cannot write with an empty schema"):
+        impl.LanceFragment.create(uri + "-frag", pa.table({}))
+    # a nullable column the data lacks is written as nulls, as pylance
+    ds = impl.write_dataset(pa.table({"colA": [5]}), uri, mode="append")
+    return ds.version, ds.to_table().to_pylist()[-1]
+
+
+def test_append_schema_mismatch_is_an_oserror(tmp_path):
+    mine, theirs = both(tmp_path, _schema_errors)[::-1]
+    assert mine == theirs == (2, {"colA": 5, "colB": None})
+    assert issubclass(lf.AppendSchemaError, lf.SchemaError) and issubclass(lf.EmptySchemaError, lf.SchemaError)
+    uri = str(tmp_path / "lance_ops" / "t.lance")
+    assert lance.dataset(uri).count_rows() == 3
