@@ -82,6 +82,13 @@ class DeletionFile:
     num_deleted_rows: int
     base_id: int | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.file_type, str):  # pylance's spelling: "array" / "bitmap"
+            kinds = {"array": ARROW_ARRAY, "bitmap": BITMAP}
+            if self.file_type not in kinds:
+                raise InvalidArgumentError(f"DeletionFile file_type must be 'array' or 'bitmap', got {self.file_type!r}")
+            object.__setattr__(self, "file_type", kinds[self.file_type])
+
     @classmethod
     def from_proto(cls, m: table_pb2.DeletionFile) -> "DeletionFile":
         return cls(
