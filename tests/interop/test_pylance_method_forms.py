@@ -164,3 +164,20 @@ def test_append_schema_mismatch_is_an_oserror(tmp_path):
     assert issubclass(lf.AppendSchemaError, lf.SchemaError) and issubclass(lf.EmptySchemaError, lf.SchemaError)
     uri = str(tmp_path / "lance_ops" / "t.lance")
     assert lance.dataset(uri).count_rows() == 3
+
+
+def _strict_batches(impl, uri):
+    ds = impl.write_dataset(pa.table({"f": range(1024), "v": range(1024)}), uri, max_rows_per_file=300)
+    strict = list(ds.to_batches(batch_size=32, strict_batch_size=True))
+    filtered = list(ds.scanner(batch_size=32, filter="f % 3 = 0", strict_batch_size=True).to_batches())
+    scanner = ds.scanner(columns=["v"])
+    return ([b.num_rows for b in strict], pa.Table.from_batches(strict) == ds.to_table(),
+            [b.num_rows for b in filtered], pa.Table.from_batches(filtered)["f"].to_pylist()[-2:],
+            scanner.dataset_schema == ds.schema, scanner.projected_schema)
+
+
+def test_strict_batch_size_and_scanner_schemas(tmp_path):
+    mine, theirs = both(tmp_path, _strict_batches)[::-1]
+    assert mine == theirs
+    assert mine[:4] == ([32] * 32, True, [32] * 10 + [22], [1020, 1023])
+    assert mine[4:] == (True, pa.schema([pa.field("v", pa.int64())]))

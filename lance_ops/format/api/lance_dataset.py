@@ -39,7 +39,15 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.scan import META_COLUMNS, ROW_ADDR, ScanPlan, default_batch_size, plan_scan, scan
+from lance_ops.format.read.scan import (
+    META_COLUMNS,
+    ROW_ADDR,
+    ScanPlan,
+    default_batch_size,
+    exact_batches,
+    plan_scan,
+    scan,
+)
 from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
@@ -224,6 +232,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         steps += [s for s in (add_offsets, finish) if s is not None]
         plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
         batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
+        if opts.strict_batch_size:
+            batches = exact_batches(batches, opts.batch_size or default_batch_size())
         return plan, _chain(steps), batches
 
     def _scan(

@@ -32,6 +32,8 @@ class ScanOptions:
     #: the rows deletion files hide, with null ``_rowid`` / ``_rowaddr`` (needs ``_rowid``)
     include_deleted_rows: bool | None = None
     prefilter: bool | None = None
+    #: batches of exactly ``batch_size`` rows across fragments (the last one: what is left)
+    strict_batch_size: bool = False
 
     def __post_init__(self) -> None:
         check_scan_args(self.limit, self.offset, self.batch_size)

@@ -86,6 +86,27 @@ def default_batch_size() -> int:
     return DEFAULT_BATCH_SIZE
 
 
+def exact_batches(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """pylance's ``strict_batch_size``: the rows of ``batches`` regrouped into batches of exactly
+    ``size`` rows across fragment and filter boundaries, the last one holding what is left."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for b in batches:
+        if not b.num_rows:
+            continue
+        pending.append(b)
+        held += b.num_rows
+        if held < size:
+            continue
+        merged = pa.concat_batches(pending)
+        full = held - held % size
+        for start in range(0, full, size):
+            yield merged.slice(start, size)
+        pending, held = ([merged.slice(full)] if held > full else []), held - full
+    if held:
+        yield pa.concat_batches(pending)
+
+
 @dataclass(frozen=True)
 class ScanPlan:
     """What to read: user columns, metadata columns, filter, output order."""
