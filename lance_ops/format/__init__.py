@@ -9,6 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.compaction import Compaction
 from lance_ops.format.api.functions import (
     acquire_lease,
     commit,
@@ -66,7 +67,12 @@ from lance_ops.format.errors import (
     VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
-from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
+from lance_ops.format.ops.compaction.rewrite import (
+    COMPACTION_DEFAULTS,
+    CompactionMetrics,
+    CompactionOptions,
+    RewriteResult,
+)
 from lance_ops.format.ops.index_build import (
     OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
@@ -129,6 +135,7 @@ __all__ = [
     "COMPACTION_DEFAULTS",
     "OPTIMIZE_INDICES_DEFAULTS",
     "CREATED_AT",
+    "Compaction",
     "CompactionMetrics",
     "DeleteResult",
     "UpdateResult",
@@ -225,4 +232,5 @@ __all__ = [
     "release_lease",
     "renew_lease",
     "RestoreResult",
+    "RewriteResult",
 ]

@@ -77,6 +77,27 @@ class RewriteResult:
     #: of the row now at position ``j``); None when the rows kept their order
     row_order: Any = None
 
+    @property
+    def read_version(self) -> int:
+        return self.task.read_version
+
+    @property
+    def old_fragments(self) -> list[FragmentMetadata]:
+        return list(self.task.fragments)
+
+    @property
+    def metrics(self) -> "CompactionMetrics":
+        """What this task rewrote (pylance's ``RewriteResult.metrics``)."""
+        return CompactionMetrics(
+            fragments_removed=len(self.task.fragments), fragments_added=len(self.new_fragments),
+            files_removed=sum(len(f.files) for f in self.task.fragments),
+            files_added=sum(len(f.files) for f in self.new_fragments), rows_rewritten=self.rows,
+        )
+
+    def __repr__(self) -> str:  # pylance's
+        return (f"RewriteResult(read_version={self.read_version}, new_fragments={list(self.new_fragments)}, "
+                f"old_fragments={self.old_fragments})")
+
 
 @dataclass(frozen=True)
 class CompactionMetrics:
