@@ -8,7 +8,7 @@ to materialise is dropped; a run's budget (``max_source_*``) selects among the b
 (:func:`select_bins`).  Executing and committing the tasks: :mod:`.rewrite`.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,10 @@ class CompactionOptions:
 COMPACTION_DEFAULTS = CompactionOptions()
 
 
+#: :func:`.rewrite.execute_task`, registered by :mod:`.rewrite` (which builds on this module)
+TASK_EXECUTOR: list[Callable[["CompactionTask"], Any]] = []
+
+
 @dataclass(frozen=True)
 class CompactionTask:
     """One group of adjacent fragments rewritten together (picklable)."""
@@ -123,9 +127,7 @@ class CompactionTask:
     def execute(self, dataset: Any = None) -> Any:
         """pylance's ``task.execute(dataset)``: rewrite this task's fragments (commits nothing);
         the task names its dataset, so ``dataset`` is not needed."""
-        from lance_ops.format.ops.compaction.rewrite import execute_task  # rewrite builds on this module
-
-        return execute_task(self)
+        return TASK_EXECUTOR[0](self)
 
 
 @dataclass(frozen=True)

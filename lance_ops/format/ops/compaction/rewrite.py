@@ -29,6 +29,7 @@ from lance_ops.format.ops.compaction.index_remap import (
 from lance_ops.format.ops.compaction.planning import (
     COMPACTION_DEFAULTS,
     CONFIG_PREFIX,
+    TASK_EXECUTOR,
     CompactionOptions,
     CompactionPlan,
     CompactionTask,
@@ -541,3 +542,6 @@ def compact_files(
         except Exception as e:  # partial progress: one failed group must not lose the others
             failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
     return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)
+
+
+TASK_EXECUTOR.append(execute_task)  # pylance's ``task.execute(dataset)``
