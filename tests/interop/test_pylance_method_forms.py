@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import lance
+import lance.optimize
 import lancedb
 import pyarrow as pa
 import pytest
@@ -181,3 +182,34 @@ def test_strict_batch_size_and_scanner_schemas(tmp_path):
     assert mine == theirs
     assert mine[:4] == ([32] * 32, True, [32] * 10 + [22], [1020, 1023])
     assert mine[4:] == (True, pa.schema([pa.field("v", pa.int64())]))
+
+
+def _compaction(impl):
+    """pylance's ``lance.optimize.Compaction`` / lance_ops' ``lf.Compaction``."""
+    return lance.optimize.Compaction if impl is lance else impl.Compaction
+
+
+def _distributed_compaction(impl, uri):
+    ds = impl.write_dataset(pa.table({"a": range(800), "b": range(800)}), uri, max_rows_per_file=200)
+    frags = ds.get_fragments()
+    plan = _compaction(impl).plan(ds, options=dict(target_rows_per_fragment=400, num_threads=1))
+    shape = (plan.read_version, plan.num_tasks(), repr(plan), pickle.loads(pickle.dumps(plan)) == plan,
+             [t.fragments == [f.metadata for f in frags[2 * i:2 * i + 2]] for i, t in enumerate(plan.tasks)])
+    result = pickle.loads(pickle.dumps(plan.tasks[0])).execute(ds)
+    again = pickle.loads(pickle.dumps(result))
+    per_task = (result.metrics.fragments_removed, result.metrics.fragments_added, again == result,
+                repr(result).startswith("RewriteResult(read_version=1, new_fragments=[FragmentMetadata("))
+    metrics = _compaction(impl).commit(ds, [result])
+    return (shape, per_task, (metrics.fragments_removed, metrics.fragments_added, metrics.files_removed,
+                              metrics.files_added), ds.version, [f.count_rows() for f in ds.get_fragments()],
+            ds.to_table().sort_by("a") == impl.dataset(uri).to_table().sort_by("a"))
+
+
+def test_compaction_plan_execute_commit_on_a_handle(tmp_path):
+    mine, theirs = both(tmp_path, _distributed_compaction)[::-1]
+    assert mine == theirs
+    assert mine[0][:2] == (1, 2) and mine[0][2] == "CompactionPlan(read_version=1, tasks=<2 compaction tasks>)"
+    assert mine[1:5] == ((2, 1, True, True), (2, 1, 2, 1), 3, [200, 200, 400])
+    uri = str(tmp_path / "lance_ops" / "t.lance")
+    assert lance.dataset(uri).to_table().sort_by("a") == pa.table({"a": range(800), "b": range(800)})
+    assert lancedb.connect(str(tmp_path / "lance_ops")).open_table("t").count_rows() == 800
