@@ -9,6 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.compaction import Compaction
 from lance_ops.format.api.functions import (
     acquire_lease,
     commit,
@@ -25,6 +26,7 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
+    AppendSchemaError,
     ArgumentTypeError,
     BranchError,
     CastError,
@@ -36,8 +38,10 @@ from lance_ops.format.errors import (
     CorruptFileError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    DatasetPathNotFoundError,
     DeletedRowsTakeError,
     DetachedCommitError,
+    EmptySchemaError,
     IncompatibleTransactionError,
     IndexNotFoundError,
     InvalidArgumentError,
@@ -63,7 +67,12 @@ from lance_ops.format.errors import (
     VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
-from lance_ops.format.ops.compaction.rewrite import COMPACTION_DEFAULTS, CompactionMetrics, CompactionOptions
+from lance_ops.format.ops.compaction.rewrite import (
+    COMPACTION_DEFAULTS,
+    CompactionMetrics,
+    CompactionOptions,
+    RewriteResult,
+)
 from lance_ops.format.ops.index_build import (
     OPTIMIZE_INDICES_DEFAULTS,
     IndexBuildPlan,
@@ -126,6 +135,7 @@ __all__ = [
     "COMPACTION_DEFAULTS",
     "OPTIMIZE_INDICES_DEFAULTS",
     "CREATED_AT",
+    "Compaction",
     "CompactionMetrics",
     "DeleteResult",
     "UpdateResult",
@@ -143,6 +153,7 @@ __all__ = [
     "CommitOptions",
     "CompactionOptions",
     "ManifestStoreRequiredError",
+    "AppendSchemaError",
     "ArgumentTypeError",
     "BranchError",
     "CommitConflictError",
@@ -154,6 +165,7 @@ __all__ = [
     "DataFile",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
+    "DatasetPathNotFoundError",
     "Delete",
     "Merge",
     "Project",
@@ -182,6 +194,7 @@ __all__ = [
     "RewriteGroup",
     "Scanner",
     "SchemaChangeError",
+    "EmptySchemaError",
     "SchemaError",
     "SQLParseError",
     "SQLTypeError",
@@ -219,4 +232,5 @@ __all__ = [
     "release_lease",
     "renew_lease",
     "RestoreResult",
+    "RewriteResult",
 ]

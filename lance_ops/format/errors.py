@@ -22,6 +22,11 @@ class DatasetNotFoundError(LanceOpsError, ValueError):
     a missing version, so code catching pylance's error catches this one."""
 
 
+
+class DatasetPathNotFoundError(DatasetNotFoundError, OSError):
+    """Nothing at all at the URI ``LanceDataset.drop`` was given: pylance raises ``OSError``
+    ("Not found: <path>") there, so this is one too (and a :class:`DatasetNotFoundError`)."""
+
 class DatasetAlreadyExistsError(LanceOpsError):
     """``mode="create"`` was asked for where a dataset already exists."""
 
@@ -42,6 +47,17 @@ class UnsupportedFeatureError(LanceOpsError):
 class SchemaError(LanceOpsError):
     """Data does not match the dataset schema (missing column, wrong type, ...)."""
 
+
+
+class AppendSchemaError(SchemaError, OSError):
+    """The data's columns or types do not fit the dataset's schema (unexpected column, missing
+    non-nullable one, a type that does not widen).  An ``OSError`` too, as pylance's "Append with
+    different schema"."""
+
+
+class EmptySchemaError(SchemaError, OSError):
+    """Data without columns to write: an ``OSError`` too, as pylance's "Cannot write with an
+    empty schema"."""
 
 class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument's value is invalid (names the argument and the value received)."""

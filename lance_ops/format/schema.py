@@ -7,6 +7,7 @@ a ``fixed_size_list``, which is folded into the parent's logical type
 their own with their own ids.
 """
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,7 +22,9 @@ __all__ = [
     "ENCODING_PLAIN",
     "ENCODING_VAR_BINARY",
     "ENCODING_DICTIONARY",
+    "CallableStr",
     "LanceField",
+    "PylanceField",
     "LanceSchema",
     "logical_type",
     "arrow_type",
@@ -206,6 +209,67 @@ def _parse_logical(lt: str) -> pa.DataType | None:
     raise SchemaError(f"unsupported logical type {lt!r}")
 
 
+class MethodStr(str):
+    """A str that calling returns itself: an attribute that pylance spells as a method
+    (``field.name()``) reads both ways."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+class CallableStr(str):
+    """pylance's ``DataFile.path``: a str that can still be called as the method it used to be,
+    with pylance's ``DeprecationWarning``."""
+
+    def __call__(self) -> str:
+        warnings.warn("DataFile.path() is deprecated, use DataFile.path instead", DeprecationWarning, stacklevel=2)
+        return str(self)
+
+
+class PylanceField:
+    """pylance's ``LanceField`` shape (what ``LanceSchema.fields()`` returns): ``name()``, ``id()``,
+    ``children()``, ``to_arrow()`` and ``metadata`` with str values."""
+
+    __slots__ = ("_field", "_schema")
+
+    def __init__(self, schema: "LanceSchema", f: "LanceField") -> None:
+        self._schema, self._field = schema, f
+
+    def name(self) -> str:
+        return str(self._field.name)
+
+    def id(self) -> int:
+        return self._field.id
+
+    def children(self) -> list["PylanceField"]:
+        return [PylanceField(self._schema, c) for c in self._schema.children(self._field.id)]
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return {k: bytes(v).decode() for k, v in self._field.metadata.items()}
+
+    def to_arrow(self) -> pa.Field:
+        return self._schema.arrow_field(self._field.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PylanceField) and self._field == other._field
+
+    def __hash__(self) -> int:
+        return hash(self._field)
+
+    def __repr__(self) -> str:
+        return f"PylanceField(name={self.name()!r}, id={self.id()}, parent_id={self._field.parent_id})"
+
+
+class FieldList(tuple):  # type: ignore[type-arg]
+    """``LanceSchema.fields``: lance_ops' tuple of every field depth-first; called, pylance's
+    ``fields()``: the top-level fields as :class:`PylanceField` (children through ``children()``)."""
+
+    def __call__(self) -> list[PylanceField]:
+        schema = LanceSchema(fields=tuple(self))
+        return [PylanceField(schema, f) for f in schema.top_level()]
+
+
 @dataclass(frozen=True)
 class LanceField:
     """One node of the flattened Lance schema (``lance.file.Field``, docs/FORMAT.md §6)."""
@@ -220,6 +284,10 @@ class LanceField:
     extension_name: str = ""
     dictionary: tuple[int, int] | None = None
     unenforced_primary_key: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.name) is not MethodStr:  # pylance's ``name()`` reads too
+            object.__setattr__(self, "name", MethodStr(self.name))
 
     @property
     def is_struct(self) -> bool:
@@ -337,6 +405,10 @@ class LanceSchema:
 
     fields: tuple[LanceField, ...]
     metadata: Mapping[str, bytes] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if type(self.fields) is not FieldList:  # pylance's ``fields()`` reads too
+            object.__setattr__(self, "fields", FieldList(self.fields))
 
     # ------------------------------------------------------------ conversions
     @classmethod

@@ -1,5 +1,6 @@
 """The dataset handle: open, time travel, scan, write (pylance-shaped API)."""
 
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +18,8 @@ from lance_ops.format.api.system_columns import include_deleted_rows, split_row_
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    DatasetNotFoundError,
+    DatasetPathNotFoundError,
     InvalidArgumentError,
     TagError,
     VersionRemovedError,
@@ -36,7 +39,15 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
 from lance_ops.format.read.projection import plan_projection
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, ScanPlan, plan_scan, scan
+from lance_ops.format.read.scan import (
+    META_COLUMNS,
+    ROW_ADDR,
+    ScanPlan,
+    default_batch_size,
+    exact_batches,
+    plan_scan,
+    scan,
+)
 from lance_ops.format.read.take import take_offsets, take_row_ids
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle, acquire_lease, list_leases
@@ -99,6 +110,27 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             self._store = branch_store(root, target_branch)
             self._handler = commit_handler_for(self._store, manifest_store)
         self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
+
+    @staticmethod
+    def drop(base_uri: Any, storage_options: Mapping[str, str] | None = None,
+             ignore_not_found: bool | None = None) -> None:
+        """Delete the dataset at ``base_uri`` with every file under it (pylance's).
+
+        Raises:
+            DatasetPathNotFoundError: (an ``OSError``) nothing is there, unless ``ignore_not_found``.
+            DatasetNotFoundError: (a ``ValueError``) the path holds no manifest: not a dataset root.
+        """
+        store = ObjectStore(os.fspath(base_uri), dict(storage_options or {}))
+        if not store.exists(""):
+            if ignore_not_found:
+                return
+            raise DatasetPathNotFoundError(f"Not found: {store.root}")
+        if not any(name.endswith(".manifest") for name in store.list_dir("_versions")):
+            raise DatasetNotFoundError(
+                f"Invalid user input: Refusing to drop {store.root!r}: no Lance manifest under '_versions', "
+                "so this is not a dataset root"
+            )
+        store.remove_root()
 
     @classmethod
     def _from_manifest(
@@ -200,6 +232,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         steps += [s for s in (add_offsets, finish) if s is not None]
         plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
         batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
+        if opts.strict_batch_size:
+            batches = exact_batches(batches, opts.batch_size or default_batch_size())
         return plan, _chain(steps), batches
 
     def _scan(
@@ -220,7 +254,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             fragments=fragments,
             limit=limit,
             offset=offset,
-            batch_size=batch_size or DEFAULT_BATCH_SIZE,
+            batch_size=batch_size or default_batch_size(),
         )
 
     def delete(

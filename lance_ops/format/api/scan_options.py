@@ -15,7 +15,8 @@ class ScanOptions:
     ``late_materialization`` (pylance's): with a filter, which projected columns are decoded
     only for the rows that pass it -- ``True`` all, ``False`` none, a list those columns,
     ``None`` pylance's heuristic.  Rows come in fragment order whatever ``scan_in_order`` says
-    (pylance's ``True``); the read-ahead depths are accepted and ignored.
+    (pylance's ``True``); the read-ahead depths are accepted and ignored, and so is ``prefilter``
+    (pylance's: filter before a vector search; a scan without ``nearest`` reads the same either way).
     """
 
     with_row_id: bool = False
@@ -30,6 +31,9 @@ class ScanOptions:
     scan_in_order: bool | None = None
     #: the rows deletion files hide, with null ``_rowid`` / ``_rowaddr`` (needs ``_rowid``)
     include_deleted_rows: bool | None = None
+    prefilter: bool | None = None
+    #: batches of exactly ``batch_size`` rows across fragments (the last one: what is left)
+    strict_batch_size: bool = False
 
     def __post_init__(self) -> None:
         check_scan_args(self.limit, self.offset, self.batch_size)

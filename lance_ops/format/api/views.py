@@ -215,6 +215,11 @@ class Scanner:
         self._options = ScanOptions(**kw)  # pylance's scanner refuses a bad keyword when it is made
 
     @property
+    def dataset_schema(self) -> pa.Schema:
+        """The schema of the dataset the scan reads (pylance's)."""
+        return self._ds.schema
+
+    @property
     def projected_schema(self) -> pa.Schema:
         if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
             return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema

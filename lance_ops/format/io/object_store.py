@@ -16,6 +16,7 @@ read-back fails too (:class:`ConditionalPutError`).  Every storage failure is an
 import os
 import posixpath
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -623,6 +624,14 @@ class ObjectStore:
             raise ObjectStoreError(f"{self.uri}: clear_memory is for memory:// stores only")
         with _MEMORY_LOCK:
             if self.fs.exists(self.root):
+                self.fs.rm(self.root, recursive=True)
+
+    def remove_root(self) -> None:
+        """Remove everything under the store's root, the root included (``LanceDataset.drop``)."""
+        with _storage_errors(self.root, "remove"):
+            if self.is_local:
+                shutil.rmtree(self.root)
+            else:
                 self.fs.rm(self.root, recursive=True)
 
     def delete(self, rel: str) -> None:

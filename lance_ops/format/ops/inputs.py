@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_ops.format.errors import (
+    AppendSchemaError,
     ArgumentTypeError,
     CastError,
     InvalidArgumentError,
@@ -201,8 +202,9 @@ def check_fits(data: pa.Schema, target: pa.Schema, where: str) -> None:
     (:func:`fit_batch`); run once before any file is written.
 
     Raises:
-        SchemaError: duplicate or unexpected columns, a missing non-nullable column, or a column
-            whose type does not widen to the dataset's.
+        SchemaError: duplicate columns.
+        AppendSchemaError: unexpected columns, a missing non-nullable column, or a column whose
+            type does not widen to the dataset's (an ``OSError`` too, as pylance's).
     """
     names = data.names
     if len(set(names)) != len(names):
@@ -211,7 +213,7 @@ def check_fits(data: pa.Schema, target: pa.Schema, where: str) -> None:
     extra = [n for n in names if target.get_field_index(n) < 0]
     missing = [f.name for f in target if f.name not in names and not f.nullable]
     if extra or missing:
-        raise SchemaError(f"{where}: data columns {names} do not match the schema {target.names} "
+        raise AppendSchemaError(f"{where}: data columns {names} do not match the schema {target.names} "
                           f"(missing non-nullable {missing}, unexpected {extra}); a nullable column the data "
                           "lacks is written as nulls")
     for f in data:
@@ -219,7 +221,7 @@ def check_fits(data: pa.Schema, target: pa.Schema, where: str) -> None:
         if _is_blob_v2(target.field(f.name)) and _is_binary(f.type):
             continue
         if not widens(f.type, want) and not types_equivalent(f.type, want):
-            raise SchemaError(f"{where}: column {f.name!r} has type {f.type} in the data but {want} in the "
+            raise AppendSchemaError(f"{where}: column {f.name!r} has type {f.type} in the data but {want} in the "
                               "dataset schema (only lossless casts are applied)")
 
 

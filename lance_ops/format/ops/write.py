@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError, SchemaError
+from lance_ops.format.errors import ArgumentTypeError, EmptySchemaError, InvalidArgumentError, SchemaError
 from lance_ops.format.file.writer import DataFileWriter, data_file_field_info
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.inputs import blobs_as_v2, coerce_batches, fit_batch
@@ -33,12 +33,13 @@ def new_schema(schema: pa.Schema) -> LanceSchema:
     """The Lance schema of a new dataset; metadata column names are reserved (as in pylance).
 
     Raises:
-        SchemaError: no columns, duplicate or reserved column names.
+        EmptySchemaError: no columns (an ``OSError`` too, as pylance's).
+        SchemaError: duplicate or reserved column names.
     """
     if not isinstance(schema, pa.Schema):
         raise ArgumentTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     if len(schema) == 0:
-        raise SchemaError("a dataset needs at least one column; the data has none")
+        raise EmptySchemaError("Cannot write with an empty schema: a dataset needs at least one column; the data has none")
     check_unique_names(schema.names, "the data")
     check_metadata_utf8(schema, "the data")
     reserved = [n for n in schema.names if n in RESERVED_COLUMNS]

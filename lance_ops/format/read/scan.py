@@ -10,7 +10,9 @@ evaluated once per fragment before any data file is opened, so fragments without
 skipped; filters run single-threaded in Acero (its pool hand-off costs more than a batch).
 """
 
+import os
 import re
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,6 +65,46 @@ from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 
 DEFAULT_BATCH_SIZE = 65536
+#: pylance's environment variable for the rows per batch of a scan without ``batch_size``
+BATCH_SIZE_ENV = "LANCE_DEFAULT_BATCH_SIZE"
+
+
+def default_batch_size() -> int:
+    """Rows per batch of a scan that names no ``batch_size``: ``LANCE_DEFAULT_BATCH_SIZE`` when it
+    is a positive integer (read at each scan, as pylance), else :data:`DEFAULT_BATCH_SIZE` with a
+    warning, as pylance logs one."""
+    raw = os.environ.get(BATCH_SIZE_ENV)
+    if raw is None:
+        return DEFAULT_BATCH_SIZE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value > 0:
+        return value
+    warnings.warn(f"{BATCH_SIZE_ENV}={raw!r} is not a positive integer; using {DEFAULT_BATCH_SIZE}", stacklevel=3)
+    return DEFAULT_BATCH_SIZE
+
+
+def exact_batches(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """pylance's ``strict_batch_size``: the rows of ``batches`` regrouped into batches of exactly
+    ``size`` rows across fragment and filter boundaries, the last one holding what is left."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for b in batches:
+        if not b.num_rows:
+            continue
+        pending.append(b)
+        held += b.num_rows
+        if held < size:
+            continue
+        merged = pa.concat_batches(pending)
+        full = held - held % size
+        for start in range(0, full, size):
+            yield merged.slice(start, size)
+        pending, held = ([merged.slice(full)] if held > full else []), held - full
+    if held:
+        yield pa.concat_batches(pending)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from lance_ops.format._proto import table_pb2
 from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
+from lance_ops.format.schema import CallableStr
 
 _new = object.__new__
 #: ``__dict__`` key of the protobuf message a fragment was decoded from (not a dataclass field:
@@ -33,13 +34,17 @@ class DataFile:
     file_size_bytes: int = 0
     base_id: int | None = None
 
+    def __post_init__(self) -> None:
+        if type(self.path) is not CallableStr:  # pylance's deprecated ``path()`` reads too
+            object.__setattr__(self, "path", CallableStr(self.path))
+
     @classmethod
     def from_proto(cls, m: table_pb2.DataFile) -> "DataFile":
         # the dataclass __init__ (a setattr per field of a frozen class) is bypassed: manifests
         # of 10,000 fragments decode twice as fast
         out = _new(cls)
         out.__dict__.update(
-            path=m.path,
+            path=CallableStr(m.path),
             fields=tuple(m.fields),
             column_indices=tuple(m.column_indices),
             file_major_version=m.file_major_version,
@@ -76,6 +81,13 @@ class DeletionFile:
     id: int
     num_deleted_rows: int
     base_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.file_type, str):  # pylance's spelling: "array" / "bitmap"
+            kinds = {"array": ARROW_ARRAY, "bitmap": BITMAP}
+            if self.file_type not in kinds:
+                raise InvalidArgumentError(f"DeletionFile file_type must be 'array' or 'bitmap', got {self.file_type!r}")
+            object.__setattr__(self, "file_type", kinds[self.file_type])
 
     @classmethod
     def from_proto(cls, m: table_pb2.DeletionFile) -> "DeletionFile":

@@ -8,7 +8,7 @@ to materialise is dropped; a run's budget (``max_source_*``) selects among the b
 (:func:`select_bins`).  Executing and committing the tasks: :mod:`.rewrite`.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,13 +105,17 @@ class CompactionOptions:
 COMPACTION_DEFAULTS = CompactionOptions()
 
 
+#: :func:`.rewrite.execute_task`, registered by :mod:`.rewrite` (which builds on this module)
+TASK_EXECUTOR: list[Callable[["CompactionTask"], Any]] = []
+
+
 @dataclass(frozen=True)
 class CompactionTask:
     """One group of adjacent fragments rewritten together (picklable)."""
 
     uri: str
     read_version: int
-    fragments: tuple[FragmentMetadata, ...]
+    fragments: list[FragmentMetadata]  # a list, as pylance's
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     target_rows_per_fragment: int = COMPACTION_DEFAULTS.target_rows_per_fragment
     #: file version the task writes (None: the dataset's default)
@@ -119,6 +123,11 @@ class CompactionTask:
     #: clustered rewrite: order the rows by these columns (``strategy``), see :mod:`.clustering`
     cluster_by: tuple[str, ...] = ()
     strategy: str = "sort"
+
+    def execute(self, dataset: Any = None) -> Any:
+        """pylance's ``task.execute(dataset)``: rewrite this task's fragments (commits nothing);
+        the task names its dataset, so ``dataset`` is not needed."""
+        return TASK_EXECUTOR[0](self)
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,13 @@ class CompactionPlan:
     @property
     def source_fragments(self) -> int:
         return sum(len(t.fragments) for t in self.tasks)
+
+    def num_tasks(self) -> int:
+        """pylance's."""
+        return len(self.tasks)
+
+    def __repr__(self) -> str:  # pylance's
+        return f"CompactionPlan(read_version={self.read_version}, tasks=<{len(self.tasks)} compaction tasks>)"
 
 
 def _candidate(frag: FragmentMetadata, opts: CompactionOptions) -> tuple[bool, bool]:
@@ -314,7 +330,7 @@ def plan_compaction(
     bins = select_bins(bins, opts)
     version = opts.data_storage_version
     tasks = tuple(
-        CompactionTask(uri, manifest.version, tuple(b), so, opts.target_rows_per_fragment,
+        CompactionTask(uri, manifest.version, list(b), so, opts.target_rows_per_fragment,
                        None if version == manifest.data_storage_version else version, opts.cluster_by, opts.strategy)
         for b in bins
     )

@@ -29,6 +29,7 @@ from lance_ops.format.ops.compaction.index_remap import (
 from lance_ops.format.ops.compaction.planning import (
     COMPACTION_DEFAULTS,
     CONFIG_PREFIX,
+    TASK_EXECUTOR,
     CompactionOptions,
     CompactionPlan,
     CompactionTask,
@@ -76,6 +77,27 @@ class RewriteResult:
     #: a clustered rewrite's row order (``row_order[j]``: the old position, in fragment order,
     #: of the row now at position ``j``); None when the rows kept their order
     row_order: Any = None
+
+    @property
+    def read_version(self) -> int:
+        return self.task.read_version
+
+    @property
+    def old_fragments(self) -> list[FragmentMetadata]:
+        return list(self.task.fragments)
+
+    @property
+    def metrics(self) -> "CompactionMetrics":
+        """What this task rewrote (pylance's ``RewriteResult.metrics``)."""
+        return CompactionMetrics(
+            fragments_removed=len(self.task.fragments), fragments_added=len(self.new_fragments),
+            files_removed=sum(len(f.files) for f in self.task.fragments),
+            files_added=sum(len(f.files) for f in self.new_fragments), rows_rewritten=self.rows,
+        )
+
+    def __repr__(self) -> str:  # pylance's
+        return (f"RewriteResult(read_version={self.read_version}, new_fragments={list(self.new_fragments)}, "
+                f"old_fragments={self.old_fragments})")
 
 
 @dataclass(frozen=True)
@@ -520,3 +542,6 @@ def compact_files(
         except Exception as e:  # partial progress: one failed group must not lose the others
             failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
     return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)
+
+
+TASK_EXECUTOR.append(execute_task)  # pylance's ``task.execute(dataset)``
