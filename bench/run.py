@@ -400,6 +400,72 @@ def _load_compiled_kernels(workdir: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _run_scale(args: argparse.Namespace) -> int:
+    """``--scale``: time per row and peak memory at growing sizes (:mod:`.scale`)."""
+    from . import scale
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lance_ops_scale_")
+    try:
+        sizes = [int(x) for x in args.scale_rows.split(",") if x.strip()]
+        out = None if args.no_save else os.path.join(HERE, "scale_results.json")
+        return scale.main(sizes, workdir, args.scale_reps, out)
+    finally:
+        if not args.keep and not args.workdir:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_one(name: str, fx: Fixtures, p: Any, spark: SparkEnv) -> dict[str, Any] | str:
+    """One case: its summary entry, or why it was skipped or failed."""
+    t0 = time.perf_counter()
+    try:
+        factory = CASES[name]
+        case = factory(fx, p, spark) if name in SPARK_CASES else factory(fx, p)
+    except Skip as e:
+        print(f"- {name}: SKIPPED: {e}", flush=True)
+        return str(e)
+    setup_s = time.perf_counter() - t0
+    try:
+        samples = run_case(case)
+    except Skip as e:
+        print(f"- {name}: SKIPPED: {e}", flush=True)
+        return str(e)
+    except Exception as e:
+        print(f"- {name}: FAILED", flush=True)
+        traceback.print_exc()
+        return f"failed: {type(e).__name__}: {e}"
+    finally:
+        if case.after is not None:
+            case.after(case)
+        if case.cleanup is not None:
+            case.cleanup()
+    entry = summarise(case, samples)
+    print(f"- {name}: {_progress(entry)} (setup {setup_s:.1f} s, case {time.perf_counter() - t0:.1f} s)", flush=True)
+    return entry
+
+
+def _save(args: argparse.Namespace, entries: list[dict[str, Any]], skipped: dict[str, str], mode: str, p: Any,
+          load_start: Any, table: str) -> None:
+    """Write ``results.json`` and the Markdown table of a full (or ``--save``) run."""
+    doc = {
+        "machine": machine(),
+        "load_average": {"start": load_start, "end": _loadavg()},
+        "versions": library_versions(),
+        "mode": mode,
+        "params": vars(p),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "cases": entries,
+        "skipped": skipped,
+    }
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    with open(args.markdown, "w") as f:
+        f.write(table)
+    print(f"wrote {args.out} and {args.markdown}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
@@ -407,18 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             print(name)
         return 0
     if args.scale:
-        from . import scale
-
-        workdir = args.workdir or tempfile.mkdtemp(prefix="lance_ops_scale_")
-        try:
-            sizes = [int(x) for x in args.scale_rows.split(",") if x.strip()]
-            out = None if args.no_save else os.path.join(HERE, "scale_results.json")
-            return scale.main(sizes, workdir, args.scale_reps, out)
-        finally:
-            if not args.keep and not args.workdir:
-                import shutil
-
-                shutil.rmtree(workdir, ignore_errors=True)
+        return _run_scale(args)
     p = make_params(args)
     selected = list(CASES) if not args.cases else [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in selected if c not in CASES]
@@ -439,35 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# bench: {', '.join(selected)}\n# params: {vars(p)}\n# workdir: {workdir}", flush=True)
     try:
         for name in selected:
-            t0 = time.perf_counter()
-            try:
-                factory = CASES[name]
-                case = factory(fx, p, spark) if name in SPARK_CASES else factory(fx, p)
-            except Skip as e:
-                skipped[name] = str(e)
-                print(f"- {name}: SKIPPED: {e}", flush=True)
-                continue
-            setup_s = time.perf_counter() - t0
-            try:
-                samples = run_case(case)
-            except Skip as e:
-                skipped[name] = str(e)
-                print(f"- {name}: SKIPPED: {e}", flush=True)
-                continue
-            except Exception as e:
-                skipped[name] = f"failed: {type(e).__name__}: {e}"
-                print(f"- {name}: FAILED", flush=True)
-                traceback.print_exc()
-                continue
-            finally:
-                if case.after is not None:
-                    case.after(case)
-                if case.cleanup is not None:
-                    case.cleanup()
-            entry = summarise(case, samples)
-            entries.append(entry)
-            print(f"- {name}: {_progress(entry)} (setup {setup_s:.1f} s, case {time.perf_counter() - t0:.1f} s)",
-                  flush=True)
+            outcome = _run_one(name, fx, p, spark)
+            if isinstance(outcome, str):
+                skipped[name] = outcome
+            else:
+                entries.append(outcome)
     finally:
         spark.stop()
         if not args.keep and not args.workdir:
@@ -490,22 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge and not args.no_save and not full_run:
         merge_results(args, entries, skipped, mode, p, load_start)
     elif (full_run or args.save) and not args.no_save:
-        doc = {
-            "machine": machine(),
-            "load_average": {"start": load_start, "end": _loadavg()},
-            "versions": library_versions(),
-            "mode": mode,
-            "params": vars(p),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "cases": entries,
-            "skipped": skipped,
-        }
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        with open(args.markdown, "w") as f:
-            f.write(table)
-        print(f"wrote {args.out} and {args.markdown}")
+        _save(args, entries, skipped, mode, p, load_start, table)
     return 0
 
 
