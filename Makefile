@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(PY) -m lance_ops.demo
 
 # Every test (what CI runs): two xdist workers (one file per worker at a time), then the tests that
-# need the machine to themselves (marker serial: live servers, the browser, stress and soak).
+# need the machine to themselves (marker serial: live servers, the browser, the stress run).
 # The UI tests install Debian's Chromium themselves (tests/browser.py).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not serial" -n 2 --dist loadfile --durations=25 tests

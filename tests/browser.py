@@ -24,3 +24,17 @@ def ensure_chromium() -> str:
             pytest.skip(f"Debian's chromium could not be installed ({e}; {err.decode(errors='replace')[-300:]})")
     assert os.path.exists(CHROMIUM), f"apt-get installed chromium but {CHROMIUM} is missing"
     return CHROMIUM
+
+
+def headless(args: list[str], *, timeout: float = 120, attempts: int = 2) -> subprocess.CompletedProcess:
+    """Run headless Chromium (``--dump-dom`` or ``--screenshot``); a run that hangs is killed and
+    started again once.  Headless Chromium with ``--virtual-time-budget`` now and then never exits on
+    a page that keeps polling (Airflow's and Dagster's UIs do); that is the browser's hang, not the
+    page's answer, which the caller still asserts on."""
+    for attempt in range(attempts):
+        try:
+            return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")

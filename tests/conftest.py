@@ -21,14 +21,13 @@ FOLDER_MARKERS = {
     "interop": ("interop",),
 }
 # Files whose tests race against wall-clock deadlines or need the machine to themselves (live
-# Dagster and Airflow servers, the browser, the concurrency stress and soak runs): ``make test``
+# Dagster and Airflow servers, the browser, the stress run that must see commits race): ``make test``
 # runs every other test on two xdist workers, then these alone (marker ``serial``).
 SERIAL_FILES = {
     "airflow/test_airflow_live.py",
     "assets/test_assets_ui.py",
     "assets/test_assets_autopilot_live.py",
     "reliability/test_stress.py",
-    "reliability/test_soak.py",
 }
 # markers set per test (not by folder): a folder is skipped only if no combination of them selects it
 PER_TEST_MARKERS = ("slow", "pylance", "soak", "serial")
@@ -79,7 +78,7 @@ def _relative(path: Path) -> str:
 
 
 # under xdist the folders whose files take minutes go first, so no long file starts last
-FIRST = ("assets", "airflow", "jobs", "docs", "interop")
+FIRST = ("assets", "airflow", "jobs", "reliability", "docs", "interop")
 
 
 def _rank(item) -> int:

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from browser import CHROMIUM, ensure_chromium
+from browser import CHROMIUM, ensure_chromium, headless
 from conftest import AIRFLOW, DATA, HOME
 
 import lance_ops.format as lf
@@ -267,9 +267,9 @@ def rendered_text(dom: str) -> str:
 
 def page(common: list[str], url: str, png: Path) -> str:
     """Screenshot ``url`` to ``png`` and return the page's rendered text."""
-    dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    dom = headless([*common, "--dump-dom", url])
     assert dom.returncode == 0, dom.stderr[-2000:]
-    shot = subprocess.run([*common, f"--screenshot={png}", url], capture_output=True, text=True, timeout=180)
+    shot = headless([*common, f"--screenshot={png}", url])
     assert shot.returncode == 0 and png.stat().st_size > 20_000, shot.stderr[-2000:]  # a blank page is ~6 KB
     return rendered_text(dom.stdout)
 

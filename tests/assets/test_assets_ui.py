@@ -27,7 +27,7 @@ import lance
 import pyarrow as pa
 import pytest
 import yaml
-from browser import CHROMIUM, ensure_chromium
+from browser import CHROMIUM, ensure_chromium, headless
 from datagen import simple_table
 
 import lance_ops.format as lf
@@ -91,12 +91,12 @@ class Dev:
         """Screenshot ``path`` to ``screenshots/<name>.png`` and return the page's rendered text."""
         common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={self.tmp / 'chromium-profile'}"]
         url = f"{self.base}{path}"
-        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+        dom = headless([*common, "--dump-dom", url])
         assert dom.returncode == 0, dom.stderr[-2000:]
         shots = self.tmp / "screenshots"
         shots.mkdir(exist_ok=True)
         png = shots / f"{name}.png"
-        shot = subprocess.run([*common, f"--screenshot={png}", url], capture_output=True, text=True, timeout=180)
+        shot = headless([*common, f"--screenshot={png}", url])
         assert shot.returncode == 0 and png.stat().st_size > 20_000, shot.stderr[-2000:]  # a blank page is ~6 KB
         keep = os.environ.get("LANCE_OPS_UI_SCREENSHOTS")
         if keep:
