@@ -90,6 +90,7 @@ def test_soak_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
     counts = {"seconds": SECONDS, "writes": commits, "reads": sum(r["reads"] for r in rd),
               "maintenance_runs": mt["runs"], "faults": faults, "lost": len(lost), "unexpected": len(extra),
               "duplicates": len(got) - len(set(got)), "failed_reads": sum(r["failed"] for r in rd),
+              "leases_refused": sum(r["lease_refused"] for r in rd),
               "orphans_swept": len(swept.removed_paths), "orphans": len(orphans.removed_paths),
               "versions_left": len(latest.versions())}
     print("SOAK_GCS", json.dumps(counts))

@@ -85,12 +85,19 @@ def reader(uri: str, out: str, stop: str, storage_options: dict | None = None) -
     """Leases the latest version, waits (cleanups run), reads it in full and checks every row."""
     import lance_ops.format as lf
 
-    reads = failed = 0
+    reads = failed = refused = 0
     problems: list[str] = []
     while not os.path.exists(stop):
         try:
             ds = lf.dataset(uri, storage_options=storage_options)
-            with ds.lease(ttl=3):
+            try:
+                lease = ds.lease(ttl=3)
+            except lf.VersionRemovedError:
+                # cleanup removed the version between the open and the lease: nothing was read yet,
+                # the lease is refused (as documented) and the reader opens the latest again
+                refused += 1
+                continue
+            with lease:
                 time.sleep(random.uniform(0.2, 1.5))  # a long reader
                 t = ds.to_table(columns=["id", "val", "score"])
             ids = t.column("id").to_numpy()
@@ -104,7 +111,7 @@ def reader(uri: str, out: str, stop: str, storage_options: dict | None = None) -
             failed += 1
             problems.append(traceback.format_exc()[-600:])
     with open(out, "w") as f:
-        json.dump({"reads": reads, "failed": failed, "problems": problems}, f)
+        json.dump({"reads": reads, "failed": failed, "lease_refused": refused, "problems": problems}, f)
 
 
 def maintainer(uri: str, out: str, stop: str, storage_options: dict | None = None) -> None:

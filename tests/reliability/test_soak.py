@@ -95,7 +95,8 @@ def test_soak(tmp_path):
         assert lance.dataset(uri, version=v).count_rows() == lf.dataset(uri, version=v).count_rows()
     counts = {"seconds": SECONDS, "writes": commits, "reads": sum(r["reads"] for r in rd),
               "maintenance_runs": mt["runs"], "faults": faults, "lost": len(lost), "unexpected": len(extra),
-              "failed_reads": sum(r["failed"] for r in rd), "orphans_swept": len(swept.removed_paths),
+              "failed_reads": sum(r["failed"] for r in rd),
+              "leases_refused": sum(r["lease_refused"] for r in rd), "orphans_swept": len(swept.removed_paths),
               "orphans": len(orphans.removed_paths), "versions_left": len(versions)}
     print("SOAK", json.dumps(counts))
     assert not lost and not extra, (sorted(lost)[:10], sorted(extra)[:10])
