@@ -31,7 +31,7 @@ from lance_ops.jobs import _requires  # noqa: F401  (first: names the extra when
 from lance_ops.jobs._types import spark_schema
 from lance_ops.jobs.change_feeds import SINK_ROW_ID, change_feed, range_location, write_change_feed
 from lance_ops.jobs.compaction import compact, materialize_deletions
-from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError
+from lance_ops.jobs.errors import InjectedTaskFailure, InvalidOptionError, JobAbortedError
 from lance_ops.jobs.indices import create_scalar_index, optimize_indices
 from lance_ops.jobs.maintenance import cleanup_old_versions, remove_orphan_files, restore
 from lance_ops.jobs.mutations import delete, upsert
@@ -64,6 +64,7 @@ __all__ = [
     "DeleteJobResult",
     "IndexBuildResult",
     "InjectedTaskFailure",
+    "JobAbortedError",
     "InvalidOptionError",
     "LanceChangesDataSource",
     "LanceDataSource",

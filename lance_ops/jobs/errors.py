@@ -10,3 +10,8 @@ class InvalidOptionError(LanceOpsError, ValueError):
 
 class InjectedTaskFailure(LanceOpsError, RuntimeError):
     """Raised on an executor by a task listed in ``inject_task_failures`` (fault tests)."""
+
+
+class JobAbortedError(LanceOpsError, RuntimeError):
+    """A task of a Spark write found the job aborted (another task failed) and stopped before it
+    wrote another file; names the dataset and the write id."""

@@ -31,7 +31,8 @@ Appends are strict (``_compat``): Spark's ANSI store assignment narrowed to safe
 checked on the driver before any task writes.  Each task writes fragment files and returns
 their metadata; ``commit()`` on the driver commits one transaction (Append, or Overwrite /
 create).  ``abort()`` deletes the files of the tasks that finished; a failing task deletes its
-own.  Only the messages Spark hands to ``commit()`` are committed, so retried or speculative
+own; a task still running when the job failed writes no further file and deletes what it wrote,
+and ``abort()`` sweeps the staged names twice, Spark's task kill timeout apart.  Only the messages Spark hands to ``commit()`` are committed, so retried or speculative
 attempts never add rows twice.  Options: :data:`~lance_ops.jobs._options.WRITE_OPTIONS`, among
 them Delta's idempotent-write options ``txnAppId`` and ``txnVersion``: a job retried after an
 ambiguous failure (the same id and number) commits at most once; a duplicate commits nothing
@@ -47,6 +48,7 @@ import contextlib
 import json
 import os
 import posixpath
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -110,6 +112,7 @@ from lance_ops.jobs._options import (
     storage_options,
 )
 from lance_ops.jobs._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
+from lance_ops.jobs.errors import JobAbortedError
 from lance_ops.jobs.time_travel import requested_version
 
 DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
@@ -369,12 +372,25 @@ class StagingStore(ObjectStore):
 
     def __init__(self, uri: str, storage_options: Any, write_id: str) -> None:
         super().__init__(uri, storage_options)
+        self.write_id = write_id
         self.staging = f"{STAGING_DIR}/{write_id}"
 
     def open_output(self, rel: str) -> Any:
         if rel.startswith("data/"):
-            self.put(f"{self.staging}/{posixpath.basename(rel)}", b"")
+            marker = f"{self.staging}/{posixpath.basename(rel)}"
+            self.put(marker, b"")
+            # after the staging marker: abort() puts its marker before it lists the staging
+            # markers, so either this task sees the abort or the abort sees this file's marker
+            if self.exists(aborted_marker(self.write_id)):
+                self.delete(marker)
+                raise JobAbortedError(f"{self.uri}: Spark write {self.write_id} was aborted "
+                                      "(another task of the job failed); this task writes no more files")
         return super().open_output(rel)
+
+
+#: how long ``abort()`` waits before its last sweep: Spark's ``spark.python.task.killTimeout``
+#: (2 s) after which a killed task's Python worker is gone, with a margin
+ABORT_GRACE_S = 3.0
 
 
 def aborted_marker(write_id: str) -> str:
@@ -383,16 +399,20 @@ def aborted_marker(write_id: str) -> str:
     return f"{STAGING_DIR}/{write_id}.aborted"
 
 
-def sweep_staging(store: ObjectStore, write_id: str, keep: set[str]) -> None:
-    """Delete the data files a job staged that are not in ``keep`` (file names), then the markers."""
+def sweep_staging(store: ObjectStore, write_id: str, keep: set[str], *, markers: bool = True) -> None:
+    """Delete the data files a job staged that are not in ``keep`` (file names), then (unless
+    ``markers`` is False) the markers."""
     staging = f"{STAGING_DIR}/{write_id}"
     for name in store.list_dir(staging):
         try:
             if name not in keep:
                 store.delete(f"data/{name}")
-            store.delete(f"{staging}/{name}")
+            if markers:
+                store.delete(f"{staging}/{name}")
         except Exception:  # pragma: no cover - best effort; cleanup_old_versions removes orphans
             pass
+    if not markers:
+        return
     for rel in (staging, STAGING_DIR):
         try:
             if store.is_local:
@@ -551,4 +571,15 @@ class LanceWriter(DataSourceArrowWriter):
         for m in messages:
             if isinstance(m, LanceCommitMessage):
                 delete_fragment_files(store, m.fragments)
+        # Spark does not wait for the failed stage's other tasks to stop before it calls abort():
+        # one may be creating a file it staged before the marker (or finishing an upload) while
+        # this sweeps. Sweep, give killed tasks Spark's kill timeout to stop, sweep again.
+        sweep_staging(store, self.write_id, set(), markers=False)
+        time.sleep(ABORT_GRACE_S)
         sweep_staging(store, self.write_id, set())
+        try:
+            store.delete(aborted_marker(self.write_id))
+            if store.is_local:
+                os.rmdir(store.full_path(STAGING_DIR))
+        except Exception:  # another job is writing, or already gone
+            pass

@@ -66,3 +66,47 @@ def test_failed_job_commits_nothing_and_removes_its_files(spark, uri, tmp_path, 
     ds = lance.dataset(uri)
     assert ds.version == 1 and ds.count_rows() == 10
     assert data_files(uri) == before  # abort() removed the files of the tasks that had finished
+
+
+def test_a_task_still_running_after_the_abort_writes_no_new_file(spark, uri):
+    """Spark calls abort() without waiting for the failed stage's other tasks: a task that opens
+    its next file after the abort marker is refused, and leaves neither the file nor its marker."""
+    from lance_ops.jobs import JobAbortedError
+    from lance_ops.jobs.source import STAGING_DIR, StagingStore, aborted_marker
+
+    jobs.append(spark, uri, spark.createDataFrame(simple_table(0, 10).to_pandas()))
+    before = data_files(uri)
+    store = StagingStore(uri, None, "w-late")
+    store.put(aborted_marker("w-late"), b"")
+    with pytest.raises(JobAbortedError, match=r"ds: Spark write w-late was aborted"):
+        store.open_output("data/late.lance")
+    assert data_files(uri) == before
+    assert os.listdir(os.path.join(uri, STAGING_DIR, "w-late")) == []
+
+
+def test_abort_sweeps_again_after_the_task_kill_timeout(spark, uri):
+    """A task staged its file before the abort and creates it while abort() sweeps: the second
+    sweep, Spark's kill timeout later, removes it; then no staging marker or abort marker is left."""
+    import threading
+    import time
+
+    from lance_ops.jobs.source import ABORT_GRACE_S, STAGING_DIR, LanceDataSource, StagingStore
+
+    jobs.append(spark, uri, spark.createDataFrame(simple_table(0, 10).to_pandas()))
+    before = data_files(uri)
+    writer = LanceDataSource({"path": uri, "write_id": "w-race"}).writer(
+        spark.createDataFrame(simple_table(0, 1).to_pandas()).schema, False)
+    store = StagingStore(uri, None, "w-race")
+    store.put(f"{store.staging}/slow.lance", b"")  # staged before the abort began
+
+    def slow_task() -> None:
+        time.sleep(ABORT_GRACE_S / 3)  # after the first sweep, before the second
+        with open(os.path.join(uri, "data", "slow.lance"), "wb") as f:
+            f.write(b"partial")
+
+    t = threading.Thread(target=slow_task)
+    t.start()
+    writer.abort([])
+    t.join()
+    assert data_files(uri) == before
+    assert not os.path.exists(os.path.join(uri, STAGING_DIR))
