@@ -45,10 +45,7 @@ def pytest_configure(config):
 
 
 def _folder_markers(path: Path) -> tuple[str, ...]:
-    try:
-        parts = Path(path).resolve().relative_to(_TESTS).parts
-    except ValueError:
-        return ()
+    parts = _relative(path).split("/")
     return FOLDER_MARKERS.get(parts[0], ()) if len(parts) > 1 else ()
 
 

@@ -120,7 +120,12 @@ def run_spark(context: Any, d: DatasetSettings, res: LanceDatasetResource, spark
     naming the operation's field (the typed cause chained)."""
     if not hasattr(params, "__dataclass_fields__"):
         params = resolve_params(name, d, params)
-    task = task_for(context, d, res, name, params, uri, reasons)
+    return run_spark_task(context, d, res, spark, task_for(context, d, res, name, params, uri, reasons))
+
+
+def run_spark_task(context: Any, d: DatasetSettings, res: LanceDatasetResource, spark: Any,
+                   task: Task) -> OperationResult:
+    """Run ``task`` (built by :func:`task_for`) through ``spark``; see :func:`run_spark`."""
     try:
         return lineage_run(context, res, task, lambda: spark.run_task(context, task))
     except (SchemaError, UnsupportedFeatureError) as e:
@@ -241,7 +246,7 @@ def _run_operation(context: AssetExecutionContext, d: DatasetSettings, res: Lanc
             yield observation(d, res, name, job_metadata(result))
             return
     else:
-        result = run_spark(context, d, res, spark, name, params, reasons=reasons).with_reasons(reasons).to_dict()
+        result = run_spark_task(context, d, res, spark, task).with_reasons(reasons).to_dict()
         context.log.info(f"{name} {d.name} ({spark.describe()}): {json.dumps(result, default=str)}")
     result.setdefault("seconds", round(time.perf_counter() - t0, 3))
     if getattr(params, "dry_run", False):

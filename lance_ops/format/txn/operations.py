@@ -230,13 +230,8 @@ class UpdateConfig:
         for k in self.delete_keys:
             cu.update_entries.add(key=k)
         if self.schema_metadata_updates is not None:
-            sm = t.update_config.schema_metadata_updates
-            sm.replace = self.schema_metadata_replace
-            for key, value in self.schema_metadata_updates.items():
-                if value is None:
-                    sm.update_entries.add(key=key)
-                else:
-                    sm.update_entries.add(key=key, value=value)
+            MetadataUpdate(self.schema_metadata_updates, self.schema_metadata_replace).to_proto(
+                t.update_config.schema_metadata_updates)
         if self.table_metadata_updates is not None:
             self.table_metadata_updates.to_proto(t.update_config.table_metadata_updates)
         for fid, update in self.field_metadata_updates.items():
@@ -345,13 +340,12 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
             else:
                 deletes.append(e.key)
         schema_md: dict[str, str | None] | None = None
+        replace_md = False
         if uc.HasField("schema_metadata_updates"):
-            schema_md = {e.key: (e.value if e.HasField("value") else None)
-                         for e in uc.schema_metadata_updates.update_entries}
+            decoded = MetadataUpdate.from_proto(uc.schema_metadata_updates)
+            schema_md, replace_md = dict(decoded.updates), decoded.replace
         elif uc.schema_metadata:  # the deprecated form: the whole new metadata
-            schema_md = dict(uc.schema_metadata)
-        replace_md = bool(uc.schema_metadata_updates.replace) if uc.HasField("schema_metadata_updates") \
-            else bool(uc.schema_metadata)
+            schema_md, replace_md = dict(uc.schema_metadata), True
         table_md = MetadataUpdate.from_proto(uc.table_metadata_updates) \
             if uc.HasField("table_metadata_updates") else None
         field_md = {int(k): MetadataUpdate.from_proto(v) for k, v in uc.field_metadata_updates.items()}
