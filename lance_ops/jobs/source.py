@@ -88,7 +88,12 @@ from lance_ops.format.distributed import (
     with_idempotency,
     write_fragment_files,
 )
-from lance_ops.format.errors import CommitStateUnknownError, DatasetAlreadyExistsError, SchemaError
+from lance_ops.format.errors import (
+    CommitStateUnknownError,
+    DatasetAlreadyExistsError,
+    SchemaError,
+    VersionRemovedError,
+)
 from lance_ops.jobs._compat import check_store_assignment
 from lance_ops.jobs._error_transport import carried
 from lance_ops.jobs._filters import (
@@ -113,7 +118,7 @@ from lance_ops.jobs._options import (
 )
 from lance_ops.jobs._types import META_COLUMNS, arrow_target, cast_batch, spark_schema
 from lance_ops.jobs.errors import JobAbortedError
-from lance_ops.jobs.time_travel import requested_version
+from lance_ops.jobs.time_travel import TIMESTAMP_KEYS, VERSION_KEYS, requested_version
 
 DEFAULT_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE  # one input partition per default-sized file
 WRITE_ID_PROPERTY = "lance_ops.write_id"
@@ -170,6 +175,26 @@ def _open_read(options: Any) -> tuple[str, ObjectStore, Manifest]:
     handler = _handler(options, store)
     manifest, _ = open_manifest(store, requested_version(store, options, handler), handler)
     return uri, store, manifest
+
+
+def _open_leased(options: Any) -> tuple[str, Manifest, ReadLease | None]:
+    """(uri, manifest, lease on its version; None with ``lease=false``). Reading the latest
+    version, a lease refused because cleanup removed that version after it was opened opens the
+    new latest and leases that (three tries); a version asked for by time travel fails with
+    ``VersionRemovedError``."""
+    ttl = lease_settings(options)
+    for attempt in range(3):
+        uri, _, manifest = _open_read(options)
+        if not ttl:
+            return uri, manifest, None
+        try:
+            # leased while the query reads: tasks renew it, cleanup keeps this version's files
+            return uri, manifest, ReadLease.acquire(uri, storage_options(options), manifest.version, ttl=ttl,
+                                                    holder="spark read")
+        except VersionRemovedError:
+            if attempt == 2 or first(options, *VERSION_KEYS, *TIMESTAMP_KEYS) is not None:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _handler(options: Any, store: ObjectStore) -> CommitHandler:
@@ -242,13 +267,9 @@ class LanceReader(DataSourceReader):
     """Reads one pinned version; runs on the driver (planning) and on executors (``read``)."""
 
     def __init__(self, options: Any, schema: StructType) -> None:
-        self.uri, _, manifest = _open_read(options)
+        self.uri, manifest, self.lease = _open_leased(options)
         self.storage_options = storage_options(options)
         self.version = manifest.version  # pinned: every partition reads this version
-        ttl = lease_settings(options)
-        # leased while the query reads: tasks renew it, cleanup keeps this version's files
-        self.lease = ReadLease.acquire(self.uri, self.storage_options, self.version, ttl=ttl,
-                                       holder="spark read") if ttl else None
         self.manifest = light_manifest(manifest)  # no fragment list: the reader is shipped to every task
         user = {f.name for f in manifest.schema.top_level()}
         unknown = [f.name for f in schema.fields if f.name not in user and f.name not in META_COLUMNS]

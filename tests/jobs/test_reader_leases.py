@@ -185,3 +185,36 @@ def test_change_feed_job_holds_its_range_while_a_cleaner_loops(spark, history, t
     assert lf.list_leases(uri) == []  # released when the job ended
     cleanup_elsewhere(uri)  # (the looping cleaner may have removed them already, after the release)
     assert min(v["version"] for v in lf.dataset(uri).versions()) > 4 and not old & on_disk(uri)
+
+
+def test_a_read_of_the_latest_leases_the_next_version_when_cleanup_removed_the_opened_one(tmp_path, monkeypatch):
+    """Cleanup removes the version a Spark read opened before the read leased it: the read opens
+    the new latest and leases that; a read pinned to the removed version fails naming it."""
+    from datetime import timedelta
+
+    from lance_ops.format.errors import VersionRemovedError
+    from lance_ops.jobs import source
+
+    uri = str(tmp_path / "ds")
+    lf.write_dataset(simple_table(0, 10), uri)
+    real_open = source._open_read
+    raced = []
+
+    def open_then_race(options):  # fault: a writer and a zero-retention cleanup run right after the open
+        out = real_open(options)
+        if not raced:
+            raced.append(out[2].version)
+            lf.write_dataset(simple_table(10, 5), uri, mode="append")
+            lf.dataset(uri).cleanup_old_versions(older_than=timedelta(0), retention_duration_check=False)
+        return out
+
+    monkeypatch.setattr(source, "_open_read", open_then_race)
+    got_uri, manifest, lease = source._open_leased({"path": uri})
+    assert raced == [1] and manifest.version == 2 and lease is not None and lease.version == 2
+    assert lf.dataset(uri).count_rows() == 15
+    lease.release()
+
+    raced.clear()
+    lf.write_dataset(simple_table(15, 1), uri, mode="append")  # version 3; the pinned read of 3 races
+    with pytest.raises(VersionRemovedError, match="version 3 was removed"):
+        source._open_leased({"path": uri, "versionAsOf": "3"})
