@@ -86,7 +86,7 @@ def cmd_plan(args: argparse.Namespace, out: Any) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, out: Any) -> int:
-    """Run the plan in this process; progress per action on stderr, a summary at the end."""
+    """Run the plan (in this process, or on ``--spark``); progress per action on stderr, a summary at the end."""
     from lance_ops.console import console_for, human_bytes, render_table
 
     err = console_for(sys.stderr)
@@ -97,7 +97,12 @@ def cmd_maintain(args: argparse.Namespace, out: Any) -> int:
         tail = f"version {r.version}" if r.version is not None else r.error or r.status
         err.print(f"[{done[0]}] {r.action.table}: {r.action.operation} {r.status} in {r.seconds:.2f}s ({tail})")
 
-    report = maintain(_source(args), max_bytes=args.max_bytes, dry_run=args.dry_run, on_action=progress)
+    spark = None
+    if args.spark and not args.dry_run:
+        from lance_ops.jobs import spark_session
+
+        spark = spark_session(master=args.spark, app_name="lance-ops maintain")
+    report = maintain(_source(args), max_bytes=args.max_bytes, dry_run=args.dry_run, on_action=progress, spark=spark)
     if args.json:
         out.write(report.to_json(indent=1) + "\n")
     else:
@@ -156,12 +161,15 @@ def add_commands(sub: Any) -> None:
     _common(p)
     p.add_argument("--max-bytes", type=int, default=None, help="bound each compaction's bytes read (default: none)")
     p.set_defaults(planner_command=cmd_plan)
-    m = sub.add_parser("maintain", help="run the plan in this process",
+    m = sub.add_parser("maintain", help="run the plan (in this process, or on Spark)",
                        description="Run the planned maintenance. Example: lance-ops maintain /data --max-bytes 1e9")
     _common(m)
     m.add_argument("--max-bytes", type=lambda s: int(float(s)), default=None,
                    help="byte budget of the run, summed over the actions' bytes read (default: none)")
     m.add_argument("--dry-run", action="store_true", help="list what would run, change nothing")
+    m.add_argument("--spark", default=None, metavar="MASTER",
+                   help="run the rewrites and index builds on Spark (local[*], spark://host:7077, ...); "
+                        "default: in this process")
     m.set_defaults(planner_command=cmd_maintain)
     h = sub.add_parser("history", help="one row per version: operation, who, run, metrics (as DESCRIBE HISTORY)",
                        description="A table's commit history. Example: lance-ops history /data/events --json")

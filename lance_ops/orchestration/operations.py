@@ -203,6 +203,9 @@ class OperationSpec:
         error_field: the parameter a SchemaError of the job points at; ``fix``: what to change.
         run: ``run(spark, task) -> dict`` (the job's result).
         validate: ``validate(table, params, name)``, raises DatasetConfigError before Spark starts.
+        local: ``local(task) -> dict``: a Spark operation run in this process through
+            ``lance_ops.format`` instead (no SparkSession given: the planner's ``maintain``, the
+            Dagster autopilot); None: the operation needs Spark.
     """
 
     name: str
@@ -214,6 +217,7 @@ class OperationSpec:
     fix: str
     run: Callable[[Any, "Task"], dict[str, Any]]
     validate: Callable[[TableRef, Any, str], None]
+    local: Callable[["Task"], dict[str, Any]] | None = None
 
     @property
     def description(self) -> str:
@@ -408,6 +412,55 @@ def _run_restore(spark: Any, task: "Task") -> dict[str, Any]:
                         **task.job_kwargs()).to_dict()
 
 
+# ----------------------------------------------------------------------------- in-process runners
+def _metrics(obj: Any) -> dict[str, Any]:
+    out = dataclasses.asdict(obj)
+    out.pop("removed_paths", None)
+    return out
+
+
+def _local_compact(task: "Task") -> dict[str, Any]:
+    p = task.params
+    return _metrics(task.table.open().compact_files(
+        target_rows_per_fragment=p.target_rows_per_fragment, max_rows_per_group=p.max_rows_per_group,
+        materialize_deletions=p.materialize_deletions, materialize_deletions_threshold=p.materialize_deletions_threshold,
+        max_source_fragments=p.max_source_fragments, max_source_rows=p.max_source_rows,
+        max_source_bytes=p.max_source_bytes, bin_order=p.bin_order, data_storage_version=p.data_storage_version,
+        cluster_by=list(p.cluster_by) or None, strategy=p.strategy, dry_run=p.dry_run,
+        transaction_properties=dict(task.transaction_properties)))
+
+
+def _local_materialize_deletions(task: "Task") -> dict[str, Any]:
+    p = task.params
+    return _metrics(task.table.open().materialize_deletions(
+        p.threshold, max_source_fragments=p.max_source_fragments, max_source_rows=p.max_source_rows,
+        max_source_bytes=p.max_source_bytes, bin_order=p.bin_order, dry_run=p.dry_run,
+        transaction_properties=dict(task.transaction_properties)))
+
+
+def _local_optimize_indices(task: "Task") -> dict[str, Any]:
+    from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
+
+    p, t = task.params, task.table
+    ds = t.open()
+    store = ObjectStore(ds.uri, t.resolved_storage_options())
+    plan = lf.plan_optimize_indices(ds.manifest, num_indices_to_merge=p.num_indices_to_merge,
+                                    index_names=list(p.index_names) if p.index_names else None)
+    if not plan.tasks:
+        return {"segments_added": 0, "version": None}
+    built: list[Any] = []
+    try:
+        for index_task in plan.tasks:
+            built.append(lf.execute_index_task(store, ds.manifest, index_task))
+    except BaseException:
+        discard_index_segments(store, built)
+        raise
+    m = lf.commit_index_build(store, plan, built, handler=commit_handler_for(store, t.manifest_store),
+                              known=ds.manifest, properties=dict(task.transaction_properties))
+    return {"segments_added": len(built), "segments_removed": len(plan.removed),
+            "rows_indexed": sum(len(x.fragment_ids) for x in plan.tasks), "version": m.version}
+
+
 def _run_maintain(spark: Any, task: "Task") -> dict[str, Any]:
     raise DatasetConfigError(task.dataset, "operation", "maintain is a decision, not one Spark job",
                              "run it with lance_ops.orchestration.maintain.maintain (every orchestrator does)")
@@ -421,12 +474,13 @@ OPERATIONS: dict[str, OperationSpec] = {spec.name: spec for spec in (
                   _run_upsert, _validate_upsert),
     OperationSpec("delete", DeleteParams, True, True, True, "delete.where",
                   "write the predicate with the dataset's columns", _run_delete, _validate_delete),
-    OperationSpec("compact", CompactParams, False, True, True, "compact", "fix the run config", _run_compact, _none),
+    OperationSpec("compact", CompactParams, False, True, True, "compact", "fix the run config", _run_compact, _none,
+                  _local_compact),
     OperationSpec("materialize_deletions", MaterializeDeletionsParams, False, True, True, "materialize_deletions",
-                  "fix the run config", _run_materialize_deletions, _none),
+                  "fix the run config", _run_materialize_deletions, _none, _local_materialize_deletions),
     OperationSpec("optimize_indices", OptimizeIndicesParams, True, True, True, "optimize_indices.index_names",
                   f"name indices of a kind lance_ops extends ({INDEX_KINDS}), or leave index_names empty",
-                  _run_optimize_indices, _validate_optimize_indices),
+                  _run_optimize_indices, _validate_optimize_indices, _local_optimize_indices),
     OperationSpec("write_change_feed", ChangeFeedParams, False, True, True, "change_feed",
                   "recreate the dataset with enable_stable_row_ids=True, or set change_feed.enabled: false",
                   _run_change_feed, _validate_change_feed),

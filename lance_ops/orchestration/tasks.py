@@ -75,9 +75,12 @@ class Task:
         spec.validate(self.table, self.params, self.dataset)
 
     def run(self, spark: Any = None) -> OperationResult:
-        """Run the operation (``spark``: a SparkSession, for the Spark operations) and return its result."""
+        """Run the operation and return its result: on ``spark`` (a SparkSession) for the Spark
+        operations, in this process through ``lance_ops.format`` without one (where the
+        operation can run there: ``OperationSpec.local``)."""
         t0 = time.perf_counter()
-        raw = self.spec.run(spark, self)
+        spec = self.spec
+        raw = spec.local(self) if spark is None and spec.spark and spec.local is not None else spec.run(spark, self)
         metrics = {k: (list(v) if isinstance(v, tuple) else v) for k, v in raw.items()}
         metrics.setdefault("seconds", round(time.perf_counter() - t0, 3))
         return OperationResult.from_job(self.operation, metrics)

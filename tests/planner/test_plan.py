@@ -147,7 +147,7 @@ def test_orphan_files_are_proposed_and_swept(tmp_path):
     report = maintain([(TableRef(uri), T.POLICY)])
     (r,) = report.results
     assert (r.status, r.action.operation, r.version) == ("ran", "remove_orphan_files", None)
-    assert (r.metrics["data_files_removed"], r.metrics["bytes_removed"]) == (1, 100) and report.skipped == ()
+    assert (r.metrics["files_removed"], r.metrics["bytes_removed"]) == (1, 100) and report.skipped == ()
     assert not os.path.exists(stray) and plan(uri, T.POLICY).healthy
     assert lance.dataset(uri).to_table().equals(before)
 

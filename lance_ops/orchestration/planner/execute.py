@@ -1,4 +1,5 @@
-"""``maintain``: run the plan in this process through ``lance_ops.format``.
+"""``maintain``: run the plan, each action as the registry's operation (:mod:`..operations`):
+in this process through ``lance_ops.format``, or on Spark when given a session.
 
 Tables go highest priority first.  Per table the planner is asked again after every action (so
 each action runs with parameters exact for the version it meets) and the first action not yet
@@ -10,20 +11,19 @@ is left, most valuable bins first) is reported as skipped, kept beside the table
 carries the ledger's stamps (:mod:`.ledger`); the orphan sweep (``remove_orphan_files``) runs last.
 """
 
-import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import lance_ops.format as lf
-from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
+from lance_ops.orchestration.operations import resolve_params
 from lance_ops.orchestration.planner.fleet import Member, fleet_members, within_budget
 from lance_ops.orchestration.planner.ledger import record_skipped, stamps
 from lance_ops.orchestration.planner.model import Action, Skipped, TableRef, _Json
 from lance_ops.orchestration.planner.table_plan import plan
+from lance_ops.orchestration.tasks import Task
 
 MAX_ROUNDS = 16
 
@@ -49,80 +49,19 @@ class MaintainReport(_Json):
     errors: tuple[tuple[str, str], ...] = ()
 
 
-Runner = Callable[[lf.LanceDataset, TableRef, Action, dict[str, str]], tuple[int | None, dict[str, Any]]]
-RUNNERS: dict[str, Runner] = {}
-
-
-def runner(operation: str) -> Callable[[Runner], Runner]:
-    def register(fn: Runner) -> Runner:
-        RUNNERS[operation] = fn
-        return fn
-    return register
-
-
-def _metrics(obj: Any) -> dict[str, Any]:
-    d = dataclasses.asdict(obj)
-    d.pop("removed_paths", None)
-    return d
-
-
-@runner("compact")
-def _compact(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
-    m = ds.compact_files(**a.parameters, transaction_properties=props)
-    return m.version, _metrics(m)
-
-
-@runner("materialize_deletions")
-def _materialize(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
-    m = ds.materialize_deletions(**a.parameters, transaction_properties=props)
-    return m.version, _metrics(m)
-
-
-@runner("optimize_indices")
-def _optimize(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
-    store = ObjectStore(ds.uri, dict(ref.storage_options))
-    handler = commit_handler_for(store, ref.manifest_store)
-    plan_ = lf.plan_optimize_indices(ds.manifest, **a.parameters)
-    if not plan_.tasks:
-        return None, {"segments_added": 0}
-    built: list[Any] = []
-    try:
-        for task in plan_.tasks:
-            built.append(lf.execute_index_task(store, ds.manifest, task))
-    except BaseException:
-        discard_index_segments(store, built)
-        raise
-    m = lf.commit_index_build(store, plan_, built, handler=handler, known=ds.manifest, properties=props)
-    return m.version, {"segments_added": len(built), "segments_removed": len(plan_.removed),
-                       "rows_indexed": sum(len(t.fragment_ids) for t in plan_.tasks)}
-
-
-@runner("cleanup_old_versions")
-def _cleanup(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
-    p = a.parameters
-    s = ds.cleanup_old_versions(timedelta(days=p["older_than_days"]), p["retain_versions"],
-                                retention_duration_check=p["retention_duration_check"])
-    return None, _metrics(s)
-
-
-@runner("remove_orphan_files")
-def _orphans(ds: lf.LanceDataset, ref: TableRef, a: Action, props: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
-    p = a.parameters
-    s = ds.remove_orphan_files(timedelta(hours=p["older_than_hours"]),
-                               retention_duration_check=p["retention_duration_check"])
-    return None, _metrics(s)
-
-
-def run_action(ref: TableRef, action: Action, *, run_id: str, orchestrator: str = "cli") -> ActionResult:
-    """Run one planned action on ``ref`` now (its commits stamped); failures are returned, not raised."""
+def run_action(ref: TableRef, action: Action, *, run_id: str, orchestrator: str = "cli",
+               spark: Any = None) -> ActionResult:
+    """Run one planned action on ``ref`` now, as the registry's operation (its commits stamped):
+    on ``spark`` when given, else in this process; failures are returned, not raised."""
     start = time.perf_counter()
     try:
-        ds = lf.dataset(ref.uri, storage_options=dict(ref.storage_options), manifest_store=ref.manifest_store)
-        version, metrics = RUNNERS[action.operation](ds, ref, action, stamps(action, run_id=run_id,
-                                                                            orchestrator=orchestrator))
+        task = Task(action.operation, ref, resolve_params(action.operation, None, dict(action.parameters)),
+                    stamps(action, run_id=run_id, orchestrator=orchestrator), ref.label)
+        result = task.run(spark)
     except (lf.LanceOpsError, OSError, KeyError, ValueError) as e:
         return ActionResult(action, "failed", seconds=time.perf_counter() - start, error=f"{type(e).__name__}: {e}")
-    return ActionResult(action, "ran", version, metrics, time.perf_counter() - start)
+    metrics = {k: v for k, v in result.metrics.items() if k != "seconds"}
+    return ActionResult(action, "ran", result.version, metrics, time.perf_counter() - start)
 
 
 def run_planned(source: Any, action: Action | Mapping[str, Any], *, run_id: str, orchestrator: str) -> ActionResult:
@@ -151,9 +90,11 @@ def _key(a: Action) -> tuple[str, tuple[str, ...]]:
 
 
 def maintain(source: Any, *, max_bytes: int | None = None, dry_run: bool = False, run_id: str | None = None,
-             orchestrator: str = "cli", on_action: Callable[[ActionResult], None] | None = None) -> MaintainReport:
+             orchestrator: str = "cli", on_action: Callable[[ActionResult], None] | None = None,
+             spark: Any = None) -> MaintainReport:
     """Run what the planner asks for on every table of ``source`` (as :func:`.fleet.fleet_members`
-    takes it) within ``max_bytes`` (module docstring); ``dry_run``: report, change nothing."""
+    takes it) within ``max_bytes`` (module docstring); ``dry_run``: report, change nothing;
+    ``spark``: a SparkSession the rewrites and index builds run on (default: this process)."""
     run_id = run_id or f"lance-ops-{uuid.uuid4().hex[:12]}"
     results: list[ActionResult] = []
     skipped: list[Skipped] = []
@@ -162,7 +103,7 @@ def maintain(source: Any, *, max_bytes: int | None = None, dry_run: bool = False
     for ref, policy in _by_priority(fleet_members(source), errors):
         mark = len(skipped)
         try:
-            _maintain_table(ref, policy, left, dry_run, run_id, orchestrator, results, skipped, on_action)
+            _maintain_table(ref, policy, left, dry_run, (run_id, orchestrator, spark), results, skipped, on_action)
             if not dry_run:
                 record_skipped(ref, skipped[mark:], run_id=run_id, orchestrator=orchestrator)
         except (lf.LanceOpsError, OSError) as e:
@@ -183,9 +124,10 @@ def _by_priority(members: list[Member], errors: list[tuple[str, str]]) -> list[M
     return [m for *_, m in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
 
-def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run: bool, run_id: str,
-                    orchestrator: str, results: list[ActionResult], skipped: list[Skipped],
+def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run: bool, how: tuple[str, str, Any],
+                    results: list[ActionResult], skipped: list[Skipped],
                     on_action: Callable[[ActionResult], None] | None) -> None:
+    run_id, orchestrator, spark = how
     tried: set[tuple[str, tuple[str, ...]]] = set()
     for _ in range(MAX_ROUNDS):
         todo = [a for a in plan(ref, policy).actions if _key(a) not in tried]
@@ -202,7 +144,7 @@ def _maintain_table(ref: TableRef, policy: Any, left: list[int | None], dry_run:
                                            f"{action.budget_bytes} bytes left for the next run"))
             action = smaller
         result = ActionResult(action, "planned") if dry_run else run_action(ref, action, run_id=run_id,
-                                                                             orchestrator=orchestrator)
+                                                                             orchestrator=orchestrator, spark=spark)
         if left[0] is not None and result.status != "failed":
             left[0] -= action.budget_bytes
         results.append(result)
