@@ -105,6 +105,25 @@ def _upload_errors(path: str, what: str) -> Iterator[None]:
         raise ObjectStoreError(f"{path}: {what} failed: {_describe(e)}") from e
 
 
+def _walk_local(path: str, prefix: str) -> Iterator[tuple[str, int, float]]:
+    """``(prefix + relative path, size, mtime)`` of the files below ``path`` (one ``scandir`` and
+    one ``stat`` per entry; entries that vanish meanwhile are skipped)."""
+    try:
+        entries = list(os.scandir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for e in entries:
+        try:
+            if e.is_dir():  # as os.walk: a link to a directory is not followed
+                if not e.is_symlink():
+                    yield from _walk_local(e.path, prefix + e.name + os.sep)
+                continue
+            st = e.stat()
+        except FileNotFoundError:
+            continue
+        yield prefix + e.name, st.st_size, st.st_mtime
+
+
 class UploadStream:
     """The write stream of a new object (:meth:`ObjectStore.open_output`).
 
@@ -448,14 +467,8 @@ class ObjectStore:
         """
         base = self.full_path(rel)
         if self.is_local:
-            for dirpath, _dirs, files in os.walk(base):
-                for name in files:
-                    full = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(full)
-                    except FileNotFoundError:
-                        continue
-                    yield os.path.relpath(full, self.root), st.st_size, st.st_mtime
+            prefix = os.path.relpath(base, self.root)
+            yield from _walk_local(base, "" if prefix == "." else prefix + os.sep)
             return
         try:
             with _storage_errors(base, "listing"):

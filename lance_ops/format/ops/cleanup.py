@@ -48,6 +48,7 @@ from lance_ops.format.table.leases import Lease, list_leases, remove_expired_lea
 from lance_ops.format.table.lineage import Pins, external_pins
 from lance_ops.format.table.manifest import (
     VERSIONS_DIR,
+    FragmentList,
     Manifest,
     NamingScheme,
     list_versions,
@@ -113,6 +114,21 @@ def _files_of(m: Manifest) -> set[str]:
         for f in m.fragments
         if f.deletion_file and f.deletion_file.base_id is None
     }
+    if m.transaction_file:
+        files.add(f"_transactions/{m.transaction_file}")
+    return files
+
+
+def _kept_files_of(m: Manifest) -> set[str]:
+    """:func:`_files_of` for a kept version, read from the fragment messages when the manifest's
+    fragments were not decoded (a sweep reads every version: no fragment objects are built;
+    the paths only protect files, so they need not pass the decoder's checks)."""
+    raw = m.fragments.undecoded() if isinstance(m.fragments, FragmentList) else None
+    if raw is None:
+        return _files_of(m)
+    files = {"data/" + df.path for f in raw for df in f.files if not df.HasField("base_id")}
+    files |= {deletion_file_path(f.id, f.deletion_file) for f in raw
+              if f.HasField("deletion_file") and not f.deletion_file.HasField("base_id")}
     if m.transaction_file:
         files.add(f"_transactions/{m.transaction_file}")
     return files
@@ -306,7 +322,10 @@ class _VersionPlan:
     leased: set[int] = field(default_factory=set)
 
     def kept_files(self) -> set[str]:
-        return {rel for m in self.retained for rel in _files_of(m)}
+        out: set[str] = set()
+        for m in self.retained:
+            out |= _kept_files_of(m)
+        return out
 
     def dropped_files(self) -> set[str]:
         return {rel for m in self.dropped for rel in _files_of(m)}

@@ -219,6 +219,12 @@ class FragmentList(Sequence[FragmentMetadata]):
             self._items, self._protos = items, None
         return items
 
+    def undecoded(self) -> Any:
+        """The fragment messages while none has been decoded yet, else None: for readers that
+        need a field or two of every fragment and no checked objects (cleanup's kept paths)."""
+        protos = self._protos
+        return protos if self._items is None else None
+
     def __len__(self) -> int:
         return len(self._items) if self._items is not None else len(self._protos)
 
