@@ -620,9 +620,7 @@ def _fragment_batches(
         else:
             out = batch
         if live is not None:
-            mask = live[start:stop]
-            if not mask.all():
-                out = out.filter(pa.array(mask))
+            out = _kept(out, live[start:stop])
         start = stop
         if plan.filter is not None and filters is not None:
             if out.num_rows:
@@ -638,6 +636,22 @@ def _fragment_batches(
             yield _shaped(out, out_names, plan.out_schema)
     while ahead:
         yield from _cut(ahead.popleft().result(), batch_size)
+
+
+#: a row mask keeping at most this share of a batch's rows is applied by ``take`` of its set
+#: positions (10% kept: ~0.19 ms against ``filter``'s ~0.35 ms for 64K rows of int, float and
+#: string; a denser mask, e.g. a deletion vector, filters)
+TAKE_SHARE = 0.25
+
+
+def _kept(batch: pa.RecordBatch, mask: np.ndarray) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``mask`` is set, in order."""
+    kept = int(np.count_nonzero(mask))
+    if kept == mask.size:
+        return batch
+    if kept <= TAKE_SHARE * mask.size:
+        return batch.take(np.flatnonzero(mask))
+    return batch.filter(pa.array(mask))
 
 
 def _cut(batch: pa.RecordBatch | None, size: int | None) -> Iterator[pa.RecordBatch]:
