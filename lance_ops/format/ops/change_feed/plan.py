@@ -137,11 +137,11 @@ class MovedIds:
         return self.keys.nbytes + (0 if self.codes is None else self.codes.nbytes)
 
     def _ranked(self, k: np.ndarray) -> np.ndarray:
-        """Version offsets (0: not updated) of packed keys ``k`` (uint64)."""
-        rank = (k & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.int64)
-        got = np.zeros(rank.size, dtype=np.int64)
-        got[rank > 0] = self.versions[rank[rank > 0] - 1].astype(np.int64)
-        return got
+        """Version offsets (0: not updated) of packed keys ``k`` (uint64): one lookup of each
+        key's rank in ``[0, *versions]``."""
+        lut = np.zeros(self.versions.size + 1, dtype=np.int64)
+        lut[1:] = self.versions
+        return lut.take((k & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.intp))
 
     def _all_moved(self, q: np.ndarray) -> np.ndarray | None:
         """The common case without a binary search per id: ``q`` sorted, and every id in its
