@@ -256,7 +256,8 @@ def _reads(
         cmap_out.append(cmap)
         begin_plan = plan_scan(start.schema, cmap.read_columns or [ROW_ID], None, False, False)
     checks = [in_range[v] for v in sorted(in_range) if begin_version < v < end_version]
-    for kind, frag, rows, ids, versions in streamed_plan(store, start, end, begin_version, end_version, checks):
+    for kind, frag, rows, ids, versions in streamed_plan(store, start, end, begin_version, end_version, checks,
+                                                         end_kinds=kinds):
         if kind in ("insert", "update_postimage"):
             yield _Read(end, frag, plan, rows, ids, versions, kind)
         else:
