@@ -197,3 +197,50 @@ def test_jit_and_numpy_refuse_the_same_corrupted_pages(pylance_22, tmp_path, num
             assert jit_result.equals(numpy_result)
             outcomes["same"] += 1
     assert outcomes["both_refused"] > 0
+
+
+@pytest.mark.parametrize("pick", ["none_but_one", "every_7th", "random_3pct", "all"])
+def test_scattered_rows_decompress_only_their_strings(pylance_22, numpy_only, monkeypatch, pick):
+    """``scan_fragment_rows`` of chosen rows (a change feed's pre-images) decompresses only
+    their FSST strings (the kernel gets their mask) and returns exactly the rows a full decode
+    gives, compiled and NumPy, for plain, nullable and binary columns."""
+    from lance_ops.format.file.v21 import _jit
+    from lance_ops.format.read.scan import plan_scan, scan_fragment_rows
+
+    uri, table = pylance_22
+    n = table.num_rows
+    rows = {
+        "none_but_one": np.array([n - 1]),
+        "every_7th": np.arange(3, n, 7),
+        "random_3pct": np.flatnonzero(np.random.default_rng(5).random(n) < 0.03),
+        "all": np.arange(n),
+    }[pick]
+    masks = []
+    kernel = _jit.fsst_chunks
+
+    def spy(*args):
+        masks.append(args[-1].copy())
+        return kernel(*args)
+
+    monkeypatch.setattr(_jit, "fsst_chunks", spy)
+    ds = lf.dataset(uri)
+    m = ds._manifest
+    (frag,) = m.fragments
+    plan = plan_scan(m.schema, ["s", "sn", "bin", "id", "f32"], None, False, False)
+
+    def read() -> pa.Table:
+        return pa.Table.from_batches(list(scan_fragment_rows(ds._store, m, frag, plan, rows)), schema=plan.out_schema)
+
+    want = table.select(["s", "sn", "bin", "id", "f32"]).take(pa.array(rows))
+    got = read()
+    with numpy_only():
+        ref = read()
+    assert got.equals(want)
+    assert ref.equals(want)
+    assert masks, "the FSST pages were not decoded by the kernel"
+    kept = int(sum(int(k.sum()) for k in masks if k.size))
+    if pick == "all":
+        assert all(k.size == 0 for k in masks)  # every row kept: no mask at all
+    else:  # each FSST column's pages together decompress exactly the chosen rows, no other
+        assert all(k.size for k in masks)
+        assert kept and kept % rows.size == 0 and kept < sum(k.size for k in masks)

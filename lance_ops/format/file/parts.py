@@ -230,7 +230,9 @@ def _mini_block_part(reader: Any, column: int, part: PagePart, dtype: pa.DataTyp
     data_pos = src.ranges[1][0]
     ranges = [(data_pos + int(starts[i]), int(starts[j] - starts[i])), *src.ranges[2:]]
     buffers = [pa.py_buffer(words[i:j]), *reader.read_buffers(ranges)]
-    out = v21.decode_page(reader.path, column, part.chunks.layout(count), count, buffers, dtype, _version(reader))
+    keep = reader.kept_rows(src.row_start + first, count)
+    out = v21.decode_page(reader.path, column, part.chunks.layout(count), count, buffers, dtype, _version(reader),
+                          keep)
     if len(out) != count:
         raise CorruptFileError(reader.path, f"chunks {i}-{j} of column {column} decoded {len(out)} rows, not {count}")
     if part.lo != first or count != part.hi - part.lo:

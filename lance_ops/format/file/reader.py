@@ -158,6 +158,9 @@ class DataFileReader:
         UnsupportedFeatureError: legacy (v1) files.
     """
 
+    #: the file rows its caller keeps (bool per row; None: all): see :meth:`kept_rows`
+    row_mask: np.ndarray | None = None
+
     def __init__(self, store: ObjectStore, rel_path: str, *, file_size: int | None = None) -> None:
         self.store = store
         self.rel_path = rel_path
@@ -456,6 +459,15 @@ class DataFileReader:
             return pages
         return parts.split_pages(pages, dtype)
 
+    def kept_rows(self, start: int, length: int) -> np.ndarray | None:
+        """Which of rows ``[start, start + length)`` the caller keeps (uint8 each; None: all),
+        from :attr:`row_mask`: string values of the other rows may decode empty (a change feed
+        reading scattered pre-images decompresses only theirs)."""
+        if self.row_mask is None:
+            return None
+        keep = self.row_mask[start: start + length]
+        return None if len(keep) != length else keep.view(np.uint8)
+
     def _decode_page(self, column: int, page: Page, dtype: pa.DataType) -> Any:
         if page.part is not None:  # rows of a bigger page (parts.py)
             return parts.decode_part(self, column, page, dtype)
@@ -468,7 +480,8 @@ class DataFileReader:
             version = f"{self.version[0]}.{self.version[1]}"
             return parts.checked_decode(
                 self.path, f"page at row {page.row_start} of column {column}", page.length,
-                lambda: v21.decode_page(self.path, column, page.encoding, page.length, buffers, dtype, version),
+                lambda: v21.decode_page(self.path, column, page.encoding, page.length, buffers, dtype, version,
+                                        self.kept_rows(page.row_start, page.length)),
             )
         ctx = PageBuffers(self.path, self.read_buffers(page.ranges))
         out = decode_array(ctx, page.encoding, page.length, dtype)

@@ -219,9 +219,13 @@ def _fragment_data(
     prefetch: PagePrefetcher | None = None,
     span: tuple[int, int] | None = None,
     first_reader: DataFileReader | None = None,
+    row_mask: np.ndarray | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the fragment's physical rows (deleted rows included) with the given columns,
     only rows ``[span[0], span[1])`` when a span is given.
+
+    ``row_mask`` (bool per physical row): the rows the caller keeps; the string values of the
+    others may come out empty (:meth:`DataFileReader.kept_rows`).
 
     Opening (footers, page tables, prefetch scheduling) happens now; reading when iterated.
     ``first_reader``: the already checked reader of ``frag.files[0]`` (opened once, not twice).
@@ -247,6 +251,7 @@ def _fragment_data(
                 reader = first_reader
             else:
                 reader = _checked_reader(store, frag, df, manifest)
+        reader.row_mask = row_mask
         gen = reader.read(ids, offset=first, length=stop - first, batch_size=batch_size, prefetch=prefetch)
         streams.append((ids, gen if len(sources) == 1 else _rechunk(gen, batch_size)))
     return _merge_streams(streams, top_ids, target)
@@ -377,10 +382,12 @@ def open_fragment_rows(
     starts = np.concatenate([rows[:1], rows[cuts]])
     stops = np.concatenate([rows[cuts - 1], rows[-1:]]) + 1
     spans = list(zip(starts.tolist(), stops.tolist(), strict=True))
+    # only the chosen rows' strings are decompressed (FSST pages): the others are dropped below
+    keep = mask if rows.size < n else None
 
     def data(k: int) -> Iterator[pa.RecordBatch]:
         return _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=spans[k],
-                              first_reader=first_reader)
+                              first_reader=first_reader, row_mask=keep)
 
     first = data(0)
 
@@ -620,9 +627,7 @@ def _fragment_batches(
         else:
             out = batch
         if live is not None:
-            mask = live[start:stop]
-            if not mask.all():
-                out = out.filter(pa.array(mask))
+            out = _kept(out, live[start:stop])
         start = stop
         if plan.filter is not None and filters is not None:
             if out.num_rows:
@@ -638,6 +643,22 @@ def _fragment_batches(
             yield _shaped(out, out_names, plan.out_schema)
     while ahead:
         yield from _cut(ahead.popleft().result(), batch_size)
+
+
+#: a row mask keeping at most this share of a batch's rows is applied by ``take`` of its set
+#: positions (10% kept: ~0.19 ms against ``filter``'s ~0.35 ms for 64K rows of int, float and
+#: string; a denser mask, e.g. a deletion vector, filters)
+TAKE_SHARE = 0.25
+
+
+def _kept(batch: pa.RecordBatch, mask: np.ndarray) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``mask`` is set, in order."""
+    kept = int(np.count_nonzero(mask))
+    if kept == mask.size:
+        return batch
+    if kept <= TAKE_SHARE * mask.size:
+        return batch.take(np.flatnonzero(mask))
+    return batch.filter(pa.array(mask))
 
 
 def _cut(batch: pa.RecordBatch | None, size: int | None) -> Iterator[pa.RecordBatch]:

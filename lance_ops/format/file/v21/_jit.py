@@ -77,9 +77,11 @@ def fsst_decode(buf, offsets, n_symbols, words, lens, out_offsets, out):  # type
 
 
 @njit(**_OPTS)
-def fsst_chunks(offs, raw, wstarts, bstarts, sizes, counts, n_symbols, words, lens, out_offsets, out):  # type: ignore[no-untyped-def]
+def fsst_chunks(offs, raw, wstarts, bstarts, sizes, counts, n_symbols, words, lens, out_offsets, out, keep):  # type: ignore[no-untyped-def]
     """:func:`fsst_decode` straight from the ``variable`` chunks of a mini-block page, checking
-    their offsets on the way (arguments as :func:`variable_sizes`; ``raw``: the page bytes)."""
+    their offsets on the way (arguments as :func:`variable_sizes`; ``raw``: the page bytes).
+    ``keep`` (uint8 per string, or empty for all): strings with 0 are left empty, not decoded."""
+    every = keep.size == 0
     o = 0
     k_out = 0
     out_offsets[0] = 0
@@ -96,9 +98,10 @@ def fsst_chunks(offs, raw, wstarts, bstarts, sizes, counts, n_symbols, words, le
             v = np.int64(offs[s + i])
             if v < prev or v > sizes[c]:
                 return BAD_OFFSETS
-            o = _fsst_string(raw, b + prev, b + v, n_symbols, words, lens, out, o)
-            if o < 0:
-                return -o
+            if every or keep[k_out]:
+                o = _fsst_string(raw, b + prev, b + v, n_symbols, words, lens, out, o)
+                if o < 0:
+                    return -o
             k_out += 1
             out_offsets[k_out] = o
             prev = v

@@ -123,6 +123,10 @@ def _fixed(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.nda
     return None
 
 
+#: ``keep`` of :func:`.._jit.fsst_chunks` for "every row"
+_EVERY_ROW = np.empty(0, dtype=np.uint8)
+
+
 def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.ndarray, size: np.ndarray,
               counts: np.ndarray, fsst_table: bytes | None = None):
     if enc.WhichOneof("compression") != "variable" or enc.variable.HasField("values"):
@@ -146,8 +150,9 @@ def _variable(w: Where, enc: pb.CompressiveEncoding, raw: np.ndarray, start: np.
                 raise w.corrupt(f"bad FSST data: {e}") from None
             if on:
                 data = fsst.output_buffer(int(size.sum()))
+                keep = w.keep if w.keep is not None and len(w.keep) == len(out_offs) - 1 else _EVERY_ROW
                 err = jit.fsst_chunks(words, raw, start // ow, start, size, counts, int(np.count_nonzero(lens)),
-                                      symbols.view("<u8").reshape(-1), lens, out_offs, data)
+                                      symbols.view("<u8").reshape(-1), lens, out_offs, data, keep)
                 if err in (1, 3):
                     raise w.corrupt("bad offsets in variable chunk")
                 if err:

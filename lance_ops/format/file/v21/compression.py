@@ -5,7 +5,7 @@ array for 1-bit values); variable-width decoders return ``(offsets int64[n+1], d
 Anything not implemented raises :class:`UnsupportedFeatureError` naming the encoding.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,9 @@ class Where:
     path: str
     column: int
     version: str = "2.1+"
+    #: rows of a single-layer mini-block page whose values the caller keeps (uint8 per row);
+    #: FSST strings of the other rows may decode empty (None: every row)
+    keep: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def unsupported(self, what: str) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(

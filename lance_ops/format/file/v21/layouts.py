@@ -86,8 +86,12 @@ def decode_page(
     buffers: list[pa.Buffer],
     dtype: pa.DataType,
     version: str = "2.1+",
+    keep: np.ndarray | None = None,
 ) -> pa.Array:
-    """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows."""
+    """Decode one 2.1/2.2 page of a leaf column into an Arrow array of ``num_rows`` rows.
+
+    ``keep``: the rows (a uint8 per row) the caller will keep; the strings of the others may
+    come out empty (an FSST mini-block page then decompresses only the kept ones)."""
     w = Where(path, column, version)
     kind = layout.WhichOneof("layout")
     if is_nested_fsl(dtype):
@@ -97,6 +101,8 @@ def decode_page(
     if kind == "constant_layout":
         return _constant(w, layout.constant_layout, num_rows, buffers, dtype)
     if kind == "mini_block_layout":
+        if keep is not None and len(keep) == num_rows:
+            w = Where(path, column, version, keep)
         return _mini_block(w, layout.mini_block_layout, num_rows, buffers, dtype)
     if kind == "full_zip_layout":
         return _full_zip(w, layout.full_zip_layout, num_rows, buffers, dtype)
@@ -395,8 +401,8 @@ def _chunks(w: Where, mb: pb.MiniBlockLayout, meta: pa.Buffer, data: pa.Buffer, 
 
 def _mini_block(w: Where, mb: pb.MiniBlockLayout, n: int, buffers: list[pa.Buffer], dtype: pa.DataType) -> pa.Array:
     layers = list(mb.layers)
-    if len(layers) != 1:
-        return _mini_block_nested(w, mb, n, buffers, dtype, layers)
+    if len(layers) != 1:  # items are not rows: every value decoded
+        return _mini_block_nested(Where(w.path, w.column, w.version), mb, n, buffers, dtype, layers)
     nullable = _check_layers(w, mb.layers)
     if mb.HasField("rep_compression") or mb.repetition_index_depth:
         raise w.corrupt("repetition levels without a list layer")
@@ -610,7 +616,7 @@ def _build_var(w: Where, vals: list[tuple[np.ndarray, np.ndarray]], valid: np.nd
         if len(offs0) != n + 1:
             raise w.corrupt(f"mini-block page decoded {len(offs0) - 1} values, expected {n}")
         offsets = (offs0 - offs0[0] if offs0[0] else offs0).astype(np.int64, copy=False)
-        if offsets[-1] > len(data) or (n and (np.diff(offsets) < 0).any()):
+        if offsets[-1] > len(data) or (n and (offsets[1:] < offsets[:-1]).any()):  # (no diff temporary)
             raise w.corrupt("string offsets run past the page's bytes")
         if offsets[-1] != len(data):
             data = data[: offsets[-1]]

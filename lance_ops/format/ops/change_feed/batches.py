@@ -133,6 +133,7 @@ def change_feed_batches(
             refuse_schema_changes(store.uri, begin_version, end_version, in_range.__getitem__, sorted(in_range))
 
     kinds: dict[str, pa.Array] = {}  # each change type repeated, sliced per batch (no copy)
+    same: dict[int, tuple[pa.Array, pa.Array]] = {}  # per version: it and its commit time, repeated
     ts_type = pa.timestamp("us", tz="UTC")
 
     def emit(batch: pa.RecordBatch, kind: str, ids: np.ndarray, versions: np.ndarray) -> pa.RecordBatch:
@@ -142,15 +143,18 @@ def change_feed_batches(
         if const is None or len(const) < n:
             const = kinds[kind] = _repeated(kind, max(n, DEFAULT_BATCH_SIZE))
         if n and v[0] == v[-1] and (v == v[0]).all():  # one commit version (the usual batch)
-            ts = np.full(n, lut[min(int(v[0]), end_version)], dtype=np.int64)
+            vc, tc = same.get(int(v[0]), (None, None))
+            if vc is None or len(vc) < n:
+                m = max(n, DEFAULT_BATCH_SIZE)
+                vc = pa.array(np.full(m, v[0], dtype=np.uint64))
+                tc = pa.array(np.full(m, lut[min(int(v[0]), end_version)], dtype=np.int64), type=ts_type)
+                same[int(v[0])] = (vc, tc)
+            version_col, ts_col = vc.slice(0, n), tc.slice(0, n)
         else:
-            ts = lut.take(np.minimum(v, end_version).astype(np.intp))
-        cols = [batch.column(name) for name in user] + [
-            pa.array(ids, type=pa.uint64()),
-            const.slice(0, n),
-            pa.array(v, type=pa.uint64()),
-            pa.array(ts, type=ts_type),
-        ]
+            version_col = pa.array(v, type=pa.uint64())
+            ts_col = pa.array(lut.take(np.minimum(v, end_version).astype(np.intp)), type=ts_type)
+        cols = [batch.column(name) for name in user] + [pa.array(ids, type=pa.uint64()), const.slice(0, n),
+                                                        version_col, ts_col]
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
     prefetch = PagePrefetcher(budget_bytes=PREFETCH_BYTES)
@@ -252,7 +256,8 @@ def _reads(
         cmap_out.append(cmap)
         begin_plan = plan_scan(start.schema, cmap.read_columns or [ROW_ID], None, False, False)
     checks = [in_range[v] for v in sorted(in_range) if begin_version < v < end_version]
-    for kind, frag, rows, ids, versions in streamed_plan(store, start, end, begin_version, end_version, checks):
+    for kind, frag, rows, ids, versions in streamed_plan(store, start, end, begin_version, end_version, checks,
+                                                         end_kinds=kinds):
         if kind in ("insert", "update_postimage"):
             yield _Read(end, frag, plan, rows, ids, versions, kind)
         else:

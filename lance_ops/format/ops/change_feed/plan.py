@@ -22,7 +22,7 @@ only the last grows with the range (with the rows an update or compaction moved)
 unchanged rows.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 
@@ -48,6 +48,9 @@ __all__ = ["DELETE_CHUNK_ROWS", "MovedIds", "PlannedRows", "streamed_plan"]
 #: deleted rows dated (``first_gone``) together: bounds the delete side's planning memory
 #: (24 bytes per row) while sharing each intermediate version's pass over its fragments
 DELETE_CHUNK_ROWS = 1 << 21
+
+#: the kinds of rows read from the end version
+END_KINDS = frozenset({"insert", "update_postimage"})
 
 #: ``(kind, fragment, offsets, ids, versions)``: rows of one fragment to emit (offsets sorted);
 #: kind "insert"/"update_postimage" are read from the end version, the others from ``begin``
@@ -137,11 +140,11 @@ class MovedIds:
         return self.keys.nbytes + (0 if self.codes is None else self.codes.nbytes)
 
     def _ranked(self, k: np.ndarray) -> np.ndarray:
-        """Version offsets (0: not updated) of packed keys ``k`` (uint64)."""
-        rank = (k & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.int64)
-        got = np.zeros(rank.size, dtype=np.int64)
-        got[rank > 0] = self.versions[rank[rank > 0] - 1].astype(np.int64)
-        return got
+        """Version offsets (0: not updated) of packed keys ``k`` (uint64): one lookup of each
+        key's rank in ``[0, *versions]``."""
+        lut = np.zeros(self.versions.size + 1, dtype=np.int64)
+        lut[1:] = self.versions
+        return lut.take((k & ((np.uint64(1) << self.shift) - np.uint64(1))).astype(np.intp))
 
     def _all_moved(self, q: np.ndarray) -> np.ndarray | None:
         """The common case without a binary search per id: ``q`` sorted, and every id in its
@@ -185,12 +188,14 @@ class MovedIds:
         return out
 
 
-def _end_side(store: ObjectStore, end: Manifest, begin: int, stop: int, ids: RowIds) -> Iterator[PlannedRows]:
-    for frag in end.fragments:
+def _end_side(
+    store: ObjectStore, end: Manifest, begin: int, stop: int, ids: RowIds, kinds: Collection[str] = END_KINDS,
+) -> Iterator[PlannedRows]:
+    for frag in end.fragments if "insert" in kinds else ():
         c = fragment_changes(store, end, frag, begin, stop, ids, posts=False)
         if c is not None and c.inserts.size:
             yield "insert", frag, c.inserts, c.insert_ids, c.insert_versions
-    for frag in end.fragments:
+    for frag in end.fragments if "update_postimage" in kinds else ():
         c = fragment_changes(store, end, frag, begin, stop, ids, inserts=False)
         if c is not None and c.posts.size:
             yield "update_postimage", frag, c.posts, c.post_ids, c.post_versions
@@ -221,13 +226,14 @@ def streamed_plan(
     stop: int,
     checks: Sequence[Manifest],
     ids: RowIds | None = None,
+    end_kinds: Collection[str] = END_KINDS,
 ) -> Iterator[PlannedRows]:
     """The change feed's rows of ``(begin, stop]`` in feed order: inserts, update post-images
     (end fragment order), update pre-images, deletes (begin fragment order); ``start`` is the
     begin version's manifest (None for ``begin`` 0) and ``checks`` the versions in between
-    (ascending), for dating deletes."""
+    (ascending), for dating deletes.  ``end_kinds``: which of inserts and post-images to plan."""
     ids = ids if ids is not None else RowIds(store)
-    yield from _end_side(store, end, begin, stop, ids)
+    yield from _end_side(store, end, begin, stop, ids, end_kinds)
     if start is None:
         return
     moved = MovedIds(store, start, end, begin, stop, ids)
