@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.read.blob_payloads import has_blob_columns
-from lance_ops.format.read.scan import META_COLUMNS, _fragment_data, named_fragment, plan_scan
+from lance_ops.format.read.scan import META_COLUMNS, fragment_data, named_fragment, plan_scan
 from lance_ops.format.table.deletion import read_deletion_file
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
@@ -47,7 +47,7 @@ def matching_offsets(
     for frag in manifest.fragments:
         batches = [
             pa.RecordBatch.from_arrays(b.columns, names=list(names))  # by position: old names after a rename
-            for b in _fragment_data(store, manifest, frag, names, GROUP_ROWS)
+            for b in fragment_data(store, manifest, frag, names, GROUP_ROWS)
         ]
         group.append((frag, batches))
         rows += frag.physical_rows

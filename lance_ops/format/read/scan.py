@@ -210,7 +210,7 @@ def _rechunk(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Record
         yield concat_batches(pending)
 
 
-def _fragment_data(
+def fragment_data(
     store: ObjectStore,
     manifest: Manifest,
     frag: FragmentMetadata,
@@ -386,7 +386,7 @@ def open_fragment_rows(
     keep = mask if rows.size < n else None
 
     def data(k: int) -> Iterator[pa.RecordBatch]:
-        return _fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=spans[k],
+        return fragment_data(store, manifest, frag, plan.data_columns, batch_size, prefetch, span=spans[k],
                               first_reader=first_reader, row_mask=keep)
 
     first = data(0)
@@ -500,13 +500,13 @@ def _open_fragment(
         # late materialisation: the filter's (and the early) columns for every row, the late
         # ones taken afterwards at the offsets of the rows that passed
         early = _early_plan(plan, late)
-        data = _fragment_data(store, manifest, frag, early.data_columns, read_size, prefetch, first_reader=first_reader)
+        data = fragment_data(store, manifest, frag, early.data_columns, read_size, prefetch, first_reader=first_reader)
         take = _late_taker(store, manifest, frag, late, first_reader)
         # completed in the filter thread (one thread: batches in row order, as the taker needs)
         return _fragment_batches(frag, early, data, live, set(early.meta_columns), seqs,
                                  filters=filters if pooled and FILTER_THREADS == 1 else None,
                                  batch_size=batch_size, finish=lambda b: _completed(b, take, plan, late))
-    data = _fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
+    data = fragment_data(store, manifest, frag, plan.data_columns, read_size, prefetch, first_reader=first_reader)
     return _fragment_batches(frag, plan, data, live, meta, seqs,
                              filters=filters if pooled else None, batch_size=batch_size)
 
