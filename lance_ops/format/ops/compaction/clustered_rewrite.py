@@ -36,8 +36,8 @@ from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 
 #: a group of fragments is cut by output file once it holds this many rows or bytes
-GROUP_ROWS = 262_144
-GROUP_BYTES = 32 << 20
+GROUP_ROWS = 131_072
+GROUP_BYTES = 16 << 20
 #: rows per batch handed to the writer
 WRITE_BATCH_ROWS = 65_536
 _META = (ROW_ID, CREATED_AT, UPDATED_AT)
@@ -98,11 +98,11 @@ class _Pieces:
 
 def _read_keys(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata],
                columns: Sequence[str]) -> pa.Table:
-    """The ``columns`` of every live row of ``fragments``, in fragment order, one chunk each."""
+    """The ``columns`` of every live row of ``fragments``, in fragment order (a chunk per batch)."""
     plan = plan_scan(manifest.schema, list(columns), None, False, False)
     batches = [b for frag in fragments for b in scan_fragment(store, manifest, frag, plan)]
     schema = plan.out_schema
-    return pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def _groups(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata], rest: list[str],
