@@ -1,28 +1,31 @@
-"""A clustered compaction task's rewrite: its live rows written in cluster-key order, with
-memory bounded by one output file (an external sort by fragment groups; docs/FORMAT.md §18).
+"""A clustered compaction task's rewrite: its live rows written in cluster-key order, holding
+at most :data:`SPILL_ABOVE_BYTES` of rows in memory (an external sort by fragment groups
+beyond that; docs/FORMAT.md §18).
 
 Every column is decoded once:
 
 1. **keys**: the ``cluster_by`` columns of every live row, in fragment order, give the order
-   (:func:`.clustering.cluster_order`) and each row's output position.
-2. **groups**: the other columns (with stable row ids also ``_rowid`` and both version columns)
-   are read a group of fragments at a time (about :data:`GROUP_ROWS` rows or
-   :data:`GROUP_BYTES`), joined with their slice of the key columns and cut by the output file
-   their rows go to (one take per group); when the task writes more than one file, each group's
-   pieces go to a temporary Arrow IPC file (one record batch per output file, in the system's
-   temporary directory, removed when the task ends), else they stay in memory.
-3. **files**: each output file's pieces, read back from every group, are put in key order (one
-   take) and written; its rows' ids and versions go into its fragment's sequences.
+   (:func:`.clustering.cluster_order`) and each row's output position.  With stable row ids
+   ``_rowid`` and both version columns are read with them and kept as NumPy arrays, gathered
+   per output file into its sequences.
+2. **groups**: the other columns are read a group of fragments at a time (about
+   :data:`GROUP_ROWS` rows or :data:`GROUP_BYTES`) and joined with their slice of the key
+   columns.  While the groups read so far fit :data:`SPILL_ABOVE_BYTES` they are held; beyond
+   that (and when the task writes more than one file) every group is cut by the output file its
+   rows go to (one take) and spilled to a temporary Arrow IPC file (one record batch per output
+   file, in the system's temporary directory, removed when the task ends).
+3. **files**: each output file's rows are gathered in key order (one take, from the held groups
+   or from its spilled pieces) and written.
 
-Memory: the key columns plus ~40 bytes per row for the order, one group, and one output file's
-rows twice (its pieces and their ordered copy), whatever the task's size.
+Memory: the key columns plus ~20 bytes per row for the order (~44 with stable row ids), and
+the held rows (at most :data:`SPILL_ABOVE_BYTES`) or one group and one output file's rows
+twice (its pieces and their ordered copy), however wide the rows are.
 """
 
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +41,8 @@ from lance_ops.format.table.manifest import Manifest
 #: a group of fragments is cut by output file once it holds this many rows or bytes
 GROUP_ROWS = 131_072
 GROUP_BYTES = 16 << 20
+#: a task holds its rows in memory up to this many bytes (Arrow), then spills them (external sort)
+SPILL_ABOVE_BYTES = 64 << 20
 #: rows per batch handed to the writer
 WRITE_BATCH_ROWS = 65_536
 _META = (ROW_ID, CREATED_AT, UPDATED_AT)
@@ -52,48 +57,45 @@ def file_bounds(rows: int, file_rows: Sequence[int]) -> np.ndarray:
     return np.asarray(bounds, dtype=np.int64)
 
 
-@dataclass
-class _Pieces:
-    """Each output file's rows from every group so far: in memory (one output file) or in one
-    temporary IPC file per group, a record batch per (group, output file)."""
+class _Spill:
+    """Each output file's rows from every group, in one temporary IPC file per group (a record
+    batch per output file it feeds); the directory is removed by :meth:`close`."""
 
-    files: int
-    spill_dir: str | None
-    memory: list[list[pa.Table]] = field(default_factory=list)
-    groups: list[tuple[str, dict[int, int]]] = field(default_factory=list)  # (path, file -> batch index)
+    def __init__(self, files: int) -> None:
+        self.files = files
+        self.dir = tempfile.mkdtemp(prefix="lance_ops-cluster-")
+        self.groups: list[tuple[str, dict[int, int]]] = []  # (path, file -> batch index)
 
-    def add(self, table: pa.Table, cuts: np.ndarray) -> None:
-        """A group's rows sorted by output file; ``cuts[j]:cuts[j + 1]`` go to file ``j``."""
-        if self.spill_dir is None:
-            if not self.memory:
-                self.memory = [[] for _ in range(self.files)]
-            for j in range(self.files):
-                if cuts[j + 1] > cuts[j]:
-                    self.memory[j].append(table.slice(int(cuts[j]), int(cuts[j + 1] - cuts[j])))
-            return
-        path = os.path.join(self.spill_dir, f"group-{len(self.groups)}.arrow")
+    def add(self, group: pa.Table, start: int, file_of: np.ndarray, dest: np.ndarray) -> None:
+        """A group of source rows ``[start, start + len)``, cut by the output file they go to
+        (one take: rows grouped by file, in source order inside each)."""
+        which = file_of[dest[start: start + group.num_rows]]
+        group = group.take(stable_order(which))
+        cuts = np.concatenate(([0], np.cumsum(np.bincount(which.astype(np.intp), minlength=self.files))))
+        path = os.path.join(self.dir, f"group-{len(self.groups)}.arrow")
         where: dict[int, int] = {}
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            for j in range(self.files):
-                if cuts[j + 1] > cuts[j]:
-                    where[j] = len(where)
-                    writer.write_batch(table.slice(int(cuts[j]), int(cuts[j + 1] - cuts[j])).combine_chunks()
-                                       .to_batches()[0])
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, group.schema) as writer:
+            for j in np.flatnonzero(np.diff(cuts)).tolist():
+                where[j] = len(where)
+                writer.write_batch(group.slice(int(cuts[j]), int(cuts[j + 1] - cuts[j])).combine_chunks()
+                                   .to_batches()[0])
         self.groups.append((path, where))
 
-    def take(self, j: int, schema: pa.Schema) -> pa.Table:
-        """File ``j``'s rows from every group, in group order (so in source order)."""
-        if self.spill_dir is None:
-            parts = self.memory[j] if self.memory else []
-            if self.memory:
-                self.memory[j] = []
-            return pa.concat_tables(parts) if parts else schema.empty_table()
+    def rows(self, j: int, src: np.ndarray, schema: pa.Schema) -> pa.Table:
+        """File ``j``'s rows in key order; ``src``: their source positions in key order."""
         batches = []
         for path, where in self.groups:
             if j in where:
                 with pa.OSFile(path, "rb") as source:
                     batches.append(pa.ipc.open_file(source).get_batch(where[j]))
-        return pa.Table.from_batches(batches, schema=schema)
+        # the pieces hold the file's rows in source order, so the k-th row written is the
+        # piece row of src[k]'s rank
+        rank = np.empty(src.size, dtype=np.int64)
+        rank[stable_order(src.view(np.uint64))] = np.arange(src.size, dtype=np.int64)
+        return pa.Table.from_batches(batches, schema=schema).take(rank)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _read_keys(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata],
@@ -137,25 +139,19 @@ def _groups(store: ObjectStore, manifest: Manifest, fragments: Sequence[Fragment
         yield start, joined()
 
 
-def _ordered_files(pieces: _Pieces, order: np.ndarray, bounds: np.ndarray, schema: pa.Schema,
-                   stable: bool, metas: list[tuple[bytes, bytes, bytes]]) -> Iterator[pa.RecordBatch]:
-    """Every output file's rows in key order, batch by batch (data columns only); with stable
-    row ids each file's encoded row ids and version sequences are appended to ``metas``."""
-    data_names = [n for n in schema.names if n not in _META] if stable else schema.names
+def _ordered_files(rows: Callable[[int, np.ndarray], pa.Table], order: np.ndarray, bounds: np.ndarray,
+                   meta: list[np.ndarray] | None, metas: list[tuple[bytes, bytes, bytes]]) -> Iterator[pa.RecordBatch]:
+    """Every output file's rows in key order (``rows(j, src)``: file ``j``'s rows, ``src`` their
+    source positions in key order), batch by batch; with stable row ids (``meta``: the ids and
+    both versions of every source row) each file's encoded row ids and version sequences are
+    appended to ``metas``."""
     for j in range(len(bounds) - 1):
-        rows = pieces.take(j, schema)
-        # the pieces hold the file's rows in source order; order[bounds[j]:bounds[j+1]] their
-        # source positions in key order, so the k-th row written is the piece row of its rank
         src = order[bounds[j]: bounds[j + 1]]
-        rank = np.empty(src.size, dtype=np.int64)
-        rank[stable_order(src.view(np.uint64))] = np.arange(src.size, dtype=np.int64)
-        out = rows.take(rank)
-        del rows
-        if stable:
-            metas.append((rowids.encode_row_ids(out.column(ROW_ID).to_numpy()),
-                          rowids.encode_versions(out.column(CREATED_AT).to_numpy()),
-                          rowids.encode_versions(out.column(UPDATED_AT).to_numpy())))
-            out = out.select(data_names)
+        out = rows(j, src)
+        if meta is not None:
+            ids, created, updated = (m[src] for m in meta)
+            metas.append((rowids.encode_row_ids(ids), rowids.encode_versions(created),
+                          rowids.encode_versions(updated)))
         yield from out.to_batches(max_chunksize=WRITE_BATCH_ROWS)
 
 
@@ -179,35 +175,51 @@ def rewrite_clustered(
     """
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
-    keys = _read_keys(store, manifest, fragments, columns)
+    keys = _read_keys(store, manifest, fragments, list(columns) + (list(_META) if stable else []))
+    # row ids and versions stay in memory as NumPy (24 bytes a row), gathered per output file
+    meta = [keys.column(c).to_numpy() for c in _META] if stable else None
+    keys = keys.select(list(columns))
     order = cluster_order(keys, columns, strategy)
     n = keys.num_rows
     bounds = file_bounds(n, file_rows)
     dest = np.empty(n, dtype=np.int64)  # output position of each source row
     dest[order] = np.arange(n, dtype=np.int64)
-    all_names = names + (list(_META) if stable else [])
-    rest = [c for c in all_names if c not in columns]
+    rest = [c for c in names if c not in columns]
     files = len(bounds) - 1
-    with tempfile.TemporaryDirectory(prefix="lance_ops-cluster-") if files > 1 else nullcontext() as spill:
-        pieces = _Pieces(files, spill)
-        schema = None
-        file_of = np.repeat(np.arange(files, dtype=np.uint32), np.diff(bounds))  # output position -> file
-        for start, group in _groups(store, manifest, fragments, rest, keys, all_names):
+    file_of = np.repeat(np.arange(files, dtype=np.uint32), np.diff(bounds))  # output position -> file
+    held: list[pa.Table] = []  # groups in source order while they fit SPILL_ABOVE_BYTES
+    held_bytes = 0
+    spill: _Spill | None = None
+    schema = None
+    try:
+        for start, group in _groups(store, manifest, fragments, rest, keys, names):
             schema = group.schema
-            cuts = np.array([0, group.num_rows])
-            if files > 1:
-                which = file_of[dest[start: start + group.num_rows]]
-                by_file = stable_order(which)
-                group = group.take(by_file)
-                cuts = np.concatenate(([0], np.cumsum(np.bincount(which.astype(np.intp), minlength=files))))
-            pieces.add(group, cuts)
-        del keys, dest
-        metas: list[tuple[bytes, bytes, bytes]] = []
+            if spill is not None:
+                spill.add(group, start, file_of, dest)
+                continue
+            held.append(group)
+            held_bytes += group.nbytes
+            if files > 1 and held_bytes > SPILL_ABOVE_BYTES:  # from here on: an external sort
+                spill, at = _Spill(files), 0
+                for g in held:
+                    spill.add(g, at, file_of, dest)
+                    at += g.num_rows
+                held = []
+        del keys, dest, file_of
         if schema is None:
             return [], order
-        frags = write_fragment_files(store, _ordered_files(pieces, order, bounds, schema, stable, metas),
+        if spill is None:
+            source = pa.concat_tables(held)
+            rows = lambda _j, src: source.take(src)  # noqa: E731
+        else:
+            rows = lambda j, src: spill.rows(j, src, schema)  # noqa: E731
+        metas: list[tuple[bytes, bytes, bytes]] = []
+        frags = write_fragment_files(store, _ordered_files(rows, order, bounds, meta, metas),
                                      manifest.schema, version=file_version,
                                      max_rows_per_file=target_rows_per_fragment, file_rows=file_rows)
+    finally:
+        if spill is not None:
+            spill.close()
     if stable:
         frags = [f.with_changes(row_ids=ids, created_at_versions=c, last_updated_at_versions=u)
                  for f, (ids, c, u) in zip(frags, metas, strict=True)]
