@@ -6,8 +6,8 @@ Every column is decoded once:
 
 1. **keys**: the ``cluster_by`` columns of every live row, in fragment order, give the order
    (:func:`.clustering.cluster_order`) and each row's output position.  With stable row ids
-   ``_rowid`` and both version columns are read with them and kept as NumPy arrays, gathered
-   per output file into its sequences.
+   ``_rowid`` and both version columns are kept as NumPy arrays (from the fragments' sequences,
+   or read), gathered per output file into its sequences.
 2. **groups**: the other columns are read a group of fragments at a time (about
    :data:`GROUP_ROWS` rows or :data:`GROUP_BYTES`) and joined with their slice of the key
    columns.  While the groups read so far fit :data:`SPILL_ABOVE_BYTES` they are held; beyond
@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.clustering import cluster_order, stable_order
+from lance_ops.format.ops.compaction.small_fragments import ranged_meta
 from lance_ops.format.ops.write import write_fragment_files
 from lance_ops.format.read.scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from lance_ops.format.table import rowids
@@ -105,6 +106,28 @@ def _read_keys(store: ObjectStore, manifest: Manifest, fragments: Sequence[Fragm
     batches = [b for frag in fragments for b in scan_fragment(store, manifest, frag, plan)]
     schema = plan.out_schema
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def _meta_arrays(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata]) -> list[np.ndarray]:
+    """``_rowid`` and both version columns of every live row, in fragment order: from the
+    sequences of a fragment that is one row-id range with single version runs and no deletions
+    (:func:`.small_fragments.ranged_meta`), else from the scan's per-row columns."""
+    parts: list[list[np.ndarray]] = [[], [], []]
+    plan = None
+    for frag in fragments:
+        ranged = ranged_meta(frag, manifest.source)
+        if ranged is not None:
+            first, created, updated = ranged
+            n = frag.physical_rows
+            parts[0].append(np.arange(first, first + n, dtype=np.uint64))
+            parts[1].append(np.full(n, created, dtype=np.uint64))
+            parts[2].append(np.full(n, updated, dtype=np.uint64))
+            continue
+        plan = plan or plan_scan(manifest.schema, list(_META), None, False, False)
+        for b in scan_fragment(store, manifest, frag, plan):
+            for i, c in enumerate(_META):
+                parts[i].append(b.column(c).to_numpy())
+    return [np.concatenate(p) if p else np.zeros(0, dtype=np.uint64) for p in parts]
 
 
 def _groups(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata], rest: list[str],
@@ -183,10 +206,9 @@ def rewrite_clustered(
     """
     stable = manifest.uses_stable_row_ids
     names = [f.name for f in manifest.schema.top_level()]
-    keys = _read_keys(store, manifest, fragments, list(columns) + (list(_META) if stable else []))
+    keys = _read_keys(store, manifest, fragments, list(columns))
     # row ids and versions stay in memory as NumPy (24 bytes a row), gathered per output file
-    meta = [keys.column(c).to_numpy() for c in _META] if stable else None
-    keys = keys.select(list(columns))
+    meta = _meta_arrays(store, manifest, fragments) if stable else None
     order = cluster_order(keys, columns, strategy)
     n = keys.num_rows
     bounds = file_bounds(n, file_rows)
