@@ -86,6 +86,7 @@ from lance_ops.format.ops.merge_insert import (
     write_source_deletions,
 )
 from lance_ops.format.ops.write import write_fragment_files
+from lance_ops.format.read.zone_pruning import prune_fragments
 from lance_ops.format.table.deletion import with_deletions
 from lance_ops.format.table.file_versions import normalize_storage_version, require_writable
 from lance_ops.format.table.manifest import Manifest, NamingScheme, list_versions, read_manifest
@@ -158,6 +159,7 @@ __all__ = [
     "plan_create_scalar_index",
     "plan_delete",
     "plan_optimize_indices",
+    "prune_fragments",
     "range_column_map",
     "read_manifest",
     "require_writable",

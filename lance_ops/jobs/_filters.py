@@ -272,3 +272,43 @@ def may_match(
         updated = c_lo <= b and u_hi > b and u_lo <= e
         return inserted or updated
     return True
+
+
+# --------------------------------------------------------------------------- zone-map pruning
+
+_SQL_OPS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
+            LessThanOrEqual: "<="}
+
+
+def _sql_literal(v: Any) -> str | None:
+    """An integer or string literal in pylance's SQL dialect (None for other values: not used)."""
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        return None
+    return str(v) if isinstance(v, int) else "'" + v.replace("'", "''") + "'"
+
+
+def _zone_sql(f: Filter, columns: set[str]) -> str | None:
+    attr = tuple(getattr(f, "attribute", ()))
+    if len(attr) != 1 or attr[0] not in columns or "`" in attr[0]:
+        return None
+    col = f"`{attr[0]}`"
+    if isinstance(f, IsNull) or (isinstance(f, EqualNullSafe) and f.value is None):
+        return f"{col} IS NULL"
+    if type(f) in _SQL_OPS:
+        v = _sql_literal(getattr(f, "value", None))
+        return None if v is None else f"{col} {_SQL_OPS[type(f)]} {v}"
+    if isinstance(f, In):
+        values = [_sql_literal(x) for x in f.value]
+        if not values or any(v is None for v in values):
+            return None
+        return f"{col} IN ({', '.join(v for v in values if v is not None)})"
+    return None
+
+
+def zone_filter_sql(filters: Sequence[Filter], columns: set[str]) -> str | None:
+    """The conjunction of the pushed ``filters`` a ZONEMAP index can judge (comparisons, ``IN``
+    and ``IS NULL`` of a user column in ``columns`` against integer or string literals) as SQL
+    for :func:`lance_ops.format.distributed.prune_fragments`; None when there is none.  Leaving
+    a conjunct out only prunes less."""
+    parts = [s for s in (_zone_sql(f, columns) for f in filters) if s is not None]
+    return " AND ".join(parts) if parts else None

@@ -17,7 +17,9 @@ One input partition per fragment (fragments larger than ``rows_per_partition`` a
 physical row range).  Simple comparisons on integer, string, boolean and date columns and on
 the metadata columns are pushed down; partitions whose metadata proves a pushed metadata-column
 filter false (``_rowid``, ``_rowaddr``, ``_row_created_at_version``,
-``_row_last_updated_at_version`` ranges) are not planned, and inside a partition those filters
+``_row_last_updated_at_version`` ranges) are not planned, nor fragments whose ZONEMAP indices
+show no zone can match the pushed comparisons, ``IN`` and ``IS NULL`` on user columns
+(``prune_fragments``, as the in-process scanner prunes), and inside a partition those filters
 run before any data page is decoded.  Batches are cast exactly to the Arrow schema Spark
 expects.  Options: :data:`~lance_ops.jobs._options.READ_OPTIONS` (an unknown one is an error
 listing them).
@@ -79,6 +81,7 @@ from lance_ops.format.distributed import (
     load_transaction,
     normalize_storage_version,
     open_manifest,
+    prune_fragments,
     require_writable,
     resolve_uri,
     row_ranges,
@@ -104,6 +107,7 @@ from lance_ops.jobs._filters import (
     filter_expression,
     may_match,
     meta_filters,
+    zone_filter_sql,
 )
 from lance_ops.jobs._leases import ReadLease, lease_settings
 from lance_ops.jobs._options import (
@@ -290,8 +294,12 @@ class LanceReader(DataSourceReader):
         store = ObjectStore(self.uri, self.storage_options)
         manifest, _ = open_manifest(store, self.version)
         filters = meta_filters(self.pushed)
+        fragments = manifest.fragments
+        zone_sql = zone_filter_sql(self.pushed, {f.name for f in manifest.schema.top_level()})
+        if zone_sql is not None:  # ZONEMAP indices rule out fragments (as the in-process scanner does)
+            fragments = prune_fragments(store, manifest, zone_sql, fragments)
         out = []
-        for f in manifest.fragments:
+        for f in fragments:
             if f.num_rows <= 0:
                 continue
             for off, n in row_ranges(f, self.rows_per_partition or DEFAULT_ROWS_PER_PARTITION):

@@ -1,7 +1,11 @@
 """The row order of clustered compaction and its bookkeeping (docs/FORMAT.md §18)."""
 
+import shutil
+import tempfile
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_ops.format as lf
@@ -76,3 +80,44 @@ def test_clustered_compaction_in_process_orders_and_records(tmp_path):
     assert ds.to_table(columns=["id", "k", "_rowid", "_row_created_at_version"]).sort_by("id").equals(before)
     assert ds.config()["lance_ops.clustering.fragments"] == "4-5"
     assert ds.optimize.compact_files(cluster_by=["k"], target_rows_per_fragment=200).fragments_removed == 0
+
+
+@pytest.mark.parametrize("strategy", ["zorder", "sort"])
+def test_spilled_rewrite_writes_what_the_in_memory_one_writes(tmp_path, monkeypatch, strategy):
+    """Past SPILL_ABOVE_BYTES a task spills its groups, cut by output file, to temporary IPC files
+    (an external sort): the same rows in the same order in the same fragments, with the same row
+    ids and versions, and no temporary file left."""
+    from lance_ops.format.ops.compaction import clustered_rewrite
+
+    rng = np.random.default_rng(7)
+    src = str(tmp_path / "src")
+    for i in range(6):
+        n = 500
+        k = rng.integers(0, 300, n).astype(float)
+        k[rng.random(n) < 0.05] = np.nan
+        t = pa.table({"id": np.arange(i * n, (i + 1) * n), "k": pa.array(k, mask=rng.random(n) < 0.05),
+                      "g": [f"g{x}" for x in rng.integers(0, 50, n)]})
+        lf.write_dataset(t, src, mode="append" if i else "create", enable_stable_row_ids=True,
+                         data_storage_version="2.2")
+    lf.dataset(src).delete("id % 7 = 3")
+    cols = ["id", "k", "g", "_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
+
+    def run(name: str) -> tuple[pa.Table, list[int]]:
+        uri = str(tmp_path / name)
+        shutil.copytree(src, uri)
+        ds = lf.dataset(uri)
+        ds.optimize.compact_files(cluster_by=["k", "g"], strategy=strategy, target_rows_per_fragment=500)
+        t = ds.to_table(columns=cols)  # NaN as -1 (Table.equals holds NaN unequal to itself)
+        t = t.set_column(1, "k", pc.if_else(pc.is_nan(t["k"]), -1.0, t["k"]))
+        return t, [f.count_rows() for f in ds.get_fragments()]
+
+    held, held_sizes = run("held")
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    monkeypatch.setattr(clustered_rewrite, "SPILL_ABOVE_BYTES", 0)
+    monkeypatch.setattr(clustered_rewrite, "GROUP_ROWS", 700)
+    spilled, spilled_sizes = run("spilled")
+    assert spilled.equals(held) and spilled_sizes == held_sizes == [515] + [514] * 4
+    assert sorted(spilled["id"].to_pylist()) == [i for i in range(3000) if i % 7 != 3]
+    assert list(spill_root.iterdir()) == []

@@ -24,12 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.errors import InvalidArgumentError, SchemaError
-from lance_ops.format.io.object_store import ObjectStore
-from lance_ops.format.ops.write import write_fragment_files
-from lance_ops.format.read.scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
-from lance_ops.format.table import rowids
-from lance_ops.format.table.fragment import FragmentMetadata
-from lance_ops.format.table.manifest import Manifest
 
 COLUMNS_KEY = "lance_ops.clustering.columns"
 STRATEGY_KEY = "lance_ops.clustering.strategy"
@@ -55,76 +49,128 @@ def check_cluster_columns(schema: pa.Schema, columns: Sequence[str], where: str)
 #: more fragments than a compaction writes, few enough bits to interleave cheaply
 RANGE_IDS = 4096
 
+_SIGN = np.uint64(1 << 63)
 
-def _numeric(col: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
-    """The column as float64 / int64 NumPy values when it is numeric or temporal (nulls as NaN
-    for floats; None for other types)."""
+
+def _numeric_keys(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Order-preserving ``uint64`` keys of a numeric, temporal or boolean column and the mask of
+    its nulls and NaN (None when there are none); None for other types.  ``-0.0`` keys as ``0.0``."""
     t = col.type
+    nulls = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
     if pa.types.is_floating(t):
-        return pc.fill_null(col.cast(pa.float64()), float("nan")).to_numpy()
-    if pa.types.is_integer(t) or pa.types.is_temporal(t) or pa.types.is_boolean(t):
+        f = pc.fill_null(col, 0).cast(pa.float64()).to_numpy() + 0.0  # a copy; -0.0 + 0.0 is 0.0
+        nan = np.isnan(f)
+        if nan.any():
+            nulls = nan if nulls is None else nulls | nan
+        bits = f.view(np.uint64)
+        return np.where(bits >= _SIGN, ~bits, bits | _SIGN), nulls
+    if pa.types.is_boolean(t):
+        return pc.fill_null(col, False).cast(pa.uint8()).to_numpy().astype(np.uint64), nulls
+    if pa.types.is_unsigned_integer(t):
+        return pc.fill_null(col, 0).cast(pa.uint64()).to_numpy(), nulls
+    if pa.types.is_integer(t) or pa.types.is_temporal(t):
         if pa.types.is_temporal(t):
-            col = col.cast(pa.int64()) if not pa.types.is_date32(t) else col.cast(pa.int32()).cast(pa.int64())
-        return pc.fill_null(col.cast(pa.float64()), float("nan")).to_numpy()
+            col = col.cast(pa.int32()) if pa.types.is_date32(t) or pa.types.is_time32(t) else col.cast(pa.int64())
+        v = pc.fill_null(col, 0).cast(pa.int64()).to_numpy()
+        return v.view(np.uint64) ^ _SIGN, nulls
     return None
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of unsigned keys as ``int64``, faster: one ``np.sort``
+    of ``(key - min) << b | position`` when that fits in 64 bits (a plain sort is several times
+    faster than an argsort), else NumPy's default argsort with ties put back in row order."""
+    n = int(keys.size)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = keys.astype(np.uint64, copy=False)
+    lo = keys.min()
+    pos_bits = max(1, (n - 1).bit_length())
+    if int(keys.max() - lo).bit_length() + pos_bits > 64:
+        order = np.argsort(keys)
+        ranked = keys[order]
+        step = ranked[1:] != ranked[:-1]
+        if step.all():
+            return order.astype(np.int64, copy=False)
+        dense = np.empty(n, dtype=np.uint64)  # equal keys, equal dense rank (< n: fits beside the position)
+        dense[order] = np.concatenate(([0], np.cumsum(step, dtype=np.uint64)))
+        return stable_order(dense)
+    packed = keys - lo
+    packed <<= np.uint64(pos_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << pos_bits) - 1)
+    return packed.view(np.int64)
+
+
+def column_order(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The stable ascending order of a column: nulls and NaN first (in row order), then the
+    values (strings and binaries by their bytes)."""
+    keys = _numeric_keys(col)
+    if keys is None:  # strings, binaries, decimals: Arrow's (stable) sort
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        return pc.sort_indices(col, sort_keys=[("", "ascending", "at_start")]).to_numpy().astype(np.int64, copy=False)
+    values, bad = keys
+    if bad is None:
+        return stable_order(values)
+    first, rest = np.flatnonzero(bad), np.flatnonzero(~bad)
+    return np.concatenate([first, rest[stable_order(values[rest])]])
+
+
+def _scaled_positions(n: int) -> np.ndarray:
+    """``p * RANGE_IDS // n`` for ``p`` in ``0..n-1`` (``p`` itself when ``n <= RANGE_IDS``), as ``uint16``."""
+    if n <= RANGE_IDS:
+        return np.arange(n, dtype=np.uint16)
+    starts = -((-np.arange(RANGE_IDS + 1, dtype=np.int64) * n) // RANGE_IDS)  # first p of each id
+    return np.repeat(np.arange(RANGE_IDS, dtype=np.uint16), np.diff(starts))
 
 
 def range_ids(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Order-preserving range ids in ``[0, RANGE_IDS)``: the row's position in the column's
-    sort order (nulls and NaN first, then the values) scaled to ``RANGE_IDS``
-    equal ranges, so every id holds as many rows (skewed values spread evenly)."""
+    stable sort order (:func:`column_order`) scaled to ``RANGE_IDS`` equal ranges, so every id
+    holds as many rows (skewed values spread evenly)."""
     n = len(col)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
-    values = _numeric(col)
-    if values is None:  # strings, binaries, decimals: Arrow's sort (bytes order)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        order = pc.sort_indices(col, sort_keys=[("", "ascending", "at_start")]).to_numpy()
-    else:  # nulls and NaN first
-        order = np.argsort(np.where(np.isnan(values), -np.inf, values))
-    rank = np.empty(n, dtype=np.uint64)
-    rank[order] = np.arange(n, dtype=np.uint64)
-    if n <= RANGE_IDS:
-        return rank
-    return (rank * np.uint64(RANGE_IDS)) // np.uint64(n)
+    scaled = _scaled_positions(n)
+    ids = np.empty(n, dtype=scaled.dtype)
+    ids[column_order(col)] = scaled
+    return ids
 
 
-def _spread_table(k: int) -> np.ndarray:
-    """For each byte value, its 8 bits spread ``k`` apart (bit i -> bit i*k)."""
-    b = np.arange(256, dtype=np.uint64)
-    out = np.zeros(256, dtype=np.uint64)
-    for i in range(8):
-        out |= ((b >> np.uint64(i)) & np.uint64(1)) << np.uint64(i * k)
+def _spread_table(bits: int, k: int) -> np.ndarray:
+    """For every ``bits``-bit value, its bits spread ``k`` apart (bit i -> bit i*k)."""
+    v = np.arange(1 << bits, dtype=np.uint64)
+    out = np.zeros(1 << bits, dtype=np.uint64)
+    for i in range(bits):
+        out |= ((v >> np.uint64(i)) & np.uint64(1)) << np.uint64(i * k)
     return out
 
 
 def zorder_keys(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     """One ``uint64`` Z-value per row: the columns' range ids, bits interleaved (the first
-    column's bit the most significant of each group)."""
+    column's bit the most significant of each group); one lookup per column in a table of the
+    ids' spread bits."""
     k = len(columns)
-    ids = [range_ids(table.column(c)) for c in columns]
-    bits = max(1, max(int(v.max()).bit_length() if v.size else 1 for v in ids))
-    if bits * k > 64:  # more columns than 64 bits hold at this resolution: keep the high bits
-        drop = bits - 64 // k
-        ids = [v >> np.uint64(drop) for v in ids]
-        bits = 64 // k
-    spread = _spread_table(k)
+    bits = max(1, (min(table.num_rows, RANGE_IDS) - 1).bit_length())
+    keep = min(bits, 64 // k)  # more columns than 64 bits hold at this resolution: the high bits
+    spread = _spread_table(keep, k)
     z = np.zeros(table.num_rows, dtype=np.uint64)
-    for j, v in enumerate(ids):
-        for byte in range((bits + 7) // 8):
-            chunk = spread[((v >> np.uint64(8 * byte)) & np.uint64(255)).astype(np.intp)]
-            z |= chunk << np.uint64(8 * byte * k + (k - 1 - j))
+    for j, c in enumerate(columns):
+        v = range_ids(table.column(c))
+        part = spread[v >> (bits - keep) if keep < bits else v]
+        part <<= np.uint64(k - 1 - j)
+        z |= part
     return z
 
 
 def cluster_order(table: pa.Table, columns: Sequence[str], strategy: str) -> np.ndarray:
-    """The permutation that orders ``table``'s rows (``table.take(order)`` is clustered)."""
+    """The permutation that orders ``table``'s rows (``table.take(order)`` is clustered); rows
+    with equal keys keep their order (both strategies sort stably)."""
     if strategy == "sort":
         keys = [(c, "ascending", "at_start") for c in columns]
-        return pc.sort_indices(table, sort_keys=keys).to_numpy()
+        return pc.sort_indices(table, sort_keys=keys).to_numpy().astype(np.int64, copy=False)
     if strategy == "zorder":
-        return np.argsort(zorder_keys(table, columns))
+        return stable_order(zorder_keys(table, columns))
     raise InvalidArgumentError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
 
 
@@ -175,54 +221,3 @@ def marker(config: Mapping[str, str], live: Iterable[int], new_ids: Iterable[int
         FRAGMENTS_KEY: encode_ids(keep | set(new_ids)),
     }
 
-
-def _read_rows(store: ObjectStore, manifest: Manifest, fragments: Sequence[FragmentMetadata], names: list[str],
-               stable: bool) -> pa.Table:
-    """Every live row of ``fragments`` in fragment order (with ``_rowid`` and the version columns
-    when the dataset has stable row ids): the order an address map numbers them in."""
-    meta = [ROW_ID, CREATED_AT, UPDATED_AT] if stable else []
-    plan = plan_scan(manifest.schema, names + meta, None, False, False)
-    batches = [b for frag in fragments for b in scan_fragment(store, manifest, frag, plan)]
-    if not batches:
-        return manifest.schema.to_arrow().empty_table()
-    return pa.Table.from_batches(batches)
-
-
-def rewrite_clustered(
-    store: ObjectStore,
-    manifest: Manifest,
-    fragments: Sequence[FragmentMetadata],
-    *,
-    columns: Sequence[str],
-    strategy: str,
-    file_version: str,
-    target_rows_per_fragment: int,
-    file_rows: Sequence[int],
-) -> tuple[list[FragmentMetadata], np.ndarray]:
-    """Write the live rows of ``fragments`` ordered by ``columns`` into new fragments (ids 0
-    until commit); returns them and the order (``order[j]`` = position, in fragment order, of
-    the row written at position ``j``; the index remap follows rows through it).
-
-    With stable row ids each new fragment carries its rows' ids (one array segment) and both
-    version sequences, permuted with the rows.  Memory: the task's rows (one bin of a run).
-    """
-    stable = manifest.uses_stable_row_ids
-    names = [f.name for f in manifest.schema.top_level()]
-    table = _read_rows(store, manifest, fragments, names, stable).combine_chunks()  # (take is faster on one chunk)
-    order = cluster_order(table, columns, strategy)
-    ordered = table.take(order)
-    frags = write_fragment_files(store, iter(ordered.select(names).to_batches(max_chunksize=65536)), manifest.schema,
-                                 version=file_version, max_rows_per_file=target_rows_per_fragment, file_rows=file_rows)
-    if stable:
-        ids = ordered.column(ROW_ID).to_numpy()
-        created = ordered.column(CREATED_AT).to_numpy()
-        updated = ordered.column(UPDATED_AT).to_numpy()
-        out, pos = [], 0
-        for f in frags:
-            sl = slice(pos, pos + f.physical_rows)
-            out.append(f.with_changes(row_ids=rowids.encode_row_ids(ids[sl]),
-                                      created_at_versions=rowids.encode_versions(created[sl]),
-                                      last_updated_at_versions=rowids.encode_versions(updated[sl])))
-            pos += f.physical_rows
-        frags = out
-    return frags, order.astype(np.int64)

@@ -18,10 +18,8 @@ import pyarrow as pa
 from lance_ops.format.file.field_encoders import concat_batches
 from lance_ops.format.index.metadata import decode_index_section, user_indices
 from lance_ops.format.io.object_store import ObjectStore
-from lance_ops.format.ops.compaction.clustering import (
-    marker,
-    rewrite_clustered,
-)
+from lance_ops.format.ops.compaction.clustered_rewrite import rewrite_clustered
+from lance_ops.format.ops.compaction.clustering import marker
 from lance_ops.format.ops.compaction.index_remap import (
     IndexRemap,
     remap_indices,
