@@ -12,6 +12,7 @@ from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.api.dataset_indices import IndexMethods
 from lance_ops.format.api.dataset_metadata import MetadataMethods
 from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
+from lance_ops.format.api.nearest import nearest_table
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
@@ -204,14 +205,20 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version
         columns; ``options`` are pylance's scan keywords (:class:`.scan_options.ScanOptions`)."""
-        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
+        opts = ScanOptions(**options)
+        if opts.nearest is not None:
+            return iter(nearest_table(self, columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
+        plan, finish, batches = self._scan_with(columns, filter, opts)
         return batches if finish is None else map(finish, batches)
 
     def to_table(
         self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
-        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
+        opts = ScanOptions(**options)
+        if opts.nearest is not None:
+            return nearest_table(self, columns, filter, opts)
+        plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
             return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)

@@ -57,8 +57,14 @@ _ONE_FILE = 1 << 62
 class LanceFragment:
     """One fragment of a dataset version (read-only view)."""
 
-    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata) -> None:
+    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata | int) -> None:
+        """``meta``: the fragment's metadata, or its id (pylance's ``LanceFragment(ds, fragment_id)``)."""
         self._ds = ds
+        if isinstance(meta, int):
+            found = ds.manifest.fragment(meta)
+            if found is None:
+                raise InvalidArgumentError(f"{ds.uri}: fragment {meta} does not exist in version {ds.version}")
+            meta = found
         self.metadata = meta
 
     @property
@@ -221,6 +227,8 @@ class Scanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
+        if self._options.nearest is not None:  # the search's columns depend on the projection given
+            return self.to_table().schema
         if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
             return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema
         opts = self._options
@@ -230,6 +238,26 @@ class Scanner:
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
+
+    def explain_plan(self, verbose: bool = False) -> str:
+        """A text description of the scan (pylance's method; lance_ops' plan is not DataFusion's,
+        so the text names the steps, not pylance's operators)."""
+        opts, steps = self._options, []
+        if opts.nearest is not None:
+            n = opts.nearest
+            steps.append(f"ExactKNN: column={n.get('column')}, k={n.get('k', opts.limit or 10)} (no index read)")
+        if self._filter is not None:
+            steps.append(f"Filter: {self._filter}" + (" (prefilter)" if opts.prefilter else ""))
+        if opts.limit is not None or opts.offset:
+            steps.append(f"Limit: limit={opts.limit}, offset={opts.offset or 0}")
+        cols = list(self.projected_schema.names)
+        head = f"LanceScan: uri={self._ds.uri}, projection={cols}, num_fragments={len(self._ds.manifest.fragments)}"
+        return "\n".join("  " * i + s for i, s in enumerate([head, *steps]))
+
+    def analyze_plan(self) -> str:
+        """:meth:`explain_plan` after running the scan, with the rows it returned."""
+        rows = self.count_rows()
+        return f"{self.explain_plan()}\n  output_rows={rows}"
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         return self._ds.to_batches(self._columns, self._filter, **self._kw)
