@@ -115,9 +115,11 @@ from lance_ops.format.txn.operations import (
 )
 from lance_ops.format.txn.options import COMMIT_DEFAULTS, CommitOptions
 from lance_ops.format.txn.transaction import Transaction
-from lance_ops.format.vector import vec_to_table
+from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "IndexFileVersion",
+    "validate_vector_index",
     "IndexNotFoundError",
     "ColumnNotFoundError",
     "DetachedCommitError",

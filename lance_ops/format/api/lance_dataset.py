@@ -5,6 +5,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -604,6 +605,20 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
     def take(self, indices: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` among this version's live rows, in the order asked."""
         return take_offsets(self, indices, columns)
+
+    def sample(self, num_rows: int, columns: Sequence[str] | None = None, randomize_order: bool = True,
+               **kwargs: Any) -> pa.Table:
+        """``num_rows`` live rows drawn at random without repeats (pylance's ``sample``); in scan
+        order with ``randomize_order=False``.
+
+        Raises:
+            InvalidArgumentError: more rows asked than the version holds.
+        """
+        total = self.count_rows()
+        if num_rows > total:
+            raise InvalidArgumentError(f"sample: {num_rows} rows asked of a dataset of {total} rows")
+        picks = np.random.default_rng().choice(total, size=num_rows, replace=False)
+        return take_offsets(self, picks if randomize_order else np.sort(picks), columns)
 
     def _take_rows(self, row_ids: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows by row id (stable row ids) or row address, in the order asked (pylance's
