@@ -47,8 +47,13 @@ def dataset(
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
     asof: datetime | str | None = None,
+    default_scan_options: Mapping[str, Any] | None = None,
 ) -> LanceDataset:
     """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``default_scan_options``: pylance's scan keywords (and ``columns`` / ``filter``) every scan of
+    the handle starts from; ``with_row_id`` / ``with_row_address`` there add ``_rowid`` /
+    ``_rowaddr`` to ``schema``, as pylance's.
 
     ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
     an ISO 8601 string), as pylance; not together with ``version``.
@@ -67,7 +72,8 @@ def dataset(
         latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
         version = _version_asof(latest, asof)
     return LanceDataset(
-        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
+        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store,
+        default_scan_options=default_scan_options,
     )
 
 

@@ -3,6 +3,7 @@
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,11 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         branch: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         manifest_store: "ManifestStore | str | None" = None,
+        default_scan_options: Mapping[str, Any] | None = None,
     ):
+        if default_scan_options:
+            ScanOptions(**{k: v for k, v in default_scan_options.items() if k not in ("columns", "filter")})
+            self._default_scan = MappingProxyType(dict(default_scan_options))
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
         self._handler = commit_handler_for(self._store, manifest_store)
@@ -206,6 +211,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version
         columns; ``options`` are pylance's scan keywords (:class:`.scan_options.ScanOptions`)."""
+        columns, filter, options = self._scan_defaults(columns, filter, options)
         opts = ScanOptions(**options)
         if opts.nearest is not None:
             return iter(nearest_table(self, columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
@@ -216,6 +222,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
+        columns, filter, options = self._scan_defaults(columns, filter, options)
         opts = ScanOptions(**options)
         if opts.nearest is not None:
             return nearest_table(self, columns, filter, opts)
@@ -224,6 +231,16 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
             return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _scan_defaults(self, columns: Any, filter: Any, options: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+        """A scan's arguments over ``default_scan_options`` (what the call gives wins)."""
+        d = self._default_scan
+        if not d:
+            return columns, filter, dict(options)
+        if columns is None:
+            columns = d.get("columns", [f.name for f in self._manifest.schema.top_level()])
+        filter = d.get("filter") if filter is None else filter
+        return columns, filter, {**{k: v for k, v in d.items() if k not in ("columns", "filter")}, **options}
 
     def _scan_with(
         self, columns: Sequence[str] | None, filter: pc.Expression | str | None, opts: ScanOptions
@@ -236,7 +253,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             if not opts.with_row_address and not (isinstance(columns, list | tuple) and ROW_ADDR in columns):
                 steps.append(lambda b: b.drop_columns([ROW_ADDR]))
         columns, add_offsets = split_row_offset(self._store, self._manifest, columns)
-        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        columns, finish = plan_projection(self._manifest.schema.to_arrow(), columns, META_COLUMNS)
         steps += [s for s in (add_offsets, finish) if s is not None]
         plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
         batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
