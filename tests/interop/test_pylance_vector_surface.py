@@ -104,7 +104,7 @@ def test_sample_and_validate_vector_index(tmp_path):
         lance.util.validate_vector_index(ds, "vector", sample_size=20)
         lf.validate_vector_index(ds, "vector", sample_size=20)
         other = impl.write_dataset(lf.vec_to_table(MAT + 1), str(tmp_path / f"{name}_other"))
-        ds.sample = lambda n, **kw: other.to_table(limit=n)  # vectors that are not in ds: the check fails
+        ds.sample = lambda n, other=other, **kw: other.to_table(limit=n)  # vectors not in ds: the check fails
         for check in (lance.util.validate_vector_index, lf.validate_vector_index):
             with pytest.raises(ValueError, match="Vector index failed sanity check, only 0/20 passed"):
                 check(ds, "vector", sample_size=20)
