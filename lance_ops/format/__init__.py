@@ -22,6 +22,11 @@ from lance_ops.format.api.functions import (
     write_dataset,
 )
 from lance_ops.format.api.lance_dataset import LanceDataset
+from lance_ops.format.api.progress import (
+    FileSystemFragmentWriteProgress,
+    FragmentWriteProgress,
+    NoopFragmentWriteProgress,
+)
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
@@ -118,6 +123,9 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "FileSystemFragmentWriteProgress",
+    "FragmentWriteProgress",
+    "NoopFragmentWriteProgress",
     "IndexFileVersion",
     "validate_vector_index",
     "IndexNotFoundError",

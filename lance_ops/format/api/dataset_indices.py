@@ -77,6 +77,8 @@ class IndexMethods(DatasetCore):
         *,
         target_partition_size: int | None = None,
         index_file_version: str | None = None,
+        shuffle_partition_batches: int | None = None,
+        shuffle_partition_concurrency: int | None = None,
     ) -> Self:
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
         on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
@@ -85,7 +87,8 @@ class IndexMethods(DatasetCore):
         ``pq_codebook`` (``(num_sub_vectors, 256, dim / num_sub_vectors)``, an array or a
         ``FixedShapeTensorArray``) are used as given instead of trained; ``target_partition_size``
         (rows per partition) sets ``num_partitions`` when that is not given; ``index_file_version``
-        may be ``"V3"`` (what lance_ops writes).
+        may be ``"V3"`` (what lance_ops writes).  pylance's shuffle tuning (``shuffle_partition_batches``,
+        ``shuffle_partition_concurrency``) is accepted and not used: lance_ops assigns partitions in memory.
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.

@@ -113,6 +113,8 @@ def write_dataset(
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
     max_rows_per_group: int | None = None,
+    max_bytes_per_file: int | None = None,
+    progress: Any = None,
 ) -> LanceDataset:
     """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
@@ -131,6 +133,8 @@ def write_dataset(
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     ``max_rows_per_group`` (a layout knob of pylance's writer) is checked and ignored.
+    ``max_bytes_per_file`` closes a file after the input batch that brings its Arrow bytes to the
+    limit (pylance counts flushed encoder bytes, which lag for small compressible columns); ``progress``: pylance's ``FragmentWriteProgress`` (:mod:`.progress`).
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
@@ -142,6 +146,7 @@ def write_dataset(
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
+        max_bytes_per_file=max_bytes_per_file, progress=progress,
     ))
 
 

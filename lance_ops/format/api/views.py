@@ -6,6 +6,7 @@ delegates to it; none commits on its own.
 """
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.api.arguments import read_all, sql_translator
+from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.errors import InvalidArgumentError
@@ -83,6 +85,10 @@ class LanceFragment:
         if filter is None:
             return self.metadata.num_rows
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **kwargs: Any) -> "Scanner":
+        """A deferred scan of this fragment only (pylance's ``LanceFragment.scanner``)."""
+        return Scanner(self._ds, columns, filter, {**kwargs, "fragments": [self.metadata]})
 
     def to_batches(self, columns: Sequence[str] | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         return self._ds.to_batches(columns=columns, fragments=[self.metadata], **kwargs)
@@ -197,14 +203,15 @@ class LanceFragment:
         """Write ``data`` (any input :func:`write_dataset` takes) as one uncommitted fragment of the
         dataset at ``dataset_uri``, as pylance's ``LanceFragment.create``; commit it with
         ``commit(uri, Append([fragment]), read_version=...)``.  ``fragment_id`` (default 0) is
-        replaced at commit as pylance does; ``max_rows_per_group`` and ``progress`` are accepted
-        and ignored (lance_ops sizes pages itself).
+        replaced at commit as pylance does; ``max_rows_per_group`` is accepted and ignored
+        (lance_ops sizes pages itself); ``progress`` (:mod:`.progress`) sees the fragment numbered
+        ``fragment_id``.
         """
         if mode not in ("append", "overwrite", "create"):
             raise InvalidArgumentError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         frags = write_fragments(data, dataset_uri, schema=schema, max_rows_per_file=_ONE_FILE,
                                 storage_options=storage_options, data_storage_version=data_storage_version,
-                                manifest_store=manifest_store)
+                                manifest_store=manifest_store, progress=with_fragment_id(progress, fragment_id or 0))
         if not frags:
             raise InvalidArgumentError(f"{dataset_uri}: LanceFragment.create got no rows to write")
         return dataclasses.replace(frags[0], id=fragment_id or 0)
@@ -251,8 +258,24 @@ class Scanner:
         if opts.limit is not None or opts.offset:
             steps.append(f"Limit: limit={opts.limit}, offset={opts.offset or 0}")
         cols = list(self.projected_schema.names)
-        head = f"LanceScan: uri={self._ds.uri}, projection={cols}, num_fragments={len(self._ds.manifest.fragments)}"
+        read = ", ".join(self._columns_read())
+        head = (f"LanceScan: uri={self._ds.uri}, output={cols}, projection=[{read}], "
+                f"num_fragments={len(self._ds.manifest.fragments)}")
         return "\n".join("  " * i + s for i, s in enumerate([head, *steps]))
+
+    def _columns_read(self) -> list[str]:
+        """The dataset's columns the scan decodes: those projected, those the filter names and
+        the vector column of a search (as pylance's ``LanceRead: projection=[...]``)."""
+        names = [f.name for f in self._ds.lance_schema.top_level()]
+        wanted = set(self._columns if self._columns is not None and not isinstance(self._columns, dict) else names)
+        if isinstance(self._columns, dict):
+            wanted = set(names)
+        if self._filter is not None:
+            text = str(self._filter)
+            wanted |= {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", text)}
+        if self._options.nearest is not None:
+            wanted.add(str(self._options.nearest.get("column")))
+        return [n for n in names if n in wanted]
 
     def analyze_plan(self) -> str:
         """:meth:`explain_plan` after running the scan, with the rows it returned."""

@@ -17,6 +17,7 @@ from lance_ops.format.ops.inputs import blobs_as_v2, check_fits
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
+    WriteProgress,
     conform_batch,
     iter_batches,
     new_schema,
@@ -49,6 +50,8 @@ def write_and_commit(
     manifest_store: "ManifestStore | str | None" = None,
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
+    max_bytes_per_file: int | None = None,
+    progress: WriteProgress | None = None,
 ) -> tuple[ObjectStore, Manifest, CommitHandler]:
     """Write ``data`` and commit it as a new version of the dataset at ``uri`` (what
     ``write_dataset`` and ``LanceDataset.insert`` do; see :func:`.top_level.write_dataset` for the
@@ -76,7 +79,8 @@ def write_and_commit(
         lance_schema = existing.schema
         check_fits(data_schema, lance_schema.to_arrow(), uri)
         frags = write_fragment_files(store, batches, lance_schema, version=file_version,
-                                     max_rows_per_file=max_rows_per_file)
+                                     max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+                                     progress=progress)
         txn = Transaction(existing.version, Append(frags), properties=props)
         manifest = commit_transaction(store, txn, handler=handler, known=existing)
         return store, manifest, handler
@@ -88,7 +92,8 @@ def write_and_commit(
     target = blobs_as_v2(schema or data_schema, version)
     lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
-                                 version=version, max_rows_per_file=max_rows_per_file)
+                                 version=version, max_rows_per_file=max_rows_per_file,
+                                 max_bytes_per_file=max_bytes_per_file, progress=progress)
     read_version = existing.version if existing is not None else 0
     txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
     manifest = commit_transaction(
