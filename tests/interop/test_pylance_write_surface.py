@@ -130,3 +130,19 @@ def test_create_index_accepts_shuffle_options(tmp_path):
         ds = ds.create_index("vector", "IVF_PQ", num_partitions=2, num_sub_vectors=2,
                              shuffle_partition_batches=1, shuffle_partition_concurrency=10)
         assert ds.stats.index_stats("vector_idx")["num_indexed_rows"] == 600, name
+
+
+def test_commit_batch_merges_appends(tmp_path):
+    out = []
+    for name, impl in IMPLS.items():
+        data = [pa.table({"a": range(i * 10, i * 10 + 10)}) for i in range(3)]
+        ds = impl.write_dataset(data[0], str(tmp_path / name))
+        write_fragments = lance.fragment.write_fragments if name == "pylance" else lf.write_fragments
+        f2, f3 = write_fragments(data[1], ds), write_fragments(data[2], ds)  # the dataset itself as the target
+        txns = [impl.Transaction(1, impl.LanceOperation.Append(f2)), impl.Transaction(2, impl.LanceOperation.Append(f3))]
+        result = impl.LanceDataset.commit_batch(ds, txns)
+        merged = result["merged"]
+        assert isinstance(merged, impl.Transaction) and isinstance(merged.operation, impl.LanceOperation.Append), name
+        assert merged.operation.fragments == f2 + f3, name
+        out.append((result["dataset"].version, len(result["dataset"].get_fragments()), result["dataset"].to_table()))
+    assert out[0] == out[1] and out[1][:2] == (2, 3)

@@ -4,7 +4,7 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from lance_ops.format.errors import (
     ArgumentTypeError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    UnsupportedFeatureError,
 )
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import (
@@ -35,7 +36,7 @@ from lance_ops.format.txn.handlers import (
     try_open_latest,
 )
 from lance_ops.format.txn.manifest_store import ManifestStore
-from lance_ops.format.txn.operations import Operation
+from lance_ops.format.txn.operations import Append, Operation
 from lance_ops.format.txn.transaction import Transaction
 
 
@@ -218,8 +219,43 @@ def commit(
     return LanceDataset._from_manifest(store, manifest, handler)
 
 
-#: pylance's ``LanceDataset.commit`` is a static method (set here: the handle module cannot import this one)
+def commit_batch(
+    dest: Any,
+    transactions: Sequence[Transaction],
+    commit_lock: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> dict[str, Any]:
+    """pylance's ``LanceDataset.commit_batch``: the transactions merged into one, committed as one
+    version on the read version of the first.  ``dest``: a URI or a LanceDataset.
+
+    Returns:
+        ``{"dataset": the new LanceDataset, "merged": the Transaction committed}``.
+
+    Raises:
+        InvalidArgumentError: no transaction.
+        UnsupportedFeatureError: a transaction other than an ``Append`` (the ones pylance 14 merges).
+    """
+    txns = list(transactions)
+    if not txns:
+        raise InvalidArgumentError("commit_batch: no transaction to commit")
+    others = sorted({type(t.operation).__name__ for t in txns if not isinstance(t.operation, Append)})
+    if others:
+        raise UnsupportedFeatureError(f"commit_batch: lance_ops merges Append transactions only, got {others}")
+    if commit_lock is not None or enable_v2_manifest_paths is False:
+        raise UnsupportedFeatureError("commit_batch: commit_lock and V1 manifest paths are not supported by lance_ops")
+    fragments = [f for t in txns for f in t.operation.fragments]  # type: ignore[union-attr]
+    merged = Transaction(read_version=txns[0].read_version, operation=Append(fragments))
+    ds = commit(dest, merged, storage_options=storage_options, max_retries=max_retries, detached=detached)
+    return {"dataset": ds, "merged": merged}
+
+
+#: pylance's ``LanceDataset.commit`` / ``commit_batch`` are static methods (set here: the handle
+#: module cannot import this one)
 LanceDataset.commit = staticmethod(commit)  # type: ignore[attr-defined]
+LanceDataset.commit_batch = staticmethod(commit_batch)  # type: ignore[attr-defined]
 
 
 def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:

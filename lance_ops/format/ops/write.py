@@ -299,6 +299,7 @@ def write_fragments(
     ``commit(uri, Append(fragments), read_version=...)``.  ``manifest_store``: the external
     manifest store the dataset commits through, to read its latest version through it.
     """
+    uri = getattr(uri, "uri", uri)  # pylance also takes the dataset (a LanceDataset) itself
     store = ObjectStore(uri, storage_options)
     arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
     data_schema, batches = iter_batches(data, arrow_schema)
