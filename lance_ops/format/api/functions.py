@@ -241,7 +241,7 @@ def commit_batch(
     txns = list(transactions)
     if not txns:
         raise InvalidArgumentError("commit_batch: no transaction to commit")
-    others = sorted({type(t.operation).__name__ for t in txns if not isinstance(t.operation, Append)})
+    others = sorted({type(t.operation).__name__ for t in txns if getattr(t.operation, "name", "") != "append"})
     if others:
         raise UnsupportedFeatureError(f"commit_batch: lance_ops merges Append transactions only, got {others}")
     if commit_lock is not None or enable_v2_manifest_paths is False:

@@ -7,8 +7,8 @@ pylance answers from a scalar index (one key column with an index, no
 ``when_not_matched_by_source`` clause, ``use_index`` not turned off) has no plan to explain.
 """
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -16,13 +16,22 @@ from lance_ops.format.errors import MergeInsertPlanError
 from lance_ops.format.index.describe import describe_indices
 from lance_ops.format.table.manifest import Manifest
 
-if TYPE_CHECKING:
-    from lance_ops.format.ops.merge_insert import MergeInsertParams
+
+class MergeInsertParams(Protocol):
+    """What the plan text reads of :class:`.merge_insert.MergeInsertParams`."""
+
+    on: Sequence[str]
+    update_matched: bool
+    matched_condition: Any
+    insert_not_matched: bool
+    delete_not_matched_by_source: bool
+    delete_condition: Any
+    fail_matched: bool
 
 __all__ = ["explain_merge_insert", "merge_insert_metrics"]
 
 
-def _clauses(p: "MergeInsertParams") -> str:
+def _clauses(p: MergeInsertParams) -> str:
     matched = "UpdateAll" if p.matched_condition is None else "UpdateIf"
     matched = "Fail" if p.fail_matched else (matched if p.update_matched else "DoNothing")
     not_matched = "InsertAll" if p.insert_not_matched else "DoNothing"
@@ -33,14 +42,14 @@ def _clauses(p: "MergeInsertParams") -> str:
     return f"on=[{on}], when_matched={matched}, when_not_matched={not_matched}, when_not_matched_by_source={by_source}"
 
 
-def _index_join(manifest: Manifest, params: "MergeInsertParams", use_index: bool) -> bool:
+def _index_join(manifest: Manifest, params: MergeInsertParams, use_index: bool) -> bool:
     on = tuple(params.on)
     if not use_index or len(on) != 1 or params.delete_not_matched_by_source or not manifest.index_section:
         return False
     return any(tuple(d.field_names) == on for d in describe_indices(manifest))
 
 
-def explain_merge_insert(manifest: Manifest, params: "MergeInsertParams", source_schema: pa.Schema | None, *,
+def explain_merge_insert(manifest: Manifest, params: MergeInsertParams, source_schema: pa.Schema | None, *,
                          use_index: bool = True, verbose: bool = False) -> str:
     """The plan text of a merge on ``manifest`` (``source_schema``: the dataset's when None).
 
@@ -65,7 +74,7 @@ def explain_merge_insert(manifest: Manifest, params: "MergeInsertParams", source
     return "\n".join(lines)
 
 
-def merge_insert_metrics(manifest: Manifest, params: "MergeInsertParams", stats: Mapping[str, int], written: Mapping[str, int]) -> str:
+def merge_insert_metrics(manifest: Manifest, params: MergeInsertParams, stats: Mapping[str, int], written: Mapping[str, int]) -> str:
     """:func:`explain_merge_insert`'s first line with the merge's ``metrics=[...]`` (pylance's
     names: ``bytes_written``, ``num_files_written``, the row counts) and its steps."""
     counts = {**written, **stats}
