@@ -97,6 +97,7 @@ from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment
 from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from lance_ops.format.schema import LanceSchema
+from lance_ops.format.schema_json import json_to_schema, schema_to_json
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
 from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
@@ -123,6 +124,8 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "json_to_schema",
+    "schema_to_json",
     "FileSystemFragmentWriteProgress",
     "FragmentWriteProgress",
     "NoopFragmentWriteProgress",

@@ -71,3 +71,25 @@ def test_merge_insert_use_index(tmp_path):
         assert "MergeInsert" in no_index.explain_plan() and "Join" in no_index.explain_plan(), name
         assert no_index.execute(src) == {"num_inserted_rows": 1, "num_updated_rows": 2, "num_deleted_rows": 0}, name
         assert ds.to_table(filter="b = 999").num_rows == 3, name
+
+
+SCHEMA = pa.schema([
+    pa.field("embedding", pa.list_(pa.float32(), 32), False),
+    pa.field("id", pa.int64(), True, metadata={"k": "v"}),
+    pa.field("s", pa.struct([("x", pa.int32()), ("y", pa.large_string())])),
+    pa.field("l", pa.list_(pa.timestamp("us", tz="UTC"))), pa.field("ll", pa.large_list(pa.date32())),
+    pa.field("d", pa.dictionary(pa.int32(), pa.string())), pa.field("dec", pa.decimal128(10, 2)),
+    pa.field("fsb", pa.binary(4)), pa.field("h", pa.float16()), pa.field("ts", pa.timestamp("ns")),
+    pa.field("t", pa.time64("us")), pa.field("dur", pa.duration("ms")), pa.field("lb", pa.large_binary()),
+], metadata={"sk": "sv"})
+
+
+def test_schema_to_json_and_back():
+    ours, theirs = lf.schema_to_json(SCHEMA), lance.schema_to_json(SCHEMA)
+    assert ours == theirs
+    assert lf.json_to_schema(theirs) == lance.json_to_schema(ours) == SCHEMA
+    assert lf.json_to_schema(theirs).metadata == {b"sk": b"sv"}
+    maps = pa.schema([pa.field("m", pa.map_(pa.string(), pa.int32()))])
+    for impl in IMPLS.values():
+        with pytest.raises(Exception, match="Unsupported type"):
+            impl.schema_to_json(maps)
