@@ -146,3 +146,16 @@ def test_commit_batch_merges_appends(tmp_path):
         assert merged.operation.fragments == f2 + f3, name
         out.append((result["dataset"].version, len(result["dataset"].get_fragments()), result["dataset"].to_table()))
     assert out[0] == out[1] and out[1][:2] == (2, 3)
+
+
+def test_fragment_open_session(tmp_path):
+    out = []
+    for name, impl in IMPLS.items():
+        ds = impl.write_dataset(pa.table({"a": range(100), "b": range(100, 200)}), str(tmp_path / name))
+        ds.delete("a < 3")
+        frag = ds.get_fragments()[0]
+        plain = frag.open_session(columns=["a", "b"], with_row_address=False)
+        assert plain.take(range(1, 50)) == frag.take(indices=range(1, 50), columns=["a", "b"]), name
+        addr = frag.open_session(columns=["b"], with_row_address=True).take([0, 2, 4])
+        out.append((addr.schema.names, addr.to_pydict()))
+    assert out[0] == out[1] and out[1][0] == ["b", "_rowaddr"]

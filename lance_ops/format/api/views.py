@@ -105,6 +105,11 @@ class LanceFragment:
         (pylance's ``LanceFragment.take``)."""
         return self.to_table(columns=columns).take(pa.array(list(indices), pa.int64()))
 
+    def open_session(self, columns: Sequence[str] | None = None, with_row_address: bool = False) -> "FragmentSession":
+        """pylance's ``LanceFragment.open_session``: repeated ``take``s of ``columns`` (and
+        ``_rowaddr``) from this fragment."""
+        return FragmentSession(self, columns, with_row_address)
+
     # ------------------------------------------------ pylance surface (issue 24)
     @property
     def num_deletions(self) -> int:
@@ -218,6 +223,18 @@ class LanceFragment:
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+class FragmentSession:
+    """pylance's ``FragmentSession``: ``take(indices)`` of the columns it was opened for."""
+
+    def __init__(self, fragment: LanceFragment, columns: Sequence[str] | None, with_row_address: bool) -> None:
+        self._fragment, self._columns, self._with_addr = fragment, columns, with_row_address
+
+    def take(self, indices: Sequence[int]) -> pa.Table:
+        """Rows at positions ``indices`` among the fragment's live rows, in the order asked."""
+        rows = self._fragment.to_table(columns=self._columns, with_row_address=self._with_addr)
+        return rows.take(pa.array(list(indices), pa.int64()))
 
 
 class Scanner:
