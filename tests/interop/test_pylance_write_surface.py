@@ -159,3 +159,47 @@ def test_fragment_open_session(tmp_path):
         addr = frag.open_session(columns=["b"], with_row_address=True).take([0, 2, 4])
         out.append((addr.schema.names, addr.to_pydict()))
     assert out[0] == out[1] and out[1][0] == ["b", "_rowaddr"]
+
+
+def test_commit_lock(tmp_path):
+    import contextlib
+    import warnings
+
+    for name, impl in IMPLS.items():
+        calls = []
+
+        @contextlib.contextmanager
+        def lock(version, calls=calls):
+            calls.append(("lock", version))
+            yield
+            calls.append(("release", version))
+
+        ds = impl.write_dataset(pa.table({"a": range(10)}), str(tmp_path / f"{name}1"), commit_lock=lock)
+        impl.dataset(ds.uri, commit_lock=lock).delete("a < 3")
+        assert calls == [("lock", 1), ("release", 1), ("lock", 2), ("release", 2)], name
+
+        @contextlib.contextmanager
+        def failing_release(_version):
+            try:
+                yield
+            finally:
+                raise Exception("hello world!")
+
+        with pytest.raises(Exception, match="hello world!"):
+            impl.write_dataset(pa.table({"a": range(3)}), str(tmp_path / f"{name}2"), commit_lock=failing_release)
+
+        @contextlib.contextmanager
+        def refusing(_version, name=name):
+            raise lf.CommitConflictError("taken") if name == "lance_ops" else lance.commit.CommitConflictError()
+            yield  # pragma: no cover
+
+        with pytest.raises(Exception, match="CommitConflictError"):
+            impl.write_dataset(pa.table({"a": range(3)}), str(tmp_path / f"{name}3"), commit_lock=refusing)
+        with pytest.raises(Exception, match="CommitConflictError"):
+            impl.dataset(ds.uri, commit_lock=refusing).delete("a < 5")
+        assert impl.dataset(ds.uri).count_rows() == 7, name
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            impl.dataset(ds.uri, index_cache_size=256)
+        assert [x.category for x in w] == [DeprecationWarning] and "index_cache_size_bytes" in str(w[0].message)
+        assert impl.dataset(ds.uri, index_cache_size_bytes=0, metadata_cache_size_bytes=0).count_rows() == 7

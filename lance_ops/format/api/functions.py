@@ -4,6 +4,7 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 
 import dataclasses
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,12 +50,19 @@ def dataset(
     manifest_store: "ManifestStore | str | None" = None,
     asof: datetime | str | None = None,
     default_scan_options: Mapping[str, Any] | None = None,
+    commit_lock: Any = None,
+    index_cache_size: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    metadata_cache_size_bytes: int | None = None,
 ) -> LanceDataset:
     """Open the dataset at ``uri`` (latest version, or ``version``).
 
     ``default_scan_options``: pylance's scan keywords (and ``columns`` / ``filter``) every scan of
     the handle starts from; ``with_row_id`` / ``with_row_address`` there add ``_rowid`` /
-    ``_rowaddr`` to ``schema``, as pylance's.
+    ``_rowaddr`` to ``schema``, as pylance's.  ``commit_lock``: as :func:`write_dataset`'s, for every
+    commit of the handle.  pylance's cache sizes (``index_cache_size_bytes``,
+    ``metadata_cache_size_bytes``) are accepted and have no effect (lance_ops keeps no such caches);
+    ``index_cache_size`` is deprecated as in pylance (a ``DeprecationWarning``).
 
     ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
     an ISO 8601 string), as pylance; not together with ``version``.
@@ -67,6 +75,9 @@ def dataset(
     ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
     or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
     """
+    if index_cache_size is not None:
+        warnings.warn("The 'index_cache_size' parameter is deprecated; use 'index_cache_size_bytes' instead",
+                      DeprecationWarning, stacklevel=2)
     if asof is not None:
         if version is not None:
             raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
@@ -74,7 +85,7 @@ def dataset(
         version = _version_asof(latest, asof)
     return LanceDataset(
         uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store,
-        default_scan_options=default_scan_options,
+        default_scan_options=default_scan_options, commit_lock=commit_lock,
     )
 
 
@@ -116,6 +127,7 @@ def write_dataset(
     max_rows_per_group: int | None = None,
     max_bytes_per_file: int | None = None,
     progress: Any = None,
+    commit_lock: Any = None,
 ) -> LanceDataset:
     """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
@@ -135,7 +147,8 @@ def write_dataset(
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     ``max_rows_per_group`` (a layout knob of pylance's writer) is checked and ignored.
     ``max_bytes_per_file`` closes a file after the input batch that brings its Arrow bytes to the
-    limit (pylance counts flushed encoder bytes, which lag for small compressible columns); ``progress``: pylance's ``FragmentWriteProgress`` (:mod:`.progress`).
+    limit (pylance counts flushed encoder bytes, which lag for small compressible columns); ``progress``: pylance's ``FragmentWriteProgress`` (:mod:`.progress`).  ``commit_lock``: pylance's
+    context manager factory the manifest write of each version runs in (``commit_lock(version)``).
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
@@ -147,7 +160,7 @@ def write_dataset(
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
-        max_bytes_per_file=max_bytes_per_file, progress=progress,
+        max_bytes_per_file=max_bytes_per_file, progress=progress, commit_lock=commit_lock,
     ))
 
 

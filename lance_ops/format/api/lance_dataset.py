@@ -71,6 +71,7 @@ from lance_ops.format.txn.handlers import (
     ConditionalPutCommitHandler,
     checkout_manifest,
     commit_handler_for,
+    with_commit_lock,
 )
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
@@ -90,13 +91,14 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         storage_options: Mapping[str, Any] | None = None,
         manifest_store: "ManifestStore | str | None" = None,
         default_scan_options: Mapping[str, Any] | None = None,
+        commit_lock: Callable[[int], Any] | None = None,
     ):
         if default_scan_options:
             ScanOptions(**{k: v for k, v in default_scan_options.items() if k not in ("columns", "filter")})
             self._default_scan = MappingProxyType(dict(default_scan_options))
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
-        self._handler = commit_handler_for(self._store, manifest_store)
+        self._handler = with_commit_lock(commit_handler_for(self._store, manifest_store), commit_lock)
         if branch is None and (version is None or (isinstance(version, int) and not isinstance(version, bool))):
             # the common case: a version of the dataset (or branch) at ``uri``; no ref is read
             self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
@@ -115,7 +117,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         target_branch, target = resolve_reference(root, version, current_branch=latest.branch)
         if target_branch != latest.branch:
             self._store = branch_store(root, target_branch)
-            self._handler = commit_handler_for(self._store, manifest_store)
+            self._handler = with_commit_lock(commit_handler_for(self._store, manifest_store), commit_lock)
         self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
 
     @staticmethod
