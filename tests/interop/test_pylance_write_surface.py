@@ -203,3 +203,16 @@ def test_commit_lock(tmp_path):
             impl.dataset(ds.uri, index_cache_size=256)
         assert [x.category for x in w] == [DeprecationWarning] and "index_cache_size_bytes" in str(w[0].message)
         assert impl.dataset(ds.uri, index_cache_size_bytes=0, metadata_cache_size_bytes=0).count_rows() == 7
+
+
+def test_format_fragment(tmp_path):
+    from lance.debug import format_fragment
+
+    for name, impl, fmt in (("pylance", lance, format_fragment), ("lance_ops", lf, lf.format_fragment)):
+        ds = impl.write_dataset(pa.table({"a": range(10), "s": ["x"] * 10}), str(tmp_path / name))
+        text = fmt(ds.get_fragments()[0].metadata, ds)
+        assert text.startswith("PrettyPrintableFragment {") and "PrettyPrintableDataFile {" in text, name
+        for part in ("id: 0,", f'path: "{ds.get_fragments()[0].metadata.files[0].path}"', "major_version: 2,",
+                     "minor_version: 2,", "deletion_file: None,", "physical_rows: Some(", '"a"' if name == "pylance"
+                     else "a: int64 (id 0)"):
+            assert part in text, (name, part)
