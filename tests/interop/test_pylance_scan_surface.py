@@ -93,3 +93,19 @@ def test_schema_to_json_and_back():
     for impl in IMPLS.values():
         with pytest.raises(Exception, match="Unsupported type"):
             impl.schema_to_json(maps)
+
+
+@pytest.mark.parametrize("opts", [{"limit": 3}, {"with_row_id": True}, {"filter": "i > 10"}])
+def test_default_scan_options_with_search_and_take(tmp_path, opts):
+    """A search takes the defaults as scan keywords (limit = k, post-filter); take does not."""
+    import numpy as np
+
+    table = lf.vec_to_table(np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32))
+    table = table.append_column("i", pa.array(range(50), pa.int64()))
+    out = []
+    for name, impl in IMPLS.items():
+        impl.write_dataset(table, str(tmp_path / name))
+        ds = impl.dataset(str(tmp_path / name), default_scan_options=opts)
+        found = ds.to_table(nearest={"column": "vector", "q": np.zeros(4), "k": 5})
+        out.append((found.column_names, found["i"].to_pylist(), ds.take([0, 20]), ds.sample(4).num_rows))
+    assert out[0] == out[1]

@@ -216,7 +216,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         columns, filter, options = self._scan_defaults(columns, filter, options)
         opts = ScanOptions(**options)
         if opts.nearest is not None:
-            return iter(nearest_table(self, columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
+            return iter(nearest_table(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
         plan, finish, batches = self._scan_with(columns, filter, opts)
         return batches if finish is None else map(finish, batches)
 
@@ -227,12 +227,21 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         columns, filter, options = self._scan_defaults(columns, filter, options)
         opts = ScanOptions(**options)
         if opts.nearest is not None:
-            return nearest_table(self, columns, filter, opts)
+            return nearest_table(self._without_scan_defaults(), columns, filter, opts)
         plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
             return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _without_scan_defaults(self) -> "LanceDataset":
+        """This handle (a pinned copy) without ``default_scan_options``: what ``take``,
+        ``_take_rows`` and a search read through, as pylance's (its defaults apply to scans)."""
+        if not self._default_scan:
+            return self
+        out = self._pinned()
+        out._default_scan = MappingProxyType({})
+        return out
 
     def _scan_defaults(self, columns: Any, filter: Any, options: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         """A scan's arguments over ``default_scan_options`` (what the call gives wins)."""
@@ -623,7 +632,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
 
     def take(self, indices: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` among this version's live rows, in the order asked."""
-        return take_offsets(self, indices, columns)
+        return take_offsets(self._without_scan_defaults(), indices, columns)
 
     def sample(self, num_rows: int, columns: Sequence[str] | None = None, randomize_order: bool = True,
                **kwargs: Any) -> pa.Table:
@@ -637,12 +646,12 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         if num_rows > total:
             raise InvalidArgumentError(f"sample: {num_rows} rows asked of a dataset of {total} rows")
         picks = np.random.default_rng().choice(total, size=num_rows, replace=False)
-        return take_offsets(self, picks if randomize_order else np.sort(picks), columns)
+        return take_offsets(self._without_scan_defaults(), picks if randomize_order else np.sort(picks), columns)
 
     def _take_rows(self, row_ids: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows by row id (stable row ids) or row address, in the order asked (pylance's
         unstable ``_take_rows``; deleted rows are left out)."""
-        return take_row_ids(self, row_ids, columns)
+        return take_row_ids(self._without_scan_defaults(), row_ids, columns)
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names

@@ -11,7 +11,7 @@ elsewhere, then ``_rowid`` / ``_rowaddr`` asked for with ``with_row_id`` / ``wit
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -163,6 +163,23 @@ def _distances(query: NearestQuery, col: pa.ChunkedArray) -> np.ndarray:
     return d
 
 
+def _top_k(query: NearestQuery, batches: Iterable[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids and distances of the ``k`` nearest rows of a stream of ``(vector, _rowid)``
+    batches, nearest first (ties by row id); a running top ``k`` keeps memory at ``k`` rows plus
+    one batch."""
+    ids, dist = np.empty(0, np.uint64), np.empty(0, np.float64)
+    for batch in batches:
+        d = _distances(query, pa.chunked_array([batch.column(0)]))
+        keep = ~np.isnan(d)
+        ids = np.concatenate([ids, batch.column(1).to_numpy()[keep]])
+        dist = np.concatenate([dist, d[keep]])
+        if len(dist) > 2 * query.k:  # trim to the k nearest (all rows tied with the k-th kept)
+            cut = np.partition(dist, query.k - 1)[query.k - 1]
+            ids, dist = ids[dist <= cut], dist[dist <= cut]
+    order = np.lexsort((ids, dist))[: query.k]
+    return ids[order], dist[order]
+
+
 def _out_names(ds: _Searchable, columns: Sequence[str] | None, opts: Any) -> list[str]:
     names = list(ds.schema.names) if columns is None else list(columns)
     with_row_id, with_addr = opts.with_row_id, opts.with_row_address
@@ -182,12 +199,8 @@ def nearest_table(ds: _Searchable, columns: Sequence[str] | None, filter: Any, o
                                    "(a nearest search over chosen fragments needs prefilter=True)")
     pre = filter if opts.prefilter else None
     fragments = opts.fragments if not opts.fast_search else _indexed_fragments(ds, query.column, opts.fragments)
-    base = ds.to_table(columns=[query.column, ROW_ID], filter=pre, fragments=fragments)
-    d = _distances(query, base.column(query.column))
-    keep = np.nonzero(~np.isnan(d))[0]
-    ids = base.column(ROW_ID).to_numpy()[keep]
-    order = np.lexsort((ids, d[keep]))[: query.k]
-    top_ids, top_d = ids[order], d[keep][order]
+    batches = ds.to_batches(columns=[query.column, ROW_ID], filter=pre, fragments=fragments)
+    top_ids, top_d = _top_k(query, batches)
     post = None if opts.prefilter or filter is None else resolve_filter(ds.lance_schema, filter)
     if isinstance(columns, Mapping):  # SQL expressions: the post-filter first, on the dataset's columns
         if post is not None:
