@@ -10,6 +10,7 @@ The API mirrors pylance where they overlap::
 
 from lance_ops.format._version import __version__ as __version__
 from lance_ops.format.api.compaction import Compaction
+from lance_ops.format.api.debug import format_fragment
 from lance_ops.format.api.functions import (
     acquire_lease,
     commit,
@@ -22,6 +23,11 @@ from lance_ops.format.api.functions import (
     write_dataset,
 )
 from lance_ops.format.api.lance_dataset import LanceDataset
+from lance_ops.format.api.progress import (
+    FileSystemFragmentWriteProgress,
+    FragmentWriteProgress,
+    NoopFragmentWriteProgress,
+)
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
@@ -92,6 +98,7 @@ from lance_ops.format.ops.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragment
 from lance_ops.format.ops.write_and_commit import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_ops.format.read.scan import CREATED_AT, META_COLUMNS, ROW_ADDR, ROW_ID, UPDATED_AT, resolve_filter
 from lance_ops.format.schema import LanceSchema
+from lance_ops.format.schema_json import json_to_schema, schema_to_json
 from lance_ops.format.sql import sql_expression, sql_filter, transpile_sql
 from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
@@ -115,9 +122,17 @@ from lance_ops.format.txn.operations import (
 )
 from lance_ops.format.txn.options import COMMIT_DEFAULTS, CommitOptions
 from lance_ops.format.txn.transaction import Transaction
-from lance_ops.format.vector import vec_to_table
+from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "format_fragment",
+    "json_to_schema",
+    "schema_to_json",
+    "FileSystemFragmentWriteProgress",
+    "FragmentWriteProgress",
+    "NoopFragmentWriteProgress",
+    "IndexFileVersion",
+    "validate_vector_index",
     "IndexNotFoundError",
     "ColumnNotFoundError",
     "DetachedCommitError",

@@ -231,6 +231,11 @@ class DetachedCommitError(UnsupportedFeatureError, OSError):
     """A detached commit the dataset cannot take (V1 manifest paths), as pylance's ``OSError``."""
 
 
+class MergeInsertPlanError(UnsupportedFeatureError, OSError):
+    """``MergeInsertBuilder.explain_plan`` of a merge pylance answers from a scalar index (no plan
+    to explain), an ``OSError`` as pylance's."""
+
+
 class ColumnNotFoundError(SchemaError, KeyError):
     """An index call names a column the dataset does not have (pylance raises a ``KeyError``)."""
 

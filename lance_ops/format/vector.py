@@ -1,6 +1,7 @@
 """Vector table helpers with pylance's names (``lance.vector.vec_to_table``)."""
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -8,7 +9,7 @@ import pyarrow as pa
 
 from lance_ops.format.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["vec_to_table"]
+__all__ = ["IndexFileVersion", "validate_vector_index", "vec_to_table"]
 
 
 def _vectors(values: Any, ndim: int | None, check_ndim: bool) -> pa.FixedSizeListArray:
@@ -51,3 +52,34 @@ def vec_to_table(
             raise InvalidArgumentError(f"vec_to_table: names cannot be more than 1, got {len(cols)}")
         return pa.Table.from_arrays([_vectors(data, ndim, check_ndim)], names=cols)
     raise ArgumentTypeError(f"vec_to_table: data must be a dict, list or ndarray, got {type(data).__name__}")
+
+
+class IndexFileVersion(StrEnum):
+    """pylance's ``lance.indices.IndexFileVersion``: the index file layout (lance_ops writes V3)."""
+
+    LEGACY = "Legacy"
+    V3 = "V3"
+
+
+def validate_vector_index(
+    dataset: Any, column: str, refine_factor: int = 5, sample_size: int | None = None, pass_threshold: float = 1.0
+) -> None:
+    """pylance's ``lance.util.validate_vector_index``: search each (sampled) vector of ``column``
+    for its nearest row, and refuse when fewer than ``pass_threshold`` of them find themselves at
+    distance 0 (vectors holding a NaN are not counted).
+
+    Raises:
+        InvalidArgumentError: the check failed (a ``ValueError``, as pylance's).
+    """
+    data = dataset.to_table() if sample_size is None else dataset.sample(sample_size)
+    vecs = data[column].to_numpy(zero_copy_only=False)
+    passes, total = 0, len(vecs)
+    for vec in vecs:
+        if np.isnan(vec).any():
+            total -= 1
+            continue
+        spec = {"column": column, "q": vec, "k": 1, "nprobes": 1, "refine_factor": refine_factor}
+        distance = dataset.to_table(nearest=spec)["_distance"].to_pylist()[0]
+        passes += 1 if abs(distance) < 1e-6 else 0
+    if total and passes / total < pass_threshold:
+        raise InvalidArgumentError(f"Vector index failed sanity check, only {passes}/{total} passed")

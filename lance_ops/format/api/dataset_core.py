@@ -6,6 +6,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +36,8 @@ class DatasetCore:
     _handler: CommitHandler
     _manifest: Manifest
     _scheme: NamingScheme
+    #: pylance's ``default_scan_options`` of ``dataset(...)``: scan keywords every scan starts from
+    _default_scan: Mapping[str, Any] = MappingProxyType({})
 
     # ----------------------------------------------------------- properties
     @property
@@ -69,7 +72,16 @@ class DatasetCore:
 
     @property
     def schema(self) -> pa.Schema:
-        return self._manifest.schema.to_arrow()
+        """The dataset's columns (those of ``default_scan_options``' ``columns``, with ``_rowid`` /
+        ``_rowaddr`` when it asks for them, as pylance's)."""
+        arrow = self._manifest.schema.to_arrow()
+        d = self._default_scan
+        if not d:
+            return arrow
+        cols = d.get("columns")
+        fields = [arrow.field(c) for c in cols if c in arrow.names] if cols is not None else list(arrow)
+        extra = [n for k, n in (("with_row_id", "_rowid"), ("with_row_address", "_rowaddr")) if d.get(k)]
+        return pa.schema([*fields, *(pa.field(n, pa.uint64()) for n in extra)], arrow.metadata)
 
     @property
     def has_stable_row_ids(self) -> bool:

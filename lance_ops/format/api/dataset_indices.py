@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from lance_ops.format.api.dataset_core import DatasetCore
-from lance_ops.format.errors import IndexNotFoundError
+from lance_ops.format.errors import IndexNotFoundError, UnsupportedFeatureError
 from lance_ops.format.index import describe as _describe
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.index.segment_stats import readable, segment_statistics
@@ -34,7 +34,7 @@ class IndexMethods(DatasetCore):
         segment (``indices`` / ``segments``) what its files say (:mod:`.index.segment_stats`).
 
         Raises:
-            KeyError: no index of that name.
+            KeyError: no index of that name (pylance's message: ``Index "<name>" not found``).
         """
         for d in self.describe_indices():
             if d.name == index_name:
@@ -45,7 +45,7 @@ class IndexMethods(DatasetCore):
                     stats["indices"] = [segment_statistics(self._store, i) for i in segments]
                     stats["segments"] = stats["indices"]
                 return stats
-        raise KeyError(f"{self.uri} version {self.version} has no index named {index_name!r}")
+        raise KeyError(f'Index "{index_name}" not found ({self.uri} version {self.version})')
 
     def create_scalar_index(
         self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
@@ -71,12 +71,24 @@ class IndexMethods(DatasetCore):
         metric: str = "L2",
         replace: bool = False,
         num_partitions: int | None = None,
+        ivf_centroids: Any = None,
+        pq_codebook: Any = None,
         num_sub_vectors: int | None = None,
+        *,
+        target_partition_size: int | None = None,
+        index_file_version: str | None = None,
+        shuffle_partition_batches: int | None = None,
+        shuffle_partition_concurrency: int | None = None,
     ) -> Self:
         """Train an IVF_FLAT or IVF_PQ index of vector ``column`` (l2 or cosine; NumPy k-means
         on a sample, as pylance 14 samples) over every fragment and commit it; the handle moves
         to the new version.  Arguments and return value (this dataset) as pylance's ``create_index``
-        (``replace`` defaults to False).
+        (``replace`` defaults to False).  ``ivf_centroids`` (``(num_partitions, dim)``) and
+        ``pq_codebook`` (``(num_sub_vectors, 256, dim / num_sub_vectors)``, an array or a
+        ``FixedShapeTensorArray``) are used as given instead of trained; ``target_partition_size``
+        (rows per partition) sets ``num_partitions`` when that is not given; ``index_file_version``
+        may be ``"V3"`` (what lance_ops writes).  pylance's shuffle tuning (``shuffle_partition_batches``,
+        ``shuffle_partition_concurrency``) is accepted and not used: lance_ops assigns partitions in memory.
 
         Raises:
             UnsupportedFeatureError: another index type or metric, or not a vector column.
@@ -84,8 +96,14 @@ class IndexMethods(DatasetCore):
             InvalidArgumentError: ``replace=False`` and the name exists; too few vectors.
         """
         self._check_mutable()
+        if index_file_version is not None and str(getattr(index_file_version, "value", index_file_version)) != "V3":
+            raise UnsupportedFeatureError(f"create_index: lance_ops writes index files V3, not {index_file_version!r}")
+        if isinstance(column, list | tuple) and len(column) == 1:  # pylance takes a one-column list
+            column = column[0]
+        model = {"ivf_centroids": ivf_centroids, "pq_codebook": pq_codebook, "target_partition_size": target_partition_size}
         plan = plan_create_index(self._manifest, column, index_type, name=name, metric=metric, replace=replace,
-                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+                                 num_partitions=num_partitions, num_sub_vectors=num_sub_vectors,
+                                 model={k: v for k, v in model.items() if v is not None})
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
         return self
 

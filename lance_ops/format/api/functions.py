@@ -4,7 +4,8 @@ operation or transaction built elsewhere) and ``resolve_version``; each returns 
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from lance_ops.format.errors import (
     ArgumentTypeError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    UnsupportedFeatureError,
 )
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import (
@@ -35,7 +37,7 @@ from lance_ops.format.txn.handlers import (
     try_open_latest,
 )
 from lance_ops.format.txn.manifest_store import ManifestStore
-from lance_ops.format.txn.operations import Operation
+from lance_ops.format.txn.operations import Append, Operation
 from lance_ops.format.txn.transaction import Transaction
 
 
@@ -47,8 +49,20 @@ def dataset(
     storage_options: Mapping[str, Any] | None = None,
     manifest_store: "ManifestStore | str | None" = None,
     asof: datetime | str | None = None,
+    default_scan_options: Mapping[str, Any] | None = None,
+    commit_lock: Any = None,
+    index_cache_size: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    metadata_cache_size_bytes: int | None = None,
 ) -> LanceDataset:
     """Open the dataset at ``uri`` (latest version, or ``version``).
+
+    ``default_scan_options``: pylance's scan keywords (and ``columns`` / ``filter``) every scan of
+    the handle starts from; ``with_row_id`` / ``with_row_address`` there add ``_rowid`` /
+    ``_rowaddr`` to ``schema``, as pylance's.  ``commit_lock``: as :func:`write_dataset`'s, for every
+    commit of the handle.  pylance's cache sizes (``index_cache_size_bytes``,
+    ``metadata_cache_size_bytes``) are accepted and have no effect (lance_ops keeps no such caches);
+    ``index_cache_size`` is deprecated as in pylance (a ``DeprecationWarning``).
 
     ``asof``: the latest version committed at or before this time (a datetime, naive = UTC, or
     an ISO 8601 string), as pylance; not together with ``version``.
@@ -61,13 +75,17 @@ def dataset(
     ``manifest_store``: the external manifest store the dataset commits through (a ManifestStore,
     or a SQLite path / ``sqlite:///`` URL); None = the object store's conditional put.
     """
+    if index_cache_size is not None:
+        warnings.warn("The 'index_cache_size' parameter is deprecated; use 'index_cache_size_bytes' instead",
+                      DeprecationWarning, stacklevel=2)
     if asof is not None:
         if version is not None:
             raise InvalidArgumentError(f"{uri}: pass either version={version!r} or asof={asof!r}, not both")
         latest = LanceDataset(uri, branch=branch, storage_options=storage_options, manifest_store=manifest_store)
         version = _version_asof(latest, asof)
     return LanceDataset(
-        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store
+        uri, version=version, branch=branch, storage_options=storage_options, manifest_store=manifest_store,
+        default_scan_options=default_scan_options, commit_lock=commit_lock,
     )
 
 
@@ -107,6 +125,9 @@ def write_dataset(
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
     max_rows_per_group: int | None = None,
+    max_bytes_per_file: int | None = None,
+    progress: Any = None,
+    commit_lock: Any = None,
 ) -> LanceDataset:
     """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
@@ -125,6 +146,9 @@ def write_dataset(
     ``__lance_commit_message``.  ``enable_v2_manifest_paths``: lance_ops always names new
     manifests with the V2 scheme (pylance 14's default); ``False`` is refused.
     ``max_rows_per_group`` (a layout knob of pylance's writer) is checked and ignored.
+    ``max_bytes_per_file`` closes a file after the input batch that brings its Arrow bytes to the
+    limit (pylance counts flushed encoder bytes, which lag for small compressible columns); ``progress``: pylance's ``FragmentWriteProgress`` (:mod:`.progress`).  ``commit_lock``: pylance's
+    context manager factory the manifest write of each version runs in (``commit_lock(version)``).
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
@@ -136,6 +160,7 @@ def write_dataset(
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
+        max_bytes_per_file=max_bytes_per_file, progress=progress, commit_lock=commit_lock,
     ))
 
 
@@ -207,8 +232,43 @@ def commit(
     return LanceDataset._from_manifest(store, manifest, handler)
 
 
-#: pylance's ``LanceDataset.commit`` is a static method (set here: the handle module cannot import this one)
+def commit_batch(
+    dest: Any,
+    transactions: Sequence[Transaction],
+    commit_lock: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> dict[str, Any]:
+    """pylance's ``LanceDataset.commit_batch``: the transactions merged into one, committed as one
+    version on the read version of the first.  ``dest``: a URI or a LanceDataset.
+
+    Returns:
+        ``{"dataset": the new LanceDataset, "merged": the Transaction committed}``.
+
+    Raises:
+        InvalidArgumentError: no transaction.
+        UnsupportedFeatureError: a transaction other than an ``Append`` (the ones pylance 14 merges).
+    """
+    txns = list(transactions)
+    if not txns:
+        raise InvalidArgumentError("commit_batch: no transaction to commit")
+    others = sorted({type(t.operation).__name__ for t in txns if getattr(t.operation, "name", "") != "append"})
+    if others:
+        raise UnsupportedFeatureError(f"commit_batch: lance_ops merges Append transactions only, got {others}")
+    if commit_lock is not None or enable_v2_manifest_paths is False:
+        raise UnsupportedFeatureError("commit_batch: commit_lock and V1 manifest paths are not supported by lance_ops")
+    fragments = [f for t in txns for f in t.operation.fragments]  # type: ignore[union-attr]
+    merged = Transaction(read_version=txns[0].read_version, operation=Append(fragments))
+    ds = commit(dest, merged, storage_options=storage_options, max_retries=max_retries, detached=detached)
+    return {"dataset": ds, "merged": merged}
+
+
+#: pylance's ``LanceDataset.commit`` / ``commit_batch`` are static methods (set here: the handle
+#: module cannot import this one)
 LanceDataset.commit = staticmethod(commit)  # type: ignore[attr-defined]
+LanceDataset.commit_batch = staticmethod(commit_batch)  # type: ignore[attr-defined]
 
 
 def _version_asof(ds: LanceDataset, asof: datetime | str) -> int:

@@ -3,8 +3,10 @@
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -12,6 +14,7 @@ from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.api.dataset_indices import IndexMethods
 from lance_ops.format.api.dataset_metadata import MetadataMethods
 from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
+from lance_ops.format.api.nearest import nearest_table
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
@@ -68,6 +71,7 @@ from lance_ops.format.txn.handlers import (
     ConditionalPutCommitHandler,
     checkout_manifest,
     commit_handler_for,
+    with_commit_lock,
 )
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
@@ -86,10 +90,15 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         branch: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         manifest_store: "ManifestStore | str | None" = None,
+        default_scan_options: Mapping[str, Any] | None = None,
+        commit_lock: Callable[[int], Any] | None = None,
     ):
+        if default_scan_options:
+            ScanOptions(**{k: v for k, v in default_scan_options.items() if k not in ("columns", "filter")})
+            self._default_scan = MappingProxyType(dict(default_scan_options))
         self._store = ObjectStore(uri, storage_options)
         self._storage_options = dict(storage_options or {})
-        self._handler = commit_handler_for(self._store, manifest_store)
+        self._handler = with_commit_lock(commit_handler_for(self._store, manifest_store), commit_lock)
         if branch is None and (version is None or (isinstance(version, int) and not isinstance(version, bool))):
             # the common case: a version of the dataset (or branch) at ``uri``; no ref is read
             self._manifest, self._scheme = checkout_manifest(self._store, version, self._handler)
@@ -108,7 +117,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         target_branch, target = resolve_reference(root, version, current_branch=latest.branch)
         if target_branch != latest.branch:
             self._store = branch_store(root, target_branch)
-            self._handler = commit_handler_for(self._store, manifest_store)
+            self._handler = with_commit_lock(commit_handler_for(self._store, manifest_store), commit_lock)
         self._manifest, self._scheme = checkout_manifest(self._store, target, self._handler)
 
     @staticmethod
@@ -204,18 +213,45 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches; ``columns`` may name ``_rowid``, ``_rowaddr`` and the version
         columns; ``options`` are pylance's scan keywords (:class:`.scan_options.ScanOptions`)."""
-        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
+        columns, filter, options = self._scan_defaults(columns, filter, options)
+        opts = ScanOptions(**options)
+        if opts.nearest is not None:
+            return iter(nearest_table(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
+        plan, finish, batches = self._scan_with(columns, filter, opts)
         return batches if finish is None else map(finish, batches)
 
     def to_table(
         self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
     ) -> pa.Table:
         """The scan of :meth:`to_batches` as one Table (the schema is kept when no row matches)."""
-        plan, finish, batches = self._scan_with(columns, filter, ScanOptions(**options))
+        columns, filter, options = self._scan_defaults(columns, filter, options)
+        opts = ScanOptions(**options)
+        if opts.nearest is not None:
+            return nearest_table(self._without_scan_defaults(), columns, filter, opts)
+        plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
             return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
         return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+
+    def _without_scan_defaults(self) -> "LanceDataset":
+        """This handle (a pinned copy) without ``default_scan_options``: what ``take``,
+        ``_take_rows`` and a search read through, as pylance's (its defaults apply to scans)."""
+        if not self._default_scan:
+            return self
+        out = self._pinned()
+        out._default_scan = MappingProxyType({})
+        return out
+
+    def _scan_defaults(self, columns: Any, filter: Any, options: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+        """A scan's arguments over ``default_scan_options`` (what the call gives wins)."""
+        d = self._default_scan
+        if not d:
+            return columns, filter, dict(options)
+        if columns is None:
+            columns = d.get("columns", [f.name for f in self._manifest.schema.top_level()])
+        filter = d.get("filter") if filter is None else filter
+        return columns, filter, {**{k: v for k, v in d.items() if k not in ("columns", "filter")}, **options}
 
     def _scan_with(
         self, columns: Sequence[str] | None, filter: pc.Expression | str | None, opts: ScanOptions
@@ -228,7 +264,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             if not opts.with_row_address and not (isinstance(columns, list | tuple) and ROW_ADDR in columns):
                 steps.append(lambda b: b.drop_columns([ROW_ADDR]))
         columns, add_offsets = split_row_offset(self._store, self._manifest, columns)
-        columns, finish = plan_projection(self.schema, columns, META_COLUMNS)
+        columns, finish = plan_projection(self._manifest.schema.to_arrow(), columns, META_COLUMNS)
         steps += [s for s in (add_offsets, finish) if s is not None]
         plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
         batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
@@ -596,12 +632,26 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
 
     def take(self, indices: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` among this version's live rows, in the order asked."""
-        return take_offsets(self, indices, columns)
+        return take_offsets(self._without_scan_defaults(), indices, columns)
+
+    def sample(self, num_rows: int, columns: Sequence[str] | None = None, randomize_order: bool = True,
+               **kwargs: Any) -> pa.Table:
+        """``num_rows`` live rows drawn at random without repeats (pylance's ``sample``); in scan
+        order with ``randomize_order=False``.
+
+        Raises:
+            InvalidArgumentError: more rows asked than the version holds.
+        """
+        total = self.count_rows()
+        if num_rows > total:
+            raise InvalidArgumentError(f"sample: {num_rows} rows asked of a dataset of {total} rows")
+        picks = np.random.default_rng().choice(total, size=num_rows, replace=False)
+        return take_offsets(self._without_scan_defaults(), picks if randomize_order else np.sort(picks), columns)
 
     def _take_rows(self, row_ids: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows by row id (stable row ids) or row address, in the order asked (pylance's
         unstable ``_take_rows``; deleted rows are left out)."""
-        return take_row_ids(self, row_ids, columns)
+        return take_row_ids(self._without_scan_defaults(), row_ids, columns)
 
     def read_transaction(self, version: int) -> Transaction | None:
         """The transaction that created ``version`` of this branch (None when its manifest names

@@ -2,7 +2,7 @@
 fragment's scans) take the same ones and hand them on as one :class:`ScanOptions`."""
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lance_ops.format.api.arguments import check_readahead, check_scan_args
@@ -17,6 +17,7 @@ class ScanOptions:
     ``None`` pylance's heuristic.  Rows come in fragment order whatever ``scan_in_order`` says
     (pylance's ``True``); the read-ahead depths are accepted and ignored, and so is ``prefilter``
     (pylance's: filter before a vector search; a scan without ``nearest`` reads the same either way).
+    ``nearest`` makes the scan an exact k-nearest-neighbour search (:mod:`.nearest`).
     """
 
     with_row_id: bool = False
@@ -34,6 +35,14 @@ class ScanOptions:
     prefilter: bool | None = None
     #: batches of exactly ``batch_size`` rows across fragments (the last one: what is left)
     strict_batch_size: bool = False
+    #: pylance's vector search (``{"column", "q", "k", "metric", ...}``): :mod:`.nearest`
+    nearest: Mapping[str, Any] | None = None
+    #: with ``nearest``: search only the fragments a vector index covers (pylance's)
+    fast_search: bool = False
+    #: with ``nearest`` and a projection without ``_distance``: leave ``_distance`` out (pylance's)
+    disable_scoring_autoprojection: bool = False
+    #: pylance's switch for scalar indices in a filter (accepted: lance_ops' answer is the same)
+    use_scalar_index: bool | None = None
 
     def __post_init__(self) -> None:
         check_scan_args(self.limit, self.offset, self.batch_size)

@@ -6,6 +6,7 @@ delegates to it; none commits on its own.
 """
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.api.arguments import read_all, sql_translator
+from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.errors import InvalidArgumentError
@@ -57,8 +59,14 @@ _ONE_FILE = 1 << 62
 class LanceFragment:
     """One fragment of a dataset version (read-only view)."""
 
-    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata) -> None:
+    def __init__(self, ds: DatasetHandle, meta: FragmentMetadata | int) -> None:
+        """``meta``: the fragment's metadata, or its id (pylance's ``LanceFragment(ds, fragment_id)``)."""
         self._ds = ds
+        if isinstance(meta, int):
+            found = ds.manifest.fragment(meta)
+            if found is None:
+                raise InvalidArgumentError(f"{ds.uri}: fragment {meta} does not exist in version {ds.version}")
+            meta = found
         self.metadata = meta
 
     @property
@@ -78,6 +86,10 @@ class LanceFragment:
             return self.metadata.num_rows
         return sum(b.num_rows for b in self.to_batches(columns=[], filter=filter))
 
+    def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **kwargs: Any) -> "Scanner":
+        """A deferred scan of this fragment only (pylance's ``LanceFragment.scanner``)."""
+        return Scanner(self._ds, columns, filter, {**kwargs, "fragments": [self.metadata]})
+
     def to_batches(self, columns: Sequence[str] | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         return self._ds.to_batches(columns=columns, fragments=[self.metadata], **kwargs)
 
@@ -92,6 +104,11 @@ class LanceFragment:
         """Rows at positions ``indices`` among the fragment's live rows, in the order asked
         (pylance's ``LanceFragment.take``)."""
         return self.to_table(columns=columns).take(pa.array(list(indices), pa.int64()))
+
+    def open_session(self, columns: Sequence[str] | None = None, with_row_address: bool = False) -> "FragmentSession":
+        """pylance's ``LanceFragment.open_session``: repeated ``take``s of ``columns`` (and
+        ``_rowaddr``) from this fragment."""
+        return FragmentSession(self, columns, with_row_address)
 
     # ------------------------------------------------ pylance surface (issue 24)
     @property
@@ -191,20 +208,33 @@ class LanceFragment:
         """Write ``data`` (any input :func:`write_dataset` takes) as one uncommitted fragment of the
         dataset at ``dataset_uri``, as pylance's ``LanceFragment.create``; commit it with
         ``commit(uri, Append([fragment]), read_version=...)``.  ``fragment_id`` (default 0) is
-        replaced at commit as pylance does; ``max_rows_per_group`` and ``progress`` are accepted
-        and ignored (lance_ops sizes pages itself).
+        replaced at commit as pylance does; ``max_rows_per_group`` is accepted and ignored
+        (lance_ops sizes pages itself); ``progress`` (:mod:`.progress`) sees the fragment numbered
+        ``fragment_id``.
         """
         if mode not in ("append", "overwrite", "create"):
             raise InvalidArgumentError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         frags = write_fragments(data, dataset_uri, schema=schema, max_rows_per_file=_ONE_FILE,
                                 storage_options=storage_options, data_storage_version=data_storage_version,
-                                manifest_store=manifest_store)
+                                manifest_store=manifest_store, progress=with_fragment_id(progress, fragment_id or 0))
         if not frags:
             raise InvalidArgumentError(f"{dataset_uri}: LanceFragment.create got no rows to write")
         return dataclasses.replace(frags[0], id=fragment_id or 0)
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+class FragmentSession:
+    """pylance's ``FragmentSession``: ``take(indices)`` of the columns it was opened for."""
+
+    def __init__(self, fragment: LanceFragment, columns: Sequence[str] | None, with_row_address: bool) -> None:
+        self._fragment, self._columns, self._with_addr = fragment, columns, with_row_address
+
+    def take(self, indices: Sequence[int]) -> pa.Table:
+        """Rows at positions ``indices`` among the fragment's live rows, in the order asked."""
+        rows = self._fragment.to_table(columns=self._columns, with_row_address=self._with_addr)
+        return rows.take(pa.array(list(indices), pa.int64()))
 
 
 class Scanner:
@@ -221,6 +251,8 @@ class Scanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
+        if self._options.nearest is not None:  # the search's columns depend on the projection given
+            return self.to_table().schema
         if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
             return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema
         opts = self._options
@@ -230,6 +262,42 @@ class Scanner:
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
+
+    def explain_plan(self, verbose: bool = False) -> str:
+        """A text description of the scan (pylance's method; lance_ops' plan is not DataFusion's,
+        so the text names the steps, not pylance's operators)."""
+        opts, steps = self._options, []
+        if opts.nearest is not None:
+            n = opts.nearest
+            steps.append(f"ExactKNN: column={n.get('column')}, k={n.get('k', opts.limit or 10)} (no index read)")
+        if self._filter is not None:
+            steps.append(f"Filter: {self._filter}" + (" (prefilter)" if opts.prefilter else ""))
+        if opts.limit is not None or opts.offset:
+            steps.append(f"Limit: limit={opts.limit}, offset={opts.offset or 0}")
+        cols = list(self.projected_schema.names)
+        read = ", ".join(self._columns_read())
+        head = (f"LanceScan: uri={self._ds.uri}, output={cols}, projection=[{read}], "
+                f"num_fragments={len(self._ds.manifest.fragments)}")
+        return "\n".join("  " * i + s for i, s in enumerate([head, *steps]))
+
+    def _columns_read(self) -> list[str]:
+        """The dataset's columns the scan decodes: those projected, those the filter names and
+        the vector column of a search (as pylance's ``LanceRead: projection=[...]``)."""
+        names = [f.name for f in self._ds.lance_schema.top_level()]
+        wanted = set(self._columns if self._columns is not None and not isinstance(self._columns, dict) else names)
+        if isinstance(self._columns, dict):
+            wanted = set(names)
+        if self._filter is not None:
+            text = str(self._filter)
+            wanted |= {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", text)}
+        if self._options.nearest is not None:
+            wanted.add(str(self._options.nearest.get("column")))
+        return [n for n in names if n in wanted]
+
+    def analyze_plan(self) -> str:
+        """:meth:`explain_plan` after running the scan, with the rows it returned."""
+        rows = self.count_rows()
+        return f"{self.explain_plan()}\n  output_rows={rows}"
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         return self._ds.to_batches(self._columns, self._filter, **self._kw)

@@ -62,7 +62,9 @@ def _ivf(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
     centroids = np.frombuffer(t.data, np.float32).reshape(tuple(t.shape))
     storage = json.loads(json.loads(aux_meta["storage_metadata"])[0])
     if kind == "IVF_PQ":
-        sub = {"metric_type": metric, "nbits": int(storage["nbits"]), "num_sub_vectors": int(storage["num_sub_vectors"]),
+        # PQ codes of a cosine index are l2 codes of the normalised vectors (what pylance reports)
+        pq_metric = str(storage.get("distance_type", "l2" if metric == "cosine" else metric))
+        sub = {"metric_type": pq_metric, "nbits": int(storage["nbits"]), "num_sub_vectors": int(storage["num_sub_vectors"]),
                "dimension": int(storage["dimension"]), "index_type": "PQ", "transposed": bool(storage["transposed"])}
     else:
         sub = {"dim": int(centroids.shape[1]), "index_type": "FLAT", "metric_type": metric}

@@ -48,6 +48,7 @@ from lance_ops.format.index.build import (
     SEGMENT_KINDS,
     VECTOR_KINDS,
     SegmentInput,
+    given_model,
     indexed_row_ids,
     unsupported_setting,
     write_segment,
@@ -98,7 +99,8 @@ class IndexTask:
     reference_uuid: str | None = None
     #: the fragments no segment covered (the rest are re-read from merged segments' coverage)
     new_fragment_ids: tuple[int, ...] | None = None
-    #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}``
+    #: a vector index to train: ``{"metric", "num_partitions", "num_sub_vectors"}`` and, when given,
+    #: ``"ivf_centroids"``, ``"pq_codebook"`` (lists), ``"target_partition_size"``
     train: Mapping[str, Any] | None = None
     #: INVERTED merges: the segments merged (pylance keeps their deleted rows' documents)
     merged_uuids: tuple[str, ...] = ()
@@ -219,10 +221,12 @@ def plan_create_index(
     replace: bool = False,
     num_partitions: int | None = None,
     num_sub_vectors: int | None = None,
+    model: Mapping[str, Any] | None = None,
 ) -> IndexBuildPlan:
     """One task training an IVF_FLAT / IVF_PQ index over every fragment (pylance's
     ``create_index``; ``num_partitions`` defaults to one per 8,192 rows; IVF_PQ needs
-    ``num_sub_vectors``, as pylance 14's).
+    ``num_sub_vectors``, as pylance 14's); ``model``: pylance's ``ivf_centroids``, ``pq_codebook``
+    and ``target_partition_size`` when given.
 
     Raises:
         UnsupportedIndexTypeError: another index type (HNSW, SQ, ...); UnsupportedFeatureError:
@@ -239,7 +243,8 @@ def plan_create_index(
         raise InvalidArgumentError("create_index: num_partitions and num_sub_vectors are required for IVF_PQ")
     name, existing = _index_target(manifest, column, name, replace, "create_index")
     task = _task(manifest, name, kind, column, [f.id for f in manifest.fragments])
-    train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors}
+    train = {"metric": str(metric).lower(), "num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors,
+             **given_model(model or {})}
     return IndexBuildPlan(manifest.version, (replace_task(task, train=train),), existing)
 
 

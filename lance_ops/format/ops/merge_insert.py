@@ -55,6 +55,7 @@ from lance_ops.format.errors import (
 from lance_ops.format.file.blob_columns import is_blob_field
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.inputs import check_fits
+from lance_ops.format.ops.merge_insert_plan import explain_merge_insert, merge_insert_metrics
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     conform_batch,
@@ -539,6 +540,7 @@ class MergeInsertBuilder:
         self._params = MergeInsertParams(tuple(check_keys(store.uri, manifest, on)), target_filter=target_filter)
         self._max_rows_per_file = max_rows_per_file
         self._on_commit = on_commit
+        self._use_index = True
 
     def _with(self, **changes: Any) -> "MergeInsertBuilder":
         self._params = replace(self._params, **changes)
@@ -574,6 +576,28 @@ class MergeInsertBuilder:
         Expression over the target's columns, holds, if given)."""
         cond = resolve_filter(self._manifest.schema, expr, "when_not_matched_by_source_delete expr")
         return self._with(delete_not_matched_by_source=True, delete_condition=cond)
+
+    def use_index(self, use_index: bool) -> "MergeInsertBuilder":
+        """pylance's switch for answering the join from a scalar index on the key (lance_ops always
+        joins by hash; the switch only changes what :meth:`explain_plan` may explain, as pylance's)."""
+        self._use_index = bool(use_index)
+        return self
+
+    def explain_plan(self, schema: pa.Schema | None = None, verbose: bool = False) -> str:
+        """The merge's plan as text (:mod:`.merge_insert_plan`); nothing is read or written."""
+        self._check_configured()
+        return explain_merge_insert(self._manifest, self._params, schema, use_index=self._use_index, verbose=verbose)
+
+    def analyze_plan(self, data: Any, *, schema: pa.Schema | None = None) -> str:
+        """Run the merge of ``data`` without committing it (its files are deleted again) and return
+        the plan with its ``metrics=[...]`` (rows inserted, updated, deleted; files and bytes written)."""
+        self._check_configured()
+        results = plan_merge_insert(self._store, self._manifest, self._params, data, schema=schema,
+                                    max_rows_per_file=self._max_rows_per_file)
+        files = [df for r in results for f in r.new_fragments for df in f.files]
+        written = {"bytes_written": sum(df.file_size_bytes for df in files), "num_files_written": len(files)}
+        discard_written(self._store, results)
+        return merge_insert_metrics(self._manifest, self._params, merge_stats(results), written)
 
     def _check_configured(self) -> None:
         """Refuse a merge that can change nothing (no clause given), as pylance does.

@@ -39,7 +39,14 @@ from lance_ops.format.errors import (
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
-from lance_ops.format.read.scan import DEFAULT_BATCH_SIZE, META_COLUMNS, ROW_ADDR, plan_scan, scan_fragment
+from lance_ops.format.read.scan import (
+    DEFAULT_BATCH_SIZE,
+    META_COLUMNS,
+    ROW_ADDR,
+    ROW_ID,
+    plan_scan,
+    scan_fragment,
+)
 from lance_ops.format.schema import LanceField, LanceSchema, rust_type_name
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
@@ -295,11 +302,12 @@ def plan_merge(
             right column the dataset already has (pylance's ``OSError`` messages).
     """
     names = [f.name for f in manifest.schema.top_level()]
-    if left_on not in names:
+    if left_on not in names and left_on not in (ROW_ID, ROW_ADDR):  # pylance also joins on row ids / addresses
         raise SchemaEvolutionError(f"Invalid user input: Column {left_on} does not exist in the left side dataset")
     if right_on not in right.column_names:
         raise SchemaEvolutionError(f"Invalid user input: Column {right_on} does not exist in the right side dataset")
-    left_type, right_type = manifest.schema.to_arrow().field(left_on).type, right.schema.field(right_on).type
+    left_type = manifest.schema.to_arrow().field(left_on).type if left_on in names else pa.uint64()
+    right_type = right.schema.field(right_on).type
     if left_type != right_type:
         raise SchemaEvolutionError(f"Invalid user input: Index column type mismatch: expected "
                                    f"{rust_type_name(right_type)}, got {rust_type_name(left_type)}")
@@ -436,18 +444,17 @@ def read_live(
 ) -> tuple[pa.Table, np.ndarray | None]:
     """Live rows of ``frag`` (``columns`` only) and their physical offsets (None: no deletions)."""
     # row addresses only where rows are missing (or no column is read: they carry the row count)
-    with_addr = frag.deletion_file is not None or not columns
+    asked = ROW_ADDR in columns  # a merge keyed on ``_rowaddr`` reads it as a column
+    with_addr = (frag.deletion_file is not None or not columns) and not asked
     plan = plan_scan(manifest.schema, list(columns), None, False, with_addr)
     size = batch_size or max(frag.physical_rows, 1)
     batches = list(scan_fragment(store, manifest, frag, plan, batch_size=size))
     t = pa.Table.from_batches(batches, schema=plan.out_schema)
-    if not with_addr:
-        return t, None
     offsets = None
     if frag.deletion_file is not None:
         addr = t.column(ROW_ADDR).to_numpy()
         offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    return t.drop_columns([ROW_ADDR]), offsets
+    return (t.drop_columns([ROW_ADDR]) if with_addr else t), offsets
 
 
 def to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int) -> pa.Table:

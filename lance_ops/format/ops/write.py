@@ -8,7 +8,7 @@ by cleanup).
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
@@ -113,6 +113,47 @@ def _all_fields(schema: pa.Schema) -> Iterator[pa.Field]:
             stack.extend((t.key_field, t.item_field))
 
 
+class WriteProgress(Protocol):
+    """pylance's ``FragmentWriteProgress`` callbacks (``lance_ops.format.FragmentWriteProgress``)."""
+
+    def begin(self, fragment: FragmentMetadata) -> None: ...
+    def complete(self, fragment: FragmentMetadata) -> None: ...
+
+
+def _column_bytes(arr: pa.Array) -> float:
+    """Arrow bytes of ``arr``'s rows (a fixed-size list of fixed-width values by its width: a
+    slice's ``nbytes`` can count its parent's whole child buffer)."""
+    t = arr.type
+    if pa.types.is_fixed_size_list(t) and getattr(t.value_type, "bit_width", 0) >= 8:
+        return len(arr) * t.list_size * t.value_type.bit_width / 8
+    return float(arr.nbytes)
+
+
+class _ByteCut:
+    """Where ``max_bytes_per_file`` closes a file: after the first input batch that brings the
+    Arrow bytes written to it to the limit (pylance checks the bytes its encoders flushed after
+    each batch; for small compressible columns those lag behind, and its files come out larger)."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgumentError(f"max_bytes_per_file must be a positive integer, got {max_bytes!r}")
+        self.limit = max_bytes
+        self.written = 0.0
+
+    def open(self) -> None:
+        self.written = 0.0
+
+    def rows(self, batch: pa.RecordBatch, take: int) -> int:
+        """``take`` rows of ``batch`` are written (counted; a batch is not split, as pylance
+        checks its flushed bytes after each batch)."""
+        if self.limit is not None and batch.num_rows and take > 0:
+            self.written += take * sum(map(_column_bytes, batch.columns)) / batch.num_rows
+        return take
+
+    def full(self) -> bool:
+        return self.limit is not None and self.written >= self.limit
+
+
 def write_fragment_files(
     store: ObjectStore,
     batches: Iterator[pa.RecordBatch],
@@ -122,11 +163,15 @@ def write_fragment_files(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     file_rows: Sequence[int] | None = None,
     background: bool = True,
+    max_bytes_per_file: int | None = None,
+    progress: WriteProgress | None = None,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
     rows; one fragment per file. ``file_rows`` (compaction) gives the row count of each file
     instead, in order, its last entry repeating (``background=False``: pages are encoded on the
-    calling thread, for callers that write from several threads).
+    calling thread, for callers that write from several threads).  ``max_bytes_per_file`` also
+    closes a file after the input batch that brings the Arrow bytes written to it to the limit.  ``progress``: pylance's ``FragmentWriteProgress``,
+    ``begin(fragment)`` when a file is opened, ``complete(fragment)`` when it is finished.
 
     Durability: data files are written without ``fsync``, as pylance writes them (its local
     object store, ``object_store::LocalFileSystem``, did not sync files before the opt-in
@@ -161,6 +206,10 @@ def write_fragment_files(
             )
         )
         writer = sink = None
+        if progress is not None:
+            progress.complete(frags[-1])
+
+    cut = _ByteCut(max_bytes_per_file)
 
     try:
         for batch in batches:
@@ -172,11 +221,15 @@ def write_fragment_files(
                     sink = store.open_output(f"{DATA_DIR}/{name}")
                     writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name),
                                             background=background)
+                    cut.open()
+                    if progress is not None:
+                        progress.begin(FragmentMetadata(id=0, files=(DataFile(name, tuple(fields), tuple(columns),
+                                                                              major, minor),), physical_rows=0))
                 limit = file_rows[min(len(frags), len(file_rows) - 1)] if file_rows else max_rows_per_file
-                take = min(batch.num_rows - pos, limit - writer.num_rows)
+                take = cut.rows(batch, min(batch.num_rows - pos, limit - writer.num_rows))
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
-                if writer.num_rows >= limit:
+                if writer.num_rows >= limit or cut.full():
                     close()
         if writer is not None and writer.num_rows > 0:
             close()
@@ -232,8 +285,13 @@ def write_fragments(
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
     manifest_store: Any = None,
+    max_bytes_per_file: int | None = None,
+    progress: WriteProgress | None = None,
+    max_rows_per_group: int | None = None,
 ) -> list[FragmentMetadata]:
-    """Write data files for ``uri`` without committing; returns picklable fragment metadata.
+    """Write data files for ``uri`` without committing; returns picklable fragment metadata
+    (``max_bytes_per_file``, ``progress``: as :func:`write_fragment_files`; pylance's layout knob
+    ``max_rows_per_group`` is accepted and ignored).
 
     The field ids come from ``schema`` when it is a LanceSchema, else from the dataset at
     ``uri`` if one exists, else they are assigned from 0.  The files have the dataset's file
@@ -241,6 +299,7 @@ def write_fragments(
     ``commit(uri, Append(fragments), read_version=...)``.  ``manifest_store``: the external
     manifest store the dataset commits through, to read its latest version through it.
     """
+    uri = getattr(uri, "uri", uri)  # pylance also takes the dataset (a LanceDataset) itself
     store = ObjectStore(uri, storage_options)
     arrow_schema = schema.to_arrow() if isinstance(schema, LanceSchema) else schema
     data_schema, batches = iter_batches(data, arrow_schema)
@@ -254,4 +313,5 @@ def write_fragments(
         version = normalize_storage_version(data_storage_version)
         lance_schema = schema if isinstance(schema, LanceSchema) else new_schema(
             blobs_as_v2(arrow_schema or data_schema, version))
-    return write_fragment_files(store, batches, lance_schema, version=version, max_rows_per_file=max_rows_per_file)
+    return write_fragment_files(store, batches, lance_schema, version=version, max_rows_per_file=max_rows_per_file,
+                                max_bytes_per_file=max_bytes_per_file, progress=progress)

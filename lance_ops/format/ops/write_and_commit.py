@@ -1,7 +1,7 @@
 """Writing data as a new version: the data files, then one Append or Overwrite commit (below
 the handle: ``top_level.write_dataset`` and ``LanceDataset.insert`` both call it)."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from lance_ops.format.ops.inputs import blobs_as_v2, check_fits
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
+    WriteProgress,
     conform_batch,
     iter_batches,
     new_schema,
@@ -25,7 +26,7 @@ from lance_ops.format.ops.write import (
 from lance_ops.format.table.file_versions import normalize_storage_version, require_writable
 from lance_ops.format.table.manifest import Manifest, check_flags
 from lance_ops.format.txn.commit_loop import commit_transaction, find_earlier_commit
-from lance_ops.format.txn.handlers import CommitHandler, commit_handler_for, try_open_latest
+from lance_ops.format.txn.handlers import CommitHandler, commit_handler_for, try_open_latest, with_commit_lock
 from lance_ops.format.txn.idempotency import idempotency_key
 from lance_ops.format.txn.manifest_store import ManifestStore
 from lance_ops.format.txn.operations import Append, Overwrite
@@ -49,6 +50,9 @@ def write_and_commit(
     manifest_store: "ManifestStore | str | None" = None,
     commit_message: str | None = None,
     enable_v2_manifest_paths: bool | None = None,
+    max_bytes_per_file: int | None = None,
+    progress: WriteProgress | None = None,
+    commit_lock: Callable[[int], Any] | None = None,
 ) -> tuple[ObjectStore, Manifest, CommitHandler]:
     """Write ``data`` and commit it as a new version of the dataset at ``uri`` (what
     ``write_dataset`` and ``LanceDataset.insert`` do; see :func:`.top_level.write_dataset` for the
@@ -60,7 +64,7 @@ def write_and_commit(
                                       "by lance_ops; new datasets use V2 manifest paths")
     transaction_properties = _with_commit_message(transaction_properties, commit_message)
     store = ObjectStore(uri, storage_options)
-    handler = commit_handler_for(store, manifest_store)
+    handler = with_commit_lock(commit_handler_for(store, manifest_store), commit_lock)
     existing = try_open_latest(store, handler)
     if existing is not None and mode == "create":
         done = find_earlier_commit(store, dict(transaction_properties or {}), handler=handler)
@@ -76,7 +80,8 @@ def write_and_commit(
         lance_schema = existing.schema
         check_fits(data_schema, lance_schema.to_arrow(), uri)
         frags = write_fragment_files(store, batches, lance_schema, version=file_version,
-                                     max_rows_per_file=max_rows_per_file)
+                                     max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+                                     progress=progress)
         txn = Transaction(existing.version, Append(frags), properties=props)
         manifest = commit_transaction(store, txn, handler=handler, known=existing)
         return store, manifest, handler
@@ -88,7 +93,8 @@ def write_and_commit(
     target = blobs_as_v2(schema or data_schema, version)
     lance_schema = new_schema(target)
     frags = write_fragment_files(store, (conform_batch(b, target, uri) for b in batches), lance_schema,
-                                 version=version, max_rows_per_file=max_rows_per_file)
+                                 version=version, max_rows_per_file=max_rows_per_file,
+                                 max_bytes_per_file=max_bytes_per_file, progress=progress)
     read_version = existing.version if existing is not None else 0
     txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
     manifest = commit_transaction(

@@ -22,6 +22,21 @@ ARROW_ARRAY = table_pb2.DeletionFile.ARROW_ARRAY
 BITMAP = table_pb2.DeletionFile.BITMAP
 
 
+class FieldIds(tuple):
+    """A data file's field ids: a tuple (hashable, immutable) that also equals the list of the
+    same ids, as pylance's ``DataFile.fields`` (a list) compares."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else tuple.__eq__(self, other)  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One data file of a fragment; ``path`` is relative to ``<root>/data/``."""
@@ -37,6 +52,8 @@ class DataFile:
     def __post_init__(self) -> None:
         if type(self.path) is not CallableStr:  # pylance's deprecated ``path()`` reads too
             object.__setattr__(self, "path", CallableStr(self.path))
+        if type(self.fields) is not FieldIds:
+            object.__setattr__(self, "fields", FieldIds(self.fields))
 
     @classmethod
     def from_proto(cls, m: table_pb2.DataFile) -> "DataFile":
@@ -45,7 +62,7 @@ class DataFile:
         out = _new(cls)
         out.__dict__.update(
             path=CallableStr(m.path),
-            fields=tuple(m.fields),
+            fields=FieldIds(m.fields),
             column_indices=tuple(m.column_indices),
             file_major_version=m.file_major_version,
             file_minor_version=m.file_minor_version,

@@ -14,11 +14,14 @@ Every writer of one dataset must use the same mechanism (spec "Committing Datase
 
 import logging
 import os
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from lance_ops.format._proto import transaction_pb2
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    CommitError,
+    CommitFailedError,
     CorruptFileError,
     DatasetNotFoundError,
     ManifestStoreRequiredError,
@@ -26,7 +29,7 @@ from lance_ops.format.errors import (
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.table import manifest as _m
 from lance_ops.format.table.file_versions import require_readable
-from lance_ops.format.table.manifest import Manifest, ManifestFile, NamingScheme
+from lance_ops.format.table.manifest import Manifest, ManifestFile, NamingScheme, manifest_path
 from lance_ops.format.txn.manifest_store import (
     ManifestStore,
     commit_external,
@@ -218,6 +221,51 @@ class ExternalManifestCommitHandler:
         """Always writable: this handler commits through the store."""
 
 
+class LockedCommitHandler:
+    """A handler whose manifest writes run inside ``commit_lock(version)``, pylance's
+    ``commit_lock`` (a context manager factory taking the version being committed); everything
+    else is ``inner``'s."""
+
+    def __init__(self, inner: CommitHandler, commit_lock: Callable[[int], Any]) -> None:
+        self._inner, self._lock = inner, commit_lock
+        self.store = inner.store
+        self.manifest_store = inner.manifest_store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return f"LockedCommitHandler({self._inner!r})"
+
+    def put_manifest_if_absent(
+        self, manifest: Manifest, transaction: transaction_pb2.Transaction | None, scheme: NamingScheme
+    ) -> bool:
+        """The inner put, inside the lock.
+
+        Raises:
+            CommitFailedError: the lock could not be taken (nothing was committed).
+            CommitError: the version was committed but releasing the lock failed.
+        """
+        v, path = manifest.version, self.store.full_path(manifest_path(scheme, manifest.version))
+        try:
+            ctx = self._lock(v)
+            ctx.__enter__()
+        except Exception as e:
+            raise CommitFailedError(f"{path}: the commit lock for version {v} was not taken "
+                                    f"({type(e).__name__}: {e}); nothing was committed", path=path, version=v) from e
+        try:
+            done = self._inner.put_manifest_if_absent(manifest, transaction, scheme)
+        except BaseException as e:
+            ctx.__exit__(type(e), e, e.__traceback__)
+            raise
+        try:
+            ctx.__exit__(None, None, None)
+        except Exception as e:
+            raise CommitError(f"{path}: version {v} was {'committed' if done else 'not created'}, then releasing "
+                              f"the commit lock failed ({type(e).__name__}: {e})", path=path, version=v) from e
+        return done
+
+
 def commit_handler_for(
     store: ObjectStore, manifest_store: "ManifestStore | str | os.PathLike[str] | None" = None
 ) -> CommitHandler:
@@ -230,6 +278,11 @@ def commit_handler_for(
     if manifest_store is None:
         return ConditionalPutCommitHandler(store)
     return ExternalManifestCommitHandler(store, open_manifest_store(manifest_store))
+
+
+def with_commit_lock(handler: CommitHandler, commit_lock: Callable[[int], Any] | None) -> CommitHandler:
+    """``handler`` committing inside pylance's ``commit_lock`` (None: ``handler`` itself)."""
+    return handler if commit_lock is None else LockedCommitHandler(handler, commit_lock)  # type: ignore[return-value]
 
 
 def try_open_latest(

@@ -23,7 +23,7 @@ from lance_ops.format.index.build.inverted import (
     write_inverted,
 )
 from lance_ops.format.index.build.ivf import IvfModel, vectors, write_ivf
-from lance_ops.format.index.build.ivf_train import default_partitions, train_model
+from lance_ops.format.index.build.ivf_train import given_model, partition_count, train_model
 from lance_ops.format.index.build.label_list import write_label_list
 from lance_ops.format.index.build.zonemap import write_zonemap
 from lance_ops.format.index.metadata import IndexMetadata
@@ -87,13 +87,17 @@ def _trained(w: SegmentWriter, data: SegmentInput, kind: str, column: str, train
     if not pa.types.is_fixed_size_list(t) or not pa.types.is_floating(t.value_type):
         raise UnsupportedFeatureError(f"create_index: column {column!r} of type {t} is not a vector column")
     vecs, _ = vectors(data.values, t.list_size, f"column {column!r}")
-    parts = int(train.get("num_partitions") or default_partitions(len(vecs)))
-    model, details = train_model(vecs, kind, str(train.get("metric", "l2")), parts, train.get("num_sub_vectors"))
+    centroids = train.get("ivf_centroids")
+    parts = len(centroids) if centroids is not None else partition_count(
+        kind, len(vecs), train.get("num_partitions"), train.get("target_partition_size"))
+    model, details = train_model(vecs, kind, str(train.get("metric", "l2")), parts, train.get("num_sub_vectors"),
+                                 centroids=centroids, codebook=train.get("pq_codebook"))
     built = write_ivf(w, data, model)
     return BuiltSegment(built.files, VECTOR_TYPE_URL, details, 1)
 
 
 __all__ = [
+    "given_model",
     "BUILDABLE_KINDS",
     "SEGMENT_KINDS",
     "VECTOR_KINDS",

@@ -162,8 +162,9 @@ def _transpose_blocks(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Each partition's ``L x M`` block stored as ``M x L`` (pylance's transposed PQ storage)."""
     out = np.empty_like(codes)
     start = 0
-    for n in lengths.tolist():  # one step per partition
-        out[start : start + n] = codes[start : start + n].T.reshape(n, -1)
+    for n in lengths.tolist():  # one step per partition (an empty one has no block)
+        if n:
+            out[start : start + n] = codes[start : start + n].T.reshape(n, -1)
         start += n
     return out
 

@@ -9,6 +9,8 @@ IVF index does: exactly with every partition probed and refined on the raw vecto
 
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -89,15 +91,53 @@ def default_partitions(rows: int) -> int:
     return max(1, math.ceil(rows / TARGET_PARTITION_SIZE))
 
 
+def partition_count(kind: str, rows: int, num_partitions: int | None, target_partition_size: int | None) -> int:
+    """The partitions pylance 14 trains: ``num_partitions`` when given (IVF_PQ: at most one per
+    256 rows), else one per ``target_partition_size`` rows (rounded down, at least one), else
+    :func:`default_partitions`."""
+    if num_partitions:
+        return min(int(num_partitions), max(1, rows // 256)) if kind == "IVF_PQ" else int(num_partitions)
+    if target_partition_size:
+        return max(1, rows // int(target_partition_size))
+    return default_partitions(rows)
+
+
+def given_model(model: Mapping[str, Any]) -> dict[str, Any]:
+    """pylance's ``ivf_centroids`` / ``pq_codebook`` as float32 arrays (a codebook may be a
+    ``FixedShapeTensorArray``), ``target_partition_size`` as an int; what is not given is left out.
+
+    Raises:
+        InvalidArgumentError: centroids that are not a matrix, a codebook that is not
+            ``(num_sub_vectors, 256, sub_dim)``.
+    """
+    out: dict[str, Any] = {}
+    if model.get("target_partition_size") is not None:
+        out["target_partition_size"] = int(model["target_partition_size"])
+    if model.get("ivf_centroids") is not None:
+        c = np.asarray(model["ivf_centroids"], dtype=np.float32)
+        if c.ndim != 2:
+            raise InvalidArgumentError(f"create_index: ivf_centroids must be (num_partitions, dim), got shape {c.shape}")
+        out["ivf_centroids"] = c
+    if model.get("pq_codebook") is not None:
+        book = model["pq_codebook"]
+        book = book.to_numpy_ndarray() if hasattr(book, "to_numpy_ndarray") else book
+        b = np.asarray(book, dtype=np.float32)
+        if b.ndim != 3 or b.shape[1] != 256:
+            raise InvalidArgumentError(f"create_index: pq_codebook must be (num_sub_vectors, 256, sub_dim), got {b.shape}")
+        out["pq_codebook"] = b
+    return out
+
+
 def default_sub_vectors(dim: int) -> int:
     return next((dim // s for s in (16, 8, 4, 2) if dim % s == 0 and dim // s >= 1), 1)
 
 
 def train_model(
-    vecs: np.ndarray, kind: str, metric: str, num_partitions: int, num_sub_vectors: int | None, seed: int = 42
+    vecs: np.ndarray, kind: str, metric: str, num_partitions: int, num_sub_vectors: int | None, seed: int = 42,
+    *, centroids: np.ndarray | None = None, codebook: np.ndarray | None = None,
 ) -> tuple[IvfModel, bytes]:
     """A fresh model over ``vecs`` (float32 rows; normalised first for cosine) and the details
-    bytes of its ``IndexMetadata``.
+    bytes of its ``IndexMetadata``; ``centroids`` / ``codebook`` given are used, not trained.
 
     Raises:
         UnsupportedFeatureError: another kind or metric than IVF_FLAT / IVF_PQ with l2 or cosine.
@@ -111,11 +151,17 @@ def train_model(
     if metric == "cosine":
         vecs = normalise(vecs)
     rng = np.random.default_rng(seed)
-    sample = vecs[rng.choice(len(vecs), min(len(vecs), IVF_SAMPLE_RATE * num_partitions), replace=False)]
-    centroids = kmeans(sample, num_partitions, rng)
-    codebook = None
+    if centroids is None:
+        sample = vecs[rng.choice(len(vecs), min(len(vecs), IVF_SAMPLE_RATE * num_partitions), replace=False)]
+        centroids = kmeans(sample, num_partitions, rng)
+    elif centroids.shape[1] != dim:
+        raise InvalidArgumentError(f"create_index: ivf_centroids of dimension {centroids.shape[1]}, the column's is {dim}")
     m = 0
-    if kind == "IVF_PQ":
+    if kind == "IVF_PQ" and codebook is not None:
+        m = codebook.shape[0]
+        if m * codebook.shape[2] != dim:
+            raise InvalidArgumentError(f"create_index: pq_codebook {codebook.shape} does not cover the dimension {dim}")
+    elif kind == "IVF_PQ":
         m = num_sub_vectors or default_sub_vectors(dim)
         if dim % m:
             raise InvalidArgumentError(f"create_index: num_sub_vectors={m} does not divide the dimension {dim} "
@@ -127,7 +173,7 @@ def train_model(
                              for j in range(m)])
         if codebook.shape[1] < 256:  # fewer rows than codes: pad with copies (never the nearest twice)
             codebook = np.concatenate([codebook, np.repeat(codebook[:, :1], 256 - codebook.shape[1], 1)], 1)
-    return _fresh(kind, metric, centroids, codebook, dim, m), _details(kind, metric, m)
+    return _fresh(kind, metric, centroids, codebook if kind == "IVF_PQ" else None, dim, m), _details(kind, metric, m)
 
 
 def _fresh(kind: str, metric: str, centroids: np.ndarray, codebook: np.ndarray | None, dim: int, m: int) -> IvfModel:
