@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from lance_ops.format.errors import DatasetNotFoundError, InvalidArgumentError, ObjectStoreError, TagError
 from lance_ops.format.index.metadata import INDICES_DIR
@@ -121,17 +121,34 @@ def _files_of(m: Manifest) -> set[str]:
 
 def _kept_files_of(m: Manifest) -> set[str]:
     """:func:`_files_of` for a kept version, read from the fragment messages when the manifest's
-    fragments were not decoded (a sweep reads every version: no fragment objects are built;
-    the paths only protect files, so they need not pass the decoder's checks)."""
+    fragments were not decoded (a sweep reads every version: no fragment objects are built).
+    A path that is not one plain file name, or a file under another base path, takes the
+    decoder's checks instead, so a manifest naming files outside ``data/`` is refused
+    (``CorruptFileError``) as it is everywhere else."""
     raw = m.fragments.undecoded() if isinstance(m.fragments, FragmentList) else None
     if raw is None:
         return _files_of(m)
-    files = {"data/" + df.path for f in raw for df in f.files if not df.HasField("base_id")}
-    files |= {deletion_file_path(f.id, f.deletion_file) for f in raw
-              if f.HasField("deletion_file") and not f.deletion_file.HasField("base_id")}
+    if not _plain_fragments(raw):
+        return _files_of(m)  # decodes and checks every fragment (raises on a corrupt one)
+    files = {"data/" + df.path for f in raw for df in f.files}
+    files |= {deletion_file_path(f.id, f.deletion_file) for f in raw if f.HasField("deletion_file")}
     if m.transaction_file:
         files.add(f"_transactions/{m.transaction_file}")
     return files
+
+
+def _plain_fragments(raw: Any) -> bool:
+    """Whether every fragment message names plain data file names in ``data/`` and no file under
+    another base path (else the full decode decides).  Sizes and column lists are not checked:
+    they do not change which files a version protects."""
+    for f in raw:
+        if f.HasField("deletion_file") and f.deletion_file.HasField("base_id"):
+            return False
+        for df in f.files:
+            p = df.path
+            if not p or p in (".", "..") or "/" in p or "\\" in p or "\0" in p or df.HasField("base_id"):
+                return False
+    return True
 
 
 def check_retention(older_than: timedelta, *, retention_duration_check: bool = True,
