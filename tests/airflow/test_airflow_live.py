@@ -101,8 +101,17 @@ class Live(SimpleNamespace):
     logs: Callable[[], str]
 
     def cli(self, *args: str) -> str:
-        """``airflow <args>`` against this Airflow; its output (asserting success)."""
-        out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=300, check=False)
+        """``airflow <args>`` against this Airflow; its output (asserting success).
+
+        A command that failed on SQLAlchemy's OperationalError (SQLite busy while the scheduler
+        writes: one full run saw ``backfill create`` fail so, the transaction rolled back) is run
+        again, twice at most; any other failure fails at once."""
+        for attempt in range(3):
+            out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=300,
+                                 check=False)
+            if out.returncode == 0 or "sqlalche.me/e/21/e3q8" not in out.stdout + out.stderr or attempt == 2:
+                break
+            time.sleep(2)
         assert out.returncode == 0, (args, out.stdout[-3000:], out.stderr[-3000:])
         return out.stdout
 
