@@ -69,6 +69,7 @@ from lance_ops.format.ops.delete_update import plan_delete
 from lance_ops.format.ops.index_build import (
     IndexBuildPlan,
     IndexTask,
+    build_indices,
     commit_index_build,
     discard_index_segments,
     execute_index_task,
@@ -135,6 +136,7 @@ __all__ = [
     "checkout_manifest",
     "commit_compaction",
     "commit_handler_for",
+    "build_indices",
     "commit_index_build",
     "commit_merge_insert",
     "commit_timestamp_micros",

@@ -381,8 +381,7 @@ def _run_cleanup(spark: Any, task: "Task") -> dict[str, Any]:
         raise DatasetConfigError(task.dataset, "older_than_days", str(e),
                                  "keep at least an hour (policy.cleanup_older_than_days), or turn off "
                                  "retention_duration_check when nothing else uses the dataset") from e
-    fields = getattr(stats, "__dataclass_fields__", None) or vars(stats)
-    out: dict[str, Any] = {k: getattr(stats, k) for k in fields if k != "removed_paths"}
+    out = _metrics(stats)
     out.update(dry_run=p.dry_run, version=None)
     return out
 
@@ -439,25 +438,18 @@ def _local_materialize_deletions(task: "Task") -> dict[str, Any]:
 
 
 def _local_optimize_indices(task: "Task") -> dict[str, Any]:
-    from lance_ops.format.distributed import ObjectStore, commit_handler_for, discard_index_segments
+    from lance_ops.format.distributed import ObjectStore, build_indices, commit_handler_for
 
     p, t = task.params, task.table
     ds = t.open()
     store = ObjectStore(ds.uri, t.resolved_storage_options())
     plan = lf.plan_optimize_indices(ds.manifest, num_indices_to_merge=p.num_indices_to_merge,
                                     index_names=list(p.index_names) if p.index_names else None)
-    if not plan.tasks:
+    m = build_indices(store, ds.manifest, plan, handler=commit_handler_for(store, t.manifest_store),
+                      properties=dict(task.transaction_properties))
+    if m is None:
         return {"segments_added": 0, "version": None}
-    built: list[Any] = []
-    try:
-        for index_task in plan.tasks:
-            built.append(lf.execute_index_task(store, ds.manifest, index_task))
-    except BaseException:
-        discard_index_segments(store, built)
-        raise
-    m = lf.commit_index_build(store, plan, built, handler=commit_handler_for(store, t.manifest_store),
-                              known=ds.manifest, properties=dict(task.transaction_properties))
-    return {"segments_added": len(built), "segments_removed": len(plan.removed),
+    return {"segments_added": len(plan.tasks), "segments_removed": len(plan.removed),
             "rows_indexed": sum(len(x.fragment_ids) for x in plan.tasks), "version": m.version}
 
 

@@ -477,9 +477,11 @@ def build_indices(
     plan: IndexBuildPlan,
     *,
     handler: CommitHandler | None = None,
+    properties: dict[str, str] | None = None,
 ) -> Manifest | None:
-    """Run every task of ``plan`` in this process and commit; None when there was nothing to do.
-    Segments written before a failure are removed."""
+    """Run every task of ``plan`` in this process and commit (the transaction carrying
+    ``properties``); None when there was nothing to do.  Segments written before a failure are
+    removed."""
     if not plan.tasks:
         return None
     done: list[IndexMetadata] = []
@@ -489,4 +491,4 @@ def build_indices(
     except BaseException:
         discard_index_segments(store, done)
         raise
-    return commit_index_build(store, plan, done, handler=handler, known=manifest)
+    return commit_index_build(store, plan, done, handler=handler, known=manifest, properties=properties)
