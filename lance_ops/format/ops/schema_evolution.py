@@ -38,6 +38,7 @@ from lance_ops.format.errors import (
 )
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.column_stream import STREAM_PAGE_BYTES, physical_batches
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
 from lance_ops.format.read.scan import (
     DEFAULT_BATCH_SIZE,
@@ -467,14 +468,6 @@ def to_physical(values: pa.Table, offsets: np.ndarray | None, physical_rows: int
     return values.take(pa.array(idx, mask=idx < 0))
 
 
-def _batches_of(t: pa.Table, size: int | None) -> Iterator[pa.Table]:
-    if size is None or t.num_rows <= size:
-        yield t
-        return
-    for start in range(0, t.num_rows, size):
-        yield t.slice(start, size)
-
-
 def add_column_files(
     store: ObjectStore,
     manifest: Manifest,
@@ -485,21 +478,19 @@ def add_column_files(
     batch_size: int | None = None,
 ) -> list[FragmentMetadata]:
     """Every fragment of ``manifest`` with one more data file: ``compute`` of its live rows'
-    ``read_columns`` (in batches of ``batch_size``, whole fragments if None), written with the
+    ``read_columns`` (in batches of ``batch_size``, else slices of the scan; streamed), written with the
     field ids of ``added``.  Two fragments at a time (decoding, kernels and encoding release
     the GIL); on failure every file written is removed."""
     target = added.to_arrow()
     version = manifest.data_storage_version
 
     def one(frag: FragmentMetadata) -> FragmentMetadata:
-        live, offsets = read_live(store, manifest, frag, read_columns, None)
-        parts = [compute(part) for part in _batches_of(live, batch_size)]
-        values = pa.concat_tables(parts).cast(target) if parts else target.empty_table()
-        full = to_physical(values, offsets, frag.physical_rows)
+        values = physical_batches(store, manifest, frag, read_columns, compute, target, batch_size)
         # encoded on this worker's thread: the two workers are the parallelism (through the
         # one shared encoder thread they waited for each other)
-        new = write_fragment_files(store, iter(full.combine_chunks().to_batches()), added, version=version,
-                                   max_rows_per_file=max(frag.physical_rows, 1), background=False)
+        new = write_fragment_files(store, values, added, version=version,
+                                   max_rows_per_file=max(frag.physical_rows, 1), background=False,
+                                   page_bytes=STREAM_PAGE_BYTES)
         return frag.with_changes(files=(*frag.files, new[0].files[0]))
 
     workers = max(1, min(2, os.cpu_count() or 1, len(manifest.fragments)))

@@ -165,6 +165,7 @@ def write_fragment_files(
     background: bool = True,
     max_bytes_per_file: int | None = None,
     progress: WriteProgress | None = None,
+    page_bytes: int | None = None,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
     rows; one fragment per file. ``file_rows`` (compaction) gives the row count of each file
@@ -172,6 +173,8 @@ def write_fragment_files(
     calling thread, for callers that write from several threads).  ``max_bytes_per_file`` also
     closes a file after the input batch that brings the Arrow bytes written to it to the limit.  ``progress``: pylance's ``FragmentWriteProgress``,
     ``begin(fragment)`` when a file is opened, ``complete(fragment)`` when it is finished.
+    ``page_bytes``: the writer's target page size (default 8 MiB; smaller pages bound the
+    encoder's working set, which is a few times a page).
 
     Durability: data files are written without ``fsync``, as pylance writes them (its local
     object store, ``object_store::LocalFileSystem``, did not sync files before the opt-in
@@ -210,6 +213,7 @@ def write_fragment_files(
             progress.complete(frags[-1])
 
     cut = _ByteCut(max_bytes_per_file)
+    page_size = {} if page_bytes is None else {"max_page_bytes": page_bytes}
 
     try:
         for batch in batches:
@@ -220,7 +224,7 @@ def write_fragment_files(
                     name = random_data_file_name()
                     sink = store.open_output(f"{DATA_DIR}/{name}")
                     writer = DataFileWriter(sink, schema, version=version, sidecar=_sidecars(store, name),
-                                            background=background)
+                                            background=background, **page_size)
                     cut.open()
                     if progress is not None:
                         progress.begin(FragmentMetadata(id=0, files=(DataFile(name, tuple(fields), tuple(columns),

@@ -263,7 +263,7 @@ class _LevelBuffer:
 
 
 def _plan_chunks(
-    vals: _Values, vis_pos: np.ndarray, num_levels: int, level_bufs: list[_LevelBuffer], large: bool
+    vals: _Values, vis_pos: "np.ndarray | _Identity", num_levels: int, level_bufs: list[_LevelBuffer], large: bool
 ) -> list[tuple[int, int, int, int]]:
     """``[(v0, k, l0, l1)]``: values ``[v0, v0+k)`` and levels ``[l0, l1)`` of each chunk."""
     n = vals.n
@@ -449,12 +449,26 @@ def _constant_page(levels: Levels, version: str) -> tuple[list[Any], pb.PageLayo
     return [rb, db], layout
 
 
-def _visible_positions(levels: Levels, where: str) -> np.ndarray:
+class _Identity:
+    """``np.arange(n)`` without its ``8 * n`` bytes: position ``i`` of a page whose every level
+    holds a value is ``i`` (indexing by an int or an int array returns it)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: Any) -> Any:
+        return i
+
+
+def _visible_positions(levels: Levels, where: str) -> "np.ndarray | _Identity":
     """Level positions that hold a value (one per leaf item)."""
     rep, defs, n_items = levels.rep, levels.defs, len(levels.leaf)
     mv = max_visible_level(levels.layers)
     if rep is None or defs is None or mv is None:
-        vis_pos = np.arange(levels.num_levels if rep is not None else n_items, dtype=np.int64)
+        vis_pos = _Identity(levels.num_levels if rep is not None else n_items)
     else:
         vis_pos = np.flatnonzero(defs <= mv)
     if len(vis_pos) != n_items:
