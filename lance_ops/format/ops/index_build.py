@@ -356,11 +356,9 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
     # fragments: 47 -> 31 ms CPU); strings and lists keep the background decoders
     inline = _fixed_width(plan.out_schema.field(task.column).type)
     batches = scan(store, manifest, plan, fragments=frags, **({"prefetch_bytes": None} if inline else {}))
-    table = pa.Table.from_batches(list(batches), schema=plan.out_schema)
-    addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
-    ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
+    values, addrs, ids = _gathered(batches, plan.out_schema.field(task.column), task.stable_row_ids,
+                                     sum(f.num_rows for f in frags))
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
-    values = table[task.column].combine_chunks()
     if task.merged_uuids and not task.stable_row_ids:
         extra = _indexed_deleted_rows(store, manifest, task, frags, plan)
         if extra is not None:
@@ -368,6 +366,31 @@ def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> S
             addrs = np.concatenate([addrs, extra[1]])
             ids = addrs
     return SegmentInput(values, ids, addrs, new)
+
+
+def _gathered(
+    batches: Any, column: pa.Field, stable: bool, rows: int
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The scan's ``column`` as one array, its row addresses and its row ids (the addresses
+    without stable row ids), each batch's metadata columns copied into arrays of ``rows``
+    entries as it comes (a table of every batch, then its columns made contiguous, held
+    each column twice)."""
+    out = {ROW_ADDR: np.empty(rows, np.uint64), ROW_ID: np.empty(rows if stable else 0, np.uint64)}
+    chunks: list[pa.Array] = []
+    at = 0
+    for batch in batches:
+        n = batch.num_rows
+        if at + n > rows:  # more rows than the metadata says: grow (never expected)
+            out = {k: np.concatenate([v, np.empty(at + n - rows if len(v) else 0, np.uint64)]) for k, v in out.items()}
+            rows = at + n
+        for name, arr in out.items():
+            if len(arr):
+                arr[at : at + n] = batch.column(name).to_numpy()
+        chunks.append(batch.column(column.name))
+        at += n
+    addrs = out[ROW_ADDR][:at]
+    values = pa.concat_arrays(chunks) if chunks else pa.array([], column.type)
+    return values, addrs, out[ROW_ID][:at] if stable else addrs
 
 
 def _indexed_deleted_rows(

@@ -28,9 +28,10 @@ def write_btree(w: SegmentWriter, data: SegmentInput, *, stable_row_ids: bool) -
     """Sort the rows by value and write the pages and their lookup table."""
     order = sort_order(data.values)
     values = data.values.take(pa.array(order))
-    ids = data.row_addrs[order]
-    w.write(DATA_FILE, pa.table({"values": values, "ids": pa.array(ids, pa.uint64())},
-                                schema=_data_schema(values.type)))
+    ids = pa.array(data.row_addrs[order], pa.uint64())
+    del order
+    w.write(DATA_FILE, pa.table({"values": values, "ids": ids}, schema=_data_schema(values.type)))
+    del ids
     n = len(values)
     starts = np.arange(0, n, BATCH_SIZE, dtype=np.int64)
     ends = np.minimum(starts + BATCH_SIZE, n)

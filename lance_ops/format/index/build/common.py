@@ -27,6 +27,9 @@ from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceSchema
 
 HIGH_SHIFT = np.uint64(32)
+#: page size of index files: the encoder holds a few times a page while it encodes one; pylance
+#: reads index files by row ranges, whatever their pages
+PAGE_BYTES = 2 << 20
 LOW_MASK = np.uint64(0xFFFFFFFF)
 
 
@@ -84,7 +87,7 @@ class SegmentWriter:
     def write_as(self, name: str, table: pa.Table, schema: LanceSchema, global_buffers: tuple[bytes, ...] = ()) -> None:
         """Like :meth:`write`, with a given Lance schema (another file's: ids, metadata kept)."""
         with self.store.open_output(f"{self.directory}/{name}") as f:
-            w = DataFileWriter(f, schema, version=self.file_version)
+            w = DataFileWriter(f, schema, version=self.file_version, max_page_bytes=PAGE_BYTES)
             for buf in global_buffers:
                 w.add_global_buffer(buf)
             if table.num_rows:
@@ -126,7 +129,8 @@ def sort_order(values: pa.Array) -> np.ndarray:
     """
     if _few_distinct(values):
         _, codes = dictionary_codes(values)
-        return np.argsort(codes.astype(np.uint16) if codes.size and codes.max() < 1 << 16 else codes, kind="stable")
+        narrow = codes.dtype == np.uint16 or (codes.size and codes.max() < 1 << 16)
+        return np.argsort(codes.astype(np.uint16, copy=False) if narrow else codes, kind="stable")
     return _comparison_order(values)
 
 
@@ -147,9 +151,11 @@ def dictionary_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
     enc = pc.dictionary_encode(values, null_encoding="encode")
     dictionary = enc.dictionary
     order = _comparison_order(dictionary)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
-    codes = rank[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+    # the narrowest codes (uint16 below 65,536 keys: 2 bytes a row, and NumPy's radix sort),
+    # looked up by the Arrow indices as they are (no widened copy)
+    rank = np.empty(len(order), dtype=np.uint16 if len(order) <= 1 << 16 else np.int64)
+    rank[order] = np.arange(len(order), dtype=rank.dtype)
+    codes = rank[enc.indices.to_numpy(zero_copy_only=False)]
     return dictionary.take(pa.array(order)), codes
 
 
