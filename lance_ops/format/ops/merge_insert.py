@@ -446,10 +446,14 @@ def plan_merge_insert(
     source, missing = read_source(data, ctx, schema)
     keep = missing if params.update_matched else []
     target = _scan_target(store, manifest, ctx, params, keep)
-    target = target.append_column("__tpos", pa.array(np.arange(target.num_rows, dtype=np.int64)))
+    # target positions only where target values are read back (8 bytes a target row otherwise)
+    by_pos = bool(keep) or params.matched_condition is not None or params.delete_condition is not None
+    if by_pos:
+        target = target.append_column("__tpos", pa.array(np.arange(target.num_rows, dtype=np.int64)))
     keys = source.select(list(ctx.on)).append_column(_SRC, pa.array(np.arange(source.num_rows, dtype=np.int64)))
     how = "full outer" if params.delete_not_matched_by_source else "right outer"
-    joined = target.select([*ctx.on, *ctx.meta_columns, "__tpos"]).join(keys, keys=list(ctx.on), join_type=how)
+    probe = [*ctx.on, *ctx.meta_columns, *(["__tpos"] if by_pos else [])]
+    joined = target.select(probe).join(keys, keys=list(ctx.on), join_type=how)
     has_target, has_source = pc.is_valid(joined.column(ROW_ADDR)), pc.is_valid(joined.column(_SRC))
     if params.fail_matched:
         _fail_on_match(joined.filter(pc.and_(has_target, has_source)), ctx.on)
