@@ -342,9 +342,10 @@ def fsst_lookup(words, lens, n):  # type: ignore[no-untyped-def]
     """The match tables of symbols ``words[:n]`` / ``lens[:n]``: the code of the one-byte
     symbol of each byte, of the two-byte symbol of each byte pair, and of the longer symbol of
     each hash slot of three first bytes (-1 where there is none)."""
-    byte_code = np.full(256, -1, np.int64)
-    short_code = np.full(65536, -1, np.int64)
-    hash_code = np.full(_HASH_SLOTS, -1, np.int64)
+    # int16 codes: the three tables fit in 136 KiB of cache (int64: 544 KiB)
+    byte_code = np.full(256, -1, np.int16)
+    short_code = np.full(65536, -1, np.int16)
+    hash_code = np.full(_HASH_SLOTS, -1, np.int16)
     for c in range(n):
         w = words[c]
         if lens[c] == 1:

@@ -11,6 +11,8 @@ code (it is either after a code or after an escaped literal), so inside a run of
 escapes are the bytes at even distance from the run start.
 """
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 
@@ -145,6 +147,17 @@ MIN_MAX_LENGTH = 5
 #: counting (materialize_22: 200 pages trained, 1.03 -> 0.86 s)
 _SAMPLE_BYTES = 16 * 1024
 _ROUNDS = 5
+#: per thread: the 512 x 512 pair counts (2 MiB), all zero again after each training (the
+#: kernels zero what they counted), so one buffer serves every page a thread trains on
+_PAIRS = threading.local()
+
+
+def _pair_counts() -> np.ndarray:
+    c2 = getattr(_PAIRS, "c2", None)
+    if c2 is None:
+        c2 = _PAIRS.c2 = np.zeros(512 * 512, np.int64)
+    return c2
+
 _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
 
 
@@ -173,13 +186,23 @@ def train(jit, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
     buf, so = _sample(data, offsets)
     words = np.zeros(256, np.uint64)
     lens = np.zeros(256, np.int64)
+    c2 = _pair_counts()  # pair counts, kept zero between rounds by the kernels
+    touched = np.empty(max(len(buf), 1), np.int64)
+    try:
+        n = _rounds(jit, buf, so, words, lens, c2, touched)
+    except BaseException:  # a failed round may leave counts behind
+        _PAIRS.c2 = None
+        raise
+    return words, lens, n
+
+
+def _rounds(jit, buf, so, words, lens, c2, touched) -> int:  # type: ignore[no-untyped-def]
+    """:func:`train`'s rounds, filling ``words`` / ``lens``; the number of symbols."""
     n = 0
     base_words = np.zeros(512, np.uint64)
     base_words[256:] = np.arange(256, dtype=np.uint64)
     base_lens = np.zeros(512, np.int64)
     base_lens[256:] = 1
-    c2 = np.zeros(512 * 512, np.int64)  # pair counts, kept zero between rounds by the kernels
-    touched = np.empty(max(len(buf), 1), np.int64)
     for _ in range(_ROUNDS):
         c1, pairs = jit.fsst_count(buf, so, words, lens, n, _MASKS, c2, touched)
         cw, cl = base_words.copy(), base_lens.copy()
@@ -197,7 +220,7 @@ def train(jit, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
         words[:] = 0
         lens[:] = 0
         n = int(jit.fsst_select(cand_w, cand_l, by_gain, words, lens))
-    return words, lens, n
+    return n
 
 
 def table_bytes(words: np.ndarray, lens: np.ndarray, n: int) -> bytes:
