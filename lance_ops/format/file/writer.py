@@ -47,6 +47,7 @@ from lance_ops.format.file.field_encoders import (
 from lance_ops.format.file.maps import contains_map, map_as_list
 from lance_ops.format.file.v21 import kernels
 from lance_ops.format.file.v21.encode import encode_page
+from lance_ops.format.file.v21.fsst_reuse import FileTables
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.schema import LanceField, LanceSchema, types_equivalent
 
@@ -146,8 +147,9 @@ class DataFileWriter:
         self._num_rows = 0
         self._finished = False
         self._pending: deque[tuple[int, int, Future[Any]]] = deque()
+        self._fsst = FileTables()  # FSST tables of earlier files of a rewrite (fsst_reuse.py)
         #: pages of the final flush, collected to be shared out (see :meth:`_encode_final`)
-        self._final: list[tuple[int, int, Any, str]] | None = None
+        self._final: list[tuple[int, int, Any, str, Any]] | None = None
         self._global_buffers: list[bytes] = []
         self._arrow_schema = schema.to_arrow()
         if version == "2.0":
@@ -314,33 +316,35 @@ class DataFileWriter:
         """Encode a page of ``column`` and emit it; with the compiled kernels the encoding runs
         on a background thread (FSST and NumPy release the GIL, so it overlaps the caller's
         next batch), at most :data:`_MAX_PENDING_PAGES` pages ahead of the file."""
+        reuse = self._fsst.page(where)
         if self._final is not None:
-            self._final.append((column, length, levels, where))
+            self._final.append((column, length, levels, where, reuse))
             return
         use_pool = self._background and kernels.get() is not None and length >= _INLINE_PAGE_ROWS
         pool = _encode_pool() if use_pool else None
         if pool is None:
             while self._pending:  # pages go into the file in order
                 self._emit_pending()
-            buffers, layout = encode_page(levels, self.version, where)
+            buffers, layout = encode_page(levels, self.version, where, reuse)
             self._emit_page21(column, length, buffers, layout)
             return
-        self._pending.append((column, length, pool.submit(encode_page, levels, self.version, where)))
+        self._pending.append((column, length, pool.submit(encode_page, levels, self.version, where, reuse)))
         while len(self._pending) > _MAX_PENDING_PAGES:
             self._emit_pending()
 
-    def _encode_final(self, pages: list[tuple[int, int, Any, str]]) -> None:
+    def _encode_final(self, pages: list[tuple[int, int, Any, str, Any]]) -> None:
         """The pages left at :meth:`finish`, in order: there is no next batch to overlap with, so
         the encoder thread takes every other large page and this thread encodes the rest (a
         single page is encoded here: handing it over and waiting only adds a wait)."""
-        big = [i for i, (_, length, _, _) in enumerate(pages) if length >= _INLINE_PAGE_ROWS]
+        big = [i for i, (_, length, _, _, _) in enumerate(pages) if length >= _INLINE_PAGE_ROWS]
         share = set(big[0::2]) if len(big) > 1 and self._background and kernels.get() is not None else set()
-        futures = {i: _encode_pool().submit(encode_page, pages[i][2], self.version, pages[i][3]) for i in sorted(share)}
-        for i, (column, length, levels, where) in enumerate(pages):
+        futures = {i: _encode_pool().submit(encode_page, pages[i][2], self.version, pages[i][3], pages[i][4])
+                   for i in sorted(share)}
+        for i, (column, length, levels, where, reuse) in enumerate(pages):
             fut = futures.get(i)
             if fut is None:
                 fut = Future()
-                fut.set_result(encode_page(levels, self.version, where))
+                fut.set_result(encode_page(levels, self.version, where, reuse))
             self._pending.append((column, length, fut))
             while self._pending and self._pending[0][2].done():
                 self._emit_pending()
@@ -381,6 +385,7 @@ class DataFileWriter:
         self._encode_final(pages)
         while self._pending:
             self._emit_pending()
+        self._fsst.publish()
         sink = self._sink
         fd = file_pb2.FileDescriptor()
         fd.schema.fields.extend(file_schema_fields(self.schema, self.version))

@@ -25,6 +25,7 @@ from lance_ops.format._proto import encodings_v2_1_pb2 as pb
 from lance_ops.format.errors import ChunksTooLargeError, UnsupportedFeatureError
 from lance_ops.format.file.v21 import fsst
 from lance_ops.format.file.v21.bitpacking import PagePacker
+from lance_ops.format.file.v21.fsst_reuse import PageReuse
 from lance_ops.format.file.v21.repdef import Levels, def_counts, is_list_layer, max_visible_level
 
 __all__ = ["encode_page", "leaf_kind"]
@@ -351,8 +352,11 @@ def _rep_index(chunk_reps: list[np.ndarray], max_rep: int) -> np.ndarray:
     return np.asarray(out, dtype=np.uint64)
 
 
-def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb.PageLayout]:
-    """Buffers and layout of one page holding ``levels.num_rows`` rows of one leaf column."""
+def encode_page(
+    levels: Levels, version: str, where: str, reuse: PageReuse | None = None
+) -> tuple[list[Any], pb.PageLayout]:
+    """Buffers and layout of one page holding ``levels.num_rows`` rows of one leaf column
+    (``reuse``: FSST tables of earlier files, :mod:`.fsst_reuse`)."""
     kind, bits = leaf_kind(levels.leaf.type, where)
     arrow_dictionary = None
     if kind == "dict":  # an Arrow dictionary column: always a page dictionary (pylance reads it back as one)
@@ -376,7 +380,7 @@ def encode_page(levels: Levels, version: str, where: str) -> tuple[list[Any], pb
     else:
         vals = _Values(levels.leaf, kind, bits)
         if kind == "var":
-            fsst_table = _fsst_encode(vals)
+            fsst_table = _fsst_encode(vals, reuse)
     num_levels = levels.num_levels
     vis_pos = _visible_positions(levels, where)
     # 2.2 readers require the "large chunk" grammar: u32 chunk words and u32 value-buffer sizes
@@ -544,7 +548,7 @@ def _packed_block_chunks(
 _ZEROS = [b"\0" * i for i in range(_ALIGN)]
 
 
-def _fsst_encode(vals: _Values) -> bytes | None:
+def _fsst_encode(vals: _Values, reuse: PageReuse | None = None) -> bytes | None:
     """FSST-compress the page's strings in place (``vals`` then holds the codes) and return the
     symbol table, where pylance would (mini-block pages of values under 256 bytes with 32 KiB of
     data and a value of 5 bytes or more) and the codes are smaller; None to store them as they
@@ -552,7 +556,7 @@ def _fsst_encode(vals: _Values) -> bytes | None:
     longest = vals.max_value_bytes()
     if len(vals.data) < fsst.MIN_INPUT_BYTES or not fsst.MIN_MAX_LENGTH <= longest < _NARROW_BYTES:
         return None
-    got = fsst.compress(vals.data, vals.offsets)
+    got = fsst.compress(vals.data, vals.offsets, reuse)
     if got is None:
         return None
     table, offsets, codes = got

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_ops.format.file.v21 import kernels
+from lance_ops.format.file.v21.fsst_reuse import SLACK, PageReuse, Trained
 
 _MAGIC = 0x46535354
 ESC = 255
@@ -233,17 +234,28 @@ def table_bytes(words: np.ndarray, lens: np.ndarray, n: int) -> bytes:
     return out.tobytes()
 
 
-def compress(data: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+def compress(
+    data: np.ndarray, offsets: np.ndarray, reuse: "PageReuse | None" = None
+) -> tuple[bytes, np.ndarray, np.ndarray] | None:
     """FSST-compress strings ``data[offsets[i]:offsets[i+1]]`` (``offsets`` from 0): ``(symbol
     table, code offsets, codes)``, or None without the compiled kernels (the writer then stores
-    the strings uncompressed)."""
+    the strings uncompressed).  ``reuse``: a table trained on an earlier file's page of the
+    column, tried first (:mod:`.fsst_reuse`)."""
     jit = kernels.get()
     if jit is None:
         return None
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    words, lens, n = train(jit, data, offsets)
     size = int(offsets[-1])
+    src = np.ascontiguousarray(data[:size])
     out = np.empty(2 * size + 8, np.uint8)  # escapes take 2 bytes; untouched pages cost nothing
     out_offsets = np.empty(len(offsets), np.int64)
-    used = jit.fsst_encode(np.ascontiguousarray(data[:size]), offsets, words, lens, n, _MASKS, out, out_offsets)
+    prior = reuse.prior if reuse is not None else None
+    if prior is not None:
+        used = jit.fsst_encode(src, offsets, prior.words, prior.lens, prior.n, _MASKS, out, out_offsets)
+        if used <= size * prior.ratio * (1 + SLACK):
+            return table_bytes(prior.words, prior.lens, prior.n), out_offsets, out[:used]
+    words, lens, n = train(jit, data, offsets)
+    used = jit.fsst_encode(src, offsets, words, lens, n, _MASKS, out, out_offsets)
+    if reuse is not None:
+        reuse.record(Trained(words, lens, n, used / max(size, 1)))
     return table_bytes(words, lens, n), out_offsets, out[:used]

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_ops.format.file.field_encoders import concat_batches
+from lance_ops.format.file.v21.fsst_reuse import reuse_tables
 from lance_ops.format.index.metadata import decode_index_section, user_indices
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.compaction.clustered_rewrite import rewrite_clustered
@@ -534,11 +535,14 @@ def compact_files(
             index_coverage_dropped=plan.coverage_dropped if dry_run else (),
         )
     results, failed = [], []
-    for task in plan.tasks:
-        try:
-            results.append(execute_task(task, manifest=manifest))
-        except Exception as e:  # partial progress: one failed group must not lose the others
-            failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
+    # the tasks run in plan order and their files share their columns' FSST tables (a table is
+    # trained once per column, not once per file: file/v21/fsst_reuse.py); same plan, same bytes
+    with reuse_tables():
+        for task in plan.tasks:
+            try:
+                results.append(execute_task(task, manifest=manifest))
+            except Exception as e:  # partial progress: one failed group must not lose the others
+                failed.append(f"fragments {[f.id for f in task.fragments]}: {e}")
     return commit_compaction(plan, results, failed=failed, transaction_properties=transaction_properties)
 
 
