@@ -48,11 +48,14 @@ class IndexMethods(DatasetCore):
         raise KeyError(f'Index "{index_name}" not found ({self.uri} version {self.version})')
 
     def create_scalar_index(
-        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True, **params: Any
     ) -> None:
-        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
-        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
-        the handle moves to the new version (as pylance's).
+        """Build a BTREE, BITMAP, LABEL_LIST, ZONEMAP or INVERTED (``FTS``) index of ``column``
+        over every fragment (named ``<column>_idx`` by default) with files as pylance 14 writes
+        them, and commit it; the handle moves to the new version (as pylance's).  ``params``:
+        an INVERTED index's tokenizer keywords (pylance's ``base_tokenizer``, ``language``,
+        ``with_position``, ``max_token_length``, ``lower_case``, ``stem``, ``remove_stop_words``,
+        ``custom_stop_words``, ``ascii_folding``, ...; those lance_ops cannot tokenize exactly raise).
 
         Raises:
             UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
@@ -60,7 +63,7 @@ class IndexMethods(DatasetCore):
             InvalidArgumentError: ``replace=False`` and an index of that name exists.
         """
         self._check_mutable()
-        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace, params=params)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
 
     def create_index(

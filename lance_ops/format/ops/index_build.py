@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_ops.format.errors import (
+    ArgumentTypeError,
     ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
@@ -45,6 +46,7 @@ from lance_ops.format.errors import (
 )
 from lance_ops.format.index.build import (
     BUILDABLE_KINDS,
+    CREATABLE_KINDS,
     SEGMENT_KINDS,
     VECTOR_KINDS,
     SegmentInput,
@@ -53,6 +55,7 @@ from lance_ops.format.index.build import (
     unsupported_setting,
     write_segment,
 )
+from lance_ops.format.index.build.inverted_params import inverted_params
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section, user_indices
 from lance_ops.format.index.unreferenced import prune_empty_index_dirs
 from lance_ops.format.io.object_store import ObjectStore
@@ -171,8 +174,10 @@ def plan_create_scalar_index(
     name: str | None = None,
     replace: bool = True,
     rows_per_task: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> IndexBuildPlan:
-    """One task over every fragment (pylance's ``create_scalar_index``), or, with
+    """One task over every fragment (pylance's ``create_scalar_index``; ``params``: an INVERTED
+    index's tokenizer keywords, :mod:`lance_ops.format.index.build.inverted_params`), or, with
     ``rows_per_task``, one per group of fragments of about that many rows: each task writes a
     segment of the index (same name, disjoint fragments) and all are committed as one
     ``CreateIndex``, as lance-spark builds indices on executors; pylance reads such an index as
@@ -183,12 +188,16 @@ def plan_create_scalar_index(
         SchemaError: no such column.
         InvalidArgumentError: ``replace=False`` and an index of that name exists.
     """
-    kind = str(index_type).upper()
-    if kind not in BUILDABLE_KINDS:
-        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(BUILDABLE_KINDS)}, not {index_type!r}")
+    kind = {"FTS": "INVERTED"}.get(str(index_type).upper(), str(index_type).upper())
+    if kind not in CREATABLE_KINDS:
+        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(CREATABLE_KINDS)}, not {index_type!r}")
+    train = {"params": inverted_params(params or {}).to_json()} if kind == "INVERTED" else None
+    if params and kind != "INVERTED":
+        raise ArgumentTypeError(f"create_scalar_index: unexpected keyword argument {sorted(params)[0]!r} for {kind}")
     name, existing = _index_target(manifest, column, name, replace, "create_scalar_index")
     groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
-    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
+    tasks = (replace_task(_task(manifest, name, kind, column, g), train=train) for g in groups)
+    return IndexBuildPlan(manifest.version, tuple(tasks), existing)
 
 
 def _index_target(
