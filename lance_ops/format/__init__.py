@@ -11,6 +11,17 @@ The API mirrors pylance where they overlap::
 from lance_ops.format._version import __version__ as __version__
 from lance_ops.format.api.compaction import Compaction
 from lance_ops.format.api.debug import format_fragment
+from lance_ops.format.api.fts_queries import (
+    BooleanQuery,
+    BoostQuery,
+    FullTextOperator,
+    FullTextQuery,
+    FullTextQueryType,
+    MatchQuery,
+    MultiMatchQuery,
+    Occur,
+    PhraseQuery,
+)
 from lance_ops.format.api.functions import (
     acquire_lease,
     commit,
@@ -125,6 +136,8 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "BooleanQuery", "BoostQuery", "FullTextOperator", "FullTextQuery", "FullTextQueryType", "MatchQuery",
+    "MultiMatchQuery", "Occur", "PhraseQuery",
     "format_fragment",
     "json_to_schema",
     "schema_to_json",

@@ -109,11 +109,13 @@ class TokenizerParams:
 
 @dataclass(frozen=True)
 class DocTokens:
-    """The tokens of a batch of documents: ``row`` (index into the input) and ``token`` per
-    occurrence, in document order."""
+    """The tokens of a batch of documents: ``row`` (index into the input), ``token`` and
+    ``position`` (its ordinal among the row's base tokens: stop words and long tokens dropped
+    keep their places, as tantivy's filters) per occurrence, in document order."""
 
     row: np.ndarray
     token: pa.Array
+    position: np.ndarray | None = None
 
 
 def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
@@ -126,10 +128,14 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
     flat = pc.list_flatten(parts)
     rows = pc.list_parent_indices(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
+    flat, rows = flat.filter(keep), rows.filter(keep)
+    row_np = rows.to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.searchsorted(row_np, row_np, side="left")  # rows ascend: each row's first token
+    pos = np.arange(len(row_np), dtype=np.int64) - starts
     r = params.raw
     if r.get("max_token_length") is not None:
-        keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(r["max_token_length"])))
-    flat, rows = flat.filter(keep), rows.filter(keep)
+        keep = pc.less(pc.binary_length(flat), int(r["max_token_length"]))
+        flat, rows, pos = flat.filter(keep), rows.filter(keep), pos[keep.to_numpy(zero_copy_only=False)]
     if r.get("lower_case"):
         flat = pc.utf8_lower(flat)
     enc = pc.dictionary_encode(flat)
@@ -145,7 +151,8 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
         vocab = [None if v in stops else v for v in vocab]
     tokens = pa.DictionaryArray.from_arrays(enc.indices, pa.array(vocab, pa.string())).cast(pa.string())
     valid = tokens.is_valid()
-    return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid))
+    return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid),
+                     pos[valid.to_numpy(zero_copy_only=False)])
 
 
 def _stem(vocab: list[str | None]) -> list[str | None]:

@@ -1,0 +1,297 @@
+"""pylance's ``full_text_query=`` scan keyword, answered flat: the searched columns are read and
+tokenized with their INVERTED index's params (pylance's defaults without an index), and rows are
+scored with BM25 over the live rows' documents (a document: a row with at least one token), as
+pylance's index scores a fully indexed dataset (docs/FORMAT.md "INVERTED segments").
+
+Query objects (:mod:`.fts_queries`): match (OR / AND, fuzzy expansions scored as terms of their
+own), phrase (token positions, ``slop``), boost, multi-match and boolean.  Rows come best first
+(ties by row id); output: the projection, ``_score`` (float32), then ``_rowid`` / ``_rowaddr``
+asked for.  ``filter`` with ``prefilter=True`` restricts the candidates before ``limit``;
+otherwise it is applied to the rows found (pylance's post-filter).
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from functools import singledispatch
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_ops.format.api.fts_queries import (
+    BooleanQuery,
+    BoostQuery,
+    FullTextOperator,
+    FullTextQuery,
+    MatchQuery,
+    MultiMatchQuery,
+    Occur,
+    PhraseQuery,
+    parse_full_text_query,
+)
+from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
+from lance_ops.format.index.build.inverted import reference_layout
+from lance_ops.format.index.build.postings import bm25
+from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, TokenizerParams, tokenize
+from lance_ops.format.index.metadata import decode_index_section
+from lance_ops.format.read.filters import resolve_filter
+from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID, filter_table
+from lance_ops.format.read.take import take_row_ids
+
+__all__ = ["SCORE", "full_text_table"]
+
+SCORE = "_score"
+#: a hit list: row ids (ascending, unique) and their scores
+Hits = tuple[np.ndarray, np.ndarray]
+_EMPTY: Hits = (np.zeros(0, np.uint64), np.zeros(0, np.float32))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnDocs:
+    """A column's documents: each token occurrence's row (index into ``row_ids``), term code
+    and position; ``doc_len`` per row; the vocabulary; BM25's corpus counts."""
+
+    row_ids: np.ndarray
+    occ_row: np.ndarray
+    occ_code: np.ndarray
+    occ_pos: np.ndarray
+    doc_len: np.ndarray
+    vocab: dict[str, int]
+    params: TokenizerParams
+
+    @property
+    def num_docs(self) -> int:
+        return int(np.count_nonzero(self.doc_len))
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.doc_len.sum())
+
+    def query_terms(self, text: str) -> tuple[list[str], list[int]]:
+        """The query's tokens (as the column's are made) and their positions."""
+        toks = tokenize(pa.array([text], pa.string()), self.params)
+        pos = toks.position if toks.position is not None else np.arange(len(toks.token))
+        return toks.token.to_pylist(), pos.tolist()
+
+    def term_hits(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (indices, ascending) holding ``term`` and its frequency in each."""
+        code = self.vocab.get(term)
+        if code is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.unique(self.occ_row[self.occ_code == code], return_counts=True)
+
+    def score(self, rows: np.ndarray, freq: np.ndarray, df: int) -> np.ndarray:
+        if not len(rows):
+            return np.zeros(0, np.float32)
+        return bm25(freq, self.doc_len[rows], np.full(len(rows), df), self.num_docs, self.total_tokens)
+
+
+class Corpus:
+    """The searched dataset's columns, read and tokenized once per query."""
+
+    def __init__(self, ds: Any, params: Mapping[str, TokenizerParams]):
+        self._ds, self._params, self._docs = ds, params, {}
+
+    def column(self, name: str) -> ColumnDocs:
+        if name not in self._docs:
+            self._docs[name] = _column_docs(self._ds, name, self._params.get(name))
+        return self._docs[name]
+
+
+def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
+    if name not in ds.schema.names:
+        raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
+    table = ds.to_table(columns=[name], with_row_id=True)
+    values = table[name].combine_chunks()
+    parent = None
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):  # a list of strings: one document
+        parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
+        values = pc.list_flatten(values)
+    params = params or TokenizerParams(dict(DEFAULT_PARAMS))
+    toks = tokenize(values, params)
+    rows = toks.row if parent is None else parent[toks.row]
+    enc = pc.dictionary_encode(toks.token)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(toks.token) else np.zeros(0, np.int64)
+    vocab = {t: i for i, t in enumerate(enc.dictionary.to_pylist())} if len(toks.token) else {}
+    pos = toks.position if toks.position is not None else np.zeros(len(rows), np.int64)
+    return ColumnDocs(table[ROW_ID].to_numpy().astype(np.uint64), rows, codes, pos,
+                      np.bincount(rows, minlength=table.num_rows).astype(np.int64), vocab, params)
+
+
+# ------------------------------------------------------------------ evaluation
+def _merge(hits: Sequence[Hits], combine: str) -> Hits:
+    """Rows of all (``and``) or any (``or``) hit lists, scores added."""
+    if not hits:
+        return _EMPTY
+    ids = np.concatenate([h[0] for h in hits])
+    scores = np.concatenate([h[1] for h in hits]).astype(np.float32)
+    uniq, inv, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    total = np.zeros(len(uniq), np.float32)
+    np.add.at(total, inv, scores)
+    keep = counts == len(hits) if combine == "and" else np.ones(len(uniq), bool)
+    return uniq[keep], total[keep]
+
+
+def _levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _expansions(q: MatchQuery, docs: ColumnDocs, term: str) -> list[str]:
+    """The vocabulary terms a (fuzzy) query term stands for."""
+    fuzz = q.fuzziness if q.fuzziness is not None else (0 if len(term) <= 2 else 1 if len(term) <= 5 else 2)
+    if fuzz == 0:
+        return [term]
+    prefix = term[: q.prefix_length]
+    near = sorted((d, t) for t in docs.vocab if t.startswith(prefix) and abs(len(t) - len(term)) <= fuzz
+                  and (d := _levenshtein(term, t)) <= fuzz)
+    return [t for _, t in near[: q.max_expansions]]
+
+
+def _term_score(docs: ColumnDocs, term: str) -> Hits:
+    rows, freq = docs.term_hits(term)
+    return docs.row_ids[rows], docs.score(rows, freq, len(rows))
+
+
+@singledispatch
+def evaluate(query: FullTextQuery, corpus: Corpus) -> Hits:
+    """The rows a query finds and their scores."""
+    raise InvalidArgumentError(f"full_text_query: query type {type(query).__name__} is not supported")
+
+
+@evaluate.register
+def _(query: MatchQuery, corpus: Corpus) -> Hits:
+    docs = corpus.column(query.column)
+    terms, _ = docs.query_terms(query.query)
+    per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
+                for term in dict.fromkeys(terms)]
+    ids, scores = _merge(per_term, "and" if query.operator is FullTextOperator.AND else "or")
+    return ids, (scores * np.float32(query.boost)).astype(np.float32)
+
+
+@evaluate.register
+def _(query: PhraseQuery, corpus: Corpus) -> Hits:
+    docs = corpus.column(query.column)
+    terms, qpos = docs.query_terms(query.query)
+    if not terms:
+        return _EMPTY
+    codes = [docs.vocab.get(t) for t in terms]
+    if any(c is None for c in codes):
+        return _EMPTY
+    found = _merge([_term_score(docs, t) for t in dict.fromkeys(terms)], "and")
+    order = np.argsort(docs.row_ids, kind="stable")
+    rows = order[np.searchsorted(docs.row_ids[order], found[0])]
+    keep = [i for i, row in enumerate(rows.tolist()) if _has_phrase(docs, row, codes, qpos, query.slop)]
+    return found[0][keep], found[1][keep]
+
+
+def _has_phrase(docs: ColumnDocs, row: int, codes: list[int | None], qpos: list[int], slop: int) -> bool:
+    """Whether ``row`` holds the terms in order, each gap at most ``slop`` positions wider than
+    the query's."""
+    mine = docs.occ_row == row
+    where = [set(docs.occ_pos[mine & (docs.occ_code == c)].tolist()) for c in codes]
+    for start in sorted(where[0]):
+        prev, ok = start, True
+        for i in range(1, len(codes)):
+            want = prev + (qpos[i] - qpos[i - 1])
+            nxt = [p for p in where[i] if want <= p <= want + slop]
+            if not nxt:
+                ok = False
+                break
+            prev = min(nxt)
+        if ok:
+            return True
+    return False
+
+
+@evaluate.register
+def _(query: BoostQuery, corpus: Corpus) -> Hits:
+    ids, scores = evaluate(query.positive, corpus)
+    neg_ids, neg = evaluate(query.negative, corpus)
+    at = np.searchsorted(neg_ids, ids)
+    hit = np.isin(ids, neg_ids)
+    minus = np.where(hit, neg[np.minimum(at, max(len(neg) - 1, 0))] if len(neg) else 0, 0)
+    return ids, (scores - np.float32(query.negative_boost) * minus).astype(np.float32)
+
+
+@evaluate.register
+def _(query: MultiMatchQuery, corpus: Corpus) -> Hits:
+    boosts = query.boosts or [1.0] * len(query.columns)
+    return _merge([evaluate(MatchQuery(query.query, c, boost=b, operator=query.operator), corpus)
+                   for c, b in zip(query.columns, boosts, strict=True)], "or")
+
+
+@evaluate.register
+def _(query: BooleanQuery, corpus: Corpus) -> Hits:
+    clauses = [(Occur(getattr(o, "value", o)), evaluate(q, corpus)) for o, q in query.queries]
+    must = [h for o, h in clauses if o is Occur.MUST]
+    should = [h for o, h in clauses if o is Occur.SHOULD]
+    if must:
+        ids, scores = _merge(must, "and")
+        if should:
+            extra_ids, extra = _merge(should, "or")
+            at = np.searchsorted(extra_ids, ids)
+            ok = (at < len(extra_ids)) & (extra_ids[np.minimum(at, max(len(extra_ids) - 1, 0))] == ids) \
+                if len(extra_ids) else np.zeros(len(ids), bool)
+            scores = scores + np.where(ok, extra[np.minimum(at, max(len(extra_ids) - 1, 0))], 0).astype(np.float32)
+    else:
+        ids, scores = _merge(should, "or")
+    for o, (nids, _) in clauses:
+        if o is Occur.MUST_NOT:
+            keep = ~np.isin(ids, nids)
+            ids, scores = ids[keep], scores[keep]
+    return ids, scores
+
+
+# ------------------------------------------------------------------ the scan
+def _fts_indices(ds: Any) -> dict[str, Any]:
+    """The first INVERTED segment per indexed column name."""
+    section = ds.manifest.index_section
+    if not section:
+        return {}
+    out: dict[str, Any] = {}
+    for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
+        if seg.kind == "INVERTED" and seg.fields:
+            out.setdefault(ds.lance_schema.field_by_id(seg.fields[0]).name, seg)
+    return out
+
+
+def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: Any,
+                    search: Callable[[Any, Corpus], Hits] = evaluate) -> pa.Table:
+    """The rows a scan with ``opts.full_text_query`` finds (see the module's docstring)."""
+    if opts.include_deleted_rows:
+        raise InvalidArgumentError("Invalid user input: Cannot include deleted rows in a full text search")
+    segments = _fts_indices(ds)
+    params = {c: reference_layout(ds._store, s).params for c, s in segments.items()}
+    query = parse_full_text_query(opts.full_text_query, list(segments))
+    ids, scores = search(query, Corpus(ds, params))
+    if filter is not None and opts.prefilter:
+        allowed = ds.to_table(columns=[], filter=filter, with_row_id=True)[ROW_ID].to_numpy()
+        keep = np.isin(ids, allowed)
+        ids, scores = ids[keep], scores[keep]
+    order = np.lexsort((ids, -scores.astype(np.float64)))
+    ids, scores = ids[order], scores[order]
+    post = None if opts.prefilter or filter is None else resolve_filter(ds.lance_schema, filter)
+    if opts.limit is not None and post is None:
+        ids, scores = ids[: (opts.offset or 0) + opts.limit], scores[: (opts.offset or 0) + opts.limit]
+    names = list(ds.schema.names) if columns is None else list(columns)
+    out_names = [*names, *([SCORE] if SCORE not in names else [])]
+    out_names += [n for n, on in ((ROW_ID, opts.with_row_id), (ROW_ADDR, opts.with_row_address)) if on and n not in out_names]
+    wanted = [n for n in out_names if n not in (SCORE, ROW_ID)]
+    if post is not None:
+        wanted = list(dict.fromkeys([*wanted, *ds.schema.names]))
+    rows = take_row_ids(ds, ids, [*wanted, ROW_ID])
+    got = rows[ROW_ID].to_numpy()
+    pos = {int(r): i for i, r in enumerate(ids.tolist())}
+    rows = rows.append_column(SCORE, pa.array(scores[[pos[int(r)] for r in got]], pa.float32()))
+    if post is not None:
+        rows = filter_table(rows, post)
+    start = opts.offset or 0
+    out = rows.select(out_names)
+    return out.slice(start, opts.limit) if opts.limit is not None else out.slice(start)
