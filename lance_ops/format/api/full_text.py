@@ -170,7 +170,7 @@ def _(query: MatchQuery, corpus: Corpus) -> Hits:
     docs = corpus.column(query.column)
     terms, _ = docs.query_terms(query.query)
     per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
-                for term in dict.fromkeys(terms)]
+                for term in terms]  # a repeated term counts again (pylance)
     ids, scores = _merge(per_term, "and" if query.operator is FullTextOperator.AND else "or")
     return ids, (scores * np.float32(query.boost)).astype(np.float32)
 
@@ -184,7 +184,7 @@ def _(query: PhraseQuery, corpus: Corpus) -> Hits:
     codes = [docs.vocab.get(t) for t in terms]
     if any(c is None for c in codes):
         return _EMPTY
-    found = _merge([_term_score(docs, t) for t in dict.fromkeys(terms)], "and")
+    found = _merge([_term_score(docs, t) for t in terms], "and")  # a repeated term counts again (pylance)
     order = np.argsort(docs.row_ids, kind="stable")
     rows = order[np.searchsorted(docs.row_ids[order], found[0])]
     keep = [i for i, row in enumerate(rows.tolist()) if _has_phrase(docs, row, codes, qpos, query.slop)]

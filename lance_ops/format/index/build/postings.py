@@ -15,6 +15,7 @@ Scores are BM25 over the partition (:func:`bm25`).
 """
 
 import numpy as np
+import pyarrow as pa
 
 from lance_ops.format.errors import UnsupportedFeatureError
 
@@ -149,3 +150,31 @@ def bm25(freqs: np.ndarray, doc_len: np.ndarray, df: np.ndarray, num_docs: int, 
     tf = freqs.astype(np.float32)
     norm = K1 * (np.float32(1) - B + B * doc_len.astype(np.float32) / avgdl)
     return (idf * ((K1 + np.float32(1)) * tf / (tf + norm))).astype(np.float32)
+
+
+def encode_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray) -> pa.Array:
+    """The ``_position`` column: per token (postings ``[bounds[t], bounds[t+1])``) a list per
+    document of binaries: ``u32`` the count, a block per 128 positions (``u32`` first, ``u8``
+    bits, the deltas bit-packed as a full posting block's doc ids), then the rest as ``u32``s.
+    ``positions``: every posting's positions, ascending, postings in order (``freq`` each)."""
+    off = _segments(freq.astype(np.int64))
+    items: list[bytes] = []
+    inner = [0]
+    for i in range(len(freq)):
+        p = positions[off[i]:off[i + 1]].astype(np.uint32)
+        n = len(p)
+        items.append(np.uint32(n).astype("<u4").tobytes())
+        full = n // BLOCK
+        if full:
+            blocks = p[: full * BLOCK].reshape(full, BLOCK)
+            deltas = np.diff(blocks, axis=1, prepend=blocks[:, :1])
+            bits = _bits(deltas)
+            for b in range(full):
+                items.append(blocks[b, :1].astype("<u4").tobytes() + bytes([int(bits[b])])
+                             + pack4x(deltas[b:b + 1], int(bits[b])).tobytes())
+        if n % BLOCK:
+            items.append(p[full * BLOCK:].astype("<u4").tobytes())
+        inner.append(len(items))
+    flat = pa.array(items, pa.large_binary())
+    per_doc = pa.ListArray.from_arrays(pa.array(inner, pa.int32()), flat)
+    return pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32), pa.int32()), per_doc)

@@ -88,7 +88,6 @@ class TokenizerParams:
         unsupported = {
             "lance_tokenizer": (r.get("lance_tokenizer") or "text") != "text",
             "base_tokenizer": r.get("base_tokenizer") != "simple",
-            "with_position": bool(r.get("with_position")),
             "language": (r.get("stem") or (r.get("remove_stop_words") and r.get("custom_stop_words") is None))
             and r.get("language") != "English",
             "split_identifiers": bool(r.get("split_identifiers")),
