@@ -115,6 +115,7 @@ from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import Tags
+from lance_ops.format.txn.index_entry import Index
 from lance_ops.format.txn.lance_operation import LanceOperation
 from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
 from lance_ops.format.txn.operations import (
@@ -137,7 +138,7 @@ from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec
 
 __all__ = [
     "BooleanQuery", "BoostQuery", "FullTextOperator", "FullTextQuery", "FullTextQueryType", "MatchQuery",
-    "MultiMatchQuery", "Occur", "PhraseQuery",
+    "MultiMatchQuery", "Occur", "PhraseQuery", "Index",
     "format_fragment",
     "json_to_schema",
     "schema_to_json",

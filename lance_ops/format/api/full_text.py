@@ -257,9 +257,15 @@ def _fts_indices(ds: Any) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
-        if seg.kind == "INVERTED" and seg.fields:
+        if seg.fields and (seg.kind == "INVERTED" or (seg.kind == "UNKNOWN" and _inverted_files(ds, seg))):
             out.setdefault(ds.lance_schema.field_by_id(seg.fields[0]).name, seg)
     return out
+
+
+def _inverted_files(ds: Any, seg: Any) -> bool:
+    """A segment committed without details (pylance's distributed build) holding full-text files."""
+    names = [f.path for f in seg.files] if seg.files else ds._store.list_dir(seg.directory)
+    return "metadata.lance" in names and any(n.endswith("docs.lance") for n in names)
 
 
 def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: Any,
