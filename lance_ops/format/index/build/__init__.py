@@ -28,13 +28,14 @@ from lance_ops.format.index.build.inverted_params import encode_details
 from lance_ops.format.index.build.ivf import IvfModel, vectors, write_ivf
 from lance_ops.format.index.build.ivf_train import given_model, partition_count, train_model
 from lance_ops.format.index.build.label_list import write_label_list
+from lance_ops.format.index.build.ngram import write_ngram
 from lance_ops.format.index.build.text_tokens import TokenizerParams
 from lance_ops.format.index.build.zonemap import write_zonemap
 from lance_ops.format.index.metadata import IndexMetadata
 from lance_ops.format.io.object_store import ObjectStore
 
 #: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
-BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
+BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "NGRAM")
 #: the kinds lance_ops adds segments to (``optimize_indices``): vector kinds reuse the model,
 #: INVERTED the tokenizer params of an existing segment
 SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ", "INVERTED")
@@ -83,6 +84,8 @@ def write_segment(
             return write_btree(w, data, stable_row_ids=stable_row_ids)
         if kind == "BITMAP":
             return write_bitmap(w, data)
+        if kind == "NGRAM":
+            return write_ngram(w, data)
         if kind == "LABEL_LIST":
             return write_label_list(w, data, column=column)
         return write_zonemap(w, data)
