@@ -108,7 +108,8 @@ class BoostQuery(FullTextQuery):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MultiMatchQuery(FullTextQuery):
-    """A match query per column (``boosts`` per column), the rows of any, their scores added."""
+    """A match query per column (``boosts`` per column): the rows of any, each with its best
+    column's score (pylance's)."""
 
     query: str
     columns: Sequence[str]

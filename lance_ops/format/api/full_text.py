@@ -11,6 +11,7 @@ otherwise it is applied to the rows found (pylance's post-filter).
 """
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
 from typing import Any
@@ -33,7 +34,7 @@ from lance_ops.format.api.fts_queries import (
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_ops.format.index.build.inverted import reference_layout
 from lance_ops.format.index.build.postings import bm25
-from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, TokenizerParams, tokenize
+from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, SIMPLE_SPLIT, TokenizerParams, tokenize
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.read.filters import resolve_filter
 from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID, filter_table
@@ -108,27 +109,31 @@ def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDo
     if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):  # a list of strings: one document
         parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
         values = pc.list_flatten(values)
-    params = params or TokenizerParams(dict(DEFAULT_PARAMS))
-    toks = tokenize(values, params)
+    toks = tokenize(values, params or TokenizerParams(dict(DEFAULT_PARAMS)))
     rows = toks.row if parent is None else parent[toks.row]
+    lengths = rows
+    if params is None:  # no index: pylance's flat search counts stop words in a document's length
+        raw = tokenize(values, TokenizerParams({**DEFAULT_PARAMS, "remove_stop_words": False}))
+        lengths = raw.row if parent is None else parent[raw.row]
+    params = params or TokenizerParams(dict(DEFAULT_PARAMS))
     enc = pc.dictionary_encode(toks.token)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(toks.token) else np.zeros(0, np.int64)
     vocab = {t: i for i, t in enumerate(enc.dictionary.to_pylist())} if len(toks.token) else {}
     pos = toks.position if toks.position is not None else np.zeros(len(rows), np.int64)
     return ColumnDocs(table[ROW_ID].to_numpy().astype(np.uint64), rows, codes, pos,
-                      np.bincount(rows, minlength=table.num_rows).astype(np.int64), vocab, params)
+                      np.bincount(lengths, minlength=table.num_rows).astype(np.int64), vocab, params)
 
 
 # ------------------------------------------------------------------ evaluation
 def _merge(hits: Sequence[Hits], combine: str) -> Hits:
-    """Rows of all (``and``) or any (``or``) hit lists, scores added."""
+    """Rows of all (``and``) or any (``or``, ``max``) hit lists, scores added (``max``: the best)."""
     if not hits:
         return _EMPTY
     ids = np.concatenate([h[0] for h in hits])
     scores = np.concatenate([h[1] for h in hits]).astype(np.float32)
     uniq, inv, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    total = np.zeros(len(uniq), np.float32)
-    np.add.at(total, inv, scores)
+    total = np.zeros(len(uniq), np.float32) if combine != "max" else np.full(len(uniq), -np.inf, np.float32)
+    (np.maximum if combine == "max" else np.add).at(total, inv, scores)
     keep = counts == len(hits) if combine == "and" else np.ones(len(uniq), bool)
     return uniq[keep], total[keep]
 
@@ -154,6 +159,12 @@ def _expansions(q: MatchQuery, docs: ColumnDocs, term: str) -> list[str]:
     return [t for _, t in near[: q.max_expansions]]
 
 
+def _raw_terms(text: str) -> list[str]:
+    """A fuzzy query's terms: split as the base tokenizer splits, neither lower-cased nor stemmed
+    (pylance's: ``Puppy`` is two edits from the indexed ``puppi``)."""
+    return [t for t in re.split(SIMPLE_SPLIT, text) if t]
+
+
 def _term_score(docs: ColumnDocs, term: str) -> Hits:
     rows, freq = docs.term_hits(term)
     return docs.row_ids[rows], docs.score(rows, freq, len(rows))
@@ -168,7 +179,7 @@ def evaluate(query: FullTextQuery, corpus: Corpus) -> Hits:
 @evaluate.register
 def _(query: MatchQuery, corpus: Corpus) -> Hits:
     docs = corpus.column(query.column)
-    terms, _ = docs.query_terms(query.query)
+    terms = docs.query_terms(query.query)[0] if query.fuzziness == 0 else _raw_terms(query.query)
     per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
                 for term in terms]  # a repeated term counts again (pylance)
     ids, scores = _merge(per_term, "and" if query.operator is FullTextOperator.AND else "or")
@@ -224,7 +235,7 @@ def _(query: BoostQuery, corpus: Corpus) -> Hits:
 def _(query: MultiMatchQuery, corpus: Corpus) -> Hits:
     boosts = query.boosts or [1.0] * len(query.columns)
     return _merge([evaluate(MatchQuery(query.query, c, boost=b, operator=query.operator), corpus)
-                   for c, b in zip(query.columns, boosts, strict=True)], "or")
+                   for c, b in zip(query.columns, boosts, strict=True)], "max")  # pylance's best field
 
 
 @evaluate.register

@@ -63,6 +63,8 @@ _FOLD_EXTRA = str.maketrans(
      "ŉ": "n", "Ŋ": "N", "ŋ": "n", "ſ": "s", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T"}
 )
 _SIMPLE_SPLIT = r"[^\p{L}\p{N}]+"
+#: the same split for Python's ``re`` (``\W`` and ``_``: any character not a letter or digit)
+SIMPLE_SPLIT = r"[\W_]+"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,171 @@
+"""Full-text search and the text indices ``create_scalar_index`` builds, against pylance 14 on the
+same data: an INVERTED index lance_ops creates (tokenizer keywords, ``with_position``) has
+pylance's params and details and answers pylance's queries with pylance's row ids and BM25
+scores; lance_ops answers ``full_text_query`` (strings, match / fuzzy / AND / phrase / boost /
+multi-match / boolean objects, prefilter, limit) with pylance's rows and scores; a distributed
+build (``fragment_ids`` / ``merge_index_metadata`` / ``CreateIndex`` of an ``Index``) equals the
+single build; an NGRAM index lance_ops creates holds pylance's tokens and postings.
+"""
+
+import glob
+import uuid
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from lance.dataset import Index as PyIndex
+from lance.file import LanceFileReader
+from lance.query import BooleanQuery, BoostQuery, FullTextOperator, MatchQuery, MultiMatchQuery, Occur, PhraseQuery
+
+import lance_ops.format as lf
+from lance_ops.format.index.metadata import decode_index_section
+
+WORDS = ("frodo was a happy puppy with the tail lance search text database quick brown fox jumped running runs "
+         "café naïve Straße data-lake the and is of").split()
+
+
+def corpus(n: int = 120, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    words = np.array(WORDS)
+    text = [" ".join(words[rng.integers(0, len(words), rng.integers(0, 10))]) for _ in range(n)]
+    title = [" ".join(words[rng.integers(0, len(words), rng.integers(1, 4))]) for _ in range(n)]
+    text[1] = None
+    return pa.table({"id": pa.array(np.arange(n), pa.int64()), "text": text, "title": title})
+
+
+def hits(t: pa.Table) -> list[tuple[int, float]]:
+    return sorted(zip(t["_rowid"].to_pylist(), t["_score"].to_pylist(), strict=True))
+
+
+def both(tmp_path, index: dict | None = None, **write) -> tuple[lf.LanceDataset, lance.LanceDataset]:
+    """The same rows written by each library (index built by each on its own, when given)."""
+    data = corpus()
+    ops = lf.write_dataset(data, str(tmp_path / "ops"), max_rows_per_file=50, **write)
+    py = lance.write_dataset(data, str(tmp_path / "py"), max_rows_per_file=50, **write)
+    if index is not None:
+        ops.create_scalar_index("text", "INVERTED", **index)
+        py.create_scalar_index("text", "INVERTED", **index)
+    return ops, py
+
+
+def _segment(uri: str):
+    return decode_index_section(lf.dataset(uri).manifest.index_section, uri)[0]
+
+
+@pytest.mark.parametrize("params", [{}, {"remove_stop_words": False, "stem": False},
+                                    {"custom_stop_words": ["frodo"], "ascii_folding": False},
+                                    {"max_token_length": None, "lower_case": False}, {"with_position": True}])
+def test_created_inverted_index_is_pylances(tmp_path, params):
+    ops, py = both(tmp_path, params)
+    a, b = _segment(ops.uri), _segment(py.uri)
+    assert (a.type_url, a.details, a.index_version) == (b.type_url, b.details, b.index_version)
+    pa_stats = lance.dataset(ops.uri).stats.index_stats("text_idx")["indices"][0]
+    pb_stats = py.stats.index_stats("text_idx")["indices"][0]
+    assert pa_stats == pb_stats
+    reader = lance.dataset(ops.uri)
+    for q in ("frodo", "running fox", "cafe", "the happy puppy", "strasse lake"):
+        assert hits(reader.to_table(full_text_query=q, with_row_id=True)) == \
+            hits(py.to_table(full_text_query=q, with_row_id=True)), q
+
+
+def test_pylance_phrase_queries_on_lance_ops_positions(tmp_path):
+    ops, py = both(tmp_path, {"with_position": True, "remove_stop_words": False})
+    reader = lance.dataset(ops.uri)
+    for q, slop in (("happy puppy", 0), ("frodo was", 0), ("quick fox", 1), ("the tail", 2), ("puppy puppy", 0)):
+        want = hits(py.to_table(full_text_query=PhraseQuery(q, "text", slop=slop), with_row_id=True))
+        assert hits(reader.to_table(full_text_query=PhraseQuery(q, "text", slop=slop), with_row_id=True)) == want
+        assert hits(ops.to_table(full_text_query=lf.PhraseQuery(q, "text", slop=slop), with_row_id=True)) == want
+
+
+QUERIES = [
+    ("lance search text", "lance search text"),
+    ({"query": "puppy", "columns": ["title"]}, {"query": "puppy", "columns": ["title"]}),
+    (lf.MatchQuery("frodo frodo happy", "text"), MatchQuery("frodo frodo happy", "text")),
+    (lf.MatchQuery("puppi runing", "text", fuzziness=1), MatchQuery("puppi runing", "text", fuzziness=1)),
+    (lf.MatchQuery("quick fox", "text", operator="AND"), MatchQuery("quick fox", "text", operator=FullTextOperator.AND)),
+    (lf.MatchQuery("tail", "text", boost=2.0), MatchQuery("tail", "text", boost=2.0)),
+    (lf.BoostQuery(lf.MatchQuery("puppy", "text"), lf.MatchQuery("happy", "text"), negative_boost=0.3),
+     BoostQuery(MatchQuery("puppy", "text"), MatchQuery("happy", "text"), negative_boost=0.3)),
+    (lf.MultiMatchQuery("puppy fox", ["text", "title"]), MultiMatchQuery("puppy fox", ["text", "title"])),
+    (lf.BooleanQuery([(lf.Occur.MUST, lf.MatchQuery("frodo", "text")), (lf.Occur.SHOULD, lf.MatchQuery("tail", "text")),
+                      (lf.Occur.MUST_NOT, lf.MatchQuery("happy", "text"))]),
+     BooleanQuery([(Occur.MUST, MatchQuery("frodo", "text")), (Occur.SHOULD, MatchQuery("tail", "text")),
+                   (Occur.MUST_NOT, MatchQuery("happy", "text"))])),
+    (lf.MatchQuery("frodo", "text") | lf.MatchQuery("fox", "title"), MatchQuery("frodo", "text") | MatchQuery("fox", "title")),
+]
+
+
+@pytest.mark.parametrize("i", range(len(QUERIES)))
+def test_full_text_query_answers_as_pylance(tmp_path, i):
+    ops, py = both(tmp_path, {"remove_stop_words": False})
+    ops.create_scalar_index("title", "INVERTED")
+    py.create_scalar_index("title", "INVERTED")
+    mine, theirs = QUERIES[i]
+    a = ops.to_table(full_text_query=mine, with_row_id=True)
+    b = py.to_table(full_text_query=theirs, with_row_id=True)
+    assert hits(a) == hits(b)
+    assert a.schema.names == b.schema.names
+    assert a["_score"].to_pylist() == sorted(a["_score"].to_pylist(), reverse=True)
+
+
+def test_filter_limit_and_no_index(tmp_path):
+    ops, py = both(tmp_path, {})
+    for kw in ({"filter": "id > 40", "prefilter": True}, {"filter": "id > 40"}, {"columns": ["id"]}):
+        a = ops.to_table(full_text_query="frodo puppy", with_row_id=True, **kw)
+        b = py.to_table(full_text_query="frodo puppy", with_row_id=True, **kw)
+        assert hits(a) == hits(b) and a.schema.names == b.schema.names, kw
+    top = ops.to_table(full_text_query="frodo puppy", limit=5, with_row_id=True)
+    want = py.to_table(full_text_query="frodo puppy", limit=5, with_row_id=True)
+    assert top["_score"].to_pylist() == want["_score"].to_pylist()
+    plain_ops, plain_py = both(tmp_path / "plain")  # no index: pylance searches flat with default params
+    assert hits(plain_ops.to_table(full_text_query=lf.MatchQuery("frodo", "text"), with_row_id=True)) == \
+        hits(plain_py.to_table(full_text_query=MatchQuery("frodo", "text"), with_row_id=True))
+    with pytest.raises(ValueError, match="Cannot include deleted rows"):
+        ops.to_table(full_text_query="frodo", with_row_id=True, include_deleted_rows=True)
+
+
+def _distributed(ds, module, index_cls, **params):
+    u = str(uuid.uuid4())
+    frags = [f.fragment_id for f in ds.get_fragments()]
+    for f in frags:
+        ds.create_scalar_index("text", "INVERTED", name="dist_idx", replace=False, index_uuid=u, fragment_ids=[f],
+                               **params)
+    ds.merge_index_metadata(u, index_type="INVERTED")
+    field = ds.schema.get_field_index("text")
+    idx = index_cls(uuid=u, name="dist_idx", fields=[field], dataset_version=ds.version, fragment_ids=set(frags),
+                    index_version=0)
+    op = module.LanceOperation.CreateIndex(new_indices=[idx], removed_indices=[])
+    return module.LanceDataset.commit(ds.uri, op, read_version=ds.version)
+
+
+def test_distributed_build_equals_single(tmp_path):
+    ops, py = both(tmp_path, None)
+    mine = _distributed(ops, lf, lf.Index, remove_stop_words=False)
+    theirs = _distributed(py, lance, PyIndex, remove_stop_words=False)
+    reader = lance.dataset(mine.uri)
+    assert reader.list_indices()[0]["type"] == "Inverted" and mine.list_indices()[0]["name"] == "dist_idx"
+    for q in ("frodo", "the happy puppy", "lance database"):
+        want = hits(theirs.to_table(full_text_query=q, with_row_id=True))
+        assert hits(reader.to_table(full_text_query=q, with_row_id=True)) == want
+        assert hits(mine.to_table(full_text_query=q, with_row_id=True)) == want
+    assert not glob.glob(f"{mine.uri}/_indices/*/staging/*")
+
+
+def test_ngram_index_is_pylances(tmp_path):
+    t = pa.table({"t": ["hello world", "Hello", None, "wor", "Café 12ab", "ÀB-c", "", "apples", "x y"] * 4})
+    lf.write_dataset(t, str(tmp_path / "ops"), max_rows_per_file=10).create_scalar_index("t", "NGRAM")
+    lance.write_dataset(t, str(tmp_path / "py"), max_rows_per_file=10).create_scalar_index("t", "NGRAM")
+    files = [glob.glob(f"{tmp_path}/{w}/_indices/*/ngram_postings.lance")[0] for w in ("ops", "py")]
+    a, b = (LanceFileReader(f).read_all().to_table() for f in files)
+    assert a.equals(b)
+    a_seg, b_seg = _segment(str(tmp_path / "ops")), _segment(str(tmp_path / "py"))
+    assert (a_seg.type_url, a_seg.details, a_seg.index_version) == (b_seg.type_url, b_seg.details, b_seg.index_version)
+    reader = lance.dataset(str(tmp_path / "ops"))
+    assert reader.list_indices()[0]["type"] == "NGram"
+    for f in ("contains(t, 'ello')", "contains(t, 'caf')", "t IS NULL", "contains(t, '12a')"):
+        assert reader.to_table(filter=f).num_rows == lance.dataset(str(tmp_path / "py")).to_table(filter=f).num_rows
+    ds = lf.dataset(str(tmp_path / "ops"))
+    ds.insert(pa.table({"t": ["yellow"]}))
+    ds.optimize_indices()
+    assert lance.dataset(ds.uri).to_table(filter="contains(t, 'ello')").num_rows == 9
