@@ -16,7 +16,15 @@ import pyarrow as pa
 import pytest
 from lance.dataset import Index as PyIndex
 from lance.file import LanceFileReader
-from lance.query import BooleanQuery, BoostQuery, FullTextOperator, MatchQuery, MultiMatchQuery, Occur, PhraseQuery
+from lance.query import (
+    BooleanQuery,
+    BoostQuery,
+    FullTextOperator,
+    MatchQuery,
+    MultiMatchQuery,
+    Occur,
+    PhraseQuery,
+)
 
 import lance_ops.format as lf
 from lance_ops.format.index.metadata import decode_index_section
