@@ -71,6 +71,7 @@ def test_created_inverted_index_is_pylances(tmp_path, params):
     pa_stats = lance.dataset(ops.uri).stats.index_stats("text_idx")["indices"][0]
     pb_stats = py.stats.index_stats("text_idx")["indices"][0]
     assert pa_stats == pb_stats
+    assert ops.index_statistics("text_idx")["indices"][0] == pb_stats  # lance_ops reads the same statistics
     reader = lance.dataset(ops.uri)
     for q in ("frodo", "running fox", "cafe", "the happy puppy", "strasse lake"):
         assert hits(reader.to_table(full_text_query=q, with_row_id=True)) == \
@@ -171,6 +172,8 @@ def test_ngram_index_is_pylances(tmp_path):
     assert (a_seg.type_url, a_seg.details, a_seg.index_version) == (b_seg.type_url, b_seg.details, b_seg.index_version)
     reader = lance.dataset(str(tmp_path / "ops"))
     assert reader.list_indices()[0]["type"] == "NGram"
+    assert lf.dataset(str(tmp_path / "ops")).index_statistics("t_idx")["indices"] == \
+        reader.stats.index_stats("t_idx")["indices"]
     for f in ("contains(t, 'ello')", "contains(t, 'caf')", "t IS NULL", "contains(t, '12a')"):
         assert reader.to_table(filter=f).num_rows == lance.dataset(str(tmp_path / "py")).to_table(filter=f).num_rows
     ds = lf.dataset(str(tmp_path / "ops"))
