@@ -180,3 +180,30 @@ def test_ngram_index_is_pylances(tmp_path):
     ds.insert(pa.table({"t": ["yellow"]}))
     ds.optimize_indices()
     assert lance.dataset(ds.uri).to_table(filter="contains(t, 'ello')").num_rows == 9
+
+
+def test_nested_field_indices(tmp_path):
+    """Indices on struct children (``data.text``, ``data.label``, ``data.n``) by dotted path: the
+    same fields and kinds as pylance's, pylance answers from lance_ops' files, and full-text
+    queries on the child score as pylance's."""
+    n = 40
+    data = pa.table({"id": range(n), "data": pa.StructArray.from_arrays(
+        [pa.array([f"document {i} about lance database {'frodo' * (i % 3 == 0)}" for i in range(n)]),
+         pa.array([f"label_{i % 3}" for i in range(n)]), pa.array(range(n), pa.int32())], names=["text", "label", "n"])})
+    ops = lf.write_dataset(data, str(tmp_path / "ops"))
+    py = lance.write_dataset(data, str(tmp_path / "py"))
+    for ds in (ops, py):
+        ds.create_scalar_index("data.text", index_type="INVERTED")
+        ds.create_scalar_index("data.label", index_type="BITMAP")
+        ds.create_scalar_index("data.n", index_type="BTREE")
+    strip = [{k: v for k, v in i.items() if k not in ("uuid", "fragment_ids")} for i in ops.list_indices()]
+    assert strip == [{k: v for k, v in i.items() if k not in ("uuid", "fragment_ids")} for i in py.list_indices()]
+    reader = lance.dataset(ops.uri)
+    for f in ("data.label = 'label_1'", "data.n < 7"):
+        assert reader.to_table(filter=f).equals(py.to_table(filter=f))
+    for q in ("frodo", "document 7"):
+        want = hits(py.to_table(full_text_query=q, with_row_id=True))
+        assert hits(reader.to_table(full_text_query=q, with_row_id=True)) == want
+        assert hits(ops.to_table(full_text_query=q, with_row_id=True)) == want
+    assert hits(ops.to_table(full_text_query=lf.MatchQuery("lance frodo", "data.text"), with_row_id=True)) == \
+        hits(py.to_table(full_text_query=MatchQuery("lance frodo", "data.text"), with_row_id=True))

@@ -101,10 +101,13 @@ class Corpus:
 
 
 def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
-    if name not in ds.schema.names:
+    top, *nested = name.split(".") if name not in ds.schema.names else [name]
+    if top not in ds.schema.names:
         raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
-    table = ds.to_table(columns=[name], with_row_id=True)
-    values = table[name].combine_chunks()
+    table = ds.to_table(columns=[top], with_row_id=True)
+    values = table[top].combine_chunks()
+    for child in nested:  # a struct's child (``data.text``)
+        values = values.field(child)
     parent = None
     if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):  # a list of strings: one document
         parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -269,8 +272,18 @@ def _fts_indices(ds: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
         if seg.fields and (seg.kind == "INVERTED" or (seg.kind == "UNKNOWN" and _inverted_files(ds, seg))):
-            out.setdefault(ds.lance_schema.field_by_id(seg.fields[0]).name, seg)
+            out.setdefault(_path(ds.lance_schema, seg.fields[0]), seg)
     return out
+
+
+def _path(schema: Any, field_id: int) -> str:
+    """A field's dotted path (``data.text`` for a struct child)."""
+    parts, fid = [], field_id
+    while fid >= 0:
+        f = schema.field_by_id(fid)
+        parts.append(f.name)
+        fid = f.parent_id
+    return ".".join(reversed(parts))
 
 
 def _inverted_files(ds: Any, seg: Any) -> bool:

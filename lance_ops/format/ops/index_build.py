@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from lance_ops.format.errors import (
     ArgumentTypeError,
+    SchemaError,
     ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
@@ -135,7 +136,7 @@ def _task(
         name=name,
         kind=kind,
         column=column,
-        field_id=manifest.schema.field(column).id,
+        field_id=field_at_path(manifest.schema, column).id,
         fragment_ids=tuple(sorted(int(f) for f in fragment_ids)),
         uuid=str(uuidlib.uuid4()),
         read_version=manifest.version,
@@ -144,6 +145,26 @@ def _task(
         reference_uuid=reference,
         new_fragment_ids=None if new is None else tuple(sorted(int(f) for f in new)),
     )
+
+
+def _nested_field(schema: Any, path: str) -> Any:
+    """The struct child a dotted path names (``meta.lang``), or None."""
+    top, *rest = path.split(".")
+    try:
+        f = schema.field(top)
+    except SchemaError:
+        return None
+    for name in rest:
+        f = next((c for c in schema.subtree(f.id) if c.parent_id == f.id and c.name == name), None)
+        if f is None:
+            return None
+    return f
+
+
+def field_at_path(schema: Any, column: str) -> Any:
+    """The field of a top-level column or of a struct child's dotted path."""
+    names = [f.name for f in schema.top_level()]
+    return schema.field(column) if column in names else (_nested_field(schema, column) or schema.field(column))
 
 
 def fragment_groups(manifest: Manifest, fragment_ids: Sequence[int], rows_per_task: int | None) -> list[list[int]]:
@@ -210,7 +231,7 @@ def _index_target(
         InvalidArgumentError: ``replace=False`` and an index of that name exists.
     """
     names = [f.name for f in manifest.schema.top_level()]
-    if column not in names:
+    if column not in names and _nested_field(manifest.schema, column) is None:
         raise ColumnNotFoundError(f"{what}: {column} not found in schema: column {column!r} is not in the "
                                   f"dataset schema {names}")
     name = name or f"{column}_idx"
@@ -357,19 +378,22 @@ def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: i
 
 
 def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> SegmentInput:
-    plan = plan_scan(manifest.schema, [task.column], None, task.stable_row_ids, True)
+    top, *nested = task.column.split(".") if task.column not in manifest.schema.to_arrow().names else [task.column]
+    plan = plan_scan(manifest.schema, [top], None, task.stable_row_ids, True)
     wanted = set(task.fragment_ids)
     frags = [f for f in manifest.fragments if f.id in wanted]
     # fixed-width values (numbers, vectors) decode at memory speed: read inline, as the hand-offs
     # to prefetch threads cost more CPU than they overlap (create_btree of 1M floats in 50
     # fragments: 47 -> 31 ms CPU); strings and lists keep the background decoders
-    inline = _fixed_width(plan.out_schema.field(task.column).type)
+    inline = _fixed_width(plan.out_schema.field(top).type)
     batches = scan(store, manifest, plan, fragments=frags, **({"prefetch_bytes": None} if inline else {}))
     table = pa.Table.from_batches(list(batches), schema=plan.out_schema)
     addrs = table[ROW_ADDR].to_numpy().astype(np.uint64, copy=False)
     ids = table[ROW_ID].to_numpy().astype(np.uint64, copy=False) if task.stable_row_ids else addrs
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
-    values = table[task.column].combine_chunks()
+    values = table[top].combine_chunks()
+    for name in nested:  # a struct's child (``meta.lang``): indexed by its dotted path, as pylance's
+        values = values.field(name)
     if task.merged_uuids and not task.stable_row_ids:
         extra = _indexed_deleted_rows(store, manifest, task, frags, plan)
         if extra is not None:
