@@ -207,3 +207,21 @@ def test_nested_field_indices(tmp_path):
         assert hits(ops.to_table(full_text_query=q, with_row_id=True)) == want
     assert hits(ops.to_table(full_text_query=lf.MatchQuery("lance frodo", "data.text"), with_row_id=True)) == \
         hits(py.to_table(full_text_query=MatchQuery("lance frodo", "data.text"), with_row_id=True))
+
+
+def test_list_of_strings_column(tmp_path):
+    """A ``list<string>`` column is one document per row (positions run on across elements): the
+    index lance_ops builds answers pylance's match and phrase queries as pylance's own does."""
+    data = pa.table({"text": [["lance database", "the", "search"], ["lance database"], ["lance", "search"],
+                              ["database", "search"], ["unrelated", "doc"], None, []] * 3})
+    ops = lf.write_dataset(data, str(tmp_path / "ops"))
+    py = lance.write_dataset(data, str(tmp_path / "py"))
+    for ds in (ops, py):
+        ds.create_scalar_index("text", "INVERTED", with_position=True)
+    reader = lance.dataset(ops.uri)
+    for mine, theirs in (("lance search", "lance search"),
+                         (lf.PhraseQuery("database search", "text"), PhraseQuery("database search", "text")),
+                         (lf.PhraseQuery("lance database", "text"), PhraseQuery("lance database", "text"))):
+        want = hits(py.to_table(full_text_query=theirs, with_row_id=True))
+        assert hits(reader.to_table(full_text_query=theirs, with_row_id=True)) == want
+        assert hits(ops.to_table(full_text_query=mine, with_row_id=True)) == want

@@ -34,7 +34,13 @@ from lance_ops.format.api.fts_queries import (
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_ops.format.index.build.inverted import reference_layout
 from lance_ops.format.index.build.postings import bm25
-from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, SIMPLE_SPLIT, TokenizerParams, tokenize
+from lance_ops.format.index.build.text_tokens import (
+    DEFAULT_PARAMS,
+    SIMPLE_SPLIT,
+    TokenizerParams,
+    tokenize,
+    tokenize_documents,
+)
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.read.filters import resolve_filter
 from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID, filter_table
@@ -108,16 +114,10 @@ def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDo
     values = table[top].combine_chunks()
     for child in nested:  # a struct's child (``data.text``)
         values = values.field(child)
-    parent = None
-    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):  # a list of strings: one document
-        parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
-        values = pc.list_flatten(values)
-    toks = tokenize(values, params or TokenizerParams(dict(DEFAULT_PARAMS)))
-    rows = toks.row if parent is None else parent[toks.row]
-    lengths = rows
+    toks = tokenize_documents(values, params or TokenizerParams(dict(DEFAULT_PARAMS)))
+    rows = lengths = toks.row
     if params is None:  # no index: pylance's flat search counts stop words in a document's length
-        raw = tokenize(values, TokenizerParams({**DEFAULT_PARAMS, "remove_stop_words": False}))
-        lengths = raw.row if parent is None else parent[raw.row]
+        lengths = tokenize_documents(values, TokenizerParams({**DEFAULT_PARAMS, "remove_stop_words": False})).row
     params = params or TokenizerParams(dict(DEFAULT_PARAMS))
     enc = pc.dictionary_encode(toks.token)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(toks.token) else np.zeros(0, np.int64)

@@ -38,10 +38,10 @@ import pyarrow as pa
 
 from lance_ops.format.errors import (
     ArgumentTypeError,
-    SchemaError,
     ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
+    SchemaError,
     UnsupportedFeatureError,
     UnsupportedIndexTypeError,
 )

@@ -37,7 +37,7 @@ from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
 from lance_ops.format.index.build.fst import build_fst
 from lance_ops.format.index.build.postings import BLOCK, bm25, encode_positions, encode_postings
-from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize
+from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize_documents
 from lance_ops.format.index.metadata import IndexMetadata
 from lance_ops.format.io.object_store import ObjectStore
 
@@ -138,7 +138,7 @@ def reference_layout(store: ObjectStore, ref: IndexMetadata) -> InvertedLayout:
 
 def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout, details: bytes) -> BuiltSegment:
     """Tokenize ``data`` and write the four files of a one-partition segment."""
-    toks = tokenize(data.values, layout.params)
+    toks = tokenize_documents(data.values, layout.params)
     per_row = np.bincount(toks.row, minlength=len(data.values)).astype(np.int64)
     docs = np.flatnonzero(per_row)  # rows with tokens, in row order: doc id = position
     doc_of_row = np.full(len(per_row), -1, dtype=np.int64)

@@ -182,3 +182,25 @@ def fold_ascii(token: str) -> str:
             base = "".join(c for c in base if c.isascii() or (unicodedata.category(c) != "Lm" and c != "\u2044"))
         out.append(base if base and base.isascii() else ch)
     return "".join(out)
+
+
+def tokenize_documents(values: pa.Array, params: TokenizerParams) -> DocTokens:
+    """:func:`tokenize` of a string column, or of a list-of-strings column as one document per
+    row (pylance's): the elements' tokens in order, positions running on across elements."""
+    if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+        return tokenize(values, params)
+    parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(values)
+    toks = tokenize(flat, params)
+    if pa.types.is_large_string(flat.type) or pa.types.is_string_view(flat.type):
+        flat = flat.cast(pa.string())
+    parts = pc.split_pattern_regex(flat, _SIMPLE_SPLIT)
+    pieces = pc.list_flatten(parts)
+    nonempty = pc.greater(pc.binary_length(pieces), 0).to_numpy(zero_copy_only=False)
+    owner = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = np.bincount(owner[nonempty], minlength=len(flat)).astype(np.int64)
+    before = np.cumsum(counts) - counts  # base tokens of the earlier elements ...
+    first = np.searchsorted(parent, parent)  # ... of the same row
+    offset = before - before[first] if len(before) else before
+    pos = toks.position if toks.position is not None else np.zeros(len(toks.row), np.int64)
+    return DocTokens(parent[toks.row], toks.token, pos + offset[toks.row])
