@@ -100,6 +100,9 @@ class Corpus:
     def __init__(self, ds: Any, params: Mapping[str, TokenizerParams]):
         self._ds, self._params, self._docs = ds, params, {}
 
+    def indexed(self, name: str) -> bool:
+        return name in self._params
+
     def column(self, name: str) -> ColumnDocs:
         if name not in self._docs:
             self._docs[name] = _column_docs(self._ds, name, self._params.get(name))
@@ -192,6 +195,9 @@ def _(query: MatchQuery, corpus: Corpus) -> Hits:
 @evaluate.register
 def _(query: PhraseQuery, corpus: Corpus) -> Hits:
     docs = corpus.column(query.column)
+    if corpus.indexed(query.column) and not docs.params.raw.get("with_position"):
+        raise InvalidArgumentError("Invalid user input: position is not found but required for phrase queries, "
+                                   f"try recreating the index with position (column {query.column!r})")
     terms, qpos = docs.query_terms(query.query)
     if not terms:
         return _EMPTY

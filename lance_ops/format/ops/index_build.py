@@ -350,11 +350,16 @@ def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
 
 def _unsupported(manifest: Manifest, index: IndexMetadata) -> str | None:
     """What keeps lance_ops from extending ``index`` (a full-text tokenizer it does not
-    reproduce, or a column other than plain text: JSON, lists), or None."""
+    reproduce, or a column other than text or a list of text: JSON), or None."""
     if index.kind != "INVERTED":
         return None
     field = manifest.schema.field_by_id(index.fields[0]) if index.fields else None
-    if field is None or field.logical_type not in ("string", "large_string"):
+    children = manifest.schema.subtree(field.id)[1:] if field is not None else []
+    text = ("string", "large_string")
+    if field is not None and field.logical_type in ("list", "large_list") and len(children) == 1 \
+            and children[0].logical_type in text:
+        return unsupported_setting(index.details) if index.index_version == 2 else "an older file layout"
+    if field is None or field.logical_type not in text:
         return f"a column of type {field.logical_type if field else 'unknown'} (lance_ops tokenizes plain strings)"
     if index.index_version != 2:  # 0 / 1: the older, unpartitioned layouts (docs/FORMAT.md 14a)
         return f"index_version {index.index_version} (an older file layout)"
