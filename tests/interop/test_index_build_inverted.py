@@ -20,7 +20,6 @@ from file_versions import pin_file_version
 from templates import Templates
 
 import lance_ops.format as lf
-from lance_ops.format.errors import UnsupportedFeatureError
 from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, TokenizerParams, tokenize
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section
 
