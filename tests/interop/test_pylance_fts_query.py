@@ -225,3 +225,23 @@ def test_list_of_strings_column(tmp_path):
         want = hits(py.to_table(full_text_query=theirs, with_row_id=True))
         assert hits(reader.to_table(full_text_query=theirs, with_row_id=True)) == want
         assert hits(ops.to_table(full_text_query=mine, with_row_id=True)) == want
+
+
+def test_nested_field_indices_extended(tmp_path):
+    """``optimize_indices`` extends indices on struct children: pylance answers from them after
+    lance_ops appends rows."""
+    def rows(start: int, n: int) -> pa.Table:
+        return pa.table({"id": range(start, start + n), "data": pa.StructArray.from_arrays(
+            [pa.array([f"document {i} about lance" for i in range(start, start + n)]),
+             pa.array([f"label_{i % 3}" for i in range(start, start + n)])], names=["text", "label"])})
+    py = lance.write_dataset(rows(0, 30), str(tmp_path / "t"))
+    py.create_scalar_index("data.text", index_type="INVERTED")
+    py.create_scalar_index("data.label", index_type="BITMAP")
+    ds = lf.write_dataset(rows(30, 20), py.uri, mode="append")
+    ds.optimize_indices(num_indices_to_merge=0)
+    reader = lance.dataset(py.uri)
+    for name in ("data.text_idx", "data.label_idx"):
+        assert reader.stats.index_stats(name)["num_unindexed_rows"] == 0
+    assert reader.to_table(full_text_query="lance").num_rows == 50
+    assert reader.to_table(filter="data.label = 'label_1'").num_rows == 17
+    assert reader.to_table(full_text_query="42")["id"].to_pylist() == [42]  # a row lance_ops indexed

@@ -161,6 +161,16 @@ def _nested_field(schema: Any, path: str) -> Any:
     return f
 
 
+def field_path(schema: Any, field_id: int) -> str:
+    """A field's dotted path (``meta.lang`` for a struct child)."""
+    parts, fid = [], field_id
+    while fid >= 0:
+        f = schema.field_by_id(fid)
+        parts.append(f.name)
+        fid = f.parent_id
+    return ".".join(reversed(parts))
+
+
 def field_at_path(schema: Any, column: str) -> Any:
     """The field of a top-level column or of a struct child's dotted path."""
     names = [f.name for f in schema.top_level()]
@@ -329,7 +339,7 @@ def plan_optimize_indices(
         if not new and len(merged) <= 1:
             continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
-        column = manifest.schema.field_by_id(segments[0].fields[0]).name
+        column = field_path(manifest.schema, segments[0].fields[0])
         ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: the model; INVERTED: the params
         groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
         made = [_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups]
