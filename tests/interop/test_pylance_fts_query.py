@@ -245,3 +245,28 @@ def test_nested_field_indices_extended(tmp_path):
     assert reader.to_table(full_text_query="lance").num_rows == 50
     assert reader.to_table(filter="data.label = 'label_1'").num_rows == 17
     assert reader.to_table(full_text_query="42")["id"].to_pylist() == [42]  # a row lance_ops indexed
+
+
+@pytest.mark.parametrize("params", [{"base_tokenizer": "ngram"},
+                                    {"base_tokenizer": "ngram", "min_ngram_length": 2, "prefix_only": True},
+                                    {"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4}])
+def test_ngram_base_tokenizer(tmp_path, params):
+    """``base_tokenizer="ngram"`` (windows of the whole text, spaces included; pylance's defaults
+    turn stemming and stop words off): the same params, details and statistics as pylance's, and
+    the same rows and scores (to float32 rounding of the sum over many n-grams)."""
+    data = pa.table({"text": ["hello world", "lance database", "lance is cool", "Café-X", None, "the thing was running",
+                              "la"]})
+    ops = lf.write_dataset(data, str(tmp_path / "ops"))
+    py = lance.write_dataset(data, str(tmp_path / "py"))
+    ops.create_scalar_index("text", "INVERTED", **params)
+    py.create_scalar_index("text", "INVERTED", **params)
+    assert _segment(ops.uri).details == _segment(py.uri).details
+    reader = lance.dataset(ops.uri)
+    assert reader.stats.index_stats("text_idx")["indices"] == py.stats.index_stats("text_idx")["indices"]
+
+    def rounded(t: pa.Table) -> list[tuple[int, float]]:
+        return [(r, round(s, 4)) for r, s in hits(t)]
+    for q in ("lan", "nce", "la", "caf", "o w", "the", "running", "thing was"):
+        want = rounded(py.to_table(full_text_query=q, with_row_id=True))
+        assert rounded(reader.to_table(full_text_query=q, with_row_id=True)) == want, q
+        assert rounded(ops.to_table(full_text_query=q, with_row_id=True)) == want, q

@@ -104,7 +104,7 @@ def unsupported_setting(details: bytes) -> str | None:
     """
     f = _details_fields(details)
     base = f.get(1, b"simple")
-    if base != b"simple":
+    if base not in (b"simple", b"ngram"):
         return f"base_tokenizer={base.decode(errors='replace') if isinstance(base, bytes) else base!r}"
     lang = f.get(2, b'"English"')
     if lang != b'"English"' and (f.get(6) or f.get(7)):

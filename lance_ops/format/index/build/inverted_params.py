@@ -31,6 +31,8 @@ def inverted_params(kwargs: Mapping[str, Any], where: str = "create_scalar_index
     if unknown:
         raise ArgumentTypeError(f"{where}: unexpected keyword argument {unknown[0]!r} for an INVERTED index")
     raw = {**DEFAULT_PARAMS, **{k: v for k, v in kwargs.items() if k != "document_granularity"}}
+    if raw.get("base_tokenizer") == "ngram":  # pylance's ngram defaults: no stemming, no stop words
+        raw.update({k: bool(kwargs.get(k, False)) for k in ("stem", "remove_stop_words")})
     if raw.get("custom_stop_words") is not None:
         raw["custom_stop_words"] = list(raw["custom_stop_words"])
     gran = kwargs.get("document_granularity")

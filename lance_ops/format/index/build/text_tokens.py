@@ -89,7 +89,7 @@ class TokenizerParams:
         r = self.raw
         unsupported = {
             "lance_tokenizer": (r.get("lance_tokenizer") or "text") != "text",
-            "base_tokenizer": r.get("base_tokenizer") != "simple",
+            "base_tokenizer": r.get("base_tokenizer") not in ("simple", "ngram"),
             "language": (r.get("stem") or (r.get("remove_stop_words") and r.get("custom_stop_words") is None))
             and r.get("language") != "English",
             "split_identifiers": bool(r.get("split_identifiers")),
@@ -125,7 +125,8 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
         values = values.cast(pa.string())
     if not pa.types.is_string(values.type):
         raise UnsupportedFeatureError(f"full-text index over a column of type {values.type}: needs a string column")
-    parts = pc.split_pattern_regex(values, _SIMPLE_SPLIT)
+    r = params.raw
+    parts = pc.split_pattern_regex(values, _SIMPLE_SPLIT) if r.get("base_tokenizer") != "ngram" else _ngrams(values, r)
     flat = pc.list_flatten(parts)
     rows = pc.list_parent_indices(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
@@ -133,7 +134,6 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
     row_np = rows.to_numpy(zero_copy_only=False).astype(np.int64)
     starts = np.searchsorted(row_np, row_np, side="left")  # rows ascend: each row's first token
     pos = np.arange(len(row_np), dtype=np.int64) - starts
-    r = params.raw
     if r.get("max_token_length") is not None:
         keep = pc.less(pc.binary_length(flat), int(r["max_token_length"]))
         flat, rows, pos = flat.filter(keep), rows.filter(keep), pos[keep.to_numpy(zero_copy_only=False)]
@@ -154,6 +154,22 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
     valid = tokens.is_valid()
     return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid),
                      pos[valid.to_numpy(zero_copy_only=False)])
+
+
+def _ngrams(values: pa.Array, r: Mapping[str, Any]) -> pa.Array:
+    """The ``ngram`` base tokenizer: every window of ``min_ngram_length`` to ``max_ngram_length``
+    characters of the whole text (spaces included; ``prefix_only``: the windows at its start), per
+    distinct value, as a list per row."""
+    lo, hi = int(r.get("min_ngram_length") or 3), int(r.get("max_ngram_length") or 3)
+    prefix = bool(r.get("prefix_only"))
+    enc = pc.dictionary_encode(values)
+    grams = []
+    for text in enc.dictionary.to_pylist():
+        starts = range(1) if prefix else range(len(text))
+        grams.append([text[i:i + n] for i in starts for n in range(lo, hi + 1) if i + n <= len(text)])
+    table = pa.array(grams, pa.list_(pa.string()))
+    out = table.take(enc.indices)
+    return pc.if_else(values.is_valid(), out, pa.scalar(None, out.type)) if values.null_count else out
 
 
 def _stem(vocab: list[str | None]) -> list[str | None]:
