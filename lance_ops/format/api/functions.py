@@ -207,7 +207,7 @@ def commit(
         transaction_properties = {**dict(transaction_properties or {}), COMMIT_MESSAGE_KEY: commit_message}
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
-    operation = with_index_details(store, operation)  # a distributed full-text build's segment
+    operation = with_index_details(operation, store)  # a distributed full-text build's segment
     if isinstance(operation, Transaction):
         props = {**operation.properties, **dict(transaction_properties or {})}
         txn = dataclasses.replace(operation, properties=props)

@@ -10,6 +10,7 @@ A stage is a small JSON file under ``_indices/<u>/staging/`` (lance_ops' own; th
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
+from functools import singledispatch
 from typing import Any
 
 from lance_ops.format.errors import InvalidArgumentError, UnsupportedFeatureError
@@ -73,12 +74,16 @@ def merge_staged(store: ObjectStore, manifest: Manifest, uuid: str, index_type: 
         store.delete(f"{_dir(uuid)}/{n}")
 
 
-def with_index_details(store: ObjectStore, operation: Any) -> Any:
+@singledispatch
+def with_index_details(operation: Any, store: ObjectStore) -> Any:
     """A ``CreateIndex`` whose segments without details (pylance's ``Index`` of a distributed
     build) get those of the full-text files in their directory, so lance_ops and pylance
-    describe them as ``Inverted``; anything else as it is."""
-    if not isinstance(operation, CreateIndex):
-        return operation
+    describe them as ``Inverted``; any other operation as it is."""
+    return operation
+
+
+@with_index_details.register
+def _(operation: CreateIndex, store: ObjectStore) -> CreateIndex:
     out = []
     for seg in operation.new_indices:
         rel = f"{seg.directory}/metadata.lance"
