@@ -157,6 +157,8 @@ def encode_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray
     document of binaries: ``u32`` the count, a block per 128 positions (``u32`` first, ``u8``
     bits, the deltas bit-packed as a full posting block's doc ids), then the rest as ``u32``s.
     ``positions``: every posting's positions, ascending, postings in order (``freq`` each)."""
+    if len(freq) and int(freq.max()) < BLOCK:
+        return _short_positions(positions, freq, bounds)
     off = _segments(freq.astype(np.int64))
     items: list[bytes] = []
     inner = [0]
@@ -177,4 +179,20 @@ def encode_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray
         inner.append(len(items))
     flat = pa.array(items, pa.large_binary())
     per_doc = pa.ListArray.from_arrays(pa.array(inner, pa.int32()), flat)
+    return pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32), pa.int32()), per_doc)
+
+
+def _short_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray) -> pa.Array:
+    """:func:`encode_positions` when no document holds a token 128 times (no packed block): per
+    posting two binaries, ``u32`` count and ``u32`` positions, built as whole buffers."""
+    n = freq.astype(np.int64)
+    off = _segments(n)
+    stream = np.insert(positions.astype(np.uint32), off[:-1], n.astype(np.uint32))  # count, then positions
+    start = off[:-1] + np.arange(len(n))  # where each posting's count sits in the stream
+    cuts = np.empty(2 * len(n) + 1, np.int64)
+    cuts[0:-1:2], cuts[1:-1:2], cuts[-1] = start, start + 1, len(stream)
+    flat = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * len(n),
+                                            [None, pa.py_buffer((cuts * 4).astype("<i8").tobytes()),
+                                             pa.py_buffer(stream.astype("<u4").tobytes())])
+    per_doc = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * len(n) + 1, 2), pa.int32()), flat)
     return pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32), pa.int32()), per_doc)
