@@ -12,6 +12,7 @@ otherwise it is applied to the rows found (pylance's post-filter).
 
 import dataclasses
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
 from typing import Any
@@ -105,8 +106,39 @@ class Corpus:
 
     def column(self, name: str) -> ColumnDocs:
         if name not in self._docs:
-            self._docs[name] = _column_docs(self._ds, name, self._params.get(name))
+            params = self._params.get(name)
+            m = self._ds.manifest
+            key = (self._ds.uri, m.version, m.timestamp_ns, name, params.to_json() if params else None)
+            self._docs[name] = _CACHE.get(key) or _column_docs(self._ds, name, params)
+            _CACHE.put(key, self._docs[name])
         return self._docs[name]
+
+
+class _DocsCache:
+    """The tokenized columns of the last few (dataset version, column, params) searched: a version
+    never changes, so a repeated search skips reading and tokenizing (pylance keeps its index
+    in a cache alike)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self._size, self._items = size, {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> ColumnDocs | None:
+        with self._lock:
+            hit = self._items.pop(key, None)
+            if hit is not None:
+                self._items[key] = hit
+            return hit
+
+    def put(self, key: tuple, docs: ColumnDocs) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = docs
+            while len(self._items) > self._size:
+                self._items.pop(next(iter(self._items)))
+
+
+_CACHE = _DocsCache()
 
 
 def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
