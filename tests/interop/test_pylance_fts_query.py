@@ -270,3 +270,24 @@ def test_ngram_base_tokenizer(tmp_path, params):
         want = rounded(py.to_table(full_text_query=q, with_row_id=True))
         assert rounded(reader.to_table(full_text_query=q, with_row_id=True)) == want, q
         assert rounded(ops.to_table(full_text_query=q, with_row_id=True)) == want, q
+
+
+@pytest.mark.parametrize("builder", ["pylance", "lance_ops"])
+def test_scores_with_unindexed_and_deleted_rows(tmp_path, builder):
+    """Rows appended after the index and rows deleted since it was built: pylance scores indexed
+    rows with the index's statistics (deleted documents included) and new rows with those and the
+    new rows' together; lance_ops gives the same rows and scores, also after an index merge."""
+    uri = str(tmp_path / "t")
+    if builder == "pylance":
+        lance.write_dataset(corpus(), uri, max_rows_per_file=50).create_scalar_index("text", "INVERTED")
+    else:
+        lf.write_dataset(corpus(), uri, max_rows_per_file=50).create_scalar_index("text", "INVERTED")
+    lf.write_dataset(corpus(30, seed=9), uri, mode="append")
+    lance.dataset(uri).delete("id < 20 and id > 3")
+    queries = ("frodo", "happy puppy", "lance database", "fox")
+    for step in ("appended and deleted", "merged"):
+        py, ops = lance.dataset(uri), lf.dataset(uri)
+        for q in queries:
+            assert hits(ops.to_table(full_text_query=q, with_row_id=True)) == \
+                hits(py.to_table(full_text_query=q, with_row_id=True)), (step, q)
+        lf.dataset(uri).optimize_indices()  # merges the new rows into the index (deleted documents kept)

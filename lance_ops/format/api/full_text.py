@@ -1,7 +1,9 @@
 """pylance's ``full_text_query=`` scan keyword, answered flat: the searched columns are read and
 tokenized with their INVERTED index's params (pylance's defaults without an index), and rows are
-scored with BM25 over the live rows' documents (a document: a row with at least one token), as
-pylance's index scores a fully indexed dataset (docs/FORMAT.md "INVERTED segments").
+scored with BM25 as pylance's search scores them (docs/FORMAT.md "INVERTED segments"): rows an
+index covers with its corpus statistics (its documents, those of rows deleted since included),
+unindexed rows with those and the unindexed rows' together, and without an index over the live
+rows (a document: a row with at least one token).
 
 Query objects (:mod:`.fts_queries`): match (OR / AND, fuzzy expansions scored as terms of their
 own), phrase (token positions, ``slop``), boost, multi-match and boolean.  Rows come best first
@@ -33,7 +35,8 @@ from lance_ops.format.api.fts_queries import (
     parse_full_text_query,
 )
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
-from lance_ops.format.index.build.inverted import reference_layout
+from lance_ops.format.file.reader import DataFileReader
+from lance_ops.format.index.build.inverted import indexed_row_ids, reference_layout
 from lance_ops.format.index.build.postings import bm25
 from lance_ops.format.index.build.text_tokens import (
     DEFAULT_PARAMS,
@@ -45,6 +48,7 @@ from lance_ops.format.index.build.text_tokens import (
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.read.filters import resolve_filter
 from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID, filter_table
+from lance_ops.format.read.scan import plan_scan, scan_fragment_rows
 from lance_ops.format.read.take import take_row_ids
 
 __all__ = ["SCORE", "full_text_table"]
@@ -61,12 +65,18 @@ class ColumnDocs:
     and position; ``doc_len`` per row; the vocabulary; BM25's corpus counts."""
 
     row_ids: np.ndarray
+    row_addrs: np.ndarray
     occ_row: np.ndarray
     occ_code: np.ndarray
     occ_pos: np.ndarray
     doc_len: np.ndarray
     vocab: dict[str, int]
     params: TokenizerParams
+    #: rows an index covers, and its corpus (documents, tokens: deleted rows' included), or None
+    indexed: np.ndarray | None = None
+    index_corpus: tuple[int, int] = (0, 0)
+    #: per term, the index's documents of rows deleted since it was built that hold it
+    deleted_df: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def num_docs(self) -> int:
@@ -89,17 +99,30 @@ class ColumnDocs:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.unique(self.occ_row[self.occ_code == code], return_counts=True)
 
-    def score(self, rows: np.ndarray, freq: np.ndarray, df: int) -> np.ndarray:
-        if not len(rows):
-            return np.zeros(0, np.float32)
-        return bm25(freq, self.doc_len[rows], np.full(len(rows), df), self.num_docs, self.total_tokens)
+    def score(self, rows: np.ndarray, freq: np.ndarray, term: str) -> np.ndarray:
+        """BM25 of a term's rows: rows an index covers with the index's corpus statistics (its
+        documents -- deleted rows' included -- and tokens), the others with those and the
+        unindexed rows' together (pylance's index search and its flat search of new rows)."""
+        out = bm25(freq, self.doc_len[rows], np.full(len(rows), len(rows)), self.num_docs, self.total_tokens)
+        if self.indexed is None or not len(rows):
+            return out.astype(np.float32)
+        cov = self.indexed[rows]
+        docs, tokens = self.index_corpus
+        df = int(cov.sum()) + self.deleted_df.get(term, 0)
+        out[cov] = bm25(freq[cov], self.doc_len[rows][cov], np.full(int(cov.sum()), df), docs, tokens)
+        new = ~self.indexed  # the unindexed rows: the index's corpus and theirs together
+        n_new, df_new = int(np.count_nonzero(self.doc_len[new])), int((~cov).sum())
+        out[~cov] = bm25(freq[~cov], self.doc_len[rows][~cov], np.full(df_new, df + df_new), docs + n_new,
+                         tokens + int(self.doc_len[new].sum()))
+        return out.astype(np.float32)
 
 
 class Corpus:
     """The searched dataset's columns, read and tokenized once per query."""
 
-    def __init__(self, ds: Any, params: Mapping[str, TokenizerParams]):
-        self._ds, self._params, self._docs = ds, params, {}
+    def __init__(self, ds: Any, params: Mapping[str, TokenizerParams],
+                 coverage: Mapping[str, tuple[frozenset[int], int, int, np.ndarray]] | None = None):
+        self._ds, self._params, self._docs, self._coverage = ds, params, {}, dict(coverage or {})
 
     def indexed(self, name: str) -> bool:
         return name in self._params
@@ -109,8 +132,15 @@ class Corpus:
             params = self._params.get(name)
             m = self._ds.manifest
             key = (self._ds.uri, m.version, m.timestamp_ns, name, params.to_json() if params else None)
-            self._docs[name] = _CACHE.get(key) or _column_docs(self._ds, name, params)
-            _CACHE.put(key, self._docs[name])
+            docs = _CACHE.get(key) or _column_docs(self._ds, name, params)
+            _CACHE.put(key, docs)
+            if name in self._coverage:
+                frags, n_docs, n_tokens, indexed_ids = self._coverage[name]
+                covered = np.isin((docs.row_addrs >> np.uint64(32)).astype(np.int64), list(frags))
+                gone = np.setdiff1d(indexed_ids, docs.row_ids) if not self._ds.has_stable_row_ids else indexed_ids[:0]
+                docs = dataclasses.replace(docs, indexed=covered, index_corpus=(n_docs, n_tokens),
+                                           deleted_df=_deleted_df(self._ds, name, docs.params, gone))
+            self._docs[name] = docs
         return self._docs[name]
 
 
@@ -145,7 +175,7 @@ def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDo
     top, *nested = name.split(".") if name not in ds.schema.names else [name]
     if top not in ds.schema.names:
         raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
-    table = ds.to_table(columns=[top], with_row_id=True)
+    table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True)
     values = table[top].combine_chunks()
     for child in nested:  # a struct's child (``data.text``)
         values = values.field(child)
@@ -158,7 +188,8 @@ def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDo
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(toks.token) else np.zeros(0, np.int64)
     vocab = {t: i for i, t in enumerate(enc.dictionary.to_pylist())} if len(toks.token) else {}
     pos = toks.position if toks.position is not None else np.zeros(len(rows), np.int64)
-    return ColumnDocs(table[ROW_ID].to_numpy().astype(np.uint64), rows, codes, pos,
+    return ColumnDocs(table[ROW_ID].to_numpy().astype(np.uint64), table[ROW_ADDR].to_numpy().astype(np.uint64),
+                      rows, codes, pos,
                       np.bincount(lengths, minlength=table.num_rows).astype(np.int64), vocab, params)
 
 
@@ -205,7 +236,7 @@ def _raw_terms(text: str) -> list[str]:
 
 def _term_score(docs: ColumnDocs, term: str) -> Hits:
     rows, freq = docs.term_hits(term)
-    return docs.row_ids[rows], docs.score(rows, freq, len(rows))
+    return docs.row_ids[rows], docs.score(rows, freq, term)
 
 
 @singledispatch
@@ -303,14 +334,14 @@ def _(query: BooleanQuery, corpus: Corpus) -> Hits:
 
 # ------------------------------------------------------------------ the scan
 def _fts_indices(ds: Any) -> dict[str, Any]:
-    """The first INVERTED segment per indexed column name."""
+    """The INVERTED segments per indexed column name."""
     section = ds.manifest.index_section
     if not section:
         return {}
     out: dict[str, Any] = {}
     for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
         if seg.fields and (seg.kind == "INVERTED" or (seg.kind == "UNKNOWN" and _inverted_files(ds, seg))):
-            out.setdefault(_path(ds.lance_schema, seg.fields[0]), seg)
+            out.setdefault(_path(ds.lance_schema, seg.fields[0]), []).append(seg)
     return out
 
 
@@ -330,15 +361,61 @@ def _inverted_files(ds: Any, seg: Any) -> bool:
     return "metadata.lance" in names and any(n.endswith("docs.lance") for n in names)
 
 
+def _deleted_df(ds: Any, name: str, params: TokenizerParams, addrs: np.ndarray) -> dict[str, int]:
+    """Per term, how many of the deleted rows ``addrs`` (row addresses an index still holds as
+    documents) hold it: their values are read past the deletion vectors."""
+    if not len(addrs):
+        return {}
+    top, *nested = name.split(".") if name not in ds.schema.names else [name]
+    plan = plan_scan(ds.lance_schema, [top], None, False, False)
+    values = []
+    for frag in ds.manifest.fragments:
+        mine = addrs[(addrs >> np.uint64(32)) == np.uint64(frag.id)] & np.uint64(0xFFFFFFFF)
+        if len(mine):
+            t = pa.Table.from_batches(list(scan_fragment_rows(ds._store, ds.manifest, frag, plan, mine.astype(np.int64))))
+            col = t[top].combine_chunks()
+            for child in nested:
+                col = col.field(child)
+            values.append(col)
+    if not values:
+        return {}
+    toks = tokenize_documents(pa.concat_arrays(values), params)
+    pairs = set(zip(toks.row.tolist(), toks.token.to_pylist(), strict=True))
+    out: dict[str, int] = {}
+    for _, term in pairs:
+        out[term] = out.get(term, 0) + 1
+    return out
+
+
+def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], int, int, np.ndarray]:
+    """The fragments the segments cover, their documents and tokens (every partition's docs
+    file: its rows and ``total_tokens``) and the documents' row ids."""
+    frags: set[int] = set()
+    docs = tokens = 0
+    for seg in segments:
+        frags |= set(seg.fragment_ids or ())
+        names = [f.path for f in seg.files] if seg.files else store.list_dir(seg.directory)
+        for name in names:
+            if name.endswith("_docs.lance") or name == "docs.lance":
+                r = DataFileReader(store, f"{seg.directory}/{name}")
+                docs += r.num_rows
+                meta = r.schema.metadata or {}
+                raw = meta.get("total_tokens", meta.get(b"total_tokens", b"0"))
+                tokens += int(raw.decode() if isinstance(raw, bytes) else raw)
+    ids = np.unique(np.concatenate([indexed_row_ids(store, seg) for seg in segments]))
+    return frozenset(frags), docs, tokens, ids
+
+
 def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: Any,
                     search: Callable[[Any, Corpus], Hits] = evaluate) -> pa.Table:
     """The rows a scan with ``opts.full_text_query`` finds (see the module's docstring)."""
     if opts.include_deleted_rows:
         raise InvalidArgumentError("Invalid user input: Cannot include deleted rows in a full text search")
     segments = _fts_indices(ds)
-    params = {c: reference_layout(ds._store, s).params for c, s in segments.items()}
+    params = {c: reference_layout(ds._store, s[0]).params for c, s in segments.items()}
     query = parse_full_text_query(opts.full_text_query, list(segments))
-    ids, scores = search(query, Corpus(ds, params))
+    coverage = {c: _index_corpus(ds._store, s) for c, s in segments.items()}
+    ids, scores = search(query, Corpus(ds, params, coverage))
     if filter is not None and opts.prefilter:
         allowed = ds.to_table(columns=[], filter=filter, with_row_id=True)[ROW_ID].to_numpy()
         keep = np.isin(ids, allowed)
