@@ -291,3 +291,15 @@ def test_scores_with_unindexed_and_deleted_rows(tmp_path, builder):
             assert hits(ops.to_table(full_text_query=q, with_row_id=True)) == \
                 hits(py.to_table(full_text_query=q, with_row_id=True)), (step, q)
         lf.dataset(uri).optimize_indices()  # merges the new rows into the index (deleted documents kept)
+
+
+def test_two_indices_on_one_column(tmp_path):
+    """Two full-text indices on one column (a single and a distributed build): each index's
+    statistics are its own, so the scores are pylance's (not both corpora added up)."""
+    ops, py = both(tmp_path, {"remove_stop_words": False})
+    ops = _distributed(ops, lf, lf.Index, remove_stop_words=False)
+    py = _distributed(py, lance, PyIndex, remove_stop_words=False)
+    for q in ("frodo", "the happy puppy"):
+        want = hits(py.to_table(full_text_query=q, with_row_id=True))
+        assert hits(ops.to_table(full_text_query=q, with_row_id=True)) == want
+        assert hits(lance.dataset(ops.uri).to_table(full_text_query=q, with_row_id=True)) == want

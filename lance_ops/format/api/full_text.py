@@ -334,14 +334,17 @@ def _(query: BooleanQuery, corpus: Corpus) -> Hits:
 
 # ------------------------------------------------------------------ the scan
 def _fts_indices(ds: Any) -> dict[str, Any]:
-    """The INVERTED segments per indexed column name."""
+    """The segments of the (first) INVERTED index of each indexed column name."""
     section = ds.manifest.index_section
     if not section:
         return {}
     out: dict[str, Any] = {}
+    chosen: dict[str, str] = {}
     for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
         if seg.fields and (seg.kind == "INVERTED" or (seg.kind == "UNKNOWN" and _inverted_files(ds, seg))):
-            out.setdefault(_path(ds.lance_schema, seg.fields[0]), []).append(seg)
+            column = _path(ds.lance_schema, seg.fields[0])
+            if chosen.setdefault(column, seg.name) == seg.name:
+                out.setdefault(column, []).append(seg)
     return out
 
 
