@@ -53,7 +53,7 @@ class IndexMethods(DatasetCore):
         self, column: str, index_type: str, name: str | None = None, *, replace: bool = True, train: bool = True,
         fragment_ids: Sequence[int] | None = None, index_uuid: str | None = None, **params: Any
     ) -> None:
-        """Build a BTREE, BITMAP, LABEL_LIST, ZONEMAP or INVERTED (``FTS``) index of ``column``
+        """Build a BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM or INVERTED (``FTS``) index of ``column``
         over every fragment (named ``<column>_idx`` by default) with files as pylance 14 writes
         them, and commit it; the handle moves to the new version (as pylance's).  ``params``:
         an INVERTED index's tokenizer keywords (pylance's ``base_tokenizer``, ``language``,
@@ -126,7 +126,7 @@ class IndexMethods(DatasetCore):
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
     ) -> None:
         """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
-        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM, INVERTED, and IVF_FLAT / IVF_PQ over the index's centroids and
         codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
         segments with the new fragments as one.  Other kinds are left as they are.  The handle
         moves to the new version (it stays where it is when there was nothing to do)."""

@@ -1,6 +1,6 @@
 """Plan / execute / commit for index segments: ``create_scalar_index`` and ``optimize_indices``
-as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP; IVF_FLAT / IVF_PQ and INVERTED
-segments over an existing index).
+as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM, INVERTED with the call's
+tokenizer params; IVF_FLAT / IVF_PQ and INVERTED segments over an existing index).
 
 What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
 

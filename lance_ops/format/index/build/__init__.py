@@ -1,5 +1,5 @@
-"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP from
-scratch, IVF_FLAT / IVF_PQ segments over an existing index's model, and INVERTED (full-text)
+"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM from
+scratch, INVERTED with given tokenizer params, IVF_FLAT / IVF_PQ segments over an existing index's model, and INVERTED (full-text)
 segments with an existing index's tokenizer params (``optimize_indices``; :mod:`.inverted`).
 
 :func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
