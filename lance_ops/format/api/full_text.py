@@ -270,27 +270,35 @@ def _(query: PhraseQuery, corpus: Corpus) -> Hits:
     found = _merge([_term_score(docs, t) for t in terms], "and")  # a repeated term counts again (pylance)
     order = np.argsort(docs.row_ids, kind="stable")
     rows = order[np.searchsorted(docs.row_ids[order], found[0])]
-    keep = [i for i, row in enumerate(rows.tolist()) if _has_phrase(docs, row, codes, qpos, query.slop)]
+    keep = np.isin(rows, _phrase_rows(docs, [int(c) for c in codes if c is not None], qpos, query.slop))
     return found[0][keep], found[1][keep]
 
 
-def _has_phrase(docs: ColumnDocs, row: int, codes: list[int | None], qpos: list[int], slop: int) -> bool:
-    """Whether ``row`` holds the terms in order, each gap at most ``slop`` positions wider than
-    the query's."""
-    mine = docs.occ_row == row
-    where = [set(docs.occ_pos[mine & (docs.occ_code == c)].tolist()) for c in codes]
-    for start in sorted(where[0]):
-        prev, ok = start, True
-        for i in range(1, len(codes)):
-            want = prev + (qpos[i] - qpos[i - 1])
-            nxt = [p for p in where[i] if want <= p <= want + slop]
-            if not nxt:
-                ok = False
+def _phrase_rows(docs: ColumnDocs, codes: list[int], qpos: list[int], slop: int) -> np.ndarray:
+    """The rows holding the terms in order, each gap at most ``slop`` positions wider than the
+    query's: on the occurrences of the phrase's terms only, whole arrays for ``slop`` 0."""
+    sel = np.isin(docs.occ_code, codes)
+    row, code, pos = docs.occ_row[sel], docs.occ_code[sel], docs.occ_pos[sel]
+    span = np.int64(int(pos.max()) + len(codes) + slop + 2) if len(pos) else np.int64(1)
+    key = row * span + pos
+    by_code = {c: np.unique(key[code == c]) for c in set(codes)}
+    starts = by_code[codes[0]]
+    if slop == 0:
+        for c, q in zip(codes[1:], qpos[1:], strict=True):
+            starts = starts[np.isin(starts + (q - qpos[0]), by_code[c])]
+        return np.unique(starts // span)
+    out = []
+    for start in starts.tolist():  # sloppy phrases: greedy, per start of the phrase's first term
+        prev = start
+        for c, (qa, qb) in zip(codes[1:], zip(qpos, qpos[1:], strict=False), strict=True):
+            cand = by_code[c]
+            lo = np.searchsorted(cand, prev + (qb - qa))
+            if lo >= len(cand) or cand[lo] > prev + (qb - qa) + slop or cand[lo] // span != start // span:
                 break
-            prev = min(nxt)
-        if ok:
-            return True
-    return False
+            prev = int(cand[lo])
+        else:
+            out.append(start // span)
+    return np.unique(np.array(out, np.int64))
 
 
 @evaluate.register
