@@ -145,22 +145,22 @@ class Corpus:
 
 
 class _DocsCache:
-    """The tokenized columns of the last few (dataset version, column, params) searched: a version
-    never changes, so a repeated search skips reading and tokenizing (pylance keeps its index
+    """The last few values of something a version or a segment fixes (a tokenized column, an
+    index's statistics): a repeated search skips reading and tokenizing (pylance keeps its index
     in a cache alike)."""
 
     def __init__(self, size: int = 2) -> None:
         self._size, self._items = size, {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> ColumnDocs | None:
+    def get(self, key: tuple) -> Any:
         with self._lock:
             hit = self._items.pop(key, None)
             if hit is not None:
                 self._items[key] = hit
             return hit
 
-    def put(self, key: tuple, docs: ColumnDocs) -> None:
+    def put(self, key: tuple, docs: Any) -> None:
         with self._lock:
             self._items.pop(key, None)
             self._items[key] = docs
@@ -169,6 +169,7 @@ class _DocsCache:
 
 
 _CACHE = _DocsCache()
+_CORPUS_CACHE = _DocsCache(8)
 
 
 def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
@@ -425,7 +426,11 @@ def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: A
     segments = _fts_indices(ds)
     params = {c: reference_layout(ds._store, s[0]).params for c, s in segments.items()}
     query = parse_full_text_query(opts.full_text_query, list(segments))
-    coverage = {c: _index_corpus(ds._store, s) for c, s in segments.items()}
+    coverage = {}
+    for c, segs in segments.items():  # segments never change: their statistics are kept by uuid
+        key = (ds.uri, *sorted(seg.uuid for seg in segs))
+        coverage[c] = _CORPUS_CACHE.get(key) or _index_corpus(ds._store, segs)
+        _CORPUS_CACHE.put(key, coverage[c])
     ids, scores = search(query, Corpus(ds, params, coverage))
     if filter is not None and opts.prefilter:
         allowed = ds.to_table(columns=[], filter=filter, with_row_id=True)[ROW_ID].to_numpy()
