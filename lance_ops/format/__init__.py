@@ -11,6 +11,17 @@ The API mirrors pylance where they overlap::
 from lance_ops.format._version import __version__ as __version__
 from lance_ops.format.api.compaction import Compaction
 from lance_ops.format.api.debug import format_fragment
+from lance_ops.format.api.fts_queries import (
+    BooleanQuery,
+    BoostQuery,
+    FullTextOperator,
+    FullTextQuery,
+    FullTextQueryType,
+    MatchQuery,
+    MultiMatchQuery,
+    Occur,
+    PhraseQuery,
+)
 from lance_ops.format.api.functions import (
     acquire_lease,
     commit,
@@ -104,6 +115,7 @@ from lance_ops.format.table.file_versions import stable_version
 from lance_ops.format.table.fragment import DataFile, DeletionFile, FragmentMetadata
 from lance_ops.format.table.leases import DEFAULT_LEASE_TTL, Lease, LeaseHandle
 from lance_ops.format.table.refs import Tags
+from lance_ops.format.txn.index_entry import Index
 from lance_ops.format.txn.lance_operation import LanceOperation
 from lance_ops.format.txn.manifest_store import ManifestStore, SQLiteManifestStore
 from lance_ops.format.txn.operations import (
@@ -125,6 +137,8 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "BooleanQuery", "BoostQuery", "FullTextOperator", "FullTextQuery", "FullTextQueryType", "MatchQuery",
+    "MultiMatchQuery", "Occur", "PhraseQuery", "Index",
     "format_fragment",
     "json_to_schema",
     "schema_to_json",

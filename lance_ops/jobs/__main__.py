@@ -139,10 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     _rows_per_task(o, OPTIMIZE_INDICES_DEFAULTS.rows_per_task)
 
     i = sub.add_parser("create-scalar-index", aliases=["create_scalar_index"],
-                       help="build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index on executors")
+                       help="build a BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM or INVERTED index on executors")
     i.add_argument("uri")
     i.add_argument("--column", required=True)
-    i.add_argument("--index-type", default="BTREE", help="BTREE, BITMAP, LABEL_LIST or ZONEMAP")
+    i.add_argument("--index-type", default="BTREE", help="BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM or INVERTED")
     i.add_argument("--name", default=None, help="default: <column>_idx")
     i.add_argument("--no-replace", action="store_true", help="refuse when an index of that name exists")
     _rows_per_task(i, OPTIMIZE_INDICES_DEFAULTS.rows_per_task)

@@ -199,7 +199,7 @@ def create_scalar_index(
     manifest_store: Any = None,
     commit: CommitOptions | None = None,
 ) -> IndexBuildResult:
-    """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` (pylance's
+    """Build a BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM or INVERTED index of ``column`` (pylance's
     ``create_scalar_index``; default name ``<column>_idx``) on executors: one segment per group
     of about ``rows_per_task`` rows, committed as one index (replacing one of that name when
     ``replace``).  Other arguments as :func:`optimize_indices`; any failed task fails the index

@@ -20,7 +20,6 @@ from file_versions import pin_file_version
 from templates import Templates
 
 import lance_ops.format as lf
-from lance_ops.format.errors import UnsupportedFeatureError
 from lance_ops.format.index.build.text_tokens import DEFAULT_PARAMS, TokenizerParams, tokenize
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section
 
@@ -191,28 +190,40 @@ def test_default_merge_rebuilds_the_newest_segment_with_the_new_rows(grown, tmp_
     assert lance.dataset(uri).index_statistics("text_idx")["num_unindexed_rows"] == 0
 
 
-def test_tokenizer_settings_lance_ops_does_not_reproduce_are_left_alone(tmp_path):
-    """An index with positions (phrase queries) or over a list column is left out of
-    ``index_names=None`` runs and refused by name; the other indices are still extended."""
-    uri = str(tmp_path / "t.lance")
+def test_positions_and_list_indices_are_extended(tmp_path):
+    """An index with positions (phrase queries) and one over a list column are extended by
+    lance_ops' ``optimize_indices`` (a ``_position`` column, a list row as one document): pylance
+    then answers match and phrase queries with the rows and BM25 scores its own
+    ``optimize_indices`` gives on a copy of the same data."""
+    uri, copy = str(tmp_path / "t.lance"), str(tmp_path / "copy.lance")
 
     def with_tags(t: pa.Table) -> pa.Table:
-        return t.append_column("tags", pa.array([[w] for w in t["text"].to_pylist()], pa.list_(pa.string())))
+        return t.append_column("tags", pa.array([[w, w] if w else None for w in t["text"].to_pylist()],
+                                                pa.list_(pa.string())))
 
     ds = lance.write_dataset(with_tags(docs(FRAG, 0)), uri)
-    ds.create_scalar_index("text", "INVERTED", with_position=True)
+    ds.create_scalar_index("text", "INVERTED", with_position=True, remove_stop_words=False)
     ds.create_scalar_index("tags", "INVERTED")
-    ds.create_scalar_index("id", "BTREE")
     lf.write_dataset(with_tags(docs(FRAG, FRAG)), uri, mode="append")
-    assert lf.optimizable_index_names(lf.dataset(uri).manifest) == ("id_idx",)
+    shutil.copytree(uri, copy)
+    assert set(lf.optimizable_index_names(lf.dataset(uri).manifest)) == {"text_idx", "tags_idx"}
     lf.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
-    stats = lance.dataset(uri).index_statistics
-    assert stats("text_idx")["num_unindexed_rows"] == FRAG and stats("tags_idx")["num_unindexed_rows"] == FRAG
-    assert stats("id_idx")["num_unindexed_rows"] == 0
-    with pytest.raises(UnsupportedFeatureError, match="with_position"):
-        lf.dataset(uri).optimize.optimize_indices(index_names=["text_idx"])
-    with pytest.raises(UnsupportedFeatureError, match="type list"):
-        lf.dataset(uri).optimize.optimize_indices(index_names=["tags_idx"])
+    lance.dataset(copy).optimize.optimize_indices(num_indices_to_merge=0)
+    ours, theirs = lance.dataset(uri), lance.dataset(copy)
+    for name in ("text_idx", "tags_idx"):
+        assert ours.stats.index_stats(name)["num_unindexed_rows"] == 0
+
+    def answer(d, q):
+        t = d.to_table(full_text_query=q, with_row_id=True)
+        return sorted(zip(t["_rowid"].to_pylist(), t["_score"].to_pylist(), strict=True))
+
+    from lance.query import MatchQuery, PhraseQuery
+    for q in (PhraseQuery("quick brown", "text"), PhraseQuery("the dog", "text", slop=1), MatchQuery("fox", "text"),
+              MatchQuery("melon", "tags"), MatchQuery("melon fox", "tags")):
+        assert answer(ours, q) == answer(theirs, q)
+    two = next(t.split()[:2] for t in docs(FRAG, FRAG)["text"].to_pylist()[1:] if t and len(t.split()) > 1)
+    phrase = PhraseQuery(" ".join(two), "text")  # a phrase of an appended (lance_ops-indexed) row
+    assert answer(ours, phrase) == answer(theirs, phrase) and answer(ours, phrase)
 
 
 def test_tokenizer_matches_pylance_on_its_defaults():

@@ -216,8 +216,8 @@ def test_spark_create_scalar_index_as_pylance(spark, grown, tmp_path, stable):
     dirs, version = index_dirs(ours), lance.dataset(ours).version
     with pytest.raises(InvalidArgumentError, match="already exists"):
         jobs.create_scalar_index(spark, ours, "id", "BTREE", name="btree_idx", replace=False)
-    with pytest.raises(UnsupportedFeatureError, match="NGRAM"):
-        jobs.create_scalar_index(spark, ours, "text", "NGRAM")
+    with pytest.raises(UnsupportedFeatureError, match="BLOOMFILTER"):
+        jobs.create_scalar_index(spark, ours, "bid", "BLOOMFILTER")
     assert index_dirs(ours) == dirs and lance.dataset(ours).version == version  # refused before any task
 
 
@@ -230,8 +230,8 @@ def test_cli_optimize_indices_and_create_scalar_index(spark, grown, tmp_path, ca
     assert main(["create-scalar-index", uri, "--column", "val", "--index-type", "ZONEMAP"]) == 0
     assert json.loads(capsys.readouterr().out)["indices"] == ["val_idx"]
     assert lance.dataset(uri).index_statistics("val_idx")["num_unindexed_rows"] == 0
-    assert main(["create-scalar-index", uri, "--column", "text", "--index-type", "NGRAM"]) == 2
-    assert "NGRAM" in capsys.readouterr().err
+    assert main(["create-scalar-index", uri, "--column", "bid", "--index-type", "BLOOMFILTER"]) == 2
+    assert "BLOOMFILTER" in capsys.readouterr().err
 
 
 def test_spark_optimize_indices_with_a_txn_app_id_commits_once(spark, grown, tmp_path):

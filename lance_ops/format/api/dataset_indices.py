@@ -1,5 +1,6 @@
 """A dataset handle's indices: describe, build (scalar and vector), optimize and drop, as pylance's."""
 
+import uuid as uuidlib
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -14,6 +15,7 @@ from lance_ops.format.ops.index_build import (
     plan_create_scalar_index,
     plan_optimize_indices,
 )
+from lance_ops.format.ops.index_staging import merge_staged, stage_fragments
 from lance_ops.format.txn.operations import CreateIndex
 
 
@@ -48,11 +50,15 @@ class IndexMethods(DatasetCore):
         raise KeyError(f'Index "{index_name}" not found ({self.uri} version {self.version})')
 
     def create_scalar_index(
-        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True
+        self, column: str, index_type: str, name: str | None = None, *, replace: bool = True, train: bool = True,
+        fragment_ids: Sequence[int] | None = None, index_uuid: str | None = None, **params: Any
     ) -> None:
-        """Build a BTREE, BITMAP, LABEL_LIST or ZONEMAP index of ``column`` over every fragment
-        (named ``<column>_idx`` by default) with files as pylance 14 writes them, and commit it;
-        the handle moves to the new version (as pylance's).
+        """Build a BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM or INVERTED (``FTS``) index of ``column``
+        over every fragment (named ``<column>_idx`` by default) with files as pylance 14 writes
+        them, and commit it; the handle moves to the new version (as pylance's).  ``params``:
+        an INVERTED index's tokenizer keywords (pylance's ``base_tokenizer``, ``language``,
+        ``with_position``, ``max_token_length``, ``lower_case``, ``stem``, ``remove_stop_words``,
+        ``custom_stop_words``, ``ascii_folding``, ...; those lance_ops cannot tokenize exactly raise).
 
         Raises:
             UnsupportedFeatureError: another index type, or a column type the kind cannot hold.
@@ -60,8 +66,17 @@ class IndexMethods(DatasetCore):
             InvalidArgumentError: ``replace=False`` and an index of that name exists.
         """
         self._check_mutable()
-        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace)
+        if fragment_ids is not None:  # pylance's distributed build: staged, merged and committed by the caller
+            stage_fragments(self._store, self._manifest, uuid=index_uuid or str(uuidlib.uuid4()), column=column,
+                            index_type=index_type, name=name, fragment_ids=fragment_ids, params=params)
+            return
+        plan = plan_create_scalar_index(self._manifest, column, index_type, name=name, replace=replace, params=params)
         self._advance(build_indices(self._store, self._manifest, plan, handler=self._handler))
+
+    def merge_index_metadata(self, index_uuid: str, index_type: str, batch_readhead: int | None = None) -> None:
+        """Write the segment of a distributed INVERTED build from its staged fragments (pylance's;
+        nothing is committed: commit ``LanceOperation.CreateIndex`` with an ``Index`` of that uuid)."""
+        merge_staged(self._store, self._manifest, index_uuid, index_type)
 
     def create_index(
         self,
@@ -111,7 +126,7 @@ class IndexMethods(DatasetCore):
         self, *, num_indices_to_merge: int = 1, index_names: Sequence[str] | None = None
     ) -> None:
         """Index the fragments no segment of an index covers (pylance's ``optimize_indices``:
-        BTREE, BITMAP, LABEL_LIST, ZONEMAP, and IVF_FLAT / IVF_PQ over the index's centroids and
+        BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM, INVERTED, and IVF_FLAT / IVF_PQ over the index's centroids and
         codebook): ``num_indices_to_merge=0`` adds a segment, ``N`` rebuilds the newest ``N``
         segments with the new fragments as one.  Other kinds are left as they are.  The handle
         moves to the new version (it stays where it is when there was nothing to do)."""

@@ -20,6 +20,7 @@ from lance_ops.format.errors import (
     UnsupportedFeatureError,
 )
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.index_staging import with_index_details
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
@@ -206,6 +207,7 @@ def commit(
         transaction_properties = {**dict(transaction_properties or {}), COMMIT_MESSAGE_KEY: commit_message}
     store = ObjectStore(uri, storage_options)
     handler = commit_handler_for(store, manifest_store)
+    operation = with_index_details(operation, store)  # a distributed full-text build's segment
     if isinstance(operation, Transaction):
         props = {**operation.properties, **dict(transaction_properties or {})}
         txn = dataclasses.replace(operation, properties=props)

@@ -14,6 +14,7 @@ from lance_ops.format.api.arguments import pop_ignored
 from lance_ops.format.api.dataset_indices import IndexMethods
 from lance_ops.format.api.dataset_metadata import MetadataMethods
 from lance_ops.format.api.dataset_schema import SchemaEvolutionMethods
+from lance_ops.format.api.full_text import full_text_table
 from lance_ops.format.api.nearest import nearest_table
 from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.scan_options import ScanOptions
@@ -215,8 +216,9 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         columns; ``options`` are pylance's scan keywords (:class:`.scan_options.ScanOptions`)."""
         columns, filter, options = self._scan_defaults(columns, filter, options)
         opts = ScanOptions(**options)
-        if opts.nearest is not None:
-            return iter(nearest_table(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
+        if opts.nearest is not None or opts.full_text_query is not None:
+            search = nearest_table if opts.nearest is not None else full_text_table
+            return iter(search(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
         plan, finish, batches = self._scan_with(columns, filter, opts)
         return batches if finish is None else map(finish, batches)
 
@@ -228,6 +230,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         opts = ScanOptions(**options)
         if opts.nearest is not None:
             return nearest_table(self._without_scan_defaults(), columns, filter, opts)
+        if opts.full_text_query is not None:
+            return full_text_table(self._without_scan_defaults(), columns, filter, opts)
         plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))

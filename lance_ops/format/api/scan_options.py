@@ -41,6 +41,8 @@ class ScanOptions:
     fast_search: bool = False
     #: with ``nearest`` and a projection without ``_distance``: leave ``_distance`` out (pylance's)
     disable_scoring_autoprojection: bool = False
+    #: pylance's full-text search (a string, ``{"query", "columns"}`` or a query object): :mod:`.full_text`
+    full_text_query: Any = None
     #: pylance's switch for scalar indices in a filter (accepted: lance_ops' answer is the same)
     use_scalar_index: bool | None = None
 

@@ -251,7 +251,7 @@ class Scanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
-        if self._options.nearest is not None:  # the search's columns depend on the projection given
+        if self._options.nearest is not None or self._options.full_text_query is not None:  # searches add columns
             return self.to_table().schema
         if names_with_offset(self._columns):  # ``_rowoffset`` is added after the scan: an empty one says
             return self._ds.to_table(self._columns, self._filter, **{**self._kw, "limit": 0}).schema

@@ -1,8 +1,9 @@
 """Secondary indices of a dataset: metadata, coverage through maintenance, remapped index files.
 
 lance_ops keeps the indices pylance built working while it compacts, materialises deletions and
-updates rows, removes index files nothing references, and builds scalar index segments (BTREE,
-BITMAP, LABEL_LIST, ZONEMAP) with files as pylance 14 writes them; it never queries an index.
+updates rows, removes index files nothing references, and builds index segments (BTREE,
+BITMAP, LABEL_LIST, ZONEMAP, NGRAM, INVERTED, IVF) with files as pylance 14 writes them; its
+full-text search reads an INVERTED index's params and statistics, not its postings.
 
 - :mod:`.metadata`: the manifest's IndexSection as :class:`IndexMetadata` objects.
 - :mod:`.coverage`: how each operation changes an index's fragment bitmap (pylance's rules).

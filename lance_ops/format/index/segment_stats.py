@@ -90,3 +90,24 @@ def _bitmaps(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
 def _zones(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
     zones = _open(store, segment, "zonemap.lance")
     return {"num_zones": zones.num_rows, "rows_per_zone": int(_meta(zones).get("rows_per_zone", 8192))}
+
+
+@_reads("NGRAM")
+def _ngrams(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
+    return {"num_ngrams": _open(store, segment, "ngram_postings.lance").num_rows}
+
+
+@_reads("INVERTED")
+def _inverted(store: ObjectStore, segment: IndexMetadata) -> dict[str, Any]:
+    """The params, and the tokens and documents of every partition (``metadata.lance``'s list)."""
+    meta = _meta(_open(store, segment, "metadata.lance"))
+    tokens = docs = 0
+    for p in json.loads(meta.get("partitions", "[0]")):
+        tok = _open(store, segment, f"part_{p}_tokens.lance")
+        ids = {f.name: f.id for f in tok.schema.top_level()}
+        if "_token_next_id" in ids:
+            tokens += int(tok.read_table([ids["_token_next_id"]]).column(0)[0].as_py())
+        else:
+            tokens += tok.num_rows
+        docs += _open(store, segment, f"part_{p}_docs.lance").num_rows
+    return {"params": json.loads(meta["params"]), "num_tokens": tokens, "num_docs": docs}

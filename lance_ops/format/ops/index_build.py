@@ -1,6 +1,6 @@
 """Plan / execute / commit for index segments: ``create_scalar_index`` and ``optimize_indices``
-as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP; IVF_FLAT / IVF_PQ and INVERTED
-segments over an existing index).
+as pylance 14 has them (BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM, INVERTED with the call's
+tokenizer params; IVF_FLAT / IVF_PQ and INVERTED segments over an existing index).
 
 What pylance 14.0.2 does (checked on these machines; docs/FORMAT.md "Indices"):
 
@@ -37,14 +37,17 @@ import numpy as np
 import pyarrow as pa
 
 from lance_ops.format.errors import (
+    ArgumentTypeError,
     ColumnNotFoundError,
     CorruptFileError,
     InvalidArgumentError,
+    SchemaError,
     UnsupportedFeatureError,
     UnsupportedIndexTypeError,
 )
 from lance_ops.format.index.build import (
     BUILDABLE_KINDS,
+    CREATABLE_KINDS,
     SEGMENT_KINDS,
     VECTOR_KINDS,
     SegmentInput,
@@ -53,6 +56,7 @@ from lance_ops.format.index.build import (
     unsupported_setting,
     write_segment,
 )
+from lance_ops.format.index.build.inverted_params import inverted_params
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section, user_indices
 from lance_ops.format.index.unreferenced import prune_empty_index_dirs
 from lance_ops.format.io.object_store import ObjectStore
@@ -132,7 +136,7 @@ def _task(
         name=name,
         kind=kind,
         column=column,
-        field_id=manifest.schema.field(column).id,
+        field_id=field_at_path(manifest.schema, column).id,
         fragment_ids=tuple(sorted(int(f) for f in fragment_ids)),
         uuid=str(uuidlib.uuid4()),
         read_version=manifest.version,
@@ -141,6 +145,36 @@ def _task(
         reference_uuid=reference,
         new_fragment_ids=None if new is None else tuple(sorted(int(f) for f in new)),
     )
+
+
+def _nested_field(schema: Any, path: str) -> Any:
+    """The struct child a dotted path names (``meta.lang``), or None."""
+    top, *rest = path.split(".")
+    try:
+        f = schema.field(top)
+    except SchemaError:
+        return None
+    for name in rest:
+        f = next((c for c in schema.subtree(f.id) if c.parent_id == f.id and c.name == name), None)
+        if f is None:
+            return None
+    return f
+
+
+def field_path(schema: Any, field_id: int) -> str:
+    """A field's dotted path (``meta.lang`` for a struct child)."""
+    parts, fid = [], field_id
+    while fid >= 0:
+        f = schema.field_by_id(fid)
+        parts.append(f.name)
+        fid = f.parent_id
+    return ".".join(reversed(parts))
+
+
+def field_at_path(schema: Any, column: str) -> Any:
+    """The field of a top-level column or of a struct child's dotted path."""
+    names = [f.name for f in schema.top_level()]
+    return schema.field(column) if column in names else (_nested_field(schema, column) or schema.field(column))
 
 
 def fragment_groups(manifest: Manifest, fragment_ids: Sequence[int], rows_per_task: int | None) -> list[list[int]]:
@@ -171,8 +205,10 @@ def plan_create_scalar_index(
     name: str | None = None,
     replace: bool = True,
     rows_per_task: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> IndexBuildPlan:
-    """One task over every fragment (pylance's ``create_scalar_index``), or, with
+    """One task over every fragment (pylance's ``create_scalar_index``; ``params``: an INVERTED
+    index's tokenizer keywords, :mod:`lance_ops.format.index.build.inverted_params`), or, with
     ``rows_per_task``, one per group of fragments of about that many rows: each task writes a
     segment of the index (same name, disjoint fragments) and all are committed as one
     ``CreateIndex``, as lance-spark builds indices on executors; pylance reads such an index as
@@ -183,12 +219,16 @@ def plan_create_scalar_index(
         SchemaError: no such column.
         InvalidArgumentError: ``replace=False`` and an index of that name exists.
     """
-    kind = str(index_type).upper()
-    if kind not in BUILDABLE_KINDS:
-        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(BUILDABLE_KINDS)}, not {index_type!r}")
+    kind = {"FTS": "INVERTED"}.get(str(index_type).upper(), str(index_type).upper())
+    if kind not in CREATABLE_KINDS:
+        raise UnsupportedFeatureError(f"create_scalar_index: lance_ops builds {', '.join(CREATABLE_KINDS)}, not {index_type!r}")
+    train = {"params": inverted_params(params or {}).to_json()} if kind == "INVERTED" else None
+    if params and kind != "INVERTED":
+        raise ArgumentTypeError(f"create_scalar_index: unexpected keyword argument {sorted(params)[0]!r} for {kind}")
     name, existing = _index_target(manifest, column, name, replace, "create_scalar_index")
     groups = fragment_groups(manifest, [f.id for f in manifest.fragments], rows_per_task)
-    return IndexBuildPlan(manifest.version, tuple(_task(manifest, name, kind, column, g) for g in groups), existing)
+    tasks = (replace_task(_task(manifest, name, kind, column, g), train=train) for g in groups)
+    return IndexBuildPlan(manifest.version, tuple(tasks), existing)
 
 
 def _index_target(
@@ -201,7 +241,7 @@ def _index_target(
         InvalidArgumentError: ``replace=False`` and an index of that name exists.
     """
     names = [f.name for f in manifest.schema.top_level()]
-    if column not in names:
+    if column not in names and _nested_field(manifest.schema, column) is None:
         raise ColumnNotFoundError(f"{what}: {column} not found in schema: column {column!r} is not in the "
                                   f"dataset schema {names}")
     name = name or f"{column}_idx"
@@ -299,7 +339,7 @@ def plan_optimize_indices(
         if not new and len(merged) <= 1:
             continue  # nothing new, and rewriting one segment into itself is no change
         frags = new | (set().union(*(s.fragment_ids or () for s in merged)) & live)
-        column = manifest.schema.field_by_id(segments[0].fields[0]).name
+        column = field_path(manifest.schema, segments[0].fields[0])
         ref = None if kind in BUILDABLE_KINDS else segments[0].uuid  # vector: the model; INVERTED: the params
         groups = fragment_groups(manifest, sorted(new), rows_per_task) if not merged else [sorted(frags)]
         made = [_task(manifest, n, kind, column, g, ref, set(g) & new) for g in groups]
@@ -320,11 +360,16 @@ def optimizable_index_names(manifest: Manifest) -> tuple[str, ...]:
 
 def _unsupported(manifest: Manifest, index: IndexMetadata) -> str | None:
     """What keeps lance_ops from extending ``index`` (a full-text tokenizer it does not
-    reproduce, or a column other than plain text: JSON, lists), or None."""
+    reproduce, or a column other than text or a list of text: JSON), or None."""
     if index.kind != "INVERTED":
         return None
     field = manifest.schema.field_by_id(index.fields[0]) if index.fields else None
-    if field is None or field.logical_type not in ("string", "large_string"):
+    children = manifest.schema.subtree(field.id)[1:] if field is not None else []
+    text = ("string", "large_string")
+    if field is not None and field.logical_type in ("list", "large_list") and len(children) == 1 \
+            and children[0].logical_type in text:
+        return unsupported_setting(index.details) if index.index_version == 2 else "an older file layout"
+    if field is None or field.logical_type not in text:
         return f"a column of type {field.logical_type if field else 'unknown'} (lance_ops tokenizes plain strings)"
     if index.index_version != 2:  # 0 / 1: the older, unpartitioned layouts (docs/FORMAT.md 14a)
         return f"index_version {index.index_version} (an older file layout)"
@@ -348,17 +393,20 @@ def _segments_to_merge(manifest: Manifest, segments: list[IndexMetadata], num: i
 
 
 def _segment_input(store: ObjectStore, manifest: Manifest, task: IndexTask) -> SegmentInput:
-    plan = plan_scan(manifest.schema, [task.column], None, task.stable_row_ids, True)
+    top, *nested = task.column.split(".") if task.column not in manifest.schema.to_arrow().names else [task.column]
+    plan = plan_scan(manifest.schema, [top], None, task.stable_row_ids, True)
     wanted = set(task.fragment_ids)
     frags = [f for f in manifest.fragments if f.id in wanted]
     # fixed-width values (numbers, vectors) decode at memory speed: read inline, as the hand-offs
     # to prefetch threads cost more CPU than they overlap (create_btree of 1M floats in 50
     # fragments: 47 -> 31 ms CPU); strings and lists keep the background decoders
-    inline = _fixed_width(plan.out_schema.field(task.column).type)
+    inline = _fixed_width(plan.out_schema.field(top).type)
     batches = scan(store, manifest, plan, fragments=frags, **({"prefetch_bytes": None} if inline else {}))
-    values, addrs, ids = _gathered(batches, plan.out_schema.field(task.column), task.stable_row_ids,
+    values, addrs, ids = _gathered(batches, plan.out_schema.field(top), task.stable_row_ids,
                                      sum(f.num_rows for f in frags))
     new = None if task.new_fragment_ids is None else frozenset(task.new_fragment_ids)
+    for name in nested:  # a struct's child (``meta.lang``): indexed by its dotted path, as pylance's
+        values = values.field(name)
     if task.merged_uuids and not task.stable_row_ids:
         extra = _indexed_deleted_rows(store, manifest, task, frags, plan)
         if extra is not None:

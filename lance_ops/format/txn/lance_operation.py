@@ -9,14 +9,17 @@ builds lance_ops' operations (:mod:`.operations`) from the same arguments, so su
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from lance_ops.format.errors import ArgumentTypeError, UnsupportedFeatureError
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.txn.index_entry import Index, index_metadata
 from lance_ops.format.txn.operations import (
     Append,
+    CreateIndex,
     Delete,
     Merge,
     MetadataUpdate,
@@ -99,6 +102,11 @@ def _merge(fragments: Sequence[FragmentMetadata], schema: pa.Schema | LanceSchem
     return Merge(list(fragments), _as_lance_schema(schema))
 
 
+def _create_index(new_indices: Sequence["Index | Any"], removed_indices: Sequence["Index | Any"] = ()) -> CreateIndex:
+    """pylance's ``CreateIndex(new_indices, removed_indices)`` of ``lance.dataset.Index`` segments."""
+    return CreateIndex(tuple(map(index_metadata, new_indices)), tuple(map(index_metadata, removed_indices)))
+
+
 class LanceOperation:
     """pylance's ``lance.LanceOperation`` namespace, building lance_ops operations."""
 
@@ -110,4 +118,5 @@ class LanceOperation:
     UpdateConfig = staticmethod(_update_config)
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
+    CreateIndex = staticmethod(_create_index)
     Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``

@@ -1,5 +1,5 @@
-"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP from
-scratch, IVF_FLAT / IVF_PQ segments over an existing index's model, and INVERTED (full-text)
+"""Building index segments as pylance 14 writes them: BTREE, BITMAP, LABEL_LIST, ZONEMAP, NGRAM from
+scratch, INVERTED with given tokenizer params, IVF_FLAT / IVF_PQ segments over an existing index's model, and INVERTED (full-text)
 segments with an existing index's tokenizer params (``optimize_indices``; :mod:`.inverted`).
 
 :func:`write_segment` turns the rows of some fragments (:class:`SegmentInput`) into the files of
@@ -17,23 +17,30 @@ from lance_ops.format.index.build.bitmap import write_bitmap
 from lance_ops.format.index.build.btree import write_btree
 from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
 from lance_ops.format.index.build.inverted import (
+    DEFAULT_LAYOUT,
+    InvertedLayout,
     indexed_row_ids,
     reference_layout,
     unsupported_setting,
     write_inverted,
 )
+from lance_ops.format.index.build.inverted_params import encode_details
 from lance_ops.format.index.build.ivf import IvfModel, vectors, write_ivf
 from lance_ops.format.index.build.ivf_train import given_model, partition_count, train_model
 from lance_ops.format.index.build.label_list import write_label_list
+from lance_ops.format.index.build.ngram import write_ngram
+from lance_ops.format.index.build.text_tokens import TokenizerParams
 from lance_ops.format.index.build.zonemap import write_zonemap
 from lance_ops.format.index.metadata import IndexMetadata
 from lance_ops.format.io.object_store import ObjectStore
 
 #: the scalar kinds lance_ops builds (``create_scalar_index``, ``optimize_indices``)
-BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP")
+BUILDABLE_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "NGRAM")
 #: the kinds lance_ops adds segments to (``optimize_indices``): vector kinds reuse the model,
 #: INVERTED the tokenizer params of an existing segment
 SEGMENT_KINDS = (*BUILDABLE_KINDS, "IVF_FLAT", "IVF_PQ", "INVERTED")
+#: the kinds ``create_scalar_index`` builds from scratch (INVERTED: with the call's tokenizer params)
+CREATABLE_KINDS = (*BUILDABLE_KINDS, "INVERTED")
 #: the vector kinds lance_ops trains (``create_index``)
 VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ")
 VECTOR_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
@@ -65,6 +72,9 @@ def write_segment(
     try:
         if train is not None and kind in VECTOR_KINDS:
             return _trained(w, data, kind, column, train)
+        if train is not None and kind == "INVERTED":
+            params = TokenizerParams.from_json(str(train["params"]), f"index {uuid}")
+            return write_inverted(w, data, InvertedLayout(params, dict(DEFAULT_LAYOUT)), encode_details(params))
         if reference is not None and kind == "INVERTED":
             return write_inverted(w, data, reference_layout(store, reference), reference.details)
         if reference is not None and kind not in BUILDABLE_KINDS:
@@ -74,6 +84,8 @@ def write_segment(
             return write_btree(w, data, stable_row_ids=stable_row_ids)
         if kind == "BITMAP":
             return write_bitmap(w, data)
+        if kind == "NGRAM":
+            return write_ngram(w, data)
         if kind == "LABEL_LIST":
             return write_label_list(w, data, column=column)
         return write_zonemap(w, data)
@@ -99,6 +111,7 @@ def _trained(w: SegmentWriter, data: SegmentInput, kind: str, column: str, train
 __all__ = [
     "given_model",
     "BUILDABLE_KINDS",
+    "CREATABLE_KINDS",
     "SEGMENT_KINDS",
     "VECTOR_KINDS",
     "BuiltSegment",

@@ -15,7 +15,9 @@ One partition (0), four Lance files of the dataset's file version:
   the partition), ``_length`` (``uint32``: its number of documents); schema metadata
   ``posting_tail_codec``, ``format_version``, ``posting_block_size``.  (pylance also writes
   ``_impacts``, block-max impact lists its WAND uses when present; lance_ops leaves the column
-  out, which the reader allows: the answers and scores are the same);
+  out, which the reader allows: the answers and scores are the same); with ``with_position``,
+  ``_position`` (``list<list<large_binary>>``: per document of the posting list its positions,
+  :func:`.postings.encode_positions`; pylance's older layout, which pylance 14 still reads);
 - ``part_0_docs.lance``: one row per document with at least one token, in row order (its
   position is the doc id postings use): ``_rowid`` (``uint64``: stable row id on datasets that
   have them, else the address), ``_num_tokens`` (``uint32``); schema metadata ``total_tokens``.
@@ -34,8 +36,8 @@ from lance_ops.format.errors import CorruptFileError, UnsupportedFeatureError
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.build.common import BuiltSegment, SegmentInput, SegmentWriter
 from lance_ops.format.index.build.fst import build_fst
-from lance_ops.format.index.build.postings import BLOCK, bm25, encode_postings
-from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize
+from lance_ops.format.index.build.postings import BLOCK, bm25, encode_positions, encode_postings
+from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize_documents
 from lance_ops.format.index.metadata import IndexMetadata
 from lance_ops.format.io.object_store import ObjectStore
 
@@ -102,13 +104,11 @@ def unsupported_setting(details: bytes) -> str | None:
     """
     f = _details_fields(details)
     base = f.get(1, b"simple")
-    if base != b"simple":
+    if base not in (b"simple", b"ngram"):
         return f"base_tokenizer={base.decode(errors='replace') if isinstance(base, bytes) else base!r}"
     lang = f.get(2, b'"English"')
     if lang != b'"English"' and (f.get(6) or f.get(7)):
         return f"language={lang.decode(errors='replace') if isinstance(lang, bytes) else lang}"
-    if f.get(3):
-        return "with_position=true"
     return None
 
 
@@ -138,7 +138,7 @@ def reference_layout(store: ObjectStore, ref: IndexMetadata) -> InvertedLayout:
 
 def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout, details: bytes) -> BuiltSegment:
     """Tokenize ``data`` and write the four files of a one-partition segment."""
-    toks = tokenize(data.values, layout.params)
+    toks = tokenize_documents(data.values, layout.params)
     per_row = np.bincount(toks.row, minlength=len(data.values)).astype(np.int64)
     docs = np.flatnonzero(per_row)  # rows with tokens, in row order: doc id = position
     doc_of_row = np.full(len(per_row), -1, dtype=np.int64)
@@ -154,6 +154,10 @@ def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout,
     bounds = np.concatenate([[0], np.cumsum(df)])
     codec = layout.settings["posting_tail_codec"]
     postings = encode_postings(doc, freq, scores, bounds, codec)
+    positions = None
+    if layout.params.raw.get("with_position"):
+        occ = codes * ndocs + doc_of_row[toks.row]
+        positions = encode_positions(toks.position[np.lexsort((toks.position, occ))], freq, bounds)
     max_score = np.maximum.reduceat(scores, bounds[:-1]) if len(scores) else np.zeros(0, np.float32)
     settings = layout.settings
     file_meta = {k: settings[k] for k in ("posting_tail_codec", "format_version", "posting_block_size")}
@@ -161,12 +165,14 @@ def write_inverted(w: SegmentWriter, data: SegmentInput, layout: InvertedLayout,
                                     schema=pa.schema([pa.field("deleted_fragments", pa.binary(), False)])),
             metadata={"partitions": "[0]", "params": layout.params.to_json(), **settings})
     w.write(TOKENS_FILE, _token_table(vocab, settings["token_set_format"]))
-    w.write(INVERT_FILE, pa.table(
-        {"_posting": pa.array(postings, pa.list_(pa.large_binary())), "_max_score": pa.array(max_score, pa.float32()),
-         "_length": pa.array(df, pa.uint32())},
-        schema=pa.schema([pa.field("_posting", pa.list_(pa.large_binary()), False),
-                          pa.field("_max_score", pa.float32(), False), pa.field("_length", pa.uint32(), False)])),
-        metadata=file_meta)
+    invert = {"_posting": pa.array(postings, pa.list_(pa.large_binary())), "_max_score": pa.array(max_score, pa.float32()),
+              "_length": pa.array(df, pa.uint32())}
+    fields = [pa.field("_posting", pa.list_(pa.large_binary()), False),
+              pa.field("_max_score", pa.float32(), False), pa.field("_length", pa.uint32(), False)]
+    if positions is not None:
+        invert["_position"] = positions
+        fields.append(pa.field("_position", positions.type, False))
+    w.write(INVERT_FILE, pa.table(invert, schema=pa.schema(fields)), metadata=file_meta)
     w.write(DOCS_FILE, pa.table(
         {"_rowid": pa.array(data.row_ids[docs], pa.uint64()), "_num_tokens": pa.array(doc_len, pa.uint32())},
         schema=pa.schema([pa.field("_rowid", pa.uint64(), False), pa.field("_num_tokens", pa.uint32(), False)])),

@@ -15,6 +15,7 @@ Scores are BM25 over the partition (:func:`bm25`).
 """
 
 import numpy as np
+import pyarrow as pa
 
 from lance_ops.format.errors import UnsupportedFeatureError
 
@@ -149,3 +150,49 @@ def bm25(freqs: np.ndarray, doc_len: np.ndarray, df: np.ndarray, num_docs: int, 
     tf = freqs.astype(np.float32)
     norm = K1 * (np.float32(1) - B + B * doc_len.astype(np.float32) / avgdl)
     return (idf * ((K1 + np.float32(1)) * tf / (tf + norm))).astype(np.float32)
+
+
+def encode_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray) -> pa.Array:
+    """The ``_position`` column: per token (postings ``[bounds[t], bounds[t+1])``) a list per
+    document of binaries: ``u32`` the count, a block per 128 positions (``u32`` first, ``u8``
+    bits, the deltas bit-packed as a full posting block's doc ids), then the rest as ``u32``s.
+    ``positions``: every posting's positions, ascending, postings in order (``freq`` each)."""
+    if len(freq) and int(freq.max()) < BLOCK:
+        return _short_positions(positions, freq, bounds)
+    off = _segments(freq.astype(np.int64))
+    items: list[bytes] = []
+    inner = [0]
+    for i in range(len(freq)):
+        p = positions[off[i]:off[i + 1]].astype(np.uint32)
+        n = len(p)
+        items.append(np.uint32(n).astype("<u4").tobytes())
+        full = n // BLOCK
+        if full:
+            blocks = p[: full * BLOCK].reshape(full, BLOCK)
+            deltas = np.diff(blocks, axis=1, prepend=blocks[:, :1])
+            bits = _bits(deltas)
+            for b in range(full):
+                items.append(blocks[b, :1].astype("<u4").tobytes() + bytes([int(bits[b])])
+                             + pack4x(deltas[b:b + 1], int(bits[b])).tobytes())
+        if n % BLOCK:
+            items.append(p[full * BLOCK:].astype("<u4").tobytes())
+        inner.append(len(items))
+    flat = pa.array(items, pa.large_binary())
+    per_doc = pa.ListArray.from_arrays(pa.array(inner, pa.int32()), flat)
+    return pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32), pa.int32()), per_doc)
+
+
+def _short_positions(positions: np.ndarray, freq: np.ndarray, bounds: np.ndarray) -> pa.Array:
+    """:func:`encode_positions` when no document holds a token 128 times (no packed block): per
+    posting two binaries, ``u32`` count and ``u32`` positions, built as whole buffers."""
+    n = freq.astype(np.int64)
+    off = _segments(n)
+    stream = np.insert(positions.astype(np.uint32), off[:-1], n.astype(np.uint32))  # count, then positions
+    start = off[:-1] + np.arange(len(n))  # where each posting's count sits in the stream
+    cuts = np.empty(2 * len(n) + 1, np.int64)
+    cuts[0:-1:2], cuts[1:-1:2], cuts[-1] = start, start + 1, len(stream)
+    flat = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * len(n),
+                                            [None, pa.py_buffer((cuts * 4).astype("<i8").tobytes()),
+                                             pa.py_buffer(stream.astype("<u4").tobytes())])
+    per_doc = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * len(n) + 1, 2), pa.int32()), flat)
+    return pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32), pa.int32()), per_doc)

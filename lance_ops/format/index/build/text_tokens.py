@@ -63,6 +63,8 @@ _FOLD_EXTRA = str.maketrans(
      "ŉ": "n", "Ŋ": "N", "ŋ": "n", "ſ": "s", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T"}
 )
 _SIMPLE_SPLIT = r"[^\p{L}\p{N}]+"
+#: the same split for Python's ``re`` (``\W`` and ``_``: any character not a letter or digit)
+SIMPLE_SPLIT = r"[\W_]+"
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,7 @@ class TokenizerParams:
         r = self.raw
         unsupported = {
             "lance_tokenizer": (r.get("lance_tokenizer") or "text") != "text",
-            "base_tokenizer": r.get("base_tokenizer") != "simple",
-            "with_position": bool(r.get("with_position")),
+            "base_tokenizer": r.get("base_tokenizer") not in ("simple", "ngram"),
             "language": (r.get("stem") or (r.get("remove_stop_words") and r.get("custom_stop_words") is None))
             and r.get("language") != "English",
             "split_identifiers": bool(r.get("split_identifiers")),
@@ -109,11 +110,13 @@ class TokenizerParams:
 
 @dataclass(frozen=True)
 class DocTokens:
-    """The tokens of a batch of documents: ``row`` (index into the input) and ``token`` per
-    occurrence, in document order."""
+    """The tokens of a batch of documents: ``row`` (index into the input), ``token`` and
+    ``position`` (its ordinal among the row's base tokens: stop words and long tokens dropped
+    keep their places, as tantivy's filters) per occurrence, in document order."""
 
     row: np.ndarray
     token: pa.Array
+    position: np.ndarray | None = None
 
 
 def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
@@ -122,14 +125,18 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
         values = values.cast(pa.string())
     if not pa.types.is_string(values.type):
         raise UnsupportedFeatureError(f"full-text index over a column of type {values.type}: needs a string column")
-    parts = pc.split_pattern_regex(values, _SIMPLE_SPLIT)
+    r = params.raw
+    parts = pc.split_pattern_regex(values, _SIMPLE_SPLIT) if r.get("base_tokenizer") != "ngram" else _ngrams(values, r)
     flat = pc.list_flatten(parts)
     rows = pc.list_parent_indices(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
-    r = params.raw
-    if r.get("max_token_length") is not None:
-        keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(r["max_token_length"])))
     flat, rows = flat.filter(keep), rows.filter(keep)
+    row_np = rows.to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.searchsorted(row_np, row_np, side="left")  # rows ascend: each row's first token
+    pos = np.arange(len(row_np), dtype=np.int64) - starts
+    if r.get("max_token_length") is not None:
+        keep = pc.less(pc.binary_length(flat), int(r["max_token_length"]))
+        flat, rows, pos = flat.filter(keep), rows.filter(keep), pos[keep.to_numpy(zero_copy_only=False)]
     if r.get("lower_case"):
         flat = pc.utf8_lower(flat)
     enc = pc.dictionary_encode(flat)
@@ -145,7 +152,24 @@ def tokenize(values: pa.Array, params: TokenizerParams) -> DocTokens:
         vocab = [None if v in stops else v for v in vocab]
     tokens = pa.DictionaryArray.from_arrays(enc.indices, pa.array(vocab, pa.string())).cast(pa.string())
     valid = tokens.is_valid()
-    return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid))
+    return DocTokens(rows.filter(valid).to_numpy(zero_copy_only=False).astype(np.int64), tokens.filter(valid),
+                     pos[valid.to_numpy(zero_copy_only=False)])
+
+
+def _ngrams(values: pa.Array, r: Mapping[str, Any]) -> pa.Array:
+    """The ``ngram`` base tokenizer: every window of ``min_ngram_length`` to ``max_ngram_length``
+    characters of the whole text (spaces included; ``prefix_only``: the windows at its start), per
+    distinct value, as a list per row."""
+    lo, hi = int(r.get("min_ngram_length") or 3), int(r.get("max_ngram_length") or 3)
+    prefix = bool(r.get("prefix_only"))
+    enc = pc.dictionary_encode(values)
+    grams = []
+    for text in enc.dictionary.to_pylist():
+        starts = range(1) if prefix else range(len(text))
+        grams.append([text[i:i + n] for i in starts for n in range(lo, hi + 1) if i + n <= len(text)])
+    table = pa.array(grams, pa.list_(pa.string()))
+    out = table.take(enc.indices)
+    return pc.if_else(values.is_valid(), out, pa.scalar(None, out.type)) if values.null_count else out
 
 
 def _stem(vocab: list[str | None]) -> list[str | None]:
@@ -174,3 +198,25 @@ def fold_ascii(token: str) -> str:
             base = "".join(c for c in base if c.isascii() or (unicodedata.category(c) != "Lm" and c != "\u2044"))
         out.append(base if base and base.isascii() else ch)
     return "".join(out)
+
+
+def tokenize_documents(values: pa.Array, params: TokenizerParams) -> DocTokens:
+    """:func:`tokenize` of a string column, or of a list-of-strings column as one document per
+    row (pylance's): the elements' tokens in order, positions running on across elements."""
+    if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+        return tokenize(values, params)
+    parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(values)
+    toks = tokenize(flat, params)
+    if pa.types.is_large_string(flat.type) or pa.types.is_string_view(flat.type):
+        flat = flat.cast(pa.string())
+    parts = pc.split_pattern_regex(flat, _SIMPLE_SPLIT)
+    pieces = pc.list_flatten(parts)
+    nonempty = pc.greater(pc.binary_length(pieces), 0).to_numpy(zero_copy_only=False)
+    owner = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = np.bincount(owner[nonempty], minlength=len(flat)).astype(np.int64)
+    before = np.cumsum(counts) - counts  # base tokens of the earlier elements ...
+    first = np.searchsorted(parent, parent)  # ... of the same row
+    offset = before - before[first] if len(before) else before
+    pos = toks.position if toks.position is not None else np.zeros(len(toks.row), np.int64)
+    return DocTokens(parent[toks.row], toks.token, pos + offset[toks.row])
