@@ -6,6 +6,7 @@ The environment is set when this conftest is imported, before anything imports a
 reads its configuration once, at import).
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "airflow"
 HOME = Path(tempfile.mkdtemp(prefix="lance_ops_airflow_home_"))
+atexit.register(shutil.rmtree, HOME, ignore_errors=True)  # the session's Airflow leaves nothing behind
 DATA = HOME / "data"
 CONFIG = HOME / "lance_ops.yaml"
 DAGS = HOME / "dags"  # the example DAGs, plus the DAG files tests write (dag.test() syncs the folder)

@@ -29,6 +29,8 @@ def _model(journals: list[str]) -> tuple[set[int], set[int], int]:
     unknown: set[int] = set()
     commits = 0
     for path in journals:
+        if not os.path.exists(path):  # a writer killed (or stopped) before its first intent wrote nothing
+            continue
         pending: dict[tuple, list[int]] = {}
         for line in open(path):
             e = json.loads(line)
