@@ -73,6 +73,7 @@ from lance_ops.format.errors import (
     VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
+from lance_ops.format.ops.auto_cleanup import AutoCleanupConfig
 from lance_ops.format.ops.compaction.rewrite import (
     COMPACTION_DEFAULTS,
     CompactionMetrics,
@@ -125,6 +126,7 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "AutoCleanupConfig",
     "format_fragment",
     "json_to_schema",
     "schema_to_json",

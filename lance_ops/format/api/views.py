@@ -19,6 +19,7 @@ from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.auto_cleanup import INTERVAL_KEY, OLDER_THAN_KEY, AutoCleanupConfig
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
 from lance_ops.format.ops.delete_update import plan_delete
 from lance_ops.format.ops.schema_evolution import plan_add_columns, plan_merge
@@ -353,5 +354,15 @@ class _Optimize:
         """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
         moves the handle to the new version."""
         self._ds.optimize_indices(**kwargs)
+
+    def enable_auto_cleanup(self, auto_cleanup_config: AutoCleanupConfig, **kwargs: Any) -> None:
+        """Set pylance's auto cleanup keys in the table config (a new version): every
+        ``interval`` versions, a commit cleans up the versions older than ``older_than_seconds``."""
+        self._ds.update_config({INTERVAL_KEY: str(int(auto_cleanup_config["interval"])),
+                                OLDER_THAN_KEY: f"{int(auto_cleanup_config['older_than_seconds'])}s"})
+
+    def disable_auto_cleanup(self, **kwargs: Any) -> None:
+        """Remove the auto cleanup keys from the table config (a new version)."""
+        self._ds.delete_config_keys([INTERVAL_KEY, OLDER_THAN_KEY])
 
 

@@ -15,6 +15,7 @@ land the commit raises :class:`CommitFailedError` (``retry_safe``), if that cann
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from lance_ops.format.errors import (
     CommitConflictError,
@@ -57,6 +58,18 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 20
 #: transactions read at once when searching an object store's history (idempotent writes)
 REMOTE_PARALLEL_READS = 16
+
+
+#: called as ``hook(store, transaction, new_manifest)`` after each version a commit created (not
+#: after finding an earlier commit of the same idempotency key); ops registers pylance's auto
+#: cleanup here (:mod:`..ops.auto_cleanup`).  A hook must not raise.
+_POST_COMMIT_HOOKS: list[Callable[[ObjectStore, Transaction, Manifest], None]] = []
+
+
+def register_post_commit_hook(hook: Callable[[ObjectStore, Transaction, Manifest], None]) -> None:
+    """Run ``hook`` after every version :func:`commit_transaction` creates (once per hook)."""
+    if hook not in _POST_COMMIT_HOOKS:
+        _POST_COMMIT_HOOKS.append(hook)
 
 
 def load_transaction(
@@ -184,6 +197,8 @@ class _CommitLoop:
             if self.put(new, scheme):
                 write_version_hint(self.store, new.version)
                 self.remove_superseded(new)
+                for hook in _POST_COMMIT_HOOKS:
+                    hook(self.store, self.txn, new)
                 return new.with_changes(source=self.store.full_path(manifest_path(scheme, new.version)))
             attempt += 1
             _back_off(self.store, self.txn, attempt, max_retries, latest)
