@@ -573,6 +573,10 @@ class LanceSchema:
     def field_ids(self) -> list[int]:
         return [f.id for f in self.fields]
 
+    def has_field_ids(self, field_ids: Iterable[int]) -> bool:
+        """Whether every id of ``field_ids`` is a field of this schema."""
+        return all(fid in self._by_id for fid in field_ids)
+
     def max_field_id(self) -> int:
         return max((f.id for f in self.fields), default=-1)
 

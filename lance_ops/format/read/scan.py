@@ -441,6 +441,8 @@ def _checked_reader(
     """
     store, rel = data_file_location(store, manifest.bases if manifest is not None else None, df)
     reader = DataFileReader(store, rel, file_size=df.file_size_bytes or None)
+    if df.fields and not reader.schema.has_field_ids(df.fields):  # a standalone file (LanceFileWriter)
+        reader = reader.renumbered(df.fields)
     if reader.num_rows != frag.physical_rows:
         raise CorruptFileError(
             store.full_path(rel),

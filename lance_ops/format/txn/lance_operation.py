@@ -17,6 +17,8 @@ from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.txn.operations import (
     Append,
+    DataReplacement,
+    DataReplacementGroup,
     Delete,
     Merge,
     MetadataUpdate,
@@ -110,4 +112,6 @@ class LanceOperation:
     UpdateConfig = staticmethod(_update_config)
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
+    DataReplacement = DataReplacement
+    DataReplacementGroup = DataReplacementGroup
     Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``
