@@ -454,7 +454,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         Returns:
             CompactionMetrics (``version``: the committed version, None if none).
         """
-        pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
+        pop_ignored(options, ("num_threads",))
         if not options.get("dry_run"):
             self._check_mutable()
             self._handler.check_writable()  # before any task writes a file
