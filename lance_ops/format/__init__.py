@@ -30,6 +30,7 @@ from lance_ops.format.api.progress import (
     NoopFragmentWriteProgress,
 )
 from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.sharded import ShardedBatchIterator
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
@@ -127,6 +128,7 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "ShardedBatchIterator",
     "LanceFileReader",
     "LanceFileWriter",
     "ReaderResults",

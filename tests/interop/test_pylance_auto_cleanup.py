@@ -81,3 +81,19 @@ def test_enable_auto_cleanup_config(tmp_path, name):
     assert ds.config() == {"lance.auto_cleanup.interval": "1", "lance.auto_cleanup.older_than": "1s"}
     ds.optimize.disable_auto_cleanup()
     assert ds.version == 3 and ds.config() == {}
+
+
+@pytest.mark.parametrize("name", ["pylance", "lance_ops"])
+def test_config_change_from_a_handle_older_than_the_cleanup(tmp_path, name):
+    """A handle on version 2 changes config keys after auto cleanup removed versions 2-4: the
+    change lands on the latest version (pylance checks only the versions still listed)."""
+    impl, uri = IMPLS[name], tmp_path / "t"
+    ds = impl.write_dataset(TABLE, uri)
+    ds.update_config({"lance.auto_cleanup.interval": "1", "lance.auto_cleanup.older_than": "1ms"})  # v2
+    for _ in range(3):
+        impl.write_dataset(TABLE, uri, mode="append")
+        time.sleep(0.02)
+    assert [v["version"] for v in impl.dataset(uri).versions()] == [4, 5]
+    ds.delete_config_keys(["lance.auto_cleanup.interval", "lance.auto_cleanup.older_than"])
+    assert ds.version == 6 and ds.config() == {}
+    assert lance.dataset(uri).count_rows() == lf.dataset(uri).count_rows() == 40

@@ -739,7 +739,8 @@ def scan(
         candidates = prune_fragments(store, manifest, plan.filter_text, candidates)  # ZONEMAP indices
     for frag in candidates:
         # (a fragment without live rows is still opened: its data file must confirm physical_rows)
-        if plan.filter is None and skip > 0 and skip >= frag.num_rows:
+        # only leading fragments are skipped whole: once one is kept, the rest follow it
+        if plan.filter is None and not todo and skip > 0 and skip >= frag.num_rows:
             skip -= frag.num_rows
             continue
         todo.append(frag)

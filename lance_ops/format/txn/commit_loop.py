@@ -41,7 +41,7 @@ from lance_ops.format.txn.apply import build_manifest
 from lance_ops.format.txn.conflict import check
 from lance_ops.format.txn.handlers import CommitHandler, ConditionalPutCommitHandler
 from lance_ops.format.txn.idempotency import DEFAULT_LOOKBACK_VERSIONS, find_committed, idempotency_key
-from lance_ops.format.txn.operations import Delete, Overwrite
+from lance_ops.format.txn.operations import Delete, Overwrite, UpdateConfig
 from lance_ops.format.txn.orphans import remove_unreferenced
 from lance_ops.format.txn.rebase import RebaseState, rebase
 from lance_ops.format.txn.transaction import (
@@ -250,9 +250,17 @@ class _CommitLoop:
         if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
             return  # a create (Overwrite at read_version 0) replaces whatever is there
         for v in range(max(self.checked_up_to, txn.read_version) + 1, latest + 1):
-            other = _removed_is_retryable(
-                store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, self.loaded)
-            )
+            try:
+                other = _removed_is_retryable(
+                    store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, self.loaded)
+                )
+            except RetryableCommitConflictError:
+                if not _config_only(txn.operation):
+                    raise
+                # as pylance, which checks the versions still listed: a config change of
+                # keys only lands on the latest version whatever a cleanup removed before it
+                self.checked_up_to = v
+                continue
             common = check(txn, other, v)
             if common:
                 if self.rebase_state is None:
@@ -357,6 +365,12 @@ def _load_cached(
     if version not in cache:
         cache[version] = load_transaction(store, version, scheme, handler=handler)
     return cache[version]
+
+
+def _config_only(op: object) -> bool:
+    """An UpdateConfig of table config keys only (no schema, field or table metadata)."""
+    return (isinstance(op, UpdateConfig) and op.schema_metadata_updates is None
+            and op.table_metadata_updates is None and not op.field_metadata_updates)
 
 
 def _removed_is_retryable(store: ObjectStore, txn: Transaction, version: int, fn):  # type: ignore[no-untyped-def]
