@@ -19,6 +19,7 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
+from lance_ops.format.arrow_ext import with_extensions
 from lance_ops.format.errors import (
     ArgumentTypeError,
     DatasetNotFoundError,
@@ -218,7 +219,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         if opts.nearest is not None:
             return iter(nearest_table(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
         plan, finish, batches = self._scan_with(columns, filter, opts)
-        return batches if finish is None else map(finish, batches)
+        return map(with_extensions, batches if finish is None else map(finish, batches))
 
     def to_table(
         self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
@@ -231,8 +232,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
-            return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
-        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+            return with_extensions(pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema))
+        return with_extensions(pa.Table.from_batches(list(batches), schema=plan.out_schema))
 
     def _without_scan_defaults(self) -> "LanceDataset":
         """This handle (a pinned copy) without ``default_scan_options``: what ``take``,

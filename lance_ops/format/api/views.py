@@ -17,6 +17,7 @@ from lance_ops.format.api.arguments import read_all, sql_translator
 from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
+from lance_ops.format.arrow_ext import with_extensions
 from lance_ops.format.errors import InvalidArgumentError
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.auto_cleanup import INTERVAL_KEY, OLDER_THAN_KEY, AutoCleanupConfig
@@ -259,7 +260,7 @@ class Scanner:
         opts = self._options
         columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
         out = plan_scan(self._ds.lance_schema, columns, self._filter, opts.with_row_id, opts.with_row_address).out_schema
-        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
+        return with_extensions(out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema)
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
