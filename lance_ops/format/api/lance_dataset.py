@@ -39,6 +39,7 @@ from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
+    rechunked,
 )
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
@@ -219,6 +220,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         if opts.nearest is not None:
             return iter(nearest_table(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
         plan, finish, batches = self._scan_with(columns, filter, opts)
+        if filter is not None and opts.batch_size and opts.late_materialization not in (None, False):
+            batches = rechunked(batches, opts.batch_size)  # pylance's late materialization refills its batches
         return map(with_extensions, batches if finish is None else map(finish, batches))
 
     def to_table(
