@@ -113,3 +113,25 @@ def test_replacing_indexed_column_keeps_answers_exact(tmp_path):
         assert got.to_table(filter="a = 1010").num_rows == 1
         assert got.to_table(filter="a = 10").num_rows == 0
         assert got.to_table(filter="a = 60").num_rows == 1
+
+
+@pytest.mark.parametrize("writer", ["pylance", "lance_ops"])
+@pytest.mark.parametrize("name", ["pylance", "lance_ops"])
+def test_fragment_from_standalone_file(tmp_path, name, writer):
+    """``LanceFragment.create_from_file``: a file written into ``data/`` becomes a fragment whose
+    columns are the dataset's fields of the same names."""
+    impl, uri = IMPLS[name], tmp_path / "t"
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())])
+    ds = impl.write_dataset([], uri, schema=schema, data_storage_version="2.2")
+    for step, table in enumerate([pa.table({"a": range(8), "b": [str(i) for i in range(8)]}),
+                                  pa.table({"a": [100, 101], "b": ["x", "y"]})]):
+        file_name = f"{uuid.uuid4()}.lance"
+        with FILES[writer].LanceFileWriter(str(uri / "data" / file_name)) as w:
+            w.write_batch(table)
+        frag = impl.LanceFragment.create_from_file(file_name, ds, 0)
+        ds = impl.LanceDataset.commit(ds.uri, impl.LanceOperation.Append([frag]), read_version=ds.version)
+        assert ds.get_fragments()[step].fragment_id == step
+    expected = pa.table({"a": [*range(8), 100, 101], "b": [*(str(i) for i in range(8)), "x", "y"]})
+    for reader in IMPLS.values():
+        assert reader.dataset(uri).to_table() == expected
+        assert reader.dataset(uri).to_table(filter="a > 50", columns=["b"]) == pa.table({"b": ["x", "y"]})

@@ -35,7 +35,7 @@ class LanceFileWriter:
                  storage_options: Mapping[str, Any] | None = None, max_page_bytes: int | None = None,
                  data_cache_bytes: int | None = None, **kwargs: Any) -> None:
         self._store, self._name = _store_and_name(path, storage_options)
-        self._version = normalize_storage_version(version)
+        self._version = normalize_storage_version(version or "stable")
         self._page_bytes = max_page_bytes or 8 * 1024 * 1024
         self._out: Any = None
         self._writer: DataFileWriter | None = None

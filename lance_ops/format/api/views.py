@@ -18,7 +18,8 @@ from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
 from lance_ops.format.arrow_ext import with_extensions
-from lance_ops.format.errors import InvalidArgumentError
+from lance_ops.format.errors import InvalidArgumentError, SchemaError
+from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.auto_cleanup import INTERVAL_KEY, OLDER_THAN_KEY, AutoCleanupConfig
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
@@ -30,7 +31,7 @@ from lance_ops.format.read.data_stats import DataStatistics, data_statistics
 from lance_ops.format.read.projection import plan_projection
 from lance_ops.format.read.scan import META_COLUMNS, plan_scan
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 from lance_ops.format.txn.manifest_store import ManifestStore
 
@@ -192,6 +193,24 @@ class LanceFragment:
         right = read_all(data_obj, schema)
         return plan_update_columns(self._ds._store, self._ds.manifest, self.metadata, right, left_on,
                                    right_on or left_on)
+
+    @staticmethod
+    def create_from_file(filename: str, dataset: Any, fragment_id: int) -> FragmentMetadata:
+        """A fragment of the data file ``data/<filename>`` already written in ``dataset``'s
+        directory (e.g. by ``LanceFileWriter``), its columns matched to the dataset's fields by
+        name, as pylance's (an internal API there); commit it with an ``Append``."""
+        reader = DataFileReader(dataset._store, f"data/{filename}")
+        top = reader.schema.top_level()
+        try:
+            fields = tuple(dataset.lance_schema.field(f.name).id for f in top)
+        except (KeyError, SchemaError) as e:
+            raise InvalidArgumentError(f"{filename}: a column is not in the dataset's schema: {e}") from None
+        if len(top) != len(reader.schema.fields):
+            raise InvalidArgumentError(f"{filename}: only files of top-level columns become fragments this way")
+        major, minor = reader.version
+        size = dataset._store.size(f"data/{filename}")
+        data_file = DataFile(filename, fields, tuple(range(len(fields))), major, minor, size)
+        return FragmentMetadata(id=fragment_id, files=(data_file,), physical_rows=reader.num_rows)
 
     @staticmethod
     def create(
