@@ -135,3 +135,19 @@ def test_fragment_from_standalone_file(tmp_path, name, writer):
     for reader in IMPLS.values():
         assert reader.dataset(uri).to_table() == expected
         assert reader.dataset(uri).to_table(filter="a > 50", columns=["b"]) == pa.table({"b": ["x", "y"]})
+
+
+@pytest.mark.parametrize("name", ["pylance", "lance_ops"])
+def test_strict_overwrite_conflicts(tmp_path, name):
+    """An Overwrite committed with ``max_retries=0`` on a read version that is no longer the
+    latest is not rebased: "Commit conflict for version N" (pylance raises it as an OSError,
+    lance_ops as its RetryableCommitConflictError: README "Deliberate differences")."""
+    impl, uri = IMPLS[name], tmp_path / "t"
+    table = pa.table({"a": range(10)})
+    frag = impl.LanceFragment.create(uri, table)
+    op = impl.LanceOperation.Overwrite(table.schema, [frag])
+    first = impl.LanceDataset.commit(uri, op, max_retries=0)
+    impl.LanceDataset.commit(uri, op, read_version=first.version, max_retries=0)
+    with pytest.raises(Exception, match=f"Commit conflict for version {first.version + 1}"):
+        impl.LanceDataset.commit(uri, op, read_version=first.version, max_retries=0)
+    assert impl.dataset(uri).version == 2

@@ -183,6 +183,7 @@ class _CommitLoop:
                 return done
             scheme = scheme or NamingScheme.V2
             prev = self.latest_manifest(latest, create)
+            _check_strict_overwrite(self.store.uri, self.txn, latest, max_retries)
             if prev is not None:
                 self.absorb(latest, scheme)
             self.write_transaction_file()
@@ -317,6 +318,16 @@ class _CommitLoop:
             remove_unreferenced(self.store, self._all_versions(), keep=[new], keep_transactions=[self.txn])
         except Exception as e:  # noqa: BLE001 - the commit stands; cleanup_old_versions removes orphans
             log.warning("%s: could not remove files superseded by rebasing %s: %s", self.store.uri, self.txn.uuid, e)
+
+
+def _check_strict_overwrite(uri: str, txn: Transaction, latest: int, max_retries: int) -> None:
+    """pylance's strict overwrite: an Overwrite with ``max_retries=0`` on a read version is not
+    rebased; a version committed after it is a conflict."""
+    if max_retries == 0 and isinstance(txn.operation, Overwrite) and 0 < txn.read_version < latest:
+        raise RetryableCommitConflictError(
+            f"{uri}: Commit conflict for version {txn.read_version + 1}: a strict overwrite (max_retries=0) "
+            f"read version {txn.read_version}, but version {latest} is the latest",
+            read_version=txn.read_version, conflicting_version=txn.read_version + 1, operation=txn.operation)
 
 
 def _back_off(store: ObjectStore, txn: Transaction, attempt: int, max_retries: int, latest: int) -> None:
