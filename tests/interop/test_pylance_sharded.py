@@ -52,3 +52,15 @@ def test_offset_skips_only_leading_fragments(tmp_path, sizes):
             want = lance.dataset(tmp_path / "t").to_table(offset=offset, limit=limit)
             assert lf.dataset(tmp_path / "t").to_table(offset=offset, limit=limit) == want, (offset, limit)
             assert want["a"].to_pylist() == list(range(offset, start if limit is None else min(start, offset + limit)))
+
+
+def test_manifest_needs_migration(tmp_path):
+    """``manifest_needs_migration`` (pylance's ``lance.lance``): a new dataset needs none, on
+    either library's writes."""
+    from lance.lance import manifest_needs_migration as pylance_needs
+
+    for name, impl in (("pylance", lance), ("lance_ops", lf)):
+        impl.write_dataset(pa.table({"x": [1, 2, 3]}), tmp_path / name)
+        impl.dataset(tmp_path / name).delete("x = 2")
+        for reader_needs, reader in ((pylance_needs, lance), (lf.manifest_needs_migration, lf)):
+            assert reader_needs(reader.dataset(tmp_path / name)) is False
