@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from functools import singledispatch
 
 from lance_ops.format.errors import (
     CommitConflictError,
@@ -323,7 +324,7 @@ class _CommitLoop:
 def _check_strict_overwrite(uri: str, txn: Transaction, latest: int, max_retries: int) -> None:
     """pylance's strict overwrite: an Overwrite with ``max_retries=0`` on a read version is not
     rebased; a version committed after it is a conflict."""
-    if max_retries == 0 and isinstance(txn.operation, Overwrite) and 0 < txn.read_version < latest:
+    if max_retries == 0 and _replaces_all(txn.operation) and 0 < txn.read_version < latest:
         raise RetryableCommitConflictError(
             f"{uri}: Commit conflict for version {txn.read_version + 1}: a strict overwrite (max_retries=0) "
             f"read version {txn.read_version}, but version {latest} is the latest",
@@ -378,10 +379,26 @@ def _load_cached(
     return cache[version]
 
 
+@singledispatch
 def _config_only(op: object) -> bool:
     """An UpdateConfig of table config keys only (no schema, field or table metadata)."""
-    return (isinstance(op, UpdateConfig) and op.schema_metadata_updates is None
-            and op.table_metadata_updates is None and not op.field_metadata_updates)
+    return False
+
+
+@_config_only.register
+def _(op: UpdateConfig) -> bool:
+    return op.schema_metadata_updates is None and op.table_metadata_updates is None and not op.field_metadata_updates
+
+
+@singledispatch
+def _replaces_all(op: object) -> bool:
+    """Whether ``op`` replaces the whole dataset (an Overwrite: pylance's strict overwrite applies)."""
+    return False
+
+
+@_replaces_all.register
+def _(op: Overwrite) -> bool:
+    return True
 
 
 def _removed_is_retryable(store: ObjectStore, txn: Transaction, version: int, fn):  # type: ignore[no-untyped-def]
