@@ -135,6 +135,19 @@ def test_fragment_from_standalone_file(tmp_path, name, writer):
     for reader in IMPLS.values():
         assert reader.dataset(uri).to_table() == expected
         assert reader.dataset(uri).to_table(filter="a > 50", columns=["b"]) == pa.table({"b": ["x", "y"]})
+    # a hand-made compaction: one file of every row, committed as pylance's Rewrite of a RewriteGroup
+    file_name = f"{uuid.uuid4()}.lance"
+    with FILES[writer].LanceFileWriter(str(uri / "data" / file_name)) as w:
+        for batch in ds.to_batches():
+            w.write_batch(batch)
+    frag = impl.LanceFragment.create_from_file(file_name, ds, 0)
+    group = impl.LanceOperation.RewriteGroup(old_fragments=[f.metadata for f in ds.get_fragments()],
+                                             new_fragments=[frag])
+    ds = impl.LanceDataset.commit(ds.uri, impl.LanceOperation.Rewrite(groups=[group], rewritten_indices=[]),
+                                  read_version=ds.version)
+    for reader in IMPLS.values():
+        got = reader.dataset(uri)
+        assert [f.fragment_id for f in got.get_fragments()] == [2] and got.to_table() == expected
 
 
 @pytest.mark.parametrize("name", ["pylance", "lance_ops"])

@@ -25,6 +25,8 @@ from lance_ops.format.txn.operations import (
     Overwrite,
     Project,
     Restore,
+    Rewrite,
+    RewriteGroup,
     Update,
     UpdateConfig,
 )
@@ -113,5 +115,7 @@ class LanceOperation:
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
     DataReplacement = DataReplacement
+    Rewrite = Rewrite
+    RewriteGroup = RewriteGroup
     DataReplacementGroup = DataReplacementGroup
     Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``
