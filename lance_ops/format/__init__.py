@@ -9,6 +9,7 @@ The API mirrors pylance where they overlap::
 """
 
 from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.blob_column import BlobColumn
 from lance_ops.format.api.compaction import Compaction
 from lance_ops.format.api.debug import format_fragment, manifest_needs_migration
 from lance_ops.format.api.file_io import LanceFileReader, LanceFileWriter, ReaderResults
@@ -128,6 +129,7 @@ from lance_ops.format.txn.transaction import Transaction
 from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec_to_table
 
 __all__ = [
+    "BlobColumn",
     "manifest_needs_migration",
     "ShardedBatchIterator",
     "LanceFileReader",

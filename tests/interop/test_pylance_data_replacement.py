@@ -164,3 +164,15 @@ def test_strict_overwrite_conflicts(tmp_path, name):
     with pytest.raises(Exception, match=f"Commit conflict for version {first.version + 1}"):
         impl.LanceDataset.commit(uri, op, read_version=first.version, max_retries=0)
     assert impl.dataset(uri).version == 2
+
+
+@pytest.mark.parametrize("binary", [pa.binary(), pa.large_binary()])
+def test_blob_column_as_pylance(binary):
+    values = pa.array([b"foo", None, b"bazz"], binary)
+    for column in (values, pa.chunked_array([values.slice(0, 1), values.slice(1)])):
+        ours = [None if f is None else f.read() for f in lf.BlobColumn(column)]
+        assert ours == [b"foo", None, b"bazz"]
+        assert [f.read() for f, v in zip(lance.BlobColumn(column), ours) if v is not None] == [b"foo", b"bazz"]
+    for impl in (lance, lf):
+        with pytest.raises(ValueError, match="Expected a binary array"):
+            impl.BlobColumn(pa.array([1, 2, 3]))
