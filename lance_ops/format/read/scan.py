@@ -441,8 +441,9 @@ def _checked_reader(
     """
     store, rel = data_file_location(store, manifest.bases if manifest is not None else None, df)
     reader = DataFileReader(store, rel, file_size=df.file_size_bytes or None)
-    if df.fields and not reader.schema.has_field_ids(df.fields):  # a standalone file (LanceFileWriter)
-        reader = reader.renumbered(df.fields)
+    live = [f for f in df.fields if f >= 0]  # (-2: a field a later file of the fragment replaced)
+    if live and len(live) == len(df.fields) and not reader.schema.has_field_ids(live):
+        reader = reader.renumbered(df.fields)  # a standalone file (LanceFileWriter) numbered from 0
     if reader.num_rows != frag.physical_rows:
         raise CorruptFileError(
             store.full_path(rel),
