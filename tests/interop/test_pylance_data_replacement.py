@@ -172,7 +172,7 @@ def test_blob_column_as_pylance(binary):
     for column in (values, pa.chunked_array([values.slice(0, 1), values.slice(1)])):
         ours = [None if f is None else f.read() for f in lf.BlobColumn(column)]
         assert ours == [b"foo", None, b"bazz"]
-        assert [f.read() for f, v in zip(lance.BlobColumn(column), ours) if v is not None] == [b"foo", b"bazz"]
+        assert [f.read() for f, v in zip(lance.BlobColumn(column), ours, strict=True) if v is not None] == [b"foo", b"bazz"]
     for impl in (lance, lf):
         with pytest.raises(ValueError, match="Expected a binary array"):
             impl.BlobColumn(pa.array([1, 2, 3]))
