@@ -218,7 +218,7 @@ def test_long_function_allow_list_is_current() -> None:
 
 
 OPERATION_CLASSES = {"Append", "Overwrite", "Delete", "Update", "Rewrite", "CreateIndex", "ReserveFragments",
-                     "UpdateConfig", "Restore", "Unmodelled"}
+                     "UpdateConfig", "Restore", "DataReplacement", "Unmodelled"}
 # isinstance tests on operation classes allowed for now (file -> count): per-operation behaviour
 # is one singledispatch table per concern (docs/ARCHITECTURE.md), not isinstance ladders.
 OPERATION_ISINSTANCE_ALLOWED = {

@@ -9,8 +9,10 @@ The API mirrors pylance where they overlap::
 """
 
 from lance_ops.format._version import __version__ as __version__
+from lance_ops.format.api.blob_column import BlobColumn
 from lance_ops.format.api.compaction import Compaction
-from lance_ops.format.api.debug import format_fragment
+from lance_ops.format.api.debug import format_fragment, manifest_needs_migration
+from lance_ops.format.api.file_io import LanceFileReader, LanceFileWriter, ReaderResults
 from lance_ops.format.api.fts_queries import (
     BooleanQuery,
     BoostQuery,
@@ -40,6 +42,7 @@ from lance_ops.format.api.progress import (
     NoopFragmentWriteProgress,
 )
 from lance_ops.format.api.results import DeleteResult, UpdateResult
+from lance_ops.format.api.sharded import ShardedBatchIterator
 from lance_ops.format.api.views import LanceFragment, Scanner
 from lance_ops.format.errors import (
     AmbiguousMergeInsertError,
@@ -84,6 +87,7 @@ from lance_ops.format.errors import (
     VersionRemovedError,
 )
 from lance_ops.format.index.describe import format_fragment_ids
+from lance_ops.format.ops.auto_cleanup import AutoCleanupConfig
 from lance_ops.format.ops.compaction.rewrite import (
     COMPACTION_DEFAULTS,
     CompactionMetrics,
@@ -139,6 +143,13 @@ from lance_ops.format.vector import IndexFileVersion, validate_vector_index, vec
 __all__ = [
     "BooleanQuery", "BoostQuery", "FullTextOperator", "FullTextQuery", "FullTextQueryType", "MatchQuery",
     "MultiMatchQuery", "Occur", "PhraseQuery", "Index",
+    "BlobColumn",
+    "manifest_needs_migration",
+    "ShardedBatchIterator",
+    "LanceFileReader",
+    "LanceFileWriter",
+    "ReaderResults",
+    "AutoCleanupConfig",
     "format_fragment",
     "json_to_schema",
     "schema_to_json",

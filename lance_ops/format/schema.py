@@ -15,6 +15,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from lance_ops.format._proto import file_pb2
+from lance_ops.format.arrow_ext import extension_metadata
 from lance_ops.format.errors import SchemaError, UnsupportedFeatureError
 
 __all__ = [
@@ -425,9 +426,8 @@ class LanceSchema:
             t = f.type
             md: dict[str, bytes] = {k.decode(): bytes(v) for k, v in (f.metadata or {}).items()}
             if isinstance(t, pa.BaseExtensionType):
-                ser = getattr(t, "__arrow_ext_serialize__", None)
                 md.setdefault(_EXT_NAME_KEY, t.extension_name.encode())
-                md.setdefault(_EXT_META_KEY, ser() if ser is not None else b"")
+                md.setdefault(_EXT_META_KEY, extension_metadata(t))
                 t = t.storage_type
             if md.get(_EXT_NAME_KEY) in _JSON_EXT_NAMES:
                 # pylance stores both Arrow's and its own JSON extension as lance.json (JSONB bytes)
@@ -572,6 +572,10 @@ class LanceSchema:
 
     def field_ids(self) -> list[int]:
         return [f.id for f in self.fields]
+
+    def has_field_ids(self, field_ids: Iterable[int]) -> bool:
+        """Whether every id of ``field_ids`` is a field of this schema."""
+        return all(fid in self._by_id for fid in field_ids)
 
     def max_field_id(self) -> int:
         return max((f.id for f in self.fields), default=-1)

@@ -91,8 +91,8 @@ def test_create_index_refusals_leave_nothing(uri):
     before = _index_dirs(uri)
     with pytest.raises(UnsupportedFeatureError, match="IVF_HNSW_SQ"):
         ds.create_index("id", "IVF_HNSW_SQ")
-    with pytest.raises(UnsupportedFeatureError, match="dot"):
-        ds.create_index("id", "IVF_PQ", metric="dot")
+    with pytest.raises(UnsupportedFeatureError, match="hamming"):
+        ds.create_index("id", "IVF_PQ", metric="hamming")
     with pytest.raises(UnsupportedFeatureError, match="not a vector column"):
         ds.create_index("id", "IVF_FLAT", num_partitions=2)
     assert _index_dirs(uri) == before

@@ -24,8 +24,8 @@ from lance_ops.format.ops.compaction.rewrite import (
 
 __all__ = ["Compaction"]
 
-#: pylance's tuning options lance_ops accepts and ignores (files are cut by rows)
-_IGNORED = ("num_threads", "batch_size", "max_bytes_per_file")
+#: pylance's tuning option lance_ops accepts and ignores
+_IGNORED = ("num_threads",)
 
 
 class Compaction:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_ops.format.arrow_ext import with_extensions
 from lance_ops.format.errors import (
     RetryableCommitConflictError,
     UnsupportedFeatureError,
@@ -74,7 +75,7 @@ class DatasetCore:
     def schema(self) -> pa.Schema:
         """The dataset's columns (those of ``default_scan_options``' ``columns``, with ``_rowid`` /
         ``_rowaddr`` when it asks for them, as pylance's)."""
-        arrow = self._manifest.schema.to_arrow()
+        arrow = with_extensions(self._manifest.schema.to_arrow())
         d = self._default_scan
         if not d:
             return arrow

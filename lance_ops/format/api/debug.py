@@ -8,10 +8,11 @@ physical_rows }``), with each file's schema given as its fields' names, logical 
 
 from typing import Any
 
+from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table.fragment import FragmentMetadata
 
-__all__ = ["format_fragment"]
+__all__ = ["format_fragment", "manifest_needs_migration"]
 
 
 def _file(df: Any, schema: LanceSchema) -> list[str]:
@@ -39,3 +40,21 @@ def format_fragment(fragment: Any, dataset: Any) -> str:
         lines += _file(df, dataset.lance_schema)
     lines += ["    ],", f"    deletion_file: {deletion},", f"    physical_rows: Some({meta.physical_rows}),", "}"]
     return "\n".join(lines)
+
+
+def manifest_needs_migration(dataset: Any) -> bool:
+    """pylance's ``lance.lance.manifest_needs_migration``: whether the checked-out manifest lacks
+    fields newer writers fill in (a writer version, a fragment's ``physical_rows``, a deletion
+    file's row count, an index's fragment bitmap), which the next commit adds."""
+    manifest = dataset.manifest
+    if not manifest.writer_version and not manifest.writer_library:
+        return True
+    for frag in manifest.fragments:
+        if frag.files and not frag.physical_rows:
+            return True
+        if frag.deletion_file is not None and not frag.deletion_file.num_deleted_rows:
+            return True
+    if not manifest.index_section:
+        return False
+    indices = decode_index_section(manifest.index_section, f"index section of version {manifest.version}")
+    return any(i.fragment_ids is None for i in indices)

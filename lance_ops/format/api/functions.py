@@ -20,6 +20,7 @@ from lance_ops.format.errors import (
     UnsupportedFeatureError,
 )
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.auto_cleanup import AutoCleanupConfig
 from lance_ops.format.ops.index_staging import with_index_details
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -129,6 +130,7 @@ def write_dataset(
     max_bytes_per_file: int | None = None,
     progress: Any = None,
     commit_lock: Any = None,
+    auto_cleanup_options: AutoCleanupConfig | None = None,
 ) -> LanceDataset:
     """Write ``data_obj`` (pylance's argument name) as a new dataset, or append to / overwrite an existing one.
 
@@ -150,6 +152,8 @@ def write_dataset(
     ``max_bytes_per_file`` closes a file after the input batch that brings its Arrow bytes to the
     limit (pylance counts flushed encoder bytes, which lag for small compressible columns); ``progress``: pylance's ``FragmentWriteProgress`` (:mod:`.progress`).  ``commit_lock``: pylance's
     context manager factory the manifest write of each version runs in (``commit_lock(version)``).
+    ``auto_cleanup_options``: pylance's ``AutoCleanupConfig``; a new dataset gets its table config
+    (:mod:`.auto_cleanup`), an existing one is left as it is.
     """
     if isinstance(uri, LanceDataset):  # pylance accepts a dataset (e.g. a branch) as the target
         uri = uri.uri
@@ -162,6 +166,7 @@ def write_dataset(
         storage_options=storage_options, transaction_properties=transaction_properties, manifest_store=manifest_store,
         commit_message=commit_message, enable_v2_manifest_paths=enable_v2_manifest_paths,
         max_bytes_per_file=max_bytes_per_file, progress=progress, commit_lock=commit_lock,
+        auto_cleanup_options=auto_cleanup_options,
     ))
 
 

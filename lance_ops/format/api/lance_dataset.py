@@ -20,6 +20,7 @@ from lance_ops.format.api.results import DeleteResult, UpdateResult
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import include_deleted_rows, split_row_offset
 from lance_ops.format.api.views import LanceFragment, LanceStats, Scanner, _Optimize
+from lance_ops.format.arrow_ext import with_extensions
 from lance_ops.format.errors import (
     ArgumentTypeError,
     DatasetNotFoundError,
@@ -39,6 +40,7 @@ from lance_ops.format.ops.row_id_migration import migrate_to_stable_row_ids
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
+    rechunked,
 )
 from lance_ops.format.ops.write_and_commit import write_and_commit
 from lance_ops.format.read.blob_payloads import BlobFile, take_blobs
@@ -220,7 +222,9 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             search = nearest_table if opts.nearest is not None else full_text_table
             return iter(search(self._without_scan_defaults(), columns, filter, opts).to_batches(opts.batch_size or default_batch_size()))
         plan, finish, batches = self._scan_with(columns, filter, opts)
-        return batches if finish is None else map(finish, batches)
+        if filter is not None and opts.batch_size and opts.late_materialization not in (None, False):
+            batches = rechunked(batches, opts.batch_size)  # pylance's late materialization refills its batches
+        return map(with_extensions, batches if finish is None else map(finish, batches))
 
     def to_table(
         self, columns: Sequence[str] | None = None, filter: pc.Expression | str | None = None, **options: Any
@@ -235,8 +239,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         plan, finish, batches = self._scan_with(columns, filter, opts)
         if finish is not None:  # nested paths / expressions: the schema is the projection's
             empty = finish(pa.RecordBatch.from_pylist([], schema=plan.out_schema))
-            return pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema)
-        return pa.Table.from_batches(list(batches), schema=plan.out_schema)
+            return with_extensions(pa.Table.from_batches([finish(b) for b in batches], schema=empty.schema))
+        return with_extensions(pa.Table.from_batches(list(batches), schema=plan.out_schema))
 
     def _without_scan_defaults(self) -> "LanceDataset":
         """This handle (a pinned copy) without ``default_scan_options``: what ``take``,
@@ -458,7 +462,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         Returns:
             CompactionMetrics (``version``: the committed version, None if none).
         """
-        pop_ignored(options, ("num_threads", "batch_size", "max_bytes_per_file"))
+        pop_ignored(options, ("num_threads",))
         if not options.get("dry_run"):
             self._check_mutable()
             self._handler.check_writable()  # before any task writes a file

@@ -122,7 +122,7 @@ def parse_nearest(ds: _Searchable, spec: Mapping[str, Any], limit: int | None = 
     if column not in ds.schema.names:
         raise InvalidArgumentError(f"Embedding column {column} is not in the dataset")
     vtype = ds.schema.field(column).type
-    storage = vtype.storage_type if isinstance(vtype, pa.ExtensionType) else vtype
+    storage = vtype.storage_type if isinstance(vtype, pa.BaseExtensionType) else vtype
     if not pa.types.is_fixed_size_list(storage):
         raise ArgumentTypeError(f"Query column {column} must be a vector. Got {vtype}.")
     k = int(next(v for v in (spec.get("k"), limit, 10) if v is not None))

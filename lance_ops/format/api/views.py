@@ -17,8 +17,11 @@ from lance_ops.format.api.arguments import read_all, sql_translator
 from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
-from lance_ops.format.errors import InvalidArgumentError
+from lance_ops.format.arrow_ext import with_extensions
+from lance_ops.format.errors import InvalidArgumentError, SchemaError
+from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.auto_cleanup import INTERVAL_KEY, OLDER_THAN_KEY, AutoCleanupConfig
 from lance_ops.format.ops.compaction.rewrite import CompactionMetrics
 from lance_ops.format.ops.delete_update import plan_delete
 from lance_ops.format.ops.schema_evolution import plan_add_columns, plan_merge
@@ -28,7 +31,7 @@ from lance_ops.format.read.data_stats import DataStatistics, data_statistics
 from lance_ops.format.read.projection import plan_projection
 from lance_ops.format.read.scan import META_COLUMNS, plan_scan
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
 from lance_ops.format.txn.manifest_store import ManifestStore
 
@@ -192,6 +195,24 @@ class LanceFragment:
                                    right_on or left_on)
 
     @staticmethod
+    def create_from_file(filename: str, dataset: Any, fragment_id: int) -> FragmentMetadata:
+        """A fragment of the data file ``data/<filename>`` already written in ``dataset``'s
+        directory (e.g. by ``LanceFileWriter``), its columns matched to the dataset's fields by
+        name, as pylance's (an internal API there); commit it with an ``Append``."""
+        reader = DataFileReader(dataset._store, f"data/{filename}")
+        top = reader.schema.top_level()
+        try:
+            fields = tuple(dataset.lance_schema.field(f.name).id for f in top)
+        except (KeyError, SchemaError) as e:
+            raise InvalidArgumentError(f"{filename}: a column is not in the dataset's schema: {e}") from None
+        if len(top) != len(reader.schema.fields):
+            raise InvalidArgumentError(f"{filename}: only files of top-level columns become fragments this way")
+        major, minor = reader.version
+        size = dataset._store.size(f"data/{filename}")
+        data_file = DataFile(filename, fields, tuple(range(len(fields))), major, minor, size)
+        return FragmentMetadata(id=fragment_id, files=(data_file,), physical_rows=reader.num_rows)
+
+    @staticmethod
     def create(
         dataset_uri: str,
         data: Any,
@@ -258,7 +279,7 @@ class Scanner:
         opts = self._options
         columns, finish = plan_projection(self._ds.schema, self._columns, META_COLUMNS)
         out = plan_scan(self._ds.lance_schema, columns, self._filter, opts.with_row_id, opts.with_row_address).out_schema
-        return out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema
+        return with_extensions(out if finish is None else finish(pa.RecordBatch.from_pylist([], schema=out)).schema)
 
     def to_table(self) -> pa.Table:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
@@ -353,5 +374,15 @@ class _Optimize:
         """``ds.optimize.optimize_indices(num_indices_to_merge=..., index_names=...)`` (pylance);
         moves the handle to the new version."""
         self._ds.optimize_indices(**kwargs)
+
+    def enable_auto_cleanup(self, auto_cleanup_config: AutoCleanupConfig, **kwargs: Any) -> None:
+        """Set pylance's auto cleanup keys in the table config (a new version): every
+        ``interval`` versions, a commit cleans up the versions older than ``older_than_seconds``."""
+        self._ds.update_config({INTERVAL_KEY: str(int(auto_cleanup_config["interval"])),
+                                OLDER_THAN_KEY: f"{int(auto_cleanup_config['older_than_seconds'])}s"})
+
+    def disable_auto_cleanup(self, **kwargs: Any) -> None:
+        """Remove the auto cleanup keys from the table config (a new version)."""
+        self._ds.delete_config_keys([INTERVAL_KEY, OLDER_THAN_KEY])
 
 

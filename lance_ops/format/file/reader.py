@@ -14,6 +14,8 @@ process (data files are immutable; the cache key includes size, mtime and inode)
 :class:`PagePrefetcher` reads and decodes upcoming pages in background threads.
 """
 
+import copy
+import dataclasses
 import os
 import struct
 import threading
@@ -308,6 +310,26 @@ class DataFileReader:
             _SCHEMA_CACHE.put(self._schema_key, cached)
         self.schema, self._column_of = cached
         self.num_rows = int(self.file_descriptor.length)
+
+    def renumbered(self, field_ids: Sequence[int]) -> "DataFileReader":
+        """This reader with the file's top-level fields taken as ``field_ids`` (in the order the
+        file lists them), for a standalone file (``LanceFileWriter``, numbered from 0) that a
+        ``DataFile`` names with the dataset's field ids.  Flat files only.
+
+        Raises:
+            CorruptFileError: the file has nested fields or another number of fields.
+        """
+        fields = self.schema.fields
+        if len(fields) != len(field_ids) or any(f.parent_id != -1 for f in fields):
+            raise CorruptFileError(self.path, f"the file's fields {[f.id for f in fields]} cannot be read as the "
+                                              f"data file's fields {list(field_ids)}")
+        out = copy.copy(self)
+        out.schema = dataclasses.replace(self.schema, fields=tuple(
+            dataclasses.replace(f, id=int(new)) for f, new in zip(fields, field_ids, strict=True)))
+        out._column_of = {int(new): i for i, new in enumerate(field_ids)}
+        out._schema_key = self._schema_key + b"|renumbered " + repr(tuple(field_ids)).encode()
+        out.__dict__.pop("_leaf_column_of", None)
+        return out
 
     def _read_meta_range(self, start: int, length: int) -> bytes:
         if self._local_path is None:

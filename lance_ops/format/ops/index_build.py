@@ -277,8 +277,8 @@ def plan_create_index(
     kind = str(index_type).upper()
     if kind not in VECTOR_KINDS:
         raise UnsupportedIndexTypeError(f"create_index: lance_ops trains {', '.join(VECTOR_KINDS)}, not {index_type!r}")
-    if str(metric).lower() not in ("l2", "cosine"):
-        raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2 or cosine, not {metric!r}")
+    if str(metric).lower() not in ("l2", "cosine", "dot"):
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains with metric l2, cosine or dot, not {metric!r}")
     if kind == "IVF_PQ" and num_sub_vectors is None:  # pylance 14 refuses it too
         raise InvalidArgumentError("create_index: num_partitions and num_sub_vectors are required for IVF_PQ")
     name, existing = _index_target(manifest, column, name, replace, "create_index")

@@ -39,6 +39,7 @@ from lance_ops.format.errors import (
 from lance_ops.format.index.metadata import decode_index_section
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.ops.column_stream import STREAM_PAGE_BYTES, physical_batches
+from lance_ops.format.ops.udf_checkpoint import UdfCheckpoint
 from lance_ops.format.ops.write import RESERVED_COLUMNS, discard_files, write_fragment_files
 from lance_ops.format.read.scan import (
     DEFAULT_BATCH_SIZE,
@@ -124,9 +125,6 @@ def plan_add_columns(
         return _sql_merge(store, manifest, transforms, batch_size, sql, first_id)
     if isinstance(transforms, pa.RecordBatchReader) or (reader_schema is not None and not callable(transforms)):
         return _reader_merge(store, manifest, transforms, reader_schema, first_id)
-    if getattr(transforms, "cache", None) is not None:
-        raise UnsupportedFeatureError("add_columns: a batch_udf with checkpoint_file (a resumable UDF cache) is "
-                                      "not supported by lance_ops")
     if callable(transforms):
         return _udf_merge(store, manifest, transforms, read_columns, batch_size, first_id)
     raise InvalidArgumentError(
@@ -274,7 +272,18 @@ def _udf_merge(
                                        f"returned columns {out.schema.names}, expected {target.names}")
         return out.cast(target)
 
-    frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size or DEFAULT_BATCH_SIZE)
+    checkpoint = getattr(udf, "cache", None)
+    if checkpoint is None:
+        frags = add_column_files(store, manifest, added, compute, reads, batch_size=batch_size or DEFAULT_BATCH_SIZE)
+        return Merge(frags, _merged(manifest, added))
+    cache = UdfCheckpoint(checkpoint)  # pylance's resumable UDF: batches computed before are read back
+    try:
+        frags = add_column_files(store, manifest, added, cache.cached(compute), reads,
+                                 batch_size=batch_size or DEFAULT_BATCH_SIZE)
+    except BaseException:
+        cache.close(remove=False)
+        raise
+    cache.close(remove=True)
     return Merge(frags, _merged(manifest, added))
 
 
@@ -389,7 +398,7 @@ class BatchUDF:
     def __init__(
         self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None, cache: Any = None
     ) -> None:
-        #: ``cache``: pylance's checkpoint file; ``add_columns`` refuses a UDF with one
+        #: ``cache``: pylance's checkpoint file (:mod:`.udf_checkpoint`)
         self.func, self.output_schema, self.cache = func, output_schema, cache
 
     def __call__(self, batch: pa.RecordBatch) -> Any:
@@ -399,8 +408,9 @@ class BatchUDF:
 def batch_udf(
     output_schema: pa.Schema | None = None, checkpoint_file: Any = None
 ) -> Callable[[Callable[[pa.RecordBatch], Any]], BatchUDF]:
-    """pylance's ``@lance.batch_udf(output_schema=...)`` decorator; a ``checkpoint_file`` (pylance's
-    resumable UDF cache) is kept and refused when the UDF is applied."""
+    """pylance's ``@lance.batch_udf(output_schema=..., checkpoint_file=...)`` decorator; with a
+    ``checkpoint_file`` the computed batches are kept there until ``add_columns`` succeeds
+    (:mod:`.udf_checkpoint`)."""
     return lambda func: BatchUDF(func, output_schema, checkpoint_file)
 
 

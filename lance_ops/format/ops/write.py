@@ -134,24 +134,61 @@ class _ByteCut:
     Arrow bytes written to it to the limit (pylance checks the bytes its encoders flushed after
     each batch; for small compressible columns those lag behind, and its files come out larger)."""
 
-    def __init__(self, max_bytes: int | None) -> None:
+    def __init__(self, max_bytes: int | None, *, flushed_pages: bool = False) -> None:
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
             raise InvalidArgumentError(f"max_bytes_per_file must be a positive integer, got {max_bytes!r}")
         self.limit = max_bytes
-        self.written = 0.0
+        #: compaction's cut (pylance's rewrite): only whole pages of a column count as flushed
+        self.page = PAGE_BYTES if flushed_pages else 0
+        self.columns: list[float] = []
 
     def open(self) -> None:
-        self.written = 0.0
+        self.columns = []
+
+    @property
+    def written(self) -> float:
+        if self.page:
+            return sum(c // self.page * self.page for c in self.columns)
+        return sum(self.columns)
 
     def rows(self, batch: pa.RecordBatch, take: int) -> int:
         """``take`` rows of ``batch`` are written (counted; a batch is not split, as pylance
         checks its flushed bytes after each batch)."""
         if self.limit is not None and batch.num_rows and take > 0:
-            self.written += take * sum(map(_column_bytes, batch.columns)) / batch.num_rows
+            if not self.columns:
+                self.columns = [0.0] * batch.num_columns
+            for i, col in enumerate(batch.columns):
+                self.columns[i] += take * _column_bytes(col) / batch.num_rows
         return take
 
     def full(self) -> bool:
         return self.limit is not None and self.written >= self.limit
+
+
+#: the page size of pylance's encoders (and of :class:`DataFileWriter`): a column's bytes reach
+#: the file in pages of this size
+PAGE_BYTES = 8 * 1024 * 1024
+
+
+def rechunked(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """The same rows in batches of ``size`` rows (the last one shorter), as a reader with
+    ``batch_size`` yields them."""
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise InvalidArgumentError(f"batch_size must be a positive integer, got {size!r}")
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    for b in batches:
+        pos = 0
+        while pos < b.num_rows:
+            piece = b.slice(pos, size - have)
+            pending.append(piece)
+            have += piece.num_rows
+            pos += piece.num_rows
+            if have == size:
+                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+                pending, have = [], 0
+    if have:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def write_fragment_files(
@@ -166,12 +203,14 @@ def write_fragment_files(
     max_bytes_per_file: int | None = None,
     progress: WriteProgress | None = None,
     page_bytes: int | None = None,
+    flushed_pages: bool = False,
 ) -> list[FragmentMetadata]:
     """Stream batches into data files of file format ``version`` and at most ``max_rows_per_file``
     rows; one fragment per file. ``file_rows`` (compaction) gives the row count of each file
     instead, in order, its last entry repeating (``background=False``: pages are encoded on the
     calling thread, for callers that write from several threads).  ``max_bytes_per_file`` also
-    closes a file after the input batch that brings the Arrow bytes written to it to the limit.  ``progress``: pylance's ``FragmentWriteProgress``,
+    closes a file after the input batch that brings the Arrow bytes written to it to the limit
+    (``flushed_pages``, compaction's cut: the bytes of the whole 8 MiB pages written).  ``progress``: pylance's ``FragmentWriteProgress``,
     ``begin(fragment)`` when a file is opened, ``complete(fragment)`` when it is finished.
     ``page_bytes``: the writer's target page size (default 8 MiB; smaller pages bound the
     encoder's working set, which is a few times a page).
@@ -212,7 +251,7 @@ def write_fragment_files(
         if progress is not None:
             progress.complete(frags[-1])
 
-    cut = _ByteCut(max_bytes_per_file)
+    cut = _ByteCut(max_bytes_per_file, flushed_pages=flushed_pages)
     page_size = {} if page_bytes is None else {"max_page_bytes": page_bytes}
 
     try:

@@ -13,6 +13,7 @@ from lance_ops.format.errors import (
     UnsupportedFeatureError,
 )
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.ops.auto_cleanup import AutoCleanupConfig, config_values
 from lance_ops.format.ops.inputs import blobs_as_v2, check_fits
 from lance_ops.format.ops.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -53,6 +54,7 @@ def write_and_commit(
     max_bytes_per_file: int | None = None,
     progress: WriteProgress | None = None,
     commit_lock: Callable[[int], Any] | None = None,
+    auto_cleanup_options: AutoCleanupConfig | None = None,
 ) -> tuple[ObjectStore, Manifest, CommitHandler]:
     """Write ``data`` and commit it as a new version of the dataset at ``uri`` (what
     ``write_dataset`` and ``LanceDataset.insert`` do; see :func:`.top_level.write_dataset` for the
@@ -96,7 +98,9 @@ def write_and_commit(
                                  version=version, max_rows_per_file=max_rows_per_file,
                                  max_bytes_per_file=max_bytes_per_file, progress=progress)
     read_version = existing.version if existing is not None else 0
-    txn = Transaction(read_version, Overwrite(frags, lance_schema), properties=props)
+    # pylance: auto cleanup options configure a new dataset only
+    config = config_values(auto_cleanup_options) if existing is None and auto_cleanup_options else None
+    txn = Transaction(read_version, Overwrite(frags, lance_schema, config), properties=props)
     manifest = commit_transaction(
         store,
         txn,

@@ -441,6 +441,9 @@ def _checked_reader(
     """
     store, rel = data_file_location(store, manifest.bases if manifest is not None else None, df)
     reader = DataFileReader(store, rel, file_size=df.file_size_bytes or None)
+    live = [f for f in df.fields if f >= 0]  # (-2: a field a later file of the fragment replaced)
+    if live and len(live) == len(df.fields) and not reader.schema.has_field_ids(live):
+        reader = reader.renumbered(df.fields)  # a standalone file (LanceFileWriter) numbered from 0
     if reader.num_rows != frag.physical_rows:
         raise CorruptFileError(
             store.full_path(rel),
@@ -737,7 +740,8 @@ def scan(
         candidates = prune_fragments(store, manifest, plan.filter_text, candidates)  # ZONEMAP indices
     for frag in candidates:
         # (a fragment without live rows is still opened: its data file must confirm physical_rows)
-        if plan.filter is None and skip > 0 and skip >= frag.num_rows:
+        # only leading fragments are skipped whole: once one is kept, the rest follow it
+        if plan.filter is None and not todo and skip > 0 and skip >= frag.num_rows:
             skip -= frag.num_rows
             continue
         todo.append(frag)

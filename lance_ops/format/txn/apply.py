@@ -13,17 +13,22 @@ from functools import singledispatch
 
 import numpy as np
 
-from lance_ops.format.errors import IncompatibleTransactionError, UnsupportedFeatureError
+from lance_ops.format.errors import (
+    IncompatibleTransactionError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format.index import coverage
 from lance_ops.format.index.metadata import decode_index_section, encode_index_section
 from lance_ops.format.schema import LanceSchema
 from lance_ops.format.table import rowids
 from lance_ops.format.table.file_versions import READABLE_FILE_VERSIONS, normalize_storage_version
-from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 from lance_ops.format.table.manifest import FLAG_MIXED_FILE_VERSIONS, FLAG_STABLE_ROW_IDS, Manifest
 from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
+    DataReplacement,
     Delete,
     Merge,
     MetadataUpdate,
@@ -377,6 +382,45 @@ def _(op: Project, b: _Build) -> _Applied:
         files = tuple(df for df in f.files if keep.intersection(df.fields))
         frags.append(f if files == tuple(f.files) else f.with_changes(files=files))
     return base.with_changes(schema=op.schema), frags
+
+
+@_apply.register
+def _(op: DataReplacement, b: _Build) -> _Applied:
+    """Each fragment's data file of the same fields (and file version) takes the new file's
+    path and size, as pylance's; a file of fields the fragment lacks is added.  Index segments
+    over a replaced field no longer cover the replaced fragments (pylance keeps them, then
+    answers from stale entries; lance_ops scans those fragments instead)."""
+    base = b.base
+    fields = {tuple(r.new_file.fields) for r in op.replacements}
+    if len(fields) > 1:
+        raise InvalidArgumentError(f"DataReplacement: all new data files must have the same fields, got {sorted(fields)}")
+    by_id = {f.id: f for f in base.fragments}
+    for r in op.replacements:
+        frag = by_id.get(r.fragment_id)
+        if frag is None:
+            raise InvalidArgumentError(f"DataReplacement: fragment {r.fragment_id} is not in version {base.version}")
+        by_id[r.fragment_id] = _replaced_file(frag, r.new_file)
+    replaced_fields = set().union(*(r.new_file.fields for r in op.replacements)) if op.replacements else set()
+    gone = frozenset(r.fragment_id for r in op.replacements)
+    new = _with_indices(base, lambda idx: tuple(
+        dataclasses.replace(i, fragment_ids=i.fragment_ids - gone)
+        if i.fragment_ids is not None and replaced_fields & set(i.fields) else i for i in idx))
+    return new, list(by_id.values())
+
+
+def _replaced_file(frag: FragmentMetadata, new: DataFile) -> FragmentMetadata:
+    files, covered = [], set()
+    for df in frag.files:
+        covered.update(df.fields)
+        same = tuple(df.fields) == tuple(new.fields) and df.version == new.version
+        files.append(dataclasses.replace(df, path=new.path, file_size_bytes=new.file_size_bytes) if same else df)
+    if covered.isdisjoint(new.fields):
+        files.append(new)
+    if files == list(frag.files):
+        raise InvalidArgumentError(
+            f"DataReplacement: fragment {frag.id} has no data file of fields {list(new.fields)} and file version "
+            f"{new.version}; the new file must match an existing one (fields, major and minor version)")
+    return frag.with_changes(files=tuple(files))
 
 
 #: indices of the table itself, not of a column (kept whatever the schema, as Lance keeps them)

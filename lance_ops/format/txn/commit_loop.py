@@ -15,6 +15,8 @@ land the commit raises :class:`CommitFailedError` (``retry_safe``), if that cann
 import logging
 import random
 import time
+from collections.abc import Callable
+from functools import singledispatch
 
 from lance_ops.format.errors import (
     CommitConflictError,
@@ -40,7 +42,7 @@ from lance_ops.format.txn.apply import build_manifest
 from lance_ops.format.txn.conflict import check
 from lance_ops.format.txn.handlers import CommitHandler, ConditionalPutCommitHandler
 from lance_ops.format.txn.idempotency import DEFAULT_LOOKBACK_VERSIONS, find_committed, idempotency_key
-from lance_ops.format.txn.operations import Delete, Overwrite
+from lance_ops.format.txn.operations import Delete, Overwrite, UpdateConfig
 from lance_ops.format.txn.orphans import remove_unreferenced
 from lance_ops.format.txn.rebase import RebaseState, rebase
 from lance_ops.format.txn.transaction import (
@@ -57,6 +59,18 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 20
 #: transactions read at once when searching an object store's history (idempotent writes)
 REMOTE_PARALLEL_READS = 16
+
+
+#: called as ``hook(store, transaction, new_manifest)`` after each version a commit created (not
+#: after finding an earlier commit of the same idempotency key); ops registers pylance's auto
+#: cleanup here (:mod:`..ops.auto_cleanup`).  A hook must not raise.
+_POST_COMMIT_HOOKS: list[Callable[[ObjectStore, Transaction, Manifest], None]] = []
+
+
+def register_post_commit_hook(hook: Callable[[ObjectStore, Transaction, Manifest], None]) -> None:
+    """Run ``hook`` after every version :func:`commit_transaction` creates (once per hook)."""
+    if hook not in _POST_COMMIT_HOOKS:
+        _POST_COMMIT_HOOKS.append(hook)
 
 
 def load_transaction(
@@ -170,6 +184,7 @@ class _CommitLoop:
                 return done
             scheme = scheme or NamingScheme.V2
             prev = self.latest_manifest(latest, create)
+            _check_strict_overwrite(self.store.uri, self.txn, latest, max_retries)
             if prev is not None:
                 self.absorb(latest, scheme)
             self.write_transaction_file()
@@ -184,6 +199,8 @@ class _CommitLoop:
             if self.put(new, scheme):
                 write_version_hint(self.store, new.version)
                 self.remove_superseded(new)
+                for hook in _POST_COMMIT_HOOKS:
+                    hook(self.store, self.txn, new)
                 return new.with_changes(source=self.store.full_path(manifest_path(scheme, new.version)))
             attempt += 1
             _back_off(self.store, self.txn, attempt, max_retries, latest)
@@ -235,9 +252,17 @@ class _CommitLoop:
         if txn.read_version == 0 and isinstance(txn.operation, Overwrite):
             return  # a create (Overwrite at read_version 0) replaces whatever is there
         for v in range(max(self.checked_up_to, txn.read_version) + 1, latest + 1):
-            other = _removed_is_retryable(
-                store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, self.loaded)
-            )
+            try:
+                other = _removed_is_retryable(
+                    store, txn, v, lambda v=v: _load_cached(store, v, scheme, handler, self.loaded)
+                )
+            except RetryableCommitConflictError:
+                if not _config_only(txn.operation):
+                    raise
+                # as pylance, which checks the versions still listed: a config change of
+                # keys only lands on the latest version whatever a cleanup removed before it
+                self.checked_up_to = v
+                continue
             common = check(txn, other, v)
             if common:
                 if self.rebase_state is None:
@@ -296,6 +321,16 @@ class _CommitLoop:
             log.warning("%s: could not remove files superseded by rebasing %s: %s", self.store.uri, self.txn.uuid, e)
 
 
+def _check_strict_overwrite(uri: str, txn: Transaction, latest: int, max_retries: int) -> None:
+    """pylance's strict overwrite: an Overwrite with ``max_retries=0`` on a read version is not
+    rebased; a version committed after it is a conflict."""
+    if max_retries == 0 and _replaces_all(txn.operation) and 0 < txn.read_version < latest:
+        raise RetryableCommitConflictError(
+            f"{uri}: Commit conflict for version {txn.read_version + 1}: a strict overwrite (max_retries=0) "
+            f"read version {txn.read_version}, but version {latest} is the latest",
+            read_version=txn.read_version, conflicting_version=txn.read_version + 1, operation=txn.operation)
+
+
 def _back_off(store: ObjectStore, txn: Transaction, attempt: int, max_retries: int, latest: int) -> None:
     """Sleep with jitter before the next attempt, so racing writers spread out; give up after
     ``max_retries`` lost races."""
@@ -342,6 +377,28 @@ def _load_cached(
     if version not in cache:
         cache[version] = load_transaction(store, version, scheme, handler=handler)
     return cache[version]
+
+
+@singledispatch
+def _config_only(op: object) -> bool:
+    """An UpdateConfig of table config keys only (no schema, field or table metadata)."""
+    return False
+
+
+@_config_only.register
+def _(op: UpdateConfig) -> bool:
+    return op.schema_metadata_updates is None and op.table_metadata_updates is None and not op.field_metadata_updates
+
+
+@singledispatch
+def _replaces_all(op: object) -> bool:
+    """Whether ``op`` replaces the whole dataset (an Overwrite: pylance's strict overwrite applies)."""
+    return False
+
+
+@_replaces_all.register
+def _(op: Overwrite) -> bool:
+    return True
 
 
 def _removed_is_retryable(store: ObjectStore, txn: Transaction, version: int, fn):  # type: ignore[no-untyped-def]

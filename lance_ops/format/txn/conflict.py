@@ -19,6 +19,7 @@ from lance_ops.format.index.metadata import FRAG_REUSE_INDEX_NAME
 from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
+    DataReplacement,
     Delete,
     Merge,
     Operation,
@@ -60,6 +61,19 @@ def _(op: Merge) -> set[int]:
     return {f.id for f in op.fragments}
 
 
+@touched_fragments.register
+def _(op: DataReplacement) -> set[int]:
+    return {r.fragment_id for r in op.replacements}
+
+
+def _replaced_fields(op: DataReplacement) -> set[int]:
+    return set().union(*(r.new_file.fields for r in op.replacements)) if op.replacements else set()
+
+
+def _indexed_fields(op: CreateIndex) -> set[int]:
+    return {f for i in op.new_indices for f in i.fields}
+
+
 @singledispatch
 def _config_keys(op: Operation) -> set[str]:
     return set()
@@ -88,8 +102,10 @@ class _Pair:
     version: int
 
     def fail(self, kind: type, why: str) -> None:
+        # pylance's words first, so code matching them ("Retryable commit conflict for version N") works
+        lead = f"Retryable commit conflict for version {self.version}: " if kind is RetryableCommitConflictError else ""
         raise kind(
-            f"{self.mine.operation.name} planned on version {self.mine.read_version} conflicts with the "
+            f"{lead}{self.mine.operation.name} planned on version {self.mine.read_version} conflicts with the "
             f"{self.theirs.operation.name} committed as version {self.version}: {why}",
             read_version=self.mine.read_version,
             conflicting_version=self.version,
@@ -309,3 +325,55 @@ def _(b: CreateIndex, a: CreateIndex, pair: _Pair) -> None:
             or {i.uuid for i in a.removed_indices} & {i.uuid for i in b.removed_indices})
     if both:
         pair.fail(RetryableCommitConflictError, f"index {sorted(both)} was changed too")
+
+
+@_against_create_index.register
+def _(b: DataReplacement, a: CreateIndex, pair: _Pair) -> None:
+    both = _indexed_fields(a) & _replaced_fields(b)
+    if both:
+        pair.fail(RetryableCommitConflictError, f"the data of indexed field(s) {sorted(both)} was replaced")
+
+
+@_check_mine.register
+def _(a: DataReplacement, pair: _Pair) -> set[int]:
+    """My DataReplacement vs what landed meanwhile, as pylance's ``check_data_replacement_txn``."""
+    _against_data_replacement(pair.theirs.operation, a, pair)
+    return set()
+
+
+@singledispatch
+def _against_data_replacement(b: Operation, a: DataReplacement, pair: _Pair) -> None:
+    """By default (Append, Delete, Update, Merge, Project, UpdateConfig, ReserveFragments): compatible."""
+
+
+@_against_data_replacement.register
+def _(b: Overwrite | Restore | Unmodelled, a: DataReplacement, pair: _Pair) -> None:
+    _committed(b, a, pair)
+
+
+@_against_data_replacement.register
+def _(b: CreateIndex, a: DataReplacement, pair: _Pair) -> None:
+    both = _indexed_fields(b) & _replaced_fields(a)
+    if both:
+        pair.fail(RetryableCommitConflictError, f"an index over field(s) {sorted(both)} I replace was created")
+
+
+@_against_data_replacement.register
+def _(b: Rewrite, a: DataReplacement, pair: _Pair) -> None:
+    _committed(b, a, pair)  # fragments I replace files of were compacted
+
+
+@_against_data_replacement.register
+def _(b: DataReplacement, a: DataReplacement, pair: _Pair) -> None:
+    mine = {(r.fragment_id, f) for r in a.replacements for f in r.new_file.fields}
+    both = mine & {(r.fragment_id, f) for r in b.replacements for f in r.new_file.fields}
+    if both:
+        pair.fail(RetryableCommitConflictError, f"(fragment, field) {sorted(both)} replaced meanwhile")
+
+
+@_committed.register
+def _(b: DataReplacement, a: Operation, pair: _Pair) -> set[int]:
+    common = touched_fragments(a) & touched_fragments(b)
+    if common:
+        pair.fail(RetryableCommitConflictError, f"the data files of fragments {sorted(common)} were replaced")
+    return set()

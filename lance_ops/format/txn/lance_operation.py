@@ -20,12 +20,16 @@ from lance_ops.format.txn.index_entry import Index, index_metadata
 from lance_ops.format.txn.operations import (
     Append,
     CreateIndex,
+    DataReplacement,
+    DataReplacementGroup,
     Delete,
     Merge,
     MetadataUpdate,
     Overwrite,
     Project,
     Restore,
+    Rewrite,
+    RewriteGroup,
     Update,
     UpdateConfig,
 )
@@ -119,4 +123,8 @@ class LanceOperation:
     Project = staticmethod(_project)
     Merge = staticmethod(_merge)
     CreateIndex = staticmethod(_create_index)
+    DataReplacement = DataReplacement
+    Rewrite = Rewrite
+    RewriteGroup = RewriteGroup
+    DataReplacementGroup = DataReplacementGroup
     Update = Update  # a class, as pylance's: ``isinstance(txn.operation, LanceOperation.Update)``

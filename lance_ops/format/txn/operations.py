@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from lance_ops.format._proto import transaction_pb2
 from lance_ops.format.index.metadata import IndexFile, IndexMetadata
 from lance_ops.format.schema import LanceSchema
-from lance_ops.format.table.fragment import FragmentMetadata
+from lance_ops.format.table.fragment import DataFile, FragmentMetadata
 
 T = transaction_pb2.Transaction
 
@@ -277,6 +277,28 @@ class Project:
 
 
 @dataclass(frozen=True)
+class DataReplacementGroup:
+    """One fragment's new data file for the fields it holds (pylance's ``DataReplacementGroup``)."""
+
+    fragment_id: int
+    new_file: DataFile
+
+
+@dataclass(frozen=True)
+class DataReplacement:
+    """Data files replacing those of the same fields in existing fragments, rows unchanged
+    (pylance's ``DataReplacement``); a file of fields a fragment does not hold yet (an all-null
+    column given data) is added to it."""
+
+    replacements: Sequence[DataReplacementGroup]
+    name = "data_replacement"
+
+    def to_proto(self, t: transaction_pb2.Transaction) -> None:
+        for r in self.replacements:
+            t.data_replacement.replacements.add(fragment_id=r.fragment_id, new_file=r.new_file.to_proto())
+
+
+@dataclass(frozen=True)
 class Unmodelled:
     """An operation lance_ops reads but does not apply (DataReplacement, Clone, ...)."""
 
@@ -289,7 +311,7 @@ class Unmodelled:
 
 Operation = (
     Append | Overwrite | Delete | Update | Rewrite | CreateIndex | ReserveFragments | UpdateConfig | Restore | Merge
-    | Project | Unmodelled
+    | Project | DataReplacement | Unmodelled
 )
 
 
@@ -358,4 +380,7 @@ def operation_from_proto(t: transaction_pb2.Transaction) -> Operation:
     if kind == "project":
         # Project carries no schema metadata: the previous version's is kept when applied
         return Project(LanceSchema.from_proto(t.project.schema))
+    if kind == "data_replacement":
+        return DataReplacement([DataReplacementGroup(r.fragment_id, DataFile.from_proto(r.new_file))
+                                for r in t.data_replacement.replacements])
     return Unmodelled(kind or "unknown")

@@ -39,6 +39,7 @@ class RebaseState:
 def _retry_error(txn: Transaction, version: int, why: str, other: Operation | None = None) -> RetryableCommitConflictError:
     name = f" ({other.name})" if other is not None else ""
     return RetryableCommitConflictError(
+        f"Retryable commit conflict for version {version}: "
         f"{txn.operation.name} planned on version {txn.read_version} cannot be rebased over version "
         f"{version}{name}: {why}",
         read_version=txn.read_version,

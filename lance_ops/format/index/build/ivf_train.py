@@ -24,7 +24,7 @@ IVF_SAMPLE_RATE = 256
 PQ_SAMPLE_ROWS = 256 * 256
 MAX_ITERS = 50
 TARGET_PARTITION_SIZE = 8192
-_METRICS = {"l2": 0, "cosine": 1}
+_METRICS = {"l2": 0, "cosine": 1, "dot": 2}
 #: the build parameters pylance 14 records in ``VectorIndexDetails`` (field 9)
 _PARAMS_FLAT = (
     ("lance.skip_transpose", "false"),
@@ -140,12 +140,12 @@ def train_model(
     bytes of its ``IndexMetadata``; ``centroids`` / ``codebook`` given are used, not trained.
 
     Raises:
-        UnsupportedFeatureError: another kind or metric than IVF_FLAT / IVF_PQ with l2 or cosine.
+        UnsupportedFeatureError: another kind or metric than IVF_FLAT / IVF_PQ with l2, cosine or dot.
         InvalidArgumentError: fewer vectors than partitions, or sub-vectors not dividing the dimension.
     """
     metric = metric.lower()
     if kind not in ("IVF_FLAT", "IVF_PQ") or metric not in _METRICS:
-        raise UnsupportedFeatureError(f"create_index: lance_ops trains IVF_FLAT / IVF_PQ with l2 or cosine, not "
+        raise UnsupportedFeatureError(f"create_index: lance_ops trains IVF_FLAT / IVF_PQ with l2, cosine or dot, not "
                                       f"{kind} / {metric}")
     dim = vecs.shape[1]
     if metric == "cosine":
@@ -167,7 +167,8 @@ def train_model(
             raise InvalidArgumentError(f"create_index: num_sub_vectors={m} does not divide the dimension {dim} "
                                        f"(dimension {dim} must be divisible by num_sub_vectors {m})")
         pq_rows = vecs[rng.choice(len(vecs), min(len(vecs), PQ_SAMPLE_ROWS), replace=False)]
-        resid = pq_rows - centroids[_nearest(pq_rows, centroids)]
+        # dot: codebooks of the vectors themselves (pylance's PQ uses residuals for l2 and cosine only)
+        resid = pq_rows if metric == "dot" else pq_rows - centroids[_nearest(pq_rows, centroids)]
         sub = dim // m
         codebook = np.stack([kmeans(np.ascontiguousarray(resid[:, j * sub : (j + 1) * sub]), min(256, len(resid)), rng)
                              for j in range(m)])

@@ -56,6 +56,11 @@ class CompactionOptions:
     cluster_by: tuple[str, ...] = ()
     #: "sort" (lexicographic by ``cluster_by``) or "zorder" (bit-interleaved keys)
     strategy: str = "sort"
+    #: pylance's cut of the output files by bytes: a file closes after the read batch (of
+    #: ``batch_size`` rows) that brings the bytes its writer flushed (whole 8 MiB pages) to
+    #: the limit; None = files cut by rows only
+    max_bytes_per_file: int | None = None
+    batch_size: int | None = None
 
     @classmethod
     def resolve(cls, config: Mapping[str, str], **overrides: Any) -> "CompactionOptions":
@@ -123,6 +128,9 @@ class CompactionTask:
     #: clustered rewrite: order the rows by these columns (``strategy``), see :mod:`.clustering`
     cluster_by: tuple[str, ...] = ()
     strategy: str = "sort"
+    #: :attr:`CompactionOptions.max_bytes_per_file` and ``batch_size``
+    max_bytes_per_file: int | None = None
+    batch_size: int | None = None
 
     def execute(self, dataset: Any = None) -> Any:
         """pylance's ``task.execute(dataset)``: rewrite this task's fragments (commits nothing);
@@ -316,9 +324,13 @@ def plan_compaction(
     (:mod:`.index_remap`).
 
     Raises:
-        UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written).
+        UnsupportedFeatureError: a column lance_ops cannot rewrite (before anything is written);
+            ``max_bytes_per_file`` on stable row ids (their files are cut by rows).
     """
     check_writable(manifest.schema, target_file_version(manifest, options, uri))
+    if options.max_bytes_per_file is not None and manifest.uses_stable_row_ids:
+        raise UnsupportedFeatureError(f"{uri}: compaction's max_bytes_per_file on a dataset with stable row ids "
+                                      "(lance_ops cuts their files by rows only)")
     opts = options
     so = dict(storage_options or {})
     constraints = index_constraints(ObjectStore(uri, so), manifest, ignore_remap=opts.ignore_remap)
@@ -331,7 +343,8 @@ def plan_compaction(
     version = opts.data_storage_version
     tasks = tuple(
         CompactionTask(uri, manifest.version, list(b), so, opts.target_rows_per_fragment,
-                       None if version == manifest.data_storage_version else version, opts.cluster_by, opts.strategy)
+                       None if version == manifest.data_storage_version else version, opts.cluster_by, opts.strategy,
+                       opts.max_bytes_per_file, opts.batch_size)
         for b in bins
     )
     planned = [f.id for b in bins for f in b]

@@ -47,7 +47,7 @@ from lance_ops.format.ops.compaction.small_fragments import (
     read_small_group,
 )
 from lance_ops.format.ops.index_build import build_indices, plan_optimize_indices
-from lance_ops.format.ops.write import write_fragment_files
+from lance_ops.format.ops.write import rechunked, write_fragment_files
 from lance_ops.format.read.blob_payloads import has_blob_columns, with_payloads
 from lance_ops.format.read.scan import CREATED_AT, ROW_ID, UPDATED_AT, plan_scan, scan_fragment
 from lance_ops.format.table import rowids
@@ -363,8 +363,12 @@ def execute_task(task: CompactionTask, *, manifest: Manifest | None = None) -> R
             yield pa.RecordBatch.from_arrays(b.columns[: len(names)], names=names)
 
     # (blob payloads are laid out per batch as pylance lays them out: their batches pass as they are)
-    frags = write_fragment_files(store, rows() if blobs else _coalesced(rows()), manifest.schema, version=file_version,
-                                 max_rows_per_file=task.target_rows_per_fragment, file_rows=sizes)
+    batches = rows() if blobs else _coalesced(rows())
+    if task.max_bytes_per_file is not None and task.batch_size:  # (refused with stable row ids by the plan)
+        batches = rechunked(batches, task.batch_size)
+    frags = write_fragment_files(store, batches, manifest.schema, version=file_version,
+                                 max_rows_per_file=task.target_rows_per_fragment, file_rows=sizes,
+                                 max_bytes_per_file=task.max_bytes_per_file, flushed_pages=True)
     total = sum(f.physical_rows for f in frags)
     if stream is not None and frags:
         metas = stream.finish()
@@ -504,6 +508,8 @@ def compact_files(
     data_storage_version: str | None = None,
     cluster_by: Sequence[str] | str | None = None,
     strategy: str | None = None,
+    max_bytes_per_file: int | None = None,
+    batch_size: int | None = None,
     dry_run: bool = False,
     transaction_properties: Mapping[str, str] | None = None,
 ) -> CompactionMetrics:
@@ -526,6 +532,8 @@ def compact_files(
         ignore_remap=ignore_remap,
         data_storage_version=data_storage_version,
         cluster_by=cluster_by,
+        max_bytes_per_file=max_bytes_per_file,
+        batch_size=batch_size,
         strategy=strategy,
     )
     plan = plan_compaction(manifest, uri, opts, storage_options=storage_options, manifest_store=manifest_store)
