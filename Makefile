@@ -25,7 +25,7 @@ demo: $(STAMP)
 # need the machine to themselves (marker serial: live servers, the browser, the stress run).
 # The UI tests install Debian's Chromium themselves (tests/browser.py).
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not serial" -n 2 --dist loadfile --durations=25 tests
+	$(PY) -m pytest -q -m "not serial" -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 	$(PY) -m pytest -q -m "serial" --durations=10 tests
 
 # The fast tier: format, conformance and unit tests (a bare `pytest` runs the same).

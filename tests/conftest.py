@@ -74,13 +74,32 @@ def _relative(path: Path) -> str:
         return ""
 
 
-# under xdist the folders whose files take minutes go first, so no long file starts last
+# Under xdist (``make test``) the files run longest first, so no long file starts last and leaves
+# one worker running it alone: the files a full run measured at 45 s or more, longest first, then
+# the folders whose files take minutes.  xdist's own reordering (scopes by number of tests) is off
+# in the Makefile (``--no-loadscope-reorder``), so this order is the order files are handed out.
+LONGEST_FIRST = (
+    "jobs/test_cluster.py", "airflow/test_orchestrators_shared.py", "assets/test_assets_change_feed.py",
+    "assets/test_assets_pipes.py", "docs/test_doc_examples.py", "interop/test_index_compaction.py",
+    "jobs/test_index_jobs.py", "jobs/test_read_options.py", "test_packaging.py",
+    "assets/test_assets_manifest_store.py", "format/test_file_v21_write.py", "jobs/test_manifest_store_writers.py",
+    "gcs/test_soak_gcs.py", "jobs/test_change_feed.py", "assets/test_assets_indices.py", "reliability/test_soak.py",
+    "assets/test_assets_sensors.py", "airflow/test_airflow_faults.py", "jobs/test_reader_leases.py",
+    "jobs/test_failed_commit_cleanup_jobs.py", "jobs/test_sql_and_uris.py", "jobs/test_column_kinds_spark.py",
+    "assets/test_assets_jobs.py", "airflow/test_airflow_dags.py", "format/test_file_v21.py",
+    "jobs/test_strict_appends.py", "jobs/test_source.py", "jobs/test_zone_pruning_source.py", "jobs/test_faults.py",
+    "assets/test_assets_checks.py", "jobs/test_mutations.py", "assets/test_assets_versions_by_tag.py",
+    "jobs/test_pylance_default.py", "jobs/test_idempotent_jobs.py", "interop/test_model_based.py",
+)
 FIRST = ("assets", "airflow", "jobs", "reliability", "docs", "interop")
 
 
-def _rank(item) -> int:
-    top = _relative(Path(str(item.fspath))).split("/")[0]
-    return FIRST.index(top) if top in FIRST else len(FIRST)
+def _rank(item) -> tuple[int, int]:
+    rel = _relative(Path(str(item.fspath)))
+    if rel in LONGEST_FIRST:
+        return 0, LONGEST_FIRST.index(rel)
+    top = rel.split("/")[0]
+    return 1, FIRST.index(top) if top in FIRST else len(FIRST)
 
 
 def pytest_collection_modifyitems(config, items):
