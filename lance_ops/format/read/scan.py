@@ -35,6 +35,7 @@ from lance_ops.format.file.blob_columns import scan_schema
 from lance_ops.format.file.field_encoders import concat_batches
 from lance_ops.format.file.reader import DataFileReader, PagePrefetcher
 from lance_ops.format.file.take import RowTaker
+from lance_ops.format.io.io_stats import record_fragment
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.read.filters import filter_schema, resolve_filter
 from lance_ops.format.read.late_materialization import (
@@ -763,6 +764,7 @@ def scan(
     try:
         while opened or nxt < len(todo):
             while nxt < len(todo) and len(opened) <= (FRAGMENT_LOOKAHEAD if prefetch else 0):
+                record_fragment(todo[nxt].num_rows)
                 opened.append(_open_fragment(store, manifest, todo[nxt], plan, batch_size, prefetch, filters))
                 nxt += 1
             for b in opened.popleft():
