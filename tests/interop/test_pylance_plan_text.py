@@ -35,7 +35,8 @@ def _ops(plan: str) -> list[tuple[int, str]]:
 
 def _metric(plan: str, op: str, key: str) -> int:
     line = next(x for x in plan.splitlines() if x.strip().startswith(op + ":"))
-    return int(re.search(rf"{key}=(\d+)", line).group(1))
+    m = re.search(rf"{key}=(\d+(?:\.\d+)?)( K| M)?", line)  # pylance prints 3000 as "3.00 K"
+    return round(float(m.group(1)) * {None: 1, " K": 1e3, " M": 1e6}[m.group(2)])
 
 
 @pytest.fixture
@@ -82,3 +83,26 @@ def test_rows_scanned_is_the_fragments_read(datasets):
     plan = lo.scanner(limit=3).analyze_plan()
     assert _metric(plan, "LanceRead", "rows_scanned") == 60 and _metric(plan, "LanceRead", "output_rows") == 3
     assert "fragments_scanned=1," in plan
+
+
+def test_zone_map_query_shown_where_it_prunes(tmp_path):
+    """A ZONEMAP index the filter prunes by shows as pylance's ``ScalarIndexQuery`` under the
+    ``LanceRead``; lance_ops' analyze counts the fragments it ruled out."""
+    tbl = pa.table({"values": range(8193), "b": range(8193)})
+    for name, impl in IMPLS.items():
+        ds = impl.write_dataset(tbl, str(tmp_path / name), max_rows_per_file=3000)
+        ds.create_scalar_index("values", index_type="ZONEMAP")
+        plan = ds.scanner(filter="values BETWEEN 1000 AND 1500", columns=["b"]).explain_plan()
+        ops = _ops(plan)  # pylance reads only ``b`` (no ProjectionExec); lance_ops refilters ``values``
+        read = next(i for i, (_, op) in enumerate(ops) if op == "LanceRead")
+        assert ops[read + 1:] == [(ops[read][0] + 1, "ScalarIndexQuery")], (name, plan)
+        assert (name == "pylance") == (ops[0][1] == "LanceRead"), (name, plan)
+        assert "query=[values >= 1000 && values <= 1500]@values_idx(ZoneMap)" in plan, (name, plan)
+        assert "ScalarIndexQuery" not in ds.scanner(filter="b > 5").explain_plan(), name
+        assert "ScalarIndexQuery" not in ds.scanner(filter="b < 5 or values > 3").explain_plan(), name
+        analyze = ds.scanner(filter="values BETWEEN 1000 AND 1500").analyze_plan()
+        assert _metric(analyze, "LanceRead", "output_rows") == 501, (name, analyze)
+        assert _metric(analyze, "LanceRead", "fragments_scanned") == 1, (name, analyze)
+        assert _metric(analyze, "LanceRead", "rows_scanned") == 3000, (name, analyze)
+        if name == "lance_ops":
+            assert _metric(analyze, "ScalarIndexQuery", "fragments_pruned") == 2, analyze

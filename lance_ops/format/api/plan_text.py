@@ -3,8 +3,10 @@ indented physical plan), naming only the steps lance_ops performs.
 
 A plain scan is one ``LanceRead`` (the columns it decodes, the filter it evaluates, the
 limit/offset it applies) under a ``ProjectionExec`` when the columns returned differ from those
-read (a filter-only column is dropped after filtering).  lance_ops does not answer filters from
-BTREE/BITMAP indices, so no ``ScalarIndexQuery`` is shown.  ``analyze_plan`` runs the scan and
+read (a filter-only column is dropped after filtering).  A ``ScalarIndexQuery`` under the
+``LanceRead`` names the ZONEMAP indices a filter prunes fragments by (the rows read are still
+filtered exactly, hence ``refine_filter`` is the whole filter); lance_ops does not answer filters
+from BTREE/BITMAP indices, so those are never shown.  ``analyze_plan`` runs the scan and
 prints what was measured (:mod:`lance_ops.format.io.io_stats`): rows returned, fragments opened
 and their live rows (``rows_scanned``), storage bytes, ranges (``iops``) and requests.
 Searches (``nearest`` / ``full_text_query``) keep lance_ops' own step list.
@@ -14,6 +16,7 @@ import time
 from typing import Any
 
 from lance_ops.format.io.io_stats import ScanStats, counting
+from lance_ops.format.read.zone_pruning import zone_map_query
 
 ROW_ID, ROW_ADDR = "_rowid", "_rowaddr"
 
@@ -43,6 +46,11 @@ def _lines(scanner: Any) -> list[tuple[str, str]]:
                                        (ROW_ADDR, scanner._options.with_row_address)) if on]
     out = list(scanner.projected_schema.names)
     lines = [("LanceRead", _read_line(scanner, read))]
+    zq = None
+    if isinstance(scanner._filter, str):
+        zq = zone_map_query(scanner._ds._store, scanner._ds.manifest, scanner._filter)
+    if zq is not None:  # the zone maps the scan prunes fragments by, before it reads them
+        lines.append(("ScalarIndexQuery", f"ScalarIndexQuery: query=[{zq[0]}]@{zq[1]}(ZoneMap)"))
     if out != produced:
         exprs = ", ".join(f"{n}@{produced.index(n)} as {n}" if n in produced else n for n in out)
         lines.insert(0, ("ProjectionExec", f"ProjectionExec: expr=[{exprs}]"))
@@ -60,6 +68,8 @@ def explain_text(scanner: Any) -> str:
 
 def _with_metrics(text: str, op: str, metrics: str, elapsed: float) -> str:
     head, rest = text.split(": ", 1)
+    if op == "ScalarIndexQuery":  # judged inside the scan: no time of its own is measured
+        return f"{head}: {rest}, metrics=[{metrics}]"
     return f"{head}: elapsed={elapsed * 1e3:.6f}ms, {rest}, metrics=[{metrics}]"
 
 
@@ -76,6 +86,8 @@ def analyze_text(scanner: Any) -> str:
 
 
 def _metrics(op: str, rows: int, s: ScanStats) -> str:
+    if op == "ScalarIndexQuery":
+        return f"fragments_pruned={s.fragments_pruned}"
     if op != "LanceRead":
         return f"output_rows={rows}"
     return (f"output_rows={rows}, fragments_scanned={s.fragments_scanned}, rows_scanned={s.rows_scanned}, "

@@ -25,6 +25,16 @@ class ScanStats:
     requests: int = 0
     fragments_scanned: int = 0
     rows_scanned: int = 0
+    fragments_pruned: int = 0
+
+
+def record_pruned(fragments: int) -> None:
+    """Zone maps ruled out ``fragments`` fragments of a scan (they are not opened)."""
+    if not _ACTIVE:
+        return
+    with _LOCK:
+        for s in _ACTIVE:
+            s.fragments_pruned += fragments
 
 
 def record_read(nbytes: int, ranges: int = 1) -> None:

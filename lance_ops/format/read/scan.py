@@ -35,7 +35,7 @@ from lance_ops.format.file.blob_columns import scan_schema
 from lance_ops.format.file.field_encoders import concat_batches
 from lance_ops.format.file.reader import DataFileReader, PagePrefetcher
 from lance_ops.format.file.take import RowTaker
-from lance_ops.format.io.io_stats import record_fragment
+from lance_ops.format.io.io_stats import record_fragment, record_pruned
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.read.filters import filter_schema, resolve_filter
 from lance_ops.format.read.late_materialization import (
@@ -738,7 +738,9 @@ def scan(
     todo = []
     candidates = fragments if fragments is not None else manifest.fragments
     if plan.filter_text is not None and manifest.index_section:
+        before = len(candidates)
         candidates = prune_fragments(store, manifest, plan.filter_text, candidates)  # ZONEMAP indices
+        record_pruned(before - len(candidates))
     for frag in candidates:
         # (a fragment without live rows is still opened: its data file must confirm physical_rows)
         # only leading fragments are skipped whole: once one is kept, the rest follow it
