@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from lance_ops.format.io.io_stats import ScanStats, counting
+from lance_ops.format.read.btree_pruning import btree_query
 from lance_ops.format.read.zone_pruning import zone_map_query
 
 ROW_ID, ROW_ADDR = "_rowid", "_rowaddr"
@@ -46,11 +47,13 @@ def _lines(scanner: Any) -> list[tuple[str, str]]:
                                        (ROW_ADDR, scanner._options.with_row_address)) if on]
     out = list(scanner.projected_schema.names)
     lines = [("LanceRead", _read_line(scanner, read))]
-    zq = None
-    if isinstance(scanner._filter, str):
-        zq = zone_map_query(scanner._ds._store, scanner._ds.manifest, scanner._filter)
-    if zq is not None:  # the zone maps the scan prunes fragments by, before it reads them
-        lines.append(("ScalarIndexQuery", f"ScalarIndexQuery: query=[{zq[0]}]@{zq[1]}(ZoneMap)"))
+    if isinstance(scanner._filter, str) and scanner._options.use_scalar_index is not False:
+        store, manifest = scanner._ds._store, scanner._ds.manifest
+        # the indices the scan prunes fragments by, before it reads them
+        for kind, query in (("BTree", btree_query), ("ZoneMap", zone_map_query)):
+            found = query(store, manifest, scanner._filter)
+            if found is not None:
+                lines.append(("ScalarIndexQuery", f"ScalarIndexQuery: query=[{found[0]}]@{found[1]}({kind})"))
     if out != produced:
         exprs = ", ".join(f"{n}@{produced.index(n)} as {n}" if n in produced else n for n in out)
         lines.insert(0, ("ProjectionExec", f"ProjectionExec: expr=[{exprs}]"))
