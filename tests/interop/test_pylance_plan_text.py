@@ -106,3 +106,38 @@ def test_zone_map_query_shown_where_it_prunes(tmp_path):
         assert _metric(analyze, "LanceRead", "rows_scanned") == 3000, (name, analyze)
         if name == "lance_ops":
             assert _metric(analyze, "ScalarIndexQuery", "fragments_pruned") == 2, analyze
+
+
+BTREE_FILTERS = ["val BETWEEN 10 AND 20", "val >= 5000 AND val <= 0", "s = '7777'", "val > 5 or s = '9'",
+                 "val < 4000 and s > '5'", "val = 7000 and s = '7001'", "val IN (3, 9000)", "s IS NULL"]
+
+
+def test_btree_prunes_fragments_exactly(tmp_path):
+    """A BTREE index prunes fragments in lance_ops (a ``ScalarIndexQuery`` under the LanceRead,
+    as pylance prints it), and the rows stay exact after deletes and updates that leave the
+    index behind (updated rows move to fragments the index does not cover)."""
+    t = pa.table({"val": range(10000), "s": [None if i % 997 == 0 else str(i) for i in range(10000)]})
+    dss = {}
+    for name, impl in IMPLS.items():
+        ds = impl.write_dataset(t, str(tmp_path / name), max_rows_per_file=3000)
+        ds.create_scalar_index("val", index_type="BTREE")
+        ds.create_scalar_index("s", index_type="BTREE")
+        dss[name] = ds
+    for name, ds in dss.items():
+        plan = ds.scanner(filter="val BETWEEN 10 AND 20", columns=["s"]).explain_plan()
+        assert "ScalarIndexQuery: query=[val >= 10 && val <= 20]@val_idx(BTree)" in plan, (name, plan)
+        ops = _ops(plan)
+        read = next(i for i, (_, op) in enumerate(ops) if op == "LanceRead")
+        assert ops[read + 1] == (ops[read][0] + 1, "ScalarIndexQuery"), (name, plan)
+        assert "ScalarIndexQuery" not in ds.scanner(filter="val = 10", use_scalar_index=False).explain_plan()
+    lo = dss["lance_ops"]
+    analyze = lo.scanner(filter="val = 7000").analyze_plan()
+    assert _metric(analyze, "LanceRead", "fragments_scanned") == 1 and _metric(analyze, "LanceRead", "rows_scanned") == 3000
+    assert _metric(analyze, "ScalarIndexQuery", "fragments_pruned") == 3 and _metric(analyze, "LanceRead", "output_rows") == 1
+    for ds in dss.values():
+        ds.delete("val = 20 or val = 7777")
+        ds.update({"val": "val + 100000"}, where="val = 15 or val = 9000")
+    for f in BTREE_FILTERS + ["val > 100000", "val = 9000"]:
+        got = [dss[n].to_table(filter=f).sort_by("val") for n in IMPLS]
+        assert got[0] == got[1], f
+        assert got[1] == dss["lance_ops"].to_table(filter=f, use_scalar_index=False).sort_by("val"), f
