@@ -65,14 +65,16 @@ def _segments(store: ObjectStore, manifest: Manifest) -> dict[str, list[_Segment
 def _leaf_fragments(
     store: ObjectStore, manifest: Manifest, node: exp.Expr, judged: tuple[str, Callable[[Zone], bool]], seg: _Segment
 ) -> set[int] | None:
-    """Covered fragments holding a row matching ``node``; None when too many pages may match."""
+    """Covered fragments holding a row matching ``node``; None when too many pages may match.
+    A page's ``min`` is its first value, null when it starts with nulls (sorted first): such a
+    page with a non-null ``max`` may hold any value up to it, so it is always read."""
     col, judge = judged
     reader = seg._reader(store, LOOKUP_FILE)
     size = int((reader.schema.metadata or {}).get("batch_size", b"4096"))
     lookup = reader.read_table().to_pydict()
     try:
         pages = [i for i, (lo, hi, n) in enumerate(zip(lookup["min"], lookup["max"], lookup["null_count"], strict=True))
-                 if judge(Zone(0, lo, hi, int(n)))]
+                 if (lo is None and hi is not None) or judge(Zone(0, lo, hi, int(n)))]
     except TypeError:  # a literal of another type than the column's
         return None
     if len(pages) > max(SMALL_PAGES, len(lookup["min"]) // 2):
