@@ -9,6 +9,7 @@ compared; rows must agree).
 """
 
 import re
+from datetime import datetime, timedelta
 
 import lance
 import pyarrow as pa
@@ -155,3 +156,31 @@ def test_index_pruning_with_nulls(tmp_path, kind):
     for f, n in [("x IS NULL", 1), ("x IS NOT NULL", 3), ("x > 0", 3), ("x < 5", 3), ("x IN (1, 2)", 2),
                  ("x IN (1, 2, NULL)", 2), ("x = 3", 1), ("x > 3", 0)]:
         assert pl.to_table(filter=f).num_rows == lo.to_table(filter=f).num_rows == n, f
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "ZONEMAP"])
+def test_temporal_literals_prune(tmp_path, kind):
+    """``TIMESTAMP '...'`` / ``DATE '...'`` literals are judged against the index (pylance's
+    ``test_temporal_index``); an aware timestamp column is not pruned by a naive literal."""
+    base = datetime(2026, 1, 1, 12, 0, 0)
+    t = pa.table({"ts": [base - timedelta(days=i) for i in range(100)],
+                  "tz": pa.array([base - timedelta(days=i) for i in range(100)], pa.timestamp("us", "UTC")),
+                  "d": [(base - timedelta(days=i)).date() for i in range(100)]})
+    for name, impl in IMPLS.items():
+        ds = impl.write_dataset(t, str(tmp_path / name), max_rows_per_file=30)
+        for c in ("ts", "tz", "d"):
+            ds.create_scalar_index(c, index_type=kind)
+    half = base - timedelta(days=50, hours=1)
+    filters = [f"ts > timestamp '{half}'", f"d > date '{half.date()}'", f"d = date '{half.date()}'",
+               f"ts BETWEEN timestamp '{half}' AND timestamp '{base - timedelta(days=10)}'",
+               f"tz > timestamp '{half}'"]
+    pl, lo = lance.dataset(str(tmp_path / "pylance")), lf.dataset(str(tmp_path / "lance_ops"))
+    for f in filters:
+        assert pl.to_table(filter=f) == lo.to_table(filter=f), f
+        assert lo.to_table(filter=f) == lo.to_table(filter=f, use_scalar_index=False), f
+    label = {"BTREE": "BTree", "ZONEMAP": "ZoneMap"}[kind]
+    for impl_ds in (pl, lo):
+        plan = impl_ds.scanner(filter=filters[0], scan_in_order=True).explain_plan(True)
+        assert re.search(rf"^.*ScalarIndexQuery: query=\[ts > .*\]@ts_idx\({label}\).*$", plan, re.MULTILINE), plan
+    analyze = lo.scanner(filter=filters[0]).analyze_plan()
+    assert _metric(analyze, "LanceRead", "fragments_scanned") == 2, analyze  # rows 0..49 of 30-row files

@@ -13,6 +13,7 @@ decides which fragments are opened, never which rows are returned.
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from sqlglot import exp
@@ -79,6 +80,21 @@ def _literal(node: exp.Expr) -> tuple[bool, Any]:
             return True, int(node.this)
         except ValueError:
             return True, float(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        return _temporal(node.to.this, node.this.this)
+    return False, None
+
+
+def _temporal(to: Any, text: str) -> tuple[bool, Any]:
+    """``TIMESTAMP '...'`` / ``DATE '...'`` as a naive datetime / a date (a zone of an aware
+    timestamp column does not compare with it: no pruning)."""
+    try:
+        if to == exp.DataType.Type.TIMESTAMP:
+            return True, datetime.fromisoformat(text)
+        if to == exp.DataType.Type.DATE:
+            return True, date.fromisoformat(text)
+    except ValueError:
+        pass
     return False, None
 
 
