@@ -275,7 +275,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         columns, finish = plan_projection(self._manifest.schema.to_arrow(), columns, META_COLUMNS)
         steps += [s for s in (add_offsets, finish) if s is not None]
         plan = plan_scan(manifest.schema, columns, filter, opts.with_row_id, with_addr, opts.late_materialization)
-        batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest)
+        batches = self._scan(plan, opts.fragments, opts.limit, opts.offset, opts.batch_size, manifest,
+                             use_scalar_index=opts.use_scalar_index is not False)
         if opts.strict_batch_size:
             batches = exact_batches(batches, opts.batch_size or default_batch_size())
         return plan, _chain(steps), batches
@@ -288,6 +289,8 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
         offset: int | None,
         batch_size: int | None,
         manifest: Manifest | None = None,
+        *,
+        use_scalar_index: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         if fragments is not None:  # pylance also takes LanceFragments, and any iterable of them
             fragments = [f.metadata if isinstance(f, LanceFragment) else f for f in fragments]
@@ -299,6 +302,7 @@ class LanceDataset(IndexMethods, MetadataMethods, SchemaEvolutionMethods):
             limit=limit,
             offset=offset,
             batch_size=batch_size or default_batch_size(),
+            use_scalar_index=use_scalar_index,
         )
 
     def delete(

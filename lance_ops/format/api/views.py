@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_ops.format.api.arguments import read_all, sql_translator
+from lance_ops.format.api.plan_text import analyze_text, explain_text, is_search
 from lance_ops.format.api.progress import with_fragment_id
 from lance_ops.format.api.scan_options import ScanOptions
 from lance_ops.format.api.system_columns import names_with_offset
@@ -285,8 +286,10 @@ class Scanner:
         return self._ds.to_table(self._columns, self._filter, **self._kw)
 
     def explain_plan(self, verbose: bool = False) -> str:
-        """A text description of the scan (pylance's method; lance_ops' plan is not DataFusion's,
-        so the text names the steps, not pylance's operators)."""
+        """The scan's plan as pylance prints it (DataFusion's indented operators), naming the
+        steps lance_ops performs (:mod:`.plan_text`); a search lists lance_ops' own steps."""
+        if not is_search(self):
+            return explain_text(self)
         opts, steps = self._options, []
         if opts.nearest is not None:
             n = opts.nearest
@@ -316,7 +319,9 @@ class Scanner:
         return [n for n in names if n in wanted]
 
     def analyze_plan(self) -> str:
-        """:meth:`explain_plan` after running the scan, with the rows it returned."""
+        """Run the scan; its plan with the counts measured (rows, fragments, bytes, requests)."""
+        if not is_search(self):
+            return analyze_text(self)
         rows = self.count_rows()
         return f"{self.explain_plan()}\n  output_rows={rows}"
 

@@ -57,6 +57,7 @@ from lance_ops.format.file.encodings import (
 )
 from lance_ops.format.file.maps import MapView, contains_map, map_as_list
 from lance_ops.format.file.prefetch import PagePrefetcher
+from lance_ops.format.io.io_stats import record_read
 from lance_ops.format.io.object_store import ObjectStore, open_regular
 from lance_ops.format.schema import LanceField, LanceSchema
 
@@ -119,6 +120,7 @@ _CACHED_ATTRS = (
 
 
 def _pread_buffers(path: str, ranges: Sequence[tuple[int, int]], where: str) -> list[pa.Buffer]:
+    record_read(sum(size for _, size in ranges), len(ranges))
     fd = open_regular(path)
     try:
         out = []
@@ -338,6 +340,7 @@ class DataFileReader:
             fd = open_regular(self._local_path)
         except FileNotFoundError as e:
             raise ObjectNotFoundError(f"{self.path}: data file named by the manifest does not exist") from e
+        record_read(length)
         try:
             out = os.pread(fd, length, start)
             while len(out) < length:

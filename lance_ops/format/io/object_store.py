@@ -40,6 +40,7 @@ from lance_ops.format.errors import (
     ObjectNotFoundError,
     ObjectStoreError,
 )
+from lance_ops.format.io.io_stats import record_read
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -397,9 +398,9 @@ class ObjectStore:
         """
         path = self.full_path(rel)
         with _storage_errors(path, "read"):
-            if self.is_local:
-                return _read_local(path)  # a FIFO where a file should be: refused, not waited on
-            return self.fs.cat_file(path)
+            data = _read_local(path) if self.is_local else self.fs.cat_file(path)  # local: a FIFO is refused
+        record_read(len(data))
+        return data
 
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         """``length`` bytes from ``start`` (fewer at the end of the object)."""
@@ -408,12 +409,16 @@ class ObjectStore:
         path = self.full_path(rel)
         with _storage_errors(path, f"read of {length} bytes at {start}"):
             if self.is_local:
-                return _read_local(path, start, length)
-            return self.fs.cat_file(path, start=start, end=start + length)
+                data = _read_local(path, start, length)
+            else:
+                data = self.fs.cat_file(path, start=start, end=start + length)
+        record_read(len(data))
+        return data
 
     def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, length)`` ranges of one object (one open for local files)."""
         path = self.full_path(rel)
+        record_read(sum(n for _, n in ranges), len(ranges))
         with _storage_errors(path, f"read of {len(ranges)} ranges"):
             if self.is_local:
                 fd = open_regular(path)

@@ -35,7 +35,9 @@ from lance_ops.format.file.blob_columns import scan_schema
 from lance_ops.format.file.field_encoders import concat_batches
 from lance_ops.format.file.reader import DataFileReader, PagePrefetcher
 from lance_ops.format.file.take import RowTaker
+from lance_ops.format.io.io_stats import record_fragment, record_pruned
 from lance_ops.format.io.object_store import ObjectStore
+from lance_ops.format.read.btree_pruning import prune_fragments_btree
 from lance_ops.format.read.filters import filter_schema, resolve_filter
 from lance_ops.format.read.late_materialization import (
     AUTO,
@@ -721,8 +723,13 @@ def scan(
     offset: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     prefetch_bytes: int | None = PREFETCH_BYTES,
+    use_scalar_index: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the dataset (or the given fragments) with limit/offset over the filtered rows.
+
+    With ``use_scalar_index`` a SQL filter first prunes fragments by the dataset's ZONEMAP and
+    BTREE indices (:mod:`.zone_pruning`, :mod:`.btree_pruning`); the rows read are filtered
+    exactly either way.
 
     Batches come out in fragment order.  Pages are read and decoded by background threads
     (:class:`~lance_ops.format.file.reader.PagePrefetcher`) up to ``prefetch_bytes`` ahead of
@@ -736,8 +743,11 @@ def scan(
         return
     todo = []
     candidates = fragments if fragments is not None else manifest.fragments
-    if plan.filter_text is not None and manifest.index_section:
+    if use_scalar_index and plan.filter_text is not None and manifest.index_section:
+        before = len(candidates)
         candidates = prune_fragments(store, manifest, plan.filter_text, candidates)  # ZONEMAP indices
+        candidates = prune_fragments_btree(store, manifest, plan.filter_text, candidates)  # BTREE indices
+        record_pruned(before - len(candidates))
     for frag in candidates:
         # (a fragment without live rows is still opened: its data file must confirm physical_rows)
         # only leading fragments are skipped whole: once one is kept, the rest follow it
@@ -763,6 +773,7 @@ def scan(
     try:
         while opened or nxt < len(todo):
             while nxt < len(todo) and len(opened) <= (FRAGMENT_LOOKAHEAD if prefetch else 0):
+                record_fragment(todo[nxt].num_rows)
                 opened.append(_open_fragment(store, manifest, todo[nxt], plan, batch_size, prefetch, filters))
                 nxt += 1
             for b in opened.popleft():

@@ -10,8 +10,10 @@ columns) may match every zone.  Rows are still filtered exactly after pruning: p
 decides which fragments are opened, never which rows are returned.
 """
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from sqlglot import exp
@@ -78,6 +80,21 @@ def _literal(node: exp.Expr) -> tuple[bool, Any]:
             return True, int(node.this)
         except ValueError:
             return True, float(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        return _temporal(node.to.this, node.this.this)
+    return False, None
+
+
+def _temporal(to: Any, text: str) -> tuple[bool, Any]:
+    """``TIMESTAMP '...'`` / ``DATE '...'`` as a naive datetime / a date (a zone of an aware
+    timestamp column does not compare with it: no pruning)."""
+    try:
+        if to == exp.DataType.Type.TIMESTAMP:
+            return True, datetime.fromisoformat(text)
+        if to == exp.DataType.Type.DATE:
+            return True, date.fromisoformat(text)
+    except ValueError:
+        pass
     return False, None
 
 
@@ -182,3 +199,46 @@ def prune_fragments(
     except LanceOpsError:  # pruning only saves reads: a zone map it cannot use reads everything
         return frags
     return [f for f in frags if _may_match(tree, maps, f.id)]
+
+
+def _query_text(node: exp.Expr, maps: dict[str, Any]) -> str | None:
+    """The part of ``node`` zone maps prune by, as pylance prints an index query (None: none)."""
+    if isinstance(node, exp.Paren):
+        return _query_text(node.this, maps)
+    if isinstance(node, exp.And | exp.Or):
+        left, right = _query_text(node.left, maps), _query_text(node.right, maps)
+        if isinstance(node, exp.Or):  # an OR prunes only when both sides do
+            return f"{left} || {right}" if left and right else None
+        return " && ".join(t for t in (left, right) if t) or None
+    if _judge(node, maps) is None:
+        return None
+    if isinstance(node, exp.Between):
+        col = _column(node.this)
+        return f"{col} >= {_literal(node.args['low'])[1]} && {col} <= {_literal(node.args['high'])[1]}"
+    op = next((o for cls, o in _OPS.items() if type(node) is cls), None)
+    if op is not None:
+        col, v = _column(node.left), _literal(node.right)[1]
+        if col is None:
+            col, v, op = _column(node.right), _literal(node.left)[1], _FLIP[op]
+        return f"{col} {op} {v}"
+    return node.sql()
+
+
+def zone_map_query(store: ObjectStore, manifest: Manifest, filter_text: str) -> tuple[str, str] | None:
+    """``(query, index names)`` of the ZONEMAP indices :func:`prune_fragments` consults for
+    ``filter_text`` (those covering a live fragment of a column it constrains), or None."""
+    try:
+        maps = {c: per for c, per in zone_maps(store, manifest).items() if per}
+        if not maps:
+            return None
+        tree = parse_sql(filter_text)
+    except LanceOpsError:
+        return None
+    text = _query_text(tree, maps)
+    if text is None:
+        return None
+    top = {f.id: f.name for f in manifest.schema.top_level()}
+    names = [i.name for i in user_indices(decode_index_section(manifest.index_section, store.uri))
+             if i.kind == "ZONEMAP" and len(i.fields) == 1 and top.get(i.fields[0]) in maps
+             and re.search(rf"(?<![\w.]){re.escape(top[i.fields[0]])}(?![\w])", text)]
+    return text, ",".join(dict.fromkeys(names))
