@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_ops.format.api.full_text_index import IndexedTerms, indexed_terms
 from lance_ops.format.api.fts_queries import (
     BooleanQuery,
     BoostQuery,
@@ -121,8 +122,23 @@ class Corpus:
     """The searched dataset's columns, read and tokenized once per query."""
 
     def __init__(self, ds: Any, params: Mapping[str, TokenizerParams],
-                 coverage: Mapping[str, tuple[frozenset[int], int, int, np.ndarray]] | None = None):
+                 coverage: Mapping[str, tuple[frozenset[int], int, int, np.ndarray]] | None = None,
+                 segments: Mapping[str, Sequence[Any]] | None = None):
         self._ds, self._params, self._docs, self._coverage = ds, params, {}, dict(coverage or {})
+        self._segments = dict(segments or {})
+
+    def index_terms(self, name: str) -> IndexedTerms | None:
+        """The column's index as posting lists (None: no index, or one lance_ops does not read)."""
+        if not USE_POSTINGS or name not in self._segments or name not in self._coverage:
+            return None
+        m, ds, params = self._ds.manifest, self._ds, self._params[name]
+        key = (ds.uri, m.version, m.timestamp_ns, name, *sorted(s.uuid for s in self._segments[name]))
+        hit = _INDEX_CACHE.get(key)
+        if hit is None:
+            hit = (indexed_terms(ds, self._segments[name], params, self._coverage[name],
+                                 lambda frags: _column_docs(ds, name, params, frags)),)
+            _INDEX_CACHE.put(key, hit)
+        return hit[0]
 
     def indexed(self, name: str) -> bool:
         return name in self._params
@@ -170,13 +186,21 @@ class _DocsCache:
 
 _CACHE = _DocsCache()
 _CORPUS_CACHE = _DocsCache(8)
+_INDEX_CACHE = _DocsCache(8)
+#: answer exact terms from the posting lists of the indices lance_ops reads (False: flat only)
+USE_POSTINGS = True
 
 
-def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
+def _column_docs(ds: Any, name: str, params: TokenizerParams | None,
+                 fragments: Sequence[int] | None = None) -> ColumnDocs:
+    """The column's documents (of the fragments ``fragments`` only, when given)."""
     top, *nested = name.split(".") if name not in ds.schema.names else [name]
     if top not in ds.schema.names:
         raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
     table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True)
+    if fragments is not None:  # the rows of those fragments only
+        frag_of = pc.shift_right(table[ROW_ADDR], 32).cast(pa.int64())
+        table = table.filter(pc.is_in(frag_of, pa.array(list(fragments), pa.int64())))
     values = table[top].combine_chunks()
     for child in nested:  # a struct's child (``data.text``)
         values = values.field(child)
@@ -248,10 +272,14 @@ def evaluate(query: FullTextQuery, corpus: Corpus) -> Hits:
 
 @evaluate.register
 def _(query: MatchQuery, corpus: Corpus) -> Hits:
-    docs = corpus.column(query.column)
-    terms = docs.query_terms(query.query)[0] if query.fuzziness == 0 else _raw_terms(query.query)
-    per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
-                for term in terms]  # a repeated term counts again (pylance)
+    index = corpus.index_terms(query.column) if query.fuzziness == 0 else None
+    if index is not None:  # exact terms: the index's posting lists, the unindexed rows flat
+        per_term = [_merge([index.term_score(t)], "or") for t in index.query_terms(query.query)]
+    else:
+        docs = corpus.column(query.column)
+        terms = docs.query_terms(query.query)[0] if query.fuzziness == 0 else _raw_terms(query.query)
+        per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
+                    for term in terms]  # a repeated term counts again (pylance)
     ids, scores = _merge(per_term, "and" if query.operator is FullTextOperator.AND else "or")
     return ids, (scores * np.float32(query.boost)).astype(np.float32)
 
@@ -431,7 +459,7 @@ def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: A
         key = (ds.uri, *sorted(seg.uuid for seg in segs))
         coverage[c] = _CORPUS_CACHE.get(key) or _index_corpus(ds._store, segs)
         _CORPUS_CACHE.put(key, coverage[c])
-    ids, scores = search(query, Corpus(ds, params, coverage))
+    ids, scores = search(query, Corpus(ds, params, coverage, segments))
     if filter is not None and opts.prefilter:
         allowed = ds.to_table(columns=[], filter=filter, with_row_id=True)[ROW_ID].to_numpy()
         keep = np.isin(ids, allowed)
