@@ -73,8 +73,8 @@ def test_postings_equal_flat(tmp_path, monkeypatch, builder, stable):
             continue
         py = lance.dataset(uri).to_table(full_text_query=PyMatch("frodo happy", "text"), with_row_id=True)
         mine = ops.to_table(full_text_query=lf.MatchQuery("frodo happy", "text"), with_row_id=True)
-        assert sorted(zip(mine["_rowid"].to_pylist(), mine["_score"].to_pylist())) == \
-            sorted(zip(py["_rowid"].to_pylist(), py["_score"].to_pylist())), step
+        assert sorted(zip(mine["_rowid"].to_pylist(), mine["_score"].to_pylist(), strict=True)) == \
+            sorted(zip(py["_rowid"].to_pylist(), py["_score"].to_pylist(), strict=True)), step
 
 
 def test_fst_and_posting_round_trip():

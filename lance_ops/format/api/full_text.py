@@ -13,6 +13,7 @@ otherwise it is applied to the rows found (pylance's post-filter).
 """
 
 import dataclasses
+import functools
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_ops.format.api.full_text_index import IndexedTerms, indexed_terms
 from lance_ops.format.api.fts_queries import (
     BooleanQuery,
     BoostQuery,
@@ -35,6 +35,7 @@ from lance_ops.format.api.fts_queries import (
     PhraseQuery,
     parse_full_text_query,
 )
+from lance_ops.format.api.full_text_index import IndexedTerms, indexed_terms
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.build.inverted import indexed_row_ids, reference_layout
@@ -122,7 +123,7 @@ class Corpus:
     """The searched dataset's columns, read and tokenized once per query."""
 
     def __init__(self, ds: Any, params: Mapping[str, TokenizerParams],
-                 coverage: Mapping[str, tuple[frozenset[int], int, int, np.ndarray]] | None = None,
+                 coverage: Mapping[str, tuple[frozenset[int], int, int, Callable[[], np.ndarray]]] | None = None,
                  segments: Mapping[str, Sequence[Any]] | None = None):
         self._ds, self._params, self._docs, self._coverage = ds, params, {}, dict(coverage or {})
         self._segments = dict(segments or {})
@@ -153,7 +154,8 @@ class Corpus:
             if name in self._coverage:
                 frags, n_docs, n_tokens, indexed_ids = self._coverage[name]
                 covered = np.isin((docs.row_addrs >> np.uint64(32)).astype(np.int64), list(frags))
-                gone = np.setdiff1d(indexed_ids, docs.row_ids) if not self._ds.has_stable_row_ids else indexed_ids[:0]
+                gone = np.setdiff1d(indexed_ids(), docs.row_ids) if not self._ds.has_stable_row_ids \
+                    else np.zeros(0, np.uint64)
                 docs = dataclasses.replace(docs, indexed=covered, index_corpus=(n_docs, n_tokens),
                                            deleted_df=_deleted_df(self._ds, name, docs.params, gone))
             self._docs[name] = docs
@@ -197,10 +199,8 @@ def _column_docs(ds: Any, name: str, params: TokenizerParams | None,
     top, *nested = name.split(".") if name not in ds.schema.names else [name]
     if top not in ds.schema.names:
         raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
-    table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True)
-    if fragments is not None:  # the rows of those fragments only
-        frag_of = pc.shift_right(table[ROW_ADDR], 32).cast(pa.int64())
-        table = table.filter(pc.is_in(frag_of, pa.array(list(fragments), pa.int64())))
+    only = {} if fragments is None else {"fragments": [f for f in ds.manifest.fragments if f.id in set(fragments)]}
+    table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True, **only)
     values = table[top].combine_chunks()
     for child in nested:  # a struct's child (``data.text``)
         values = values.field(child)
@@ -427,9 +427,9 @@ def _deleted_df(ds: Any, name: str, params: TokenizerParams, addrs: np.ndarray) 
     return out
 
 
-def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], int, int, np.ndarray]:
+def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], int, int, Callable[[], np.ndarray]]:
     """The fragments the segments cover, their documents and tokens (every partition's docs
-    file: its rows and ``total_tokens``) and the documents' row ids."""
+    file: its rows and ``total_tokens``) and the documents' row ids (read when first asked)."""
     frags: set[int] = set()
     docs = tokens = 0
     for seg in segments:
@@ -442,7 +442,7 @@ def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], 
                 meta = r.schema.metadata or {}
                 raw = meta.get("total_tokens", meta.get(b"total_tokens", b"0"))
                 tokens += int(raw.decode() if isinstance(raw, bytes) else raw)
-    ids = np.unique(np.concatenate([indexed_row_ids(store, seg) for seg in segments]))
+    ids = functools.cache(lambda: np.unique(np.concatenate([indexed_row_ids(store, seg) for seg in segments])))
     return frozenset(frags), docs, tokens, ids
 
 

@@ -80,7 +80,7 @@ class IndexedTerms:
 
 
 def indexed_terms(ds: Any, segments: Sequence[Any], params: TokenizerParams,
-                  coverage: tuple[frozenset[int], int, int, np.ndarray],
+                  coverage: tuple[frozenset[int], int, int, Any],
                   new_docs: Callable[[list[int]], Any]) -> IndexedTerms | None:
     """The index view of a column, or None when lance_ops does not read its segments (the
     caller searches flat).  ``new_docs(fragment_ids)``: the flat documents of those fragments."""
