@@ -69,8 +69,8 @@ def test_postings_equal_flat(tmp_path, monkeypatch, builder, stable):
         flat = answers(ops, monkeypatch, False)
         assert answers(ops, monkeypatch, True) == flat, step
         assert any(r[0] for r in flat)
-        if stable:  # pylance's scores after deletions with stable row ids differ from both (left alone)
-            continue
+        if stable and step not in ("indexed", "appended", "deleted"):
+            continue  # an updated row with stable row ids: pylance scores differently (left open)
         py = lance.dataset(uri).to_table(full_text_query=PyMatch("frodo happy", "text"), with_row_id=True)
         mine = ops.to_table(full_text_query=lf.MatchQuery("frodo happy", "text"), with_row_id=True)
         assert sorted(zip(mine["_rowid"].to_pylist(), mine["_score"].to_pylist(), strict=True)) == \

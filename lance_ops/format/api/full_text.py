@@ -35,7 +35,7 @@ from lance_ops.format.api.fts_queries import (
     PhraseQuery,
     parse_full_text_query,
 )
-from lance_ops.format.api.full_text_index import IndexedTerms, indexed_terms
+from lance_ops.format.api.full_text_index import IndexedTerms, deleted_stable_rows, indexed_terms
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.build.inverted import indexed_row_ids, reference_layout
@@ -154,8 +154,10 @@ class Corpus:
             if name in self._coverage:
                 frags, n_docs, n_tokens, indexed_ids = self._coverage[name]
                 covered = np.isin((docs.row_addrs >> np.uint64(32)).astype(np.int64), list(frags))
-                gone = np.setdiff1d(indexed_ids(), docs.row_ids) if not self._ds.has_stable_row_ids \
-                    else np.zeros(0, np.uint64)
+                gone = np.setdiff1d(indexed_ids(), docs.row_ids)
+                if self._ds.has_stable_row_ids:  # the deleted rows' addresses, off the row id sequences
+                    addrs, ids = deleted_stable_rows(self._ds, docs.row_ids)
+                    gone = addrs[np.isin(ids, gone)]
                 docs = dataclasses.replace(docs, indexed=covered, index_corpus=(n_docs, n_tokens),
                                            deleted_df=_deleted_df(self._ds, name, docs.params, gone))
             self._docs[name] = docs

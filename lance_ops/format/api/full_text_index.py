@@ -17,8 +17,9 @@ from lance_ops.format.index.build.postings import bm25
 from lance_ops.format.index.build.text_tokens import TokenizerParams, tokenize
 from lance_ops.format.index.inverted_read import InvertedPartition, segment_partitions
 from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID
+from lance_ops.format.table.rowids import fragment_row_ids
 
-__all__ = ["IndexedTerms", "indexed_terms"]
+__all__ = ["IndexedTerms", "deleted_stable_rows", "indexed_terms"]
 
 Hits = tuple[np.ndarray, np.ndarray]
 
@@ -34,6 +35,7 @@ class IndexedTerms:
     live_ids: np.ndarray  # row ids, sorted
     live_frag: np.ndarray  # the fragment each of them lives in
     manifest_fragments: np.ndarray | None  # address mode: fragments whose deleted rows still count
+    deleted_ids: np.ndarray | None  # stable row ids: the ids of deleted rows still in the dataset, sorted
     new: Any  # ColumnDocs of the unindexed rows
 
     def query_terms(self, text: str) -> list[str]:
@@ -66,6 +68,8 @@ class IndexedTerms:
         df = len(rid)
         if self.manifest_fragments is not None:  # documents of rows deleted since, still in the dataset
             df += int(np.isin((gone >> np.uint64(32)).astype(np.int64), self.manifest_fragments).sum())
+        if self.deleted_ids is not None:
+            df += int(np.isin(gone, self.deleted_ids).sum())
         docs, tokens = self.index_corpus
         out_ids = [rid]
         out_scores = [bm25(freq, dl, np.full(len(rid), df), docs, tokens).astype(np.float32)]
@@ -96,5 +100,20 @@ def indexed_terms(ds: Any, segments: Sequence[Any], params: TokenizerParams,
     order = np.argsort(ids, kind="stable")
     manifest = None if ds.has_stable_row_ids else np.array([f.id for f in ds.manifest.fragments], np.int64)
     new_frags = [f.id for f in ds.manifest.fragments if f.id not in frags]
-    return IndexedTerms(parts, params, (n_docs, n_tokens), ids[order], frag_of[order], manifest,
+    deleted = np.unique(deleted_stable_rows(ds, ids)[1]) if ds.has_stable_row_ids else None
+    return IndexedTerms(parts, params, (n_docs, n_tokens), ids[order], frag_of[order], manifest, deleted,
                         new_docs(new_frags))
+
+
+def deleted_stable_rows(ds: Any, live_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """With stable row ids: the addresses and ids of the rows of the dataset's fragments whose id
+    is no longer live (deleted, not moved by an update), off each fragment's row id sequence."""
+    addrs, ids = [np.zeros(0, np.uint64)], [np.zeros(0, np.uint64)]
+    for frag in ds.manifest.fragments:
+        if frag.row_ids is None:
+            continue
+        seq = fragment_row_ids(frag, ds.manifest.source).astype(np.uint64)
+        off = np.flatnonzero(~np.isin(seq, live_ids))
+        addrs.append((np.uint64(frag.id) << np.uint64(32)) | off.astype(np.uint64))
+        ids.append(seq[off])
+    return np.concatenate(addrs), np.concatenate(ids)
