@@ -448,6 +448,26 @@ def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], 
     return frozenset(frags), docs, tokens, ids
 
 
+def _take(ds: Any, ids: np.ndarray, names: list[str]) -> pa.Table:
+    """The found rows, in ``ids`` order: by row address, plain top-level columns are read at
+    their offsets (only the pages holding them); otherwise :func:`take_row_ids`."""
+    plain = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
+    fields = {f.name: f for f in ds.schema}
+    if ds.has_stable_row_ids or not len(ids) or any(
+            n not in fields or any(b"blob" in k for k in (fields[n].metadata or {})) for n in plain):
+        return take_row_ids(ds, ids, names)
+    plan = plan_scan(ds.lance_schema, plain, None, True, ROW_ADDR in names)
+    frag_of, offsets = ids >> np.uint64(32), (ids & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    by_id = {f.id: f for f in ds.manifest.fragments}
+    batches = []
+    for fid in np.unique(frag_of).tolist():
+        rows = np.unique(offsets[frag_of == np.uint64(fid)])
+        batches.extend(scan_fragment_rows(ds._store, ds.manifest, by_id[fid], plan, rows))
+    found = pa.Table.from_batches(batches, schema=plan.out_schema)
+    at = pc.index_in(pa.array(ids, pa.uint64()), value_set=found[ROW_ID].combine_chunks())
+    return found.take(at).select(names)
+
+
 def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: Any,
                     search: Callable[[Any, Corpus], Hits] = evaluate) -> pa.Table:
     """The rows a scan with ``opts.full_text_query`` finds (see the module's docstring)."""
@@ -477,7 +497,7 @@ def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: A
     wanted = [n for n in out_names if n not in (SCORE, ROW_ID)]
     if post is not None:
         wanted = list(dict.fromkeys([*wanted, *ds.schema.names]))
-    rows = take_row_ids(ds, ids, [*wanted, ROW_ID])
+    rows = _take(ds, ids, [*wanted, ROW_ID])
     got = rows[ROW_ID].to_numpy()
     pos = {int(r): i for i, r in enumerate(ids.tolist())}
     rows = rows.append_column(SCORE, pa.array(scores[[pos[int(r)] for r in got]], pa.float32()))
