@@ -1,7 +1,8 @@
 """Full-text search answered from an INVERTED index's posting lists equals the flat search
 (``full_text.USE_POSTINGS = False``) exactly -- rows, scores, order, ties -- on indices built by
 pylance and by lance_ops, with rows appended after the index and rows deleted since, in both
-row-id modes, after an index merge and with two segments; and equals pylance's answer."""
+row-id modes, with two segments, after pylance's merge (two partitions) and lance_ops'; and equals
+pylance's answer (with stable row ids: until a row is updated)."""
 
 import lance
 import numpy as np
@@ -62,6 +63,8 @@ def test_postings_equal_flat(tmp_path, monkeypatch, builder, stable):
              ("updated", lambda: lance.dataset(uri).update({"text": "'frodo frodo fox'"}, where="id % 11 = 1")),
              ("new segment", lambda: lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)),
              ("appended again", lambda: lf.write_dataset(corpus(30, 5), uri, mode="append")),
+             ("pylance merge", lambda: lance.dataset(uri).optimize.optimize_indices()),  # two partitions
+             ("appended a third time", lambda: lf.write_dataset(corpus(20, 7), uri, mode="append")),
              ("merged", lambda: lf.dataset(uri).optimize_indices())]
     for step, act in steps:
         act()

@@ -29,7 +29,9 @@ class IndexedTerms:
     """A column's index (its partitions and corpus), the live rows it covers, and the flat
     documents (:class:`.full_text.ColumnDocs`) of the rows it does not."""
 
-    partitions: Sequence[tuple[InvertedPartition, np.ndarray]]  # with their segment's fragment ids
+    #: with their segment's fragment ids and which documents are current (stable row ids: a row
+    #: a later partition holds again -- an update merged in -- is that partition's)
+    partitions: Sequence[tuple[InvertedPartition, np.ndarray, np.ndarray]]
     params: TokenizerParams
     index_corpus: tuple[int, int]
     live_ids: np.ndarray  # row ids, sorted
@@ -46,7 +48,7 @@ class IndexedTerms:
         """The live rows whose current version a segment holding ``term`` covers (row ids,
         frequencies, lengths) and the addresses of deleted rows' documents holding it."""
         ids, freqs, lens, gone = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], []
-        for part, frags in self.partitions:
+        for part, frags, current in self.partitions:
             tid = part.token_id(term)
             if tid is None:
                 continue
@@ -54,7 +56,7 @@ class IndexedTerms:
             rid = part.row_ids[doc]
             at = np.minimum(np.searchsorted(self.live_ids, rid), max(len(self.live_ids) - 1, 0))
             live = self.live_ids[at] == rid if len(self.live_ids) else np.zeros(len(rid), bool)
-            here = live & np.isin(self.live_frag[at], frags) if len(self.live_ids) else live
+            here = live & np.isin(self.live_frag[at], frags) & current[doc] if len(self.live_ids) else live
             ids.append(rid[here])
             freqs.append(freq[here])
             lens.append(part.num_tokens[doc][here])
@@ -101,8 +103,21 @@ def indexed_terms(ds: Any, segments: Sequence[Any], params: TokenizerParams,
     manifest = None if ds.has_stable_row_ids else np.array([f.id for f in ds.manifest.fragments], np.int64)
     new_frags = [f.id for f in ds.manifest.fragments if f.id not in frags]
     deleted = np.unique(deleted_stable_rows(ds, ids)[1]) if ds.has_stable_row_ids else None
-    return IndexedTerms(parts, params, (n_docs, n_tokens), ids[order], frag_of[order], manifest, deleted,
+    return IndexedTerms(_current(parts, ds.has_stable_row_ids), params, (n_docs, n_tokens), ids[order], frag_of[order], manifest, deleted,
                         new_docs(new_frags))
+
+
+def _current(parts: list[tuple[InvertedPartition, np.ndarray]], stable: bool) -> list:
+    """Each partition with the mask of its documents that no later document holds again (stable
+    row ids: an updated row's old document, merged into the same index, is superseded)."""
+    ids = np.concatenate([np.zeros(0, np.uint64), *(p.row_ids for p, _ in parts)])
+    current = np.ones(len(ids), bool)
+    if stable and len(ids):
+        _, last_rev = np.unique(ids[::-1], return_index=True)
+        current[:] = False
+        current[len(ids) - 1 - last_rev] = True
+    bounds = np.cumsum([0, *(len(p.row_ids) for p, _ in parts)])
+    return [(p, frags, current[bounds[i]:bounds[i + 1]]) for i, (p, frags) in enumerate(parts)]
 
 
 def deleted_stable_rows(ds: Any, live_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
