@@ -13,6 +13,7 @@ otherwise it is applied to the rows found (pylance's post-filter).
 """
 
 import dataclasses
+import functools
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from lance_ops.format.api.fts_queries import (
     PhraseQuery,
     parse_full_text_query,
 )
+from lance_ops.format.api.full_text_index import IndexedTerms, deleted_stable_rows, indexed_terms
 from lance_ops.format.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.build.inverted import indexed_row_ids, reference_layout
@@ -121,8 +123,23 @@ class Corpus:
     """The searched dataset's columns, read and tokenized once per query."""
 
     def __init__(self, ds: Any, params: Mapping[str, TokenizerParams],
-                 coverage: Mapping[str, tuple[frozenset[int], int, int, np.ndarray]] | None = None):
+                 coverage: Mapping[str, tuple[frozenset[int], int, int, Callable[[], np.ndarray]]] | None = None,
+                 segments: Mapping[str, Sequence[Any]] | None = None):
         self._ds, self._params, self._docs, self._coverage = ds, params, {}, dict(coverage or {})
+        self._segments = dict(segments or {})
+
+    def index_terms(self, name: str) -> IndexedTerms | None:
+        """The column's index as posting lists (None: no index, or one lance_ops does not read)."""
+        if not USE_POSTINGS or name not in self._segments or name not in self._coverage:
+            return None
+        m, ds, params = self._ds.manifest, self._ds, self._params[name]
+        key = (ds.uri, m.version, m.timestamp_ns, name, *sorted(s.uuid for s in self._segments[name]))
+        hit = _INDEX_CACHE.get(key)
+        if hit is None:
+            hit = (indexed_terms(ds, self._segments[name], params, self._coverage[name],
+                                 lambda frags: _column_docs(ds, name, params, frags)),)
+            _INDEX_CACHE.put(key, hit)
+        return hit[0]
 
     def indexed(self, name: str) -> bool:
         return name in self._params
@@ -137,7 +154,10 @@ class Corpus:
             if name in self._coverage:
                 frags, n_docs, n_tokens, indexed_ids = self._coverage[name]
                 covered = np.isin((docs.row_addrs >> np.uint64(32)).astype(np.int64), list(frags))
-                gone = np.setdiff1d(indexed_ids, docs.row_ids) if not self._ds.has_stable_row_ids else indexed_ids[:0]
+                gone = np.setdiff1d(indexed_ids(), docs.row_ids)
+                if self._ds.has_stable_row_ids:  # the deleted rows' addresses, off the row id sequences
+                    addrs, ids = deleted_stable_rows(self._ds, docs.row_ids)
+                    gone = addrs[np.isin(ids, gone)]
                 docs = dataclasses.replace(docs, indexed=covered, index_corpus=(n_docs, n_tokens),
                                            deleted_df=_deleted_df(self._ds, name, docs.params, gone))
             self._docs[name] = docs
@@ -170,13 +190,19 @@ class _DocsCache:
 
 _CACHE = _DocsCache()
 _CORPUS_CACHE = _DocsCache(8)
+_INDEX_CACHE = _DocsCache(8)
+#: answer exact terms from the posting lists of the indices lance_ops reads (False: flat only)
+USE_POSTINGS = True
 
 
-def _column_docs(ds: Any, name: str, params: TokenizerParams | None) -> ColumnDocs:
+def _column_docs(ds: Any, name: str, params: TokenizerParams | None,
+                 fragments: Sequence[int] | None = None) -> ColumnDocs:
+    """The column's documents (of the fragments ``fragments`` only, when given)."""
     top, *nested = name.split(".") if name not in ds.schema.names else [name]
     if top not in ds.schema.names:
         raise ColumnNotFoundError(f"full_text_query: column {name!r} is not in the dataset schema {ds.schema.names}")
-    table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True)
+    only = {} if fragments is None else {"fragments": [f for f in ds.manifest.fragments if f.id in set(fragments)]}
+    table = ds.to_table(columns=[top], with_row_id=True, with_row_address=True, **only)
     values = table[top].combine_chunks()
     for child in nested:  # a struct's child (``data.text``)
         values = values.field(child)
@@ -248,10 +274,14 @@ def evaluate(query: FullTextQuery, corpus: Corpus) -> Hits:
 
 @evaluate.register
 def _(query: MatchQuery, corpus: Corpus) -> Hits:
-    docs = corpus.column(query.column)
-    terms = docs.query_terms(query.query)[0] if query.fuzziness == 0 else _raw_terms(query.query)
-    per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
-                for term in terms]  # a repeated term counts again (pylance)
+    index = corpus.index_terms(query.column) if query.fuzziness == 0 else None
+    if index is not None:  # exact terms: the index's posting lists, the unindexed rows flat
+        per_term = [_merge([index.term_score(t)], "or") for t in index.query_terms(query.query)]
+    else:
+        docs = corpus.column(query.column)
+        terms = docs.query_terms(query.query)[0] if query.fuzziness == 0 else _raw_terms(query.query)
+        per_term = [_merge([_term_score(docs, t) for t in _expansions(query, docs, term)], "or")
+                    for term in terms]  # a repeated term counts again (pylance)
     ids, scores = _merge(per_term, "and" if query.operator is FullTextOperator.AND else "or")
     return ids, (scores * np.float32(query.boost)).astype(np.float32)
 
@@ -399,9 +429,9 @@ def _deleted_df(ds: Any, name: str, params: TokenizerParams, addrs: np.ndarray) 
     return out
 
 
-def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], int, int, np.ndarray]:
+def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], int, int, Callable[[], np.ndarray]]:
     """The fragments the segments cover, their documents and tokens (every partition's docs
-    file: its rows and ``total_tokens``) and the documents' row ids."""
+    file: its rows and ``total_tokens``) and the documents' row ids (read when first asked)."""
     frags: set[int] = set()
     docs = tokens = 0
     for seg in segments:
@@ -414,8 +444,28 @@ def _index_corpus(store: Any, segments: Sequence[Any]) -> tuple[frozenset[int], 
                 meta = r.schema.metadata or {}
                 raw = meta.get("total_tokens", meta.get(b"total_tokens", b"0"))
                 tokens += int(raw.decode() if isinstance(raw, bytes) else raw)
-    ids = np.unique(np.concatenate([indexed_row_ids(store, seg) for seg in segments]))
+    ids = functools.cache(lambda: np.unique(np.concatenate([indexed_row_ids(store, seg) for seg in segments])))
     return frozenset(frags), docs, tokens, ids
+
+
+def _take(ds: Any, ids: np.ndarray, names: list[str]) -> pa.Table:
+    """The found rows, in ``ids`` order: by row address, plain top-level columns are read at
+    their offsets (only the pages holding them); otherwise :func:`take_row_ids`."""
+    plain = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
+    fields = {f.name: f for f in ds.schema}
+    if ds.has_stable_row_ids or not len(ids) or any(
+            n not in fields or any(b"blob" in k for k in (fields[n].metadata or {})) for n in plain):
+        return take_row_ids(ds, ids, names)
+    plan = plan_scan(ds.lance_schema, plain, None, True, ROW_ADDR in names)
+    frag_of, offsets = ids >> np.uint64(32), (ids & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    by_id = {f.id: f for f in ds.manifest.fragments}
+    batches = []
+    for fid in np.unique(frag_of).tolist():
+        rows = np.unique(offsets[frag_of == np.uint64(fid)])
+        batches.extend(scan_fragment_rows(ds._store, ds.manifest, by_id[fid], plan, rows))
+    found = pa.Table.from_batches(batches, schema=plan.out_schema)
+    at = pc.index_in(pa.array(ids, pa.uint64()), value_set=found[ROW_ID].combine_chunks())
+    return found.take(at).select(names)
 
 
 def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: Any,
@@ -431,7 +481,7 @@ def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: A
         key = (ds.uri, *sorted(seg.uuid for seg in segs))
         coverage[c] = _CORPUS_CACHE.get(key) or _index_corpus(ds._store, segs)
         _CORPUS_CACHE.put(key, coverage[c])
-    ids, scores = search(query, Corpus(ds, params, coverage))
+    ids, scores = search(query, Corpus(ds, params, coverage, segments))
     if filter is not None and opts.prefilter:
         allowed = ds.to_table(columns=[], filter=filter, with_row_id=True)[ROW_ID].to_numpy()
         keep = np.isin(ids, allowed)
@@ -447,7 +497,7 @@ def full_text_table(ds: Any, columns: Sequence[str] | None, filter: Any, opts: A
     wanted = [n for n in out_names if n not in (SCORE, ROW_ID)]
     if post is not None:
         wanted = list(dict.fromkeys([*wanted, *ds.schema.names]))
-    rows = take_row_ids(ds, ids, [*wanted, ROW_ID])
+    rows = _take(ds, ids, [*wanted, ROW_ID])
     got = rows[ROW_ID].to_numpy()
     pos = {int(r): i for i, r in enumerate(ids.tolist())}
     rows = rows.append_column(SCORE, pa.array(scores[[pos[int(r)] for r in got]], pa.float32()))
