@@ -48,6 +48,7 @@ from lance_ops.format.index.build.text_tokens import (
     tokenize_documents,
 )
 from lance_ops.format.index.metadata import decode_index_section
+from lance_ops.format.ops.index_build import field_path
 from lance_ops.format.read.filters import resolve_filter
 from lance_ops.format.read.metadata_columns import ROW_ADDR, ROW_ID, filter_table
 from lance_ops.format.read.scan import plan_scan, scan_fragment_rows
@@ -381,20 +382,10 @@ def _fts_indices(ds: Any) -> dict[str, Any]:
     chosen: dict[str, str] = {}
     for seg in decode_index_section(section, f"{ds.uri} version {ds.version}"):
         if seg.fields and (seg.kind == "INVERTED" or (seg.kind == "UNKNOWN" and _inverted_files(ds, seg))):
-            column = _path(ds.lance_schema, seg.fields[0])
+            column = field_path(ds.lance_schema, seg.fields[0])
             if chosen.setdefault(column, seg.name) == seg.name:
                 out.setdefault(column, []).append(seg)
     return out
-
-
-def _path(schema: Any, field_id: int) -> str:
-    """A field's dotted path (``data.text`` for a struct child)."""
-    parts, fid = [], field_id
-    while fid >= 0:
-        f = schema.field_by_id(fid)
-        parts.append(f.name)
-        fid = f.parent_id
-    return ".".join(reversed(parts))
 
 
 def _inverted_files(ds: Any, seg: Any) -> bool:
