@@ -39,6 +39,7 @@ of a transaction that can never land.  Names follow pylance's distributed API wh
 """
 
 from lance_ops.format.file.blob_columns import scan_schema
+from lance_ops.format.index.build import SEGMENT_KINDS
 from lance_ops.format.index.metadata import IndexMetadata
 from lance_ops.format.io.object_store import ObjectStore, resolve_uri
 from lance_ops.format.ops.change_feed.tasks import (
@@ -113,6 +114,7 @@ class Compaction:
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "SEGMENT_KINDS",
     "TXN_APP_ID",
     "TXN_VERSION",
     "ChangeFeedPlan",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import lance_ops.format as lf
 from lance_ops.format import COMPACTION_DEFAULTS, DEFAULT_MAX_ROWS_PER_FILE, OPTIMIZE_INDICES_DEFAULTS
+from lance_ops.format.distributed import SEGMENT_KINDS
 from lance_ops.format.errors import SQLParseError
 from lance_ops.orchestration.errors import DatasetConfigError
 from lance_ops.orchestration.table import TableRef
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 #: pylance's ``cleanup_old_versions`` defaults (older_than 14 days, retain 1 version)
 CLEANUP_OLDER_THAN_DAYS = 14.0
 CLEANUP_RETAIN_VERSIONS = 1
-INDEX_KINDS = "BTREE, BITMAP, LABEL_LIST, ZONEMAP, IVF_FLAT, IVF_PQ, INVERTED"
+INDEX_KINDS = ", ".join(SEGMENT_KINDS)  # the kinds format adds segments to
 
 
 def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,

@@ -301,7 +301,7 @@ def plan_optimize_indices(
 
     IVF_FLAT / IVF_PQ segments reuse the index's model (centroids, codebook; pylance's default,
     no retraining); INVERTED segments the index's tokenizer params (docs/FORMAT.md "INVERTED
-    segments").  Indices lance_ops does not extend (HNSW, SQ, NGRAM, a full-text index whose
+    segments").  Indices lance_ops does not extend (HNSW, SQ, BLOOMFILTER, a full-text index whose
     tokenizer it does not reproduce, ...) are left as they are when ``index_names`` is None.
 
     Raises:

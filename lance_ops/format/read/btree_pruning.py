@@ -25,7 +25,7 @@ from lance_ops.format.file.reader import DataFileReader
 from lance_ops.format.index.metadata import IndexMetadata, decode_index_section, user_indices
 from lance_ops.format.io.object_store import ObjectStore
 from lance_ops.format.read.filters import resolve_filter
-from lance_ops.format.read.zone_pruning import Zone, _judge, _query_text
+from lance_ops.format.read.zone_pruning import Zone, judge_leaf, query_text
 from lance_ops.format.sql import parse_sql
 from lance_ops.format.table.fragment import FragmentMetadata
 from lance_ops.format.table.manifest import Manifest
@@ -101,7 +101,7 @@ def _leaves(store: ObjectStore, manifest: Manifest, node: exp.Expr, segs: dict[s
     if isinstance(node, exp.And | exp.Or):
         _leaves(store, manifest, node.left, segs, out)
         return _leaves(store, manifest, node.right, segs, out)
-    judged = _judge(node, segs)
+    judged = judge_leaf(node, segs)
     if judged is None:
         return None
     found = {k: _leaf_fragments(store, manifest, node, judged, s) for k, s in enumerate(segs[judged[0]])}
@@ -176,4 +176,4 @@ def _text(node: exp.Expr, leaves: Leaves, segs: dict[str, list[_Segment]]) -> st
         if isinstance(node, exp.Or):
             return f"{left} || {right}" if left and right else None
         return " && ".join(t for t in (left, right) if t) or None
-    return _query_text(node, segs) if id(node) in leaves else None
+    return query_text(node, segs) if id(node) in leaves else None

@@ -136,10 +136,10 @@ _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 Judge = Callable[[Zone], bool]
 
 
-def _judge(node: exp.Expr, maps: dict[str, Any]) -> tuple[str, Judge] | None:
+def judge_leaf(node: exp.Expr, maps: dict[str, Any]) -> tuple[str, Judge] | None:
     """(column, zone -> may match) for a prunable predicate on one column, else None."""
     if isinstance(node, exp.Paren):
-        return _judge(node.this, maps)
+        return judge_leaf(node.this, maps)
     op = next((o for cls, o in _OPS.items() if type(node) is cls), None)
     if op is not None:
         col, (ok, v) = _column(node.left), _literal(node.right)
@@ -172,7 +172,7 @@ def _may_match(node: exp.Expr, maps: dict[str, dict[int, list[Zone]]], fid: int)
         return _may_match(node.left, maps, fid) and _may_match(node.right, maps, fid)
     if isinstance(node, exp.Or):
         return _may_match(node.left, maps, fid) or _may_match(node.right, maps, fid)
-    judged = _judge(node, maps)
+    judged = judge_leaf(node, maps)
     if judged is None:
         return True
     col, judge = judged
@@ -201,16 +201,16 @@ def prune_fragments(
     return [f for f in frags if _may_match(tree, maps, f.id)]
 
 
-def _query_text(node: exp.Expr, maps: dict[str, Any]) -> str | None:
+def query_text(node: exp.Expr, maps: dict[str, Any]) -> str | None:
     """The part of ``node`` zone maps prune by, as pylance prints an index query (None: none)."""
     if isinstance(node, exp.Paren):
-        return _query_text(node.this, maps)
+        return query_text(node.this, maps)
     if isinstance(node, exp.And | exp.Or):
-        left, right = _query_text(node.left, maps), _query_text(node.right, maps)
+        left, right = query_text(node.left, maps), query_text(node.right, maps)
         if isinstance(node, exp.Or):  # an OR prunes only when both sides do
             return f"{left} || {right}" if left and right else None
         return " && ".join(t for t in (left, right) if t) or None
-    if _judge(node, maps) is None:
+    if judge_leaf(node, maps) is None:
         return None
     if isinstance(node, exp.Between):
         col = _column(node.this)
@@ -234,7 +234,7 @@ def zone_map_query(store: ObjectStore, manifest: Manifest, filter_text: str) -> 
         tree = parse_sql(filter_text)
     except LanceOpsError:
         return None
-    text = _query_text(tree, maps)
+    text = query_text(tree, maps)
     if text is None:
         return None
     top = {f.id: f.name for f in manifest.schema.top_level()}
