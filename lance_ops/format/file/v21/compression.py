@@ -94,17 +94,24 @@ def general_decompress(w: Where, comp: pb.BufferCompression, data: np.ndarray) -
         size = int.from_bytes(raw[:4], "little")
         if size == 0:
             return np.zeros(0, np.uint8)
-        out = pa.Codec("lz4_raw").decompress(raw[4:], decompressed_size=size)
-        return _u8(out)
+        return _decompress(w, "lz4_raw", raw[4:], size)
     if comp.scheme == pb.COMPRESSION_ALGORITHM_ZSTD:
         if not raw:
             return np.zeros(0, np.uint8)
-        codec = pa.Codec("zstd")
         if raw[:4] == b"\x28\xb5\x2f\xfd":
             raise w.unsupported("general(zstd) raw stream")
         size = int.from_bytes(raw[:8], "little")
-        return _u8(codec.decompress(raw[8:], decompressed_size=size))
+        return _decompress(w, "zstd", raw[8:], size)
     raise w.unsupported(f"general(scheme={comp.scheme})")
+
+
+def _decompress(w: Where, codec: str, raw: bytes, size: int) -> np.ndarray:
+    """``raw`` decompressed by ``codec`` into its ``size`` bytes; bytes the codec refuses (Arrow
+    raises ``OSError`` for them) are a :class:`CorruptFileError` naming the column."""
+    try:
+        return _u8(pa.Codec(codec).decompress(raw, decompressed_size=size))
+    except (OSError, MemoryError, pa.ArrowException) as e:
+        raise w.corrupt(f"{codec} buffer does not decompress to its {size} bytes: {e}") from None
 
 
 def per_value_general(
